@@ -1,0 +1,42 @@
+# tierlog developer entry points. Every target bootstraps .venv on first use (idempotent, fast after).
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+EXTRAS ?= dev
+
+.PHONY: venv run test test-fast lint format bench clean
+
+venv: $(STAMP)
+
+# Reinstall only when the project metadata changes.
+$(STAMP): pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	@$(BIN)/python -m pip install --quiet --disable-pip-version-check --upgrade pip
+	@$(BIN)/python -m pip install --quiet --disable-pip-version-check -e ".[$(EXTRAS)]"
+	@touch $(STAMP)
+
+run: venv
+	$(BIN)/tierlog serve $(ARGS)
+
+test: venv
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+test-fast: venv
+	$(BIN)/python -m pytest -m "not slow" $(PYTEST_ARGS)
+
+lint: venv
+	$(BIN)/ruff check service tiering client tests infra
+	$(BIN)/ruff format --check service tiering client tests infra
+	$(BIN)/mypy tiering service client
+	$(BIN)/lint-imports
+
+format: venv
+	$(BIN)/ruff format service tiering client tests infra
+	$(BIN)/ruff check --fix service tiering client tests infra
+
+bench: venv
+	$(BIN)/python infra/bench/log_bench.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

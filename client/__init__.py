@@ -1,0 +1,1 @@
+"""tierlog client package."""
