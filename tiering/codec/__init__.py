@@ -1,4 +1,58 @@
 """Pure codecs for every on-disk and on-wire structure: no asyncio, no aiohttp, no boto, no Spark.
 
-The broker, the Python client and Spark executors share these modules.
+The broker, the Python client and Spark executors share these modules. The record batch v2 codec:
+
+* :mod:`tiering.codec.header`: the 61-byte batch header, CRC-32C, framing of batches in a byte stream;
+* :mod:`tiering.codec.records`: the varint-framed records inside a batch;
+* :mod:`tiering.codec.varint`: zigzag varints;
+* :mod:`tiering.codec.compression`: none, gzip, snappy, lz4, zstd;
+* :mod:`tiering.codec.batch`: whole batches, built and decoded.
+
+``docs/format.md`` specifies the bytes.
 """
+
+from tiering.codec.batch import (
+    DEFAULT_MAX_UNCOMPRESSED,
+    DecodedBatch,
+    build_batch,
+    decode_batch,
+    iter_decoded_batches,
+    iter_records,
+)
+from tiering.codec.compression import Compression, compress, decompress
+from tiering.codec.header import (
+    HEADER_SIZE,
+    LOG_OVERHEAD,
+    BatchHeader,
+    decode_header,
+    encode_header,
+    iter_batches,
+    set_base_offset,
+    set_log_append_time,
+    valid_prefix,
+    verify_batch,
+)
+from tiering.codec.records import Record
+
+__all__ = [
+    "DEFAULT_MAX_UNCOMPRESSED",
+    "HEADER_SIZE",
+    "LOG_OVERHEAD",
+    "BatchHeader",
+    "Compression",
+    "DecodedBatch",
+    "Record",
+    "build_batch",
+    "compress",
+    "decode_batch",
+    "decode_header",
+    "decompress",
+    "encode_header",
+    "iter_batches",
+    "iter_decoded_batches",
+    "iter_records",
+    "set_base_offset",
+    "set_log_append_time",
+    "valid_prefix",
+    "verify_batch",
+]
