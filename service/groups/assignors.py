@@ -127,7 +127,9 @@ def _rebalance(result: Assignment, by_id: Mapping[str, Member]) -> None:
         for giver in sorted(result, key=lambda mid: (-len(result[mid]), mid)):
             for tp in sorted(result[giver], reverse=True):
                 takers = [
-                    mid for mid, m in by_id.items() if tp[0] in m.topics and len(result[mid]) + 1 < len(result[giver])
+                    mid
+                    for mid, m in by_id.items()
+                    if tp[0] in m.topics and len(result[mid]) + 1 < len(result[giver])
                 ]
                 if takers:
                     taker = min(takers, key=lambda mid: (len(result[mid]), mid))
@@ -159,7 +161,9 @@ def assign(strategy: str, members: Sequence[Member], partitions: Mapping[str, in
         assignor = STRATEGIES[strategy]
     except KeyError:
         known = ", ".join(sorted(STRATEGIES))
-        raise InvalidRequestError(f"unknown partition assignment strategy {strategy!r} (known: {known})") from None
+        raise InvalidRequestError(
+            f"unknown partition assignment strategy {strategy!r} (known: {known})"
+        ) from None
     if len({m.member_id for m in members}) != len(members):
         raise InvalidRequestError("duplicate member ids in one group")
     result = assignor(members, partitions)

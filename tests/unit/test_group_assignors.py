@@ -15,7 +15,9 @@ partition_counts = st.dictionaries(st.sampled_from(TOPICS), st.integers(0, 12), 
 member_ids = st.lists(st.text("mnopqrs", min_size=1, max_size=4), min_size=1, max_size=7, unique=True)
 
 
-def check_coverage(result: dict[str, list[tuple[str, int]]], members: list[Member], parts: dict[str, int]) -> None:
+def check_coverage(
+    result: dict[str, list[tuple[str, int]]], members: list[Member], parts: dict[str, int]
+) -> None:
     owners: dict[tuple[str, int], str] = {}
     for member_id, assigned in result.items():
         for tp in assigned:
@@ -33,7 +35,9 @@ def check_coverage(result: dict[str, list[tuple[str, int]]], members: list[Membe
 @pytest.mark.parametrize("strategy", sorted(STRATEGIES))
 @given(parts=partition_counts, ids=member_ids, data=st.data())
 @settings(max_examples=150, deadline=None)
-def test_every_partition_exactly_once(strategy: str, parts: dict[str, int], ids: list[str], data: st.DataObject) -> None:
+def test_every_partition_exactly_once(
+    strategy: str, parts: dict[str, int], ids: list[str], data: st.DataObject
+) -> None:
     members = [Member(mid, frozenset(data.draw(st.sets(st.sampled_from(TOPICS), min_size=1)))) for mid in ids]
     check_coverage(assign(strategy, members, parts), members, parts)
 
@@ -41,7 +45,9 @@ def test_every_partition_exactly_once(strategy: str, parts: dict[str, int], ids:
 @pytest.mark.parametrize("strategy", sorted(STRATEGIES))
 @given(parts=partition_counts, ids=member_ids)
 @settings(max_examples=150, deadline=None)
-def test_balanced_within_one_for_equal_subscriptions(strategy: str, parts: dict[str, int], ids: list[str]) -> None:
+def test_balanced_within_one_for_equal_subscriptions(
+    strategy: str, parts: dict[str, int], ids: list[str]
+) -> None:
     members = [Member(mid, frozenset(parts)) for mid in ids]
     result = assign(strategy, members, parts)
     loads = [len(v) for v in result.values()]
@@ -92,9 +98,7 @@ def test_sticky_moves_no_more_than_needed(parts: int, before: int, after: int) -
 def test_sticky_keeps_assignment_when_a_member_leaves() -> None:
     topics = {"t": 6}
     first = assign("sticky", [Member(m, frozenset({"t"})) for m in ("a", "b", "c")], topics)
-    second = assign(
-        "sticky", [Member(m, frozenset({"t"}), tuple(first[m])) for m in ("a", "b")], topics
-    )
+    second = assign("sticky", [Member(m, frozenset({"t"}), tuple(first[m])) for m in ("a", "b")], topics)
     for m in ("a", "b"):
         assert set(first[m]) <= set(second[m])
     assert sorted(len(v) for v in second.values()) == [3, 3]

@@ -1,7 +1,7 @@
 """The dependency direction of DESIGN.md, checked on every test run.
 
-``service -> tiering`` and ``client -> tiering``; nothing imports ``service``; the codec modules (and the remote
-tier's pure layout/manifest modules that Spark executors load) import nothing async or vendor-specific.
+``service -> tiering`` and ``client -> tiering``; nothing imports ``service``; the codec modules import
+nothing async or vendor-specific.
 ``make lint`` checks the same contracts with import-linter; this test keeps them enforced in CI too.
 """
 
