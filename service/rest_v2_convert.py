@@ -1,0 +1,234 @@
+"""Conversion between REST Proxy v2 JSON and records: produce bodies in, records arrays out.
+
+Produce body (``POST /topics/{t}`` and ``POST /topics/{t}/partitions/{p}``)::
+
+    {"records": [{"key": ..., "value": ..., "partition": 0}, ...],
+     "key_schema": ..., "key_schema_id": ..., "value_schema": ..., "value_schema_id": ...}
+
+With the ``binary`` embedded format keys and values are base64 strings (standard alphabet, padded);
+with ``json`` they are any JSON value, stored as its compact UTF-8 serialization. ``null`` or an
+absent key/value stays null. A records fetch answers ``[{"topic", "key", "value", "partition",
+"offset"}]`` in the format the ``Accept`` header chose; with ``json``, a stored key or value that is
+not valid JSON fails the whole response with 422 (42201 for a key, 42202 for a value).
+
+Every function here is pure and safe to call from a worker thread.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from service.errors import BadRequestError, UnsupportedMediaTypeError
+from service.partitioner import StickyPartitioner, partition_for_key
+from service.rest_v2_media import EmbeddedFormat
+from tiering.codec.batch import iter_records
+from tiering.errors import InvalidRequestError, NotFoundError
+
+__all__ = [
+    "KEY_ERROR",
+    "VALUE_ERROR",
+    "ProduceRecord",
+    "parse_produce_body",
+    "assign_partitions",
+    "records_to_json",
+    "dump_json",
+]
+
+KEY_ERROR = 42201
+VALUE_ERROR = 42202
+PARTITION_NOT_FOUND = 40402
+
+
+@dataclass(frozen=True, slots=True)
+class ProduceRecord:
+    """One record of a produce request, already converted to bytes."""
+
+    key: bytes | None
+    value: bytes | None
+    partition: int | None = None
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not valid JSON")
+
+
+def _load_json(data: bytes | str) -> Any:
+    return json.loads(data, parse_constant=_reject_constant)
+
+
+def dump_json(value: Any) -> bytes:
+    """Compact UTF-8 JSON for a response or a stored value. Pure."""
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode()
+
+
+def _binary_field(record: dict[str, Any], field: str, index: int) -> bytes | None:
+    raw = record.get(field)
+    if raw is None:
+        return None
+    if not isinstance(raw, str):
+        raise BadRequestError(f"records[{index}].{field} must be a base64 string or null")
+    try:
+        return base64.b64decode(raw, validate=True)
+    except (binascii.Error, ValueError):
+        raise BadRequestError(f"records[{index}].{field} is not valid base64") from None
+
+
+def _json_field(record: dict[str, Any], field: str) -> bytes | None:
+    raw = record.get(field)
+    return None if raw is None else dump_json(raw)
+
+
+def _partition_field(record: dict[str, Any], index: int) -> int | None:
+    raw = record.get("partition")
+    if raw is None:
+        return None
+    if isinstance(raw, bool) or not isinstance(raw, int) or raw < 0:
+        raise BadRequestError(f"records[{index}].partition must be a non-negative integer or null")
+    return raw
+
+
+def _check_schemas(body: dict[str, Any], records: list[Any], fmt: EmbeddedFormat) -> None:
+    has_key_schema = body.get("key_schema") is not None or body.get("key_schema_id") is not None
+    has_value_schema = body.get("value_schema") is not None or body.get("value_schema_id") is not None
+    if not has_key_schema and any(isinstance(r, dict) and r.get("key") is not None for r in records):
+        raise InvalidRequestError("Request includes keys but does not include key schema", code=KEY_ERROR)
+    if not has_value_schema and any(isinstance(r, dict) and r.get("value") is not None for r in records):
+        raise InvalidRequestError(
+            "Request includes values but does not include value schema", code=VALUE_ERROR
+        )
+    raise UnsupportedMediaTypeError(
+        f"embedded format {fmt.value} needs a schema registry, which this broker does not have; "
+        "use application/vnd.kafka.binary.v2+json or application/vnd.kafka.json.v2+json"
+    )
+
+
+def parse_produce_body(body: bytes, fmt: EmbeddedFormat) -> list[ProduceRecord]:
+    """Parse and convert a produce body; nothing is appended, so a failure here rejects the request whole.
+
+    Pure and idempotent.
+
+    Raises:
+        BadRequestError: malformed JSON, wrong shape, empty ``records``, bad base64, bad ``partition``.
+        InvalidRequestError: (42201/42202) a schema format without the key/value schema it needs.
+        UnsupportedMediaTypeError: a schema-based embedded format (avro, protobuf, jsonschema).
+    """
+    try:
+        parsed = _load_json(body)
+    except ValueError as err:
+        raise BadRequestError(f"request body is not valid JSON: {err}") from None
+    if not isinstance(parsed, dict):
+        raise BadRequestError("request body must be a JSON object with a 'records' array")
+    records = parsed.get("records")
+    if not isinstance(records, list) or not records:
+        raise BadRequestError("'records' must be a non-empty array")
+    if fmt.needs_schema:
+        _check_schemas(parsed, records, fmt)
+    out: list[ProduceRecord] = []
+    for index, record in enumerate(records):
+        if not isinstance(record, dict):
+            raise BadRequestError(f"records[{index}] must be a JSON object")
+        if fmt is EmbeddedFormat.BINARY:
+            key = _binary_field(record, "key", index)
+            value = _binary_field(record, "value", index)
+        else:
+            key = _json_field(record, "key")
+            value = _json_field(record, "value")
+        out.append(ProduceRecord(key, value, _partition_field(record, index)))
+    return out
+
+
+def assign_partitions(
+    records: Sequence[ProduceRecord],
+    num_partitions: int,
+    *,
+    topic: str,
+    sticky: StickyPartitioner,
+    fixed: int | None = None,
+) -> list[int]:
+    """The partition of every record, in request order.
+
+    ``fixed`` (a partition-scoped produce) wins over everything; otherwise an explicit ``partition``,
+    then ``murmur2(key)``, then one sticky partition shared by all keyless records of this request.
+    Safe to call concurrently; not idempotent (the sticky choice advances).
+
+    Raises:
+        NotFoundError: (40402) a partition that the topic does not have.
+    """
+    if fixed is not None:
+        if not 0 <= fixed < num_partitions:
+            raise NotFoundError(f"Partition {fixed} not found.", code=PARTITION_NOT_FOUND)
+        return [fixed] * len(records)
+    keyless: int | None = None
+    result: list[int] = []
+    for index, record in enumerate(records):
+        if record.partition is not None:
+            if record.partition >= num_partitions:
+                raise NotFoundError(
+                    f"records[{index}]: partition {record.partition} not found "
+                    f"(topic {topic} has {num_partitions})",
+                    code=PARTITION_NOT_FOUND,
+                )
+            result.append(record.partition)
+        elif record.key is not None:
+            result.append(partition_for_key(record.key, num_partitions))
+        else:
+            if keyless is None:
+                keyless = sticky.next_partition(topic, num_partitions)
+            result.append(keyless)
+    return result
+
+
+def _embed(data: bytes | None, fmt: EmbeddedFormat, *, what: str, offset: int) -> Any:
+    if data is None:
+        return None
+    if fmt is EmbeddedFormat.BINARY:
+        return base64.b64encode(data).decode("ascii")
+    try:
+        return _load_json(data)
+    except ValueError:
+        code = KEY_ERROR if what == "key" else VALUE_ERROR
+        raise InvalidRequestError(
+            f"The {what} of the record at offset {offset} is not valid JSON; "
+            "fetch it with Accept: application/vnd.kafka.binary.v2+json",
+            code=code,
+        ) from None
+
+
+def records_to_json(
+    data: bytes,
+    *,
+    topic: str,
+    partition: int,
+    start_offset: int,
+    high_watermark: int,
+    fmt: EmbeddedFormat,
+) -> list[dict[str, Any]]:
+    """The REST records array for whole batches ``data``: records in ``[start_offset, high_watermark)``.
+
+    Records of control batches are left out, as a consumer never sees them. Pure.
+
+    Raises:
+        CorruptRecordError: a batch fails its CRC or is malformed.
+        InvalidRequestError: (42201/42202) with ``json``, a key or value that is not valid JSON.
+    """
+    out: list[dict[str, Any]] = []
+    for header, record in iter_records(data):
+        if header.is_control or record.offset < start_offset:
+            continue
+        if record.offset >= high_watermark:
+            break
+        out.append(
+            {
+                "topic": topic,
+                "key": _embed(record.key, fmt, what="key", offset=record.offset),
+                "value": _embed(record.value, fmt, what="value", offset=record.offset),
+                "partition": partition,
+                "offset": record.offset,
+            }
+        )
+    return out

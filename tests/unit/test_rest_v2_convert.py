@@ -1,0 +1,197 @@
+"""REST Proxy v2 JSON <-> records conversion."""
+
+from __future__ import annotations
+
+import base64
+import json
+import random
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from service.errors import BadRequestError, UnsupportedMediaTypeError
+from service.partitioner import StickyPartitioner, partition_for_key
+from service.rest_v2_convert import (
+    ProduceRecord,
+    assign_partitions,
+    dump_json,
+    parse_produce_body,
+    records_to_json,
+)
+from service.rest_v2_media import EmbeddedFormat
+from tiering.codec.batch import build_batch
+from tiering.codec.records import Record
+from tiering.errors import CorruptRecordError, InvalidRequestError, NotFoundError
+
+BINARY = EmbeddedFormat.BINARY
+JSON = EmbeddedFormat.JSON
+
+
+def body(obj: Any) -> bytes:
+    return json.dumps(obj).encode()
+
+
+def test_binary_body_decodes_base64() -> None:
+    records = parse_produce_body(
+        body({"records": [{"key": "a2V5", "value": "dmFsdWU=", "partition": 2}, {"value": None}]}), BINARY
+    )
+    assert records == [ProduceRecord(b"key", b"value", 2), ProduceRecord(None, None, None)]
+
+
+def test_json_body_stores_compact_serialization() -> None:
+    records = parse_produce_body(
+        body(
+            {"records": [{"key": {"id": 1, "n": "é"}, "value": [1, 2.5, None]}, {"value": "x"}, {"key": 0}]}
+        ),
+        JSON,
+    )
+    assert records[0].key == '{"id":1,"n":"é"}'.encode()
+    assert records[0].value == b"[1,2.5,null]"
+    assert records[1] == ProduceRecord(None, b'"x"', None)
+    assert records[2] == ProduceRecord(b"0", None, None)
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b"not json",
+        b"[]",
+        b'{"records": []}',
+        b'{"records": {}}',
+        b'{"nothing": 1}',
+        b'{"records": [1]}',
+        b'{"records": [{"value": NaN}]}',
+        b'{"records": [{"value": "!!notbase64"}]}',
+        b'{"records": [{"value": "YWJ"}]}',
+        b'{"records": [{"value": 12}]}',
+        b'{"records": [{"value": "YQ==", "partition": -1}]}',
+        b'{"records": [{"value": "YQ==", "partition": "1"}]}',
+        b'{"records": [{"value": "YQ==", "partition": true}]}',
+        b"\xff\xfe",
+    ],
+)
+def test_malformed_binary_bodies_are_400(raw: bytes) -> None:
+    with pytest.raises(BadRequestError) as info:
+        parse_produce_body(raw, BINARY)
+    assert info.value.code == 40001
+    assert info.value.http_status == 400
+
+
+def test_schema_formats_check_schemas_like_confluent() -> None:
+    fmt = EmbeddedFormat.AVRO
+    with pytest.raises(InvalidRequestError) as key_err:
+        parse_produce_body(body({"records": [{"key": 1, "value": 2}]}), fmt)
+    assert key_err.value.code == 42201
+    with pytest.raises(InvalidRequestError) as value_err:
+        parse_produce_body(body({"key_schema_id": 3, "records": [{"key": 1, "value": 2}]}), fmt)
+    assert value_err.value.code == 42202
+    with pytest.raises(UnsupportedMediaTypeError):
+        parse_produce_body(body({"key_schema_id": 3, "value_schema": "x", "records": [{"value": 2}]}), fmt)
+
+
+def test_assign_partitions_explicit_keyed_and_sticky() -> None:
+    sticky = StickyPartitioner(random.Random(0))
+    records = [
+        ProduceRecord(None, b"a", 1),
+        ProduceRecord(b"user-1", b"b"),
+        ProduceRecord(None, b"c"),
+        ProduceRecord(None, b"d"),
+    ]
+    first = assign_partitions(records, 4, topic="t", sticky=sticky)
+    assert first[0] == 1
+    assert first[1] == partition_for_key(b"user-1", 4)
+    assert first[2] == first[3]
+    second = assign_partitions(records, 4, topic="t", sticky=sticky)
+    assert second[2] != first[2]
+    assert assign_partitions(records, 4, topic="t", sticky=sticky, fixed=3) == [3, 3, 3, 3]
+
+
+def test_assign_partitions_unknown_partition_is_40402() -> None:
+    sticky = StickyPartitioner()
+    with pytest.raises(NotFoundError) as info:
+        assign_partitions([ProduceRecord(None, b"a", 5)], 2, topic="t", sticky=sticky)
+    assert info.value.code == 40402
+    with pytest.raises(NotFoundError):
+        assign_partitions([ProduceRecord(None, b"a")], 2, topic="t", sticky=sticky, fixed=2)
+
+
+def _batches() -> bytes:
+    first = build_batch([Record(b"k0", b'{"a":1}'), Record(None, b"[2]")], base_offset=10)
+    control = build_batch([Record(b"\x00\x00\x00\x00", b"\x00")], base_offset=12, is_control=True)
+    last = build_batch([Record(None, b"null"), Record(b'"k"', None)], base_offset=13)
+    return first + control + last
+
+
+def test_records_to_json_binary_skips_before_start_control_and_past_hw() -> None:
+    out = records_to_json(_batches(), topic="t", partition=0, start_offset=11, high_watermark=14, fmt=BINARY)
+    assert out == [
+        {"topic": "t", "key": None, "value": base64.b64encode(b"[2]").decode(), "partition": 0, "offset": 11},
+        {
+            "topic": "t",
+            "key": None,
+            "value": base64.b64encode(b"null").decode(),
+            "partition": 0,
+            "offset": 13,
+        },
+    ]
+
+
+def test_records_to_json_json_format_key_not_json_is_42201() -> None:
+    with pytest.raises(InvalidRequestError) as info:
+        records_to_json(_batches(), topic="t", partition=0, start_offset=10, high_watermark=99, fmt=JSON)
+    assert info.value.code == 42201
+    assert info.value.http_status == 422
+    out = records_to_json(_batches(), topic="t", partition=0, start_offset=11, high_watermark=99, fmt=JSON)
+    assert [(r["key"], r["value"], r["offset"]) for r in out] == [
+        (None, [2], 11),
+        (None, None, 13),
+        ("k", None, 14),
+    ]
+
+
+def test_records_to_json_value_not_json_is_42202() -> None:
+    data = build_batch([Record(None, b"plain text")], base_offset=0)
+    with pytest.raises(InvalidRequestError) as info:
+        records_to_json(data, topic="t", partition=0, start_offset=0, high_watermark=1, fmt=JSON)
+    assert info.value.code == 42202
+
+
+def test_records_to_json_rejects_corrupt_batches() -> None:
+    data = bytearray(build_batch([Record(None, b"v")], base_offset=0))
+    data[-1] ^= 0xFF
+    with pytest.raises(CorruptRecordError):
+        records_to_json(bytes(data), topic="t", partition=0, start_offset=0, high_watermark=1, fmt=BINARY)
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text(),
+    lambda children: (
+        st.lists(children, max_size=3) | st.dictionaries(st.text(max_size=5), children, max_size=3)
+    ),
+    max_leaves=8,
+)
+
+
+@given(key=json_values, value=json_values)
+def test_json_round_trip_through_a_batch(key: Any, value: Any) -> None:
+    records = parse_produce_body(dump_json({"records": [{"key": key, "value": value}]}), JSON)
+    data = build_batch([Record(r.key, r.value) for r in records], base_offset=5)
+    out = records_to_json(data, topic="t", partition=3, start_offset=0, high_watermark=6, fmt=JSON)
+    assert out == [{"topic": "t", "key": key, "value": value, "partition": 3, "offset": 5}]
+
+
+def encode(data: bytes | None) -> str | None:
+    return None if data is None else base64.b64encode(data).decode()
+
+
+@given(key=st.none() | st.binary(max_size=40), value=st.none() | st.binary(max_size=200))
+def test_binary_round_trip_through_a_batch(key: bytes | None, value: bytes | None) -> None:
+    records = parse_produce_body(
+        dump_json({"records": [{"key": encode(key), "value": encode(value)}]}), BINARY
+    )
+    assert records == [ProduceRecord(key, value, None)]
+    data = build_batch([Record(r.key, r.value) for r in records], base_offset=0)
+    out = records_to_json(data, topic="t", partition=0, start_offset=0, high_watermark=1, fmt=BINARY)
+    assert out[0]["key"] == encode(key) and out[0]["value"] == encode(value)
