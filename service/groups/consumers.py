@@ -1,0 +1,552 @@
+"""Consumer instances of the REST Proxy v2 consumer API, living inside the broker.
+
+A REST client creates a named instance in a group, subscribes it (group management: the instance becomes an
+auto-rejoining member of the coordinator's group) or assigns it partitions by hand, then polls records,
+seeks and commits. The broker keeps each instance's fetch positions.
+
+At-least-once with ``auto.commit.enable``: an automatic commit only ever covers records returned by an
+*earlier* poll (the client asking again is its acknowledgement of the previous answer), as Kafka's consumer
+commits in ``poll``. Deleting an instance commits everything it returned. An instance idle for longer than
+``consumer.instance.timeout.ms`` is deleted by :meth:`ConsumerManager.tick`, without committing.
+
+Everything here runs on the event loop; partition reads go through the broker, which keeps file I/O off it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from service.groups.coordinator import Clock, GroupCoordinator
+from service.rest_v2_convert import records_to_json
+from service.rest_v2_media import EmbeddedFormat
+from tiering.codec.header import iter_batches
+from tiering.errors import ConflictError, InvalidRequestError, NotFoundError, OffsetOutOfRangeError
+
+__all__ = ["ConsumerManager", "ConsumerInstance", "ConsumerSettings", "PartitionReader"]
+
+log = logging.getLogger(__name__)
+
+TopicPartition = tuple[str, int]
+
+INSTANCE_NOT_FOUND = 40403
+INSTANCE_EXISTS = 40902
+ILLEGAL_STATE = 40903
+INVALID_CONSUMER_CONFIG = 42204
+
+
+class ReadLike(Protocol):
+    data: bytes
+    high_watermark: int
+    log_start_offset: int
+
+
+class PartitionReader(Protocol):
+    """What the consumer layer needs of the broker (``service.broker.Broker`` satisfies it)."""
+
+    def partition_counts(self) -> Mapping[str, int]: ...
+
+    def log_bounds(self, topic: str, partition: int) -> tuple[int, int]: ...
+
+    async def read(
+        self, topic: str, partition: int, offset: int, max_bytes: int, max_wait_ms: int, min_bytes: int
+    ) -> ReadLike: ...
+
+
+@dataclass(frozen=True)
+class ConsumerSettings:
+    """The consumer configs a REST client may set when creating an instance."""
+
+    format: EmbeddedFormat = EmbeddedFormat.BINARY
+    auto_offset_reset: str = "latest"
+    auto_commit_enable: bool = True
+    fetch_min_bytes: int = 1
+    request_timeout_ms: int = 1_000
+
+    @classmethod
+    def from_request(cls, body: Mapping[str, Any]) -> ConsumerSettings:
+        """Parse the create-instance body (Confluent's names and string-or-native values).
+
+        Raises:
+            InvalidRequestError: (42204) an unknown format or an invalid value.
+        """
+
+        def bad(message: str) -> InvalidRequestError:
+            return InvalidRequestError(message, code=INVALID_CONSUMER_CONFIG)
+
+        raw_format = str(body.get("format", "binary")).lower()
+        if raw_format not in ("binary", "json"):
+            raise bad(f"unsupported consumer format {raw_format!r}: tierlog serves binary and json")
+        reset = str(body.get("auto.offset.reset", "latest")).lower()
+        if reset not in ("earliest", "latest", "none"):
+            raise bad(f"auto.offset.reset must be earliest, latest or none, not {reset!r}")
+        commit = str(body.get("auto.commit.enable", "true")).lower()
+        if commit not in ("true", "false"):
+            raise bad(f"auto.commit.enable must be true or false, not {commit!r}")
+
+        def number(name: str, default: int, low: int) -> int:
+            value = body.get(name)
+            if value is None:
+                return default
+            try:
+                parsed = int(str(value))
+            except ValueError:
+                raise bad(f"{name} must be an integer, not {value!r}") from None
+            if parsed < low:
+                raise bad(f"{name} must be at least {low}")
+            return parsed
+
+        return cls(
+            format=EmbeddedFormat(raw_format),
+            auto_offset_reset=reset,
+            auto_commit_enable=commit == "true",
+            fetch_min_bytes=max(1, number("fetch.min.bytes", 1, -1)),
+            request_timeout_ms=number("consumer.request.timeout.ms", 1_000, 0),
+        )
+
+
+@dataclass
+class ConsumerInstance:
+    """One REST consumer instance. Use only through :class:`ConsumerManager`'s coroutines."""
+
+    group: str
+    name: str
+    settings: ConsumerSettings
+    base_uri: str
+    last_used_ms: int
+    member_id: str = ""
+    topics: list[str] = field(default_factory=list)
+    pattern: str | None = None
+    manual: list[TopicPartition] = field(default_factory=list)
+    positions: dict[TopicPartition, int] = field(default_factory=dict)
+    acknowledged: dict[TopicPartition, int] = field(default_factory=dict)
+    last_auto_commit_ms: int = 0
+    changed: asyncio.Event = field(default_factory=asyncio.Event)
+
+    @property
+    def subscribed(self) -> bool:
+        return bool(self.member_id)
+
+
+class ConsumerManager:
+    """All REST consumer instances of the broker. Not thread-safe: use from the broker's event loop."""
+
+    def __init__(
+        self,
+        broker: PartitionReader,
+        coordinator: GroupCoordinator,
+        clock: Clock,
+        *,
+        instance_timeout_ms: int = 300_000,
+        auto_commit_interval_ms: int = 5_000,
+    ) -> None:
+        self._broker = broker
+        self._coordinator = coordinator
+        self._clock = clock
+        self._instance_timeout_ms = instance_timeout_ms
+        self._auto_commit_interval_ms = auto_commit_interval_ms
+        self._instances: dict[tuple[str, str], ConsumerInstance] = {}
+        self._counter = 0
+
+    # -- lifecycle ------------------------------------------------------------------------------------
+
+    def create(
+        self, group: str, name: str | None, settings: ConsumerSettings, base_url: str
+    ) -> ConsumerInstance:
+        """Create an instance; an absent name gets a generated one.
+
+        Raises:
+            ConflictError: (40902) an instance of that name exists in the group.
+            InvalidRequestError: (42204) a bad name.
+        """
+        if name is None:
+            self._counter += 1
+            name = f"rest-consumer-{self._counter}-{self._clock.now_ms()}"
+        if not name or len(name) > 255 or any(ord(c) < 33 or c in "/?#%" for c in name):
+            raise InvalidRequestError(
+                f"invalid consumer instance name {name!r}", code=INVALID_CONSUMER_CONFIG
+            )
+        if (group, name) in self._instances:
+            raise ConflictError(
+                f"Consumer with specified consumer ID already exists in the specified consumer group: {name}",
+                code=INSTANCE_EXISTS,
+            )
+        base_uri = f"{base_url.rstrip('/')}/consumers/{group}/instances/{name}"
+        instance = ConsumerInstance(group, name, settings, base_uri, self._clock.now_ms())
+        instance.last_auto_commit_ms = instance.last_used_ms
+        self._instances[(group, name)] = instance
+        return instance
+
+    def get(self, group: str, name: str) -> ConsumerInstance:
+        """The instance, marked as used now.
+
+        Raises:
+            NotFoundError: (40403) no such instance (never created, deleted, or expired).
+        """
+        instance = self._instances.get((group, name))
+        if instance is None:
+            raise NotFoundError("Consumer instance not found.", code=INSTANCE_NOT_FOUND)
+        instance.last_used_ms = self._clock.now_ms()
+        return instance
+
+    async def delete(self, group: str, name: str) -> None:
+        """Commit what the instance returned (with auto commit), leave the group and forget it.
+
+        Raises:
+            NotFoundError: (40403) no such instance.
+        """
+        instance = self.get(group, name)
+        if instance.settings.auto_commit_enable and instance.positions:
+            with contextlib.suppress(Exception):
+                await self._commit_positions(instance, dict(instance.positions))
+        self._drop(instance)
+
+    async def tick(self) -> None:
+        """Delete instances idle past the instance timeout (without committing). Idempotent."""
+        now = self._clock.now_ms()
+        for instance in list(self._instances.values()):
+            if now - instance.last_used_ms > self._instance_timeout_ms:
+                log.info(
+                    "consumer %s/%s expired after %d ms idle",
+                    instance.group,
+                    instance.name,
+                    now - instance.last_used_ms,
+                )
+                self._drop(instance)
+
+    def close(self) -> None:
+        for instance in list(self._instances.values()):
+            self._drop(instance)
+
+    def _drop(self, instance: ConsumerInstance) -> None:
+        self._instances.pop((instance.group, instance.name), None)
+        if instance.member_id:
+            self._coordinator.leave(instance.group, instance.member_id)
+            instance.member_id = ""
+        instance.changed.set()
+
+    # -- subscription and assignment ----------------------------------------------------------------
+
+    async def subscribe(self, instance: ConsumerInstance, topics: list[str], pattern: str | None) -> None:
+        """Subscribe to topics (or a pattern) with group management, replacing any earlier subscription.
+
+        Raises:
+            ConflictError: (40903) the instance has manually assigned partitions.
+            InvalidRequestError: neither or both of topics and pattern, or a bad pattern.
+        """
+        if instance.manual:
+            raise ConflictError(
+                "Subscription to topics, partitions and pattern are mutually exclusive.", code=ILLEGAL_STATE
+            )
+        if bool(topics) == (pattern is not None):
+            raise InvalidRequestError(
+                "give exactly one of topics and topic_pattern", code=INVALID_CONSUMER_CONFIG
+            )
+        result = await self._coordinator.join(
+            instance.group,
+            instance.member_id,
+            topics=topics,
+            pattern=pattern,
+            client_id=instance.name,
+            auto_rejoin=True,
+        )
+        instance.member_id = result.member_id
+        instance.topics, instance.pattern = list(topics), pattern
+        instance.changed.set()
+
+    async def unsubscribe(self, instance: ConsumerInstance) -> None:
+        """Drop the subscription (and leave the group) or the manual assignment. Idempotent."""
+        if instance.member_id:
+            self._coordinator.leave(instance.group, instance.member_id)
+        instance.member_id, instance.topics, instance.pattern = "", [], None
+        instance.manual = []
+        instance.positions.clear()
+        instance.acknowledged.clear()
+        instance.changed.set()
+
+    def assign(self, instance: ConsumerInstance, partitions: list[TopicPartition]) -> None:
+        """Assign partitions by hand (no group management).
+
+        Raises:
+            ConflictError: (40903) the instance is subscribed.
+            NotFoundError: (40401/40402) an unknown topic or partition.
+        """
+        if instance.subscribed:
+            raise ConflictError(
+                "Subscription to topics, partitions and pattern are mutually exclusive.", code=ILLEGAL_STATE
+            )
+        counts = self._broker.partition_counts()
+        for topic, partition in partitions:
+            self._check_partition(counts, topic, partition)
+        instance.manual = sorted(set(partitions))
+        for tp in list(instance.positions):
+            if tp not in instance.manual:
+                del instance.positions[tp]
+        instance.changed.set()
+
+    def assignment(self, instance: ConsumerInstance) -> list[TopicPartition]:
+        """The instance's current partitions: its manual ones, or what the group gave it."""
+        if not instance.subscribed:
+            return list(instance.manual)
+        for member in self._coordinator.describe(instance.group).members:
+            if member.member_id == instance.member_id:
+                return list(member.assignment)
+        return []
+
+    def subscription(self, instance: ConsumerInstance) -> list[str]:
+        """The subscribed topics; for a pattern, the topics it matches now."""
+        if instance.pattern is None:
+            return list(instance.topics)
+        pattern = re.compile(instance.pattern)
+        return sorted(
+            t for t in self._broker.partition_counts() if pattern.fullmatch(t) and not t.startswith("__")
+        )
+
+    # -- positions ------------------------------------------------------------------------------------
+
+    def seek(self, instance: ConsumerInstance, offsets: Mapping[TopicPartition, int]) -> None:
+        """Set fetch positions of assigned partitions.
+
+        Raises:
+            ConflictError: (40903) a partition is not assigned to the instance.
+            InvalidRequestError: a negative offset.
+        """
+        assigned = set(self.assignment(instance))
+        for tp, offset in offsets.items():
+            if tp not in assigned:
+                raise ConflictError(
+                    f"No current assignment for partition {tp[0]}-{tp[1]}", code=ILLEGAL_STATE
+                )
+            if offset < 0:
+                raise InvalidRequestError(f"negative offset {offset} for {tp[0]}-{tp[1]}")
+        instance.positions.update(offsets)
+        instance.changed.set()
+
+    def seek_to(self, instance: ConsumerInstance, partitions: Iterable[TopicPartition], *, end: bool) -> None:
+        """Move positions to the start (or the end) of the given assigned partitions.
+
+        Raises:
+            ConflictError: (40903) a partition is not assigned to the instance.
+        """
+        targets = {}
+        for tp in partitions:
+            start, high = self._broker.log_bounds(*tp)
+            targets[tp] = high if end else start
+        self.seek(instance, targets)
+
+    # -- records --------------------------------------------------------------------------------------
+
+    async def poll(
+        self, instance: ConsumerInstance, timeout_ms: int | None, max_bytes: int
+    ) -> list[dict[str, Any]]:
+        """Records from the instance's partitions, waiting up to ``timeout_ms`` when there are none.
+
+        Raises:
+            OffsetOutOfRangeError: a position is out of range and auto.offset.reset is ``none``.
+            CorruptRecordError: stored bytes failed their CRC.
+            InvalidRequestError: (42201/42202) a json-format instance met a record that is not JSON.
+        """
+        timeout = instance.settings.request_timeout_ms if timeout_ms is None else timeout_ms
+        instance.acknowledged = dict(instance.positions)
+        await self._maybe_auto_commit(instance)
+        partitions = self.assignment(instance)
+        if not partitions:
+            instance.changed.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(instance.changed.wait(), timeout / 1000)
+            return []
+        for tp in partitions:
+            if tp not in instance.positions:
+                instance.positions[tp] = self._initial_position(instance, tp)
+        out: list[dict[str, Any]] = []
+        budget = max_bytes
+        for tp in partitions:
+            if budget <= 0:
+                break
+            budget -= await self._read_into(instance, tp, budget, 0, out)
+        if out or timeout <= 0:
+            return out
+        await self._wait_for_any(instance, partitions, timeout, max_bytes, out)
+        return out
+
+    async def _wait_for_any(
+        self,
+        instance: ConsumerInstance,
+        partitions: list[TopicPartition],
+        timeout_ms: int,
+        max_bytes: int,
+        out: list[dict[str, Any]],
+    ) -> None:
+        reads = {
+            asyncio.ensure_future(
+                self._read_into(instance, tp, max_bytes, timeout_ms, out, wait_only=True)
+            ): tp
+            for tp in partitions
+        }
+        try:
+            pending = set(reads)
+            while pending and not out:
+                done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+                for task in done:
+                    task.result()
+        finally:
+            for task in reads:
+                task.cancel()
+            await asyncio.gather(*reads, return_exceptions=True)
+        if out:
+            return
+        # a read woke up with bytes only: read them for real, without waiting again
+        for tp in partitions:
+            await self._read_into(instance, tp, max_bytes, 0, out)
+            if out:
+                return
+
+    async def _read_into(
+        self,
+        instance: ConsumerInstance,
+        tp: TopicPartition,
+        max_bytes: int,
+        wait_ms: int,
+        out: list[dict[str, Any]],
+        *,
+        wait_only: bool = False,
+    ) -> int:
+        position = instance.positions[tp]
+        try:
+            result = await self._broker.read(
+                tp[0], tp[1], position, max_bytes, wait_ms, instance.settings.fetch_min_bytes
+            )
+        except OffsetOutOfRangeError:
+            if instance.settings.auto_offset_reset == "none":
+                raise
+            instance.positions[tp] = self._reset_position(instance, tp)
+            return 0
+        if not result.data or instance.positions.get(tp) != position:
+            return 0
+        records = records_to_json(
+            result.data,
+            topic=tp[0],
+            partition=tp[1],
+            start_offset=position,
+            high_watermark=result.high_watermark,
+            fmt=instance.settings.format,
+        )
+        if wait_only and out:
+            return 0
+        if records:
+            instance.positions[tp] = records[-1]["offset"] + 1
+            out.extend(records)
+        else:
+            last_next = position
+            for _, header in iter_batches(result.data, verify=False):
+                last_next = header.next_offset
+            instance.positions[tp] = max(position, min(last_next, result.high_watermark))
+        return len(result.data)
+
+    def _initial_position(self, instance: ConsumerInstance, tp: TopicPartition) -> int:
+        committed = self._coordinator.committed(instance.group, [tp]).get(tp)
+        if committed is not None:
+            return committed.offset
+        return self._reset_position(instance, tp)
+
+    def _reset_position(self, instance: ConsumerInstance, tp: TopicPartition) -> int:
+        start, high = self._broker.log_bounds(*tp)
+        if instance.settings.auto_offset_reset == "none":
+            raise OffsetOutOfRangeError(
+                f"no committed offset for {tp[0]}-{tp[1]} and auto.offset.reset is none",
+                log_start_offset=start,
+                log_end_offset=high,
+            )
+        return start if instance.settings.auto_offset_reset == "earliest" else high
+
+    # -- offsets --------------------------------------------------------------------------------------
+
+    async def commit(
+        self, instance: ConsumerInstance, offsets: Mapping[TopicPartition, tuple[int, str]] | None
+    ) -> None:
+        """Commit explicit offsets (each the offset of the *last consumed* record, so ``offset + 1`` is
+        stored, as Confluent's REST proxy does), or, with ``None``, everything the instance has returned.
+
+        Raises:
+            IllegalGenerationError / UnknownMemberError: the instance lost its group membership.
+            InvalidRequestError: an unknown partition or negative offset.
+        """
+        if offsets is None:
+            await self._commit_positions(instance, dict(instance.positions))
+            return
+        counts = self._broker.partition_counts()
+        for (topic, partition), (offset, _) in offsets.items():
+            self._check_partition(counts, topic, partition)
+            if offset < -1:
+                raise InvalidRequestError(f"invalid offset {offset} for {topic}-{partition}")
+        await self._commit(instance, {tp: (o + 1, m) for tp, (o, m) in offsets.items()})
+
+    def committed(self, instance: ConsumerInstance, partitions: list[TopicPartition]) -> list[dict[str, Any]]:
+        stored = self._coordinator.committed(instance.group, partitions)
+        return [
+            {
+                "topic": tp[0],
+                "partition": tp[1],
+                "offset": stored[tp].offset if tp in stored else -1,
+                "metadata": stored[tp].metadata if tp in stored else "",
+            }
+            for tp in partitions
+        ]
+
+    async def _maybe_auto_commit(self, instance: ConsumerInstance) -> None:
+        if not instance.settings.auto_commit_enable or not instance.acknowledged:
+            return
+        now = self._clock.now_ms()
+        if now - instance.last_auto_commit_ms < self._auto_commit_interval_ms:
+            return
+        await self._commit_positions(instance, dict(instance.acknowledged))
+        instance.last_auto_commit_ms = now
+
+    async def _commit_positions(
+        self, instance: ConsumerInstance, positions: Mapping[TopicPartition, int]
+    ) -> None:
+        if positions:
+            await self._commit(instance, {tp: (offset, "") for tp, offset in positions.items()})
+
+    async def _commit(
+        self, instance: ConsumerInstance, offsets: Mapping[TopicPartition, tuple[int, str]]
+    ) -> None:
+        if instance.subscribed:
+            generation = self._coordinator.describe(instance.group).generation
+            await self._coordinator.commit(
+                instance.group, offsets, member_id=instance.member_id, generation=generation
+            )
+        else:
+            await self._coordinator.commit(instance.group, offsets)
+
+    @staticmethod
+    def _check_partition(counts: Mapping[str, int], topic: str, partition: int) -> None:
+        if topic not in counts:
+            raise NotFoundError(f"Topic {topic} not found.", code=40401)
+        if not 0 <= partition < counts[topic]:
+            raise NotFoundError(f"Partition {partition} of topic {topic} not found.", code=40402)
+
+
+def parse_partitions(body: Mapping[str, Any], key: str = "partitions") -> list[TopicPartition]:
+    """``[{"topic": ..., "partition": ...}, ...]`` under ``key`` as a list of pairs.
+
+    Raises:
+        InvalidRequestError: (42204) a missing list or malformed entries.
+    """
+    entries = body.get(key)
+    if not isinstance(entries, list):
+        raise InvalidRequestError(f"expected a list under {key!r}", code=INVALID_CONSUMER_CONFIG)
+    result = []
+    for entry in entries:
+        if not isinstance(entry, dict) or not isinstance(entry.get("topic"), str):
+            raise InvalidRequestError(f"malformed partition entry {entry!r}", code=INVALID_CONSUMER_CONFIG)
+        partition = entry.get("partition")
+        if not isinstance(partition, int) or isinstance(partition, bool):
+            raise InvalidRequestError(f"malformed partition entry {entry!r}", code=INVALID_CONSUMER_CONFIG)
+        result.append((entry["topic"], partition))
+    return result
