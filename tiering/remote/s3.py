@@ -1,0 +1,330 @@
+"""The object store on any S3-compatible service (AWS S3, MinIO, LocalStack, moto), through aiobotocore.
+
+Credentials come from the standard AWS chain (environment, shared config/credentials files, container
+and instance roles) unless given explicitly. ``endpoint_url`` (or the ``AWS_ENDPOINT_URL_S3`` /
+``AWS_ENDPOINT_URL`` environment variables) points the client at a non-AWS service; path-style
+addressing (``http://host/bucket/key``) is what MinIO and most self-hosted services want.
+
+botocore's own retries are off by default (``total_max_attempts=1``): retrying is the job of
+:class:`~tiering.remote.retrying.RetryingStore`, so that one policy, with an injected clock, governs it.
+Request checksums are computed only when an operation requires them, which every S3-compatible
+service accepts.
+
+Large files go up as a multipart upload: parts of ``part_size`` bytes are read from disk with ``pread`` in a
+worker thread and uploaded by at most ``upload_concurrency`` tasks (so at most that many parts are held in
+memory); any failure aborts the upload, so no half-written object or orphaned parts are left behind.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+from collections.abc import AsyncIterator, Iterable
+from pathlib import Path
+from typing import Any
+
+from aiobotocore.config import AioConfig
+from aiobotocore.session import get_session
+from botocore.exceptions import ClientError
+
+from tiering.errors import InvalidRequestError
+from tiering.remote.store import ObjectInfo, validate_key, validate_prefix, validate_range
+from tiering.remote.translate import s3_error_code, translating
+
+__all__ = ["S3ObjectStore", "DEFAULT_PART_SIZE", "DEFAULT_MULTIPART_THRESHOLD", "endpoint_from_env"]
+
+DEFAULT_PART_SIZE = 8 * 1024 * 1024
+DEFAULT_MULTIPART_THRESHOLD = 16 * 1024 * 1024
+_DELETE_BATCH = 1000  # DeleteObjects accepts at most 1000 keys
+
+
+def endpoint_from_env() -> str | None:
+    """The S3 endpoint named by ``AWS_ENDPOINT_URL_S3`` or ``AWS_ENDPOINT_URL``, if any. Pure read."""
+    return os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL") or None
+
+
+class S3ObjectStore:
+    """:class:`~tiering.remote.store.ObjectStore` over one bucket of an S3-compatible service.
+
+    The client is created lazily on first use (so construction does no I/O) and released by
+    :meth:`close`. All methods are safe to call concurrently; ``max_pool_connections`` bounds the
+    HTTP connections in use. ``page_size`` is the ``MaxKeys`` of each listing request.
+    """
+
+    def __init__(
+        self,
+        bucket: str,
+        *,
+        endpoint_url: str | None = None,
+        region: str | None = None,
+        path_style: bool | None = None,
+        access_key_id: str | None = None,
+        secret_access_key: str | None = None,
+        session_token: str | None = None,
+        part_size: int = DEFAULT_PART_SIZE,
+        multipart_threshold: int = DEFAULT_MULTIPART_THRESHOLD,
+        upload_concurrency: int = 4,
+        page_size: int = 1000,
+        max_pool_connections: int = 16,
+        connect_timeout: float = 10.0,
+        read_timeout: float = 60.0,
+        botocore_max_attempts: int = 1,
+    ) -> None:
+        if not bucket:
+            raise InvalidRequestError("S3 bucket name is empty")
+        if part_size <= 0 or multipart_threshold < 0 or upload_concurrency <= 0 or page_size <= 0:
+            raise InvalidRequestError("S3 part size, threshold, concurrency and page size must be positive")
+        self.bucket = bucket
+        self.endpoint_url = endpoint_url or endpoint_from_env()
+        self.path_style = (self.endpoint_url is not None) if path_style is None else path_style
+        self._region = region
+        self._credentials = {
+            k: v
+            for k, v in {
+                "aws_access_key_id": access_key_id,
+                "aws_secret_access_key": secret_access_key,
+                "aws_session_token": session_token,
+            }.items()
+            if v is not None
+        }
+        self.part_size = part_size
+        self.multipart_threshold = multipart_threshold
+        self.upload_concurrency = upload_concurrency
+        self.page_size = page_size
+        self._config = AioConfig(
+            s3={"addressing_style": "path" if self.path_style else "auto"},
+            retries={"total_max_attempts": botocore_max_attempts, "mode": "standard"},
+            max_pool_connections=max_pool_connections,
+            connect_timeout=connect_timeout,
+            read_timeout=read_timeout,
+            request_checksum_calculation="when_required",
+            response_checksum_validation="when_required",
+        )
+        self._client: Any = None
+        self._exit_stack: contextlib.AsyncExitStack | None = None
+        self._lock = asyncio.Lock()
+        self._closed = False
+
+    def __repr__(self) -> str:
+        return f"S3ObjectStore(bucket={self.bucket!r}, endpoint_url={self.endpoint_url!r})"
+
+    async def _get_client(self) -> Any:
+        if self._client is not None:
+            return self._client
+        async with self._lock:
+            if self._closed:
+                raise InvalidRequestError("S3 object store is closed")
+            if self._client is None:
+                stack = contextlib.AsyncExitStack()
+                with translating("connect", self.bucket):
+                    creator = get_session().create_client(
+                        "s3",
+                        endpoint_url=self.endpoint_url,
+                        region_name=self._region,
+                        config=self._config,
+                        **self._credentials,
+                    )
+                    self._client = await stack.enter_async_context(creator)
+                self._exit_stack = stack
+        return self._client
+
+    async def close(self) -> None:
+        """Close the HTTP client. Idempotent."""
+        async with self._lock:
+            self._closed = True
+            stack, self._exit_stack, self._client = self._exit_stack, None, None
+        if stack is not None:
+            await stack.aclose()
+
+    # -- writes ----------------------------------------------------------------------------------
+
+    async def put(self, key: str, data: bytes) -> None:
+        """See :meth:`ObjectStore.put`."""
+        validate_key(key)
+        client = await self._get_client()
+        with translating("put", key):
+            await client.put_object(Bucket=self.bucket, Key=key, Body=bytes(data))
+
+    async def put_if_absent(self, key: str, data: bytes) -> bool:
+        """See :meth:`ObjectStore.put_if_absent`: ``PutObject`` with ``If-None-Match: *``.
+
+        A service that ignores the header would silently overwrite; services known to honour it: AWS S3
+        (since 2024), MinIO, moto, LocalStack (the contract suite's race test checks each backend).
+        """
+        validate_key(key)
+        client = await self._get_client()
+        try:
+            with translating("put_if_absent", key):
+                await client.put_object(Bucket=self.bucket, Key=key, Body=bytes(data), IfNoneMatch="*")
+        except Exception as err:
+            cause = err.__cause__
+            if isinstance(cause, ClientError) and s3_error_code(cause)[0] in ("PreconditionFailed", "412"):
+                return False
+            raise
+        return True
+
+    async def put_file(self, key: str, path: str | Path) -> None:
+        """See :meth:`ObjectStore.put_file`: one ``PutObject`` up to ``multipart_threshold`` bytes, else a
+        multipart upload with ``part_size`` parts and ``upload_concurrency`` parallel part uploads.
+        """
+        validate_key(key)
+        with translating("put_file", key):
+            size = (await asyncio.to_thread(os.stat, path)).st_size
+        if size <= self.multipart_threshold:
+            with translating("put_file", key):
+                data = await asyncio.to_thread(Path(path).read_bytes)
+            await self.put(key, data)
+            return
+        client = await self._get_client()
+        with translating("put_file", key):
+            fd = await asyncio.to_thread(os.open, path, os.O_RDONLY)
+        try:
+            await self._multipart(client, key, fd, size)
+        finally:
+            await asyncio.to_thread(os.close, fd)
+
+    async def _multipart(self, client: Any, key: str, fd: int, size: int) -> None:
+        with translating("create_multipart_upload", key):
+            created = await client.create_multipart_upload(Bucket=self.bucket, Key=key)
+        upload_id: str = created["UploadId"]
+        part_count = (size + self.part_size - 1) // self.part_size
+        etags: dict[int, str] = {}
+        next_part = iter(range(1, part_count + 1))
+
+        async def worker() -> None:
+            for number in next_part:  # a shared iterator: each part is taken by exactly one worker
+                offset = (number - 1) * self.part_size
+                length = min(self.part_size, size - offset)
+                with translating("upload_part", key):
+                    body = await asyncio.to_thread(os.pread, fd, length, offset)
+                    if len(body) != length:
+                        raise InvalidRequestError(f"file for {key!r} changed size during upload")
+                    resp = await client.upload_part(
+                        Bucket=self.bucket, Key=key, UploadId=upload_id, PartNumber=number, Body=body
+                    )
+                etags[number] = resp["ETag"]
+
+        try:
+            async with asyncio.TaskGroup() as group:
+                for _ in range(min(self.upload_concurrency, part_count)):
+                    group.create_task(worker())
+            parts = [{"PartNumber": n, "ETag": etags[n]} for n in sorted(etags)]
+            with translating("complete_multipart_upload", key):
+                await client.complete_multipart_upload(
+                    Bucket=self.bucket, Key=key, UploadId=upload_id, MultipartUpload={"Parts": parts}
+                )
+        except BaseException as err:
+            await asyncio.shield(self._abort(client, key, upload_id))
+            if isinstance(err, BaseExceptionGroup):
+                # TaskGroup wraps worker failures; surface the first one as the tierlog kind it already is.
+                first = err.exceptions[0]
+                raise first from first.__cause__
+            raise
+
+    async def _abort(self, client: Any, key: str, upload_id: str) -> None:
+        with contextlib.suppress(Exception):
+            await client.abort_multipart_upload(Bucket=self.bucket, Key=key, UploadId=upload_id)
+
+    # -- reads -----------------------------------------------------------------------------------
+
+    async def get(self, key: str) -> bytes:
+        """See :meth:`ObjectStore.get`."""
+        validate_key(key)
+        client = await self._get_client()
+        with translating("get", key):
+            resp = await client.get_object(Bucket=self.bucket, Key=key)
+            async with resp["Body"] as body:
+                data: bytes = await body.read()
+        return data
+
+    async def get_range(self, key: str, start: int, end: int | None = None) -> bytes:
+        """See :meth:`ObjectStore.get_range`: a ``Range: bytes=start-(end-1)`` GET; 416 means past the end."""
+        validate_range(start, end)
+        validate_key(key)
+        if end is not None and end == start:
+            return b""
+        header = f"bytes={start}-" if end is None else f"bytes={start}-{end - 1}"
+        client = await self._get_client()
+        try:
+            with translating("get_range", key):
+                resp = await client.get_object(Bucket=self.bucket, Key=key, Range=header)
+                async with resp["Body"] as body:
+                    data: bytes = await body.read()
+        except Exception as err:
+            cause = err.__cause__
+            if isinstance(cause, ClientError) and s3_error_code(cause)[0] == "InvalidRange":
+                return b""  # the key exists (else NoSuchKey) and start is at or past its end
+            raise
+        if start == 0 and end is None:
+            return data
+        # A service that ignores Range answers 200 with the whole object: slice it ourselves.
+        if resp.get("ContentRange") is None and resp["ResponseMetadata"]["HTTPStatusCode"] == 200:
+            return data[start:end]
+        return data
+
+    async def head(self, key: str) -> ObjectInfo:
+        """See :meth:`ObjectStore.head`."""
+        validate_key(key)
+        client = await self._get_client()
+        with translating("head", key):
+            resp = await client.head_object(Bucket=self.bucket, Key=key)
+        return ObjectInfo(
+            key=key,
+            size=int(resp["ContentLength"]),
+            etag=str(resp["ETag"]),
+            last_modified=resp["LastModified"],
+        )
+
+    async def list(self, prefix: str = "", *, start_after: str | None = None) -> AsyncIterator[ObjectInfo]:
+        """See :meth:`ObjectStore.list`: ``ListObjectsV2`` pages of ``page_size`` keys, fetched lazily."""
+        validate_prefix(prefix)
+        client = await self._get_client()
+        kwargs: dict[str, Any] = {"Bucket": self.bucket, "Prefix": prefix, "MaxKeys": self.page_size}
+        if start_after is not None:
+            kwargs["StartAfter"] = start_after
+        while True:
+            with translating("list", prefix):
+                page = await client.list_objects_v2(**kwargs)
+            for item in page.get("Contents", ()):
+                yield ObjectInfo(
+                    key=item["Key"],
+                    size=int(item["Size"]),
+                    etag=str(item.get("ETag", "")),
+                    last_modified=item["LastModified"],
+                )
+            token = page.get("NextContinuationToken")
+            if not page.get("IsTruncated") or not token:
+                return
+            kwargs.pop("StartAfter", None)
+            kwargs["ContinuationToken"] = token
+
+    async def delete(self, key: str) -> None:
+        """See :meth:`ObjectStore.delete` (S3 deletes are idempotent)."""
+        validate_key(key)
+        client = await self._get_client()
+        with translating("delete", key):
+            await client.delete_object(Bucket=self.bucket, Key=key)
+
+    async def delete_many(self, keys: Iterable[str]) -> None:
+        """See :meth:`ObjectStore.delete_many`: ``DeleteObjects`` in batches of 1000 keys.
+
+        Raises the kind of the first per-key error the service reports.
+        """
+        keys = [validate_key(k) for k in keys]
+        if not keys:
+            return
+        client = await self._get_client()
+        for i in range(0, len(keys), _DELETE_BATCH):
+            batch = keys[i : i + _DELETE_BATCH]
+            with translating("delete_many", batch[0]):
+                resp = await client.delete_objects(
+                    Bucket=self.bucket, Delete={"Objects": [{"Key": k} for k in batch], "Quiet": True}
+                )
+                errors = [e for e in resp.get("Errors", ()) if e.get("Code") != "NoSuchKey"]
+                if errors:
+                    first = errors[0]
+                    raise ClientError(
+                        {"Error": {"Code": first.get("Code", ""), "Message": ""}, "ResponseMetadata": {}},
+                        "DeleteObjects",
+                    )
