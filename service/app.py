@@ -1,0 +1,92 @@
+"""The application factory: wires settings, metrics, the broker, routes and background tasks."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import importlib
+import logging
+from collections.abc import AsyncIterator
+from types import ModuleType
+from typing import TYPE_CHECKING
+
+from aiohttp import web
+
+from service import admin_v3, health, openapi
+from service.broker import Broker
+from service.config import Settings
+from service.errors import error_middleware
+from service.metrics import Metrics, metrics_middleware
+from service.state import BROKER, METRICS, SETTINGS
+from service.tasks import setup_maintenance
+
+if TYPE_CHECKING:
+    from tiering.log import Clock
+
+__all__ = ["create_app", "route_modules"]
+
+log = logging.getLogger("tierlog.app")
+
+OPTIONAL_ROUTE_MODULES = ("service.rest_v2", "service.native")
+OPEN_TASK: web.AppKey[asyncio.Task[None]] = web.AppKey("tierlog.open_task", asyncio.Task)
+
+
+def route_modules() -> list[ModuleType]:
+    """Every module that contributes routes and ``OPENAPI_PATHS``, in registration order.
+
+    The data-plane modules are optional while they are being written: a module that does not exist is
+    skipped; one that exists but fails to import raises.
+    """
+    modules: list[ModuleType] = [health, admin_v3]
+    for name in OPTIONAL_ROUTE_MODULES:
+        try:
+            modules.append(importlib.import_module(name))
+        except ModuleNotFoundError as err:
+            if err.name != name:
+                raise
+    return modules
+
+
+def create_app(
+    settings: Settings, *, clock: Clock | None = None, startup_gate: asyncio.Event | None = None
+) -> web.Application:
+    """Build the broker application. Opening the logs starts with the app and runs in the background
+    (``/ready`` answers 503 until it is done); shutdown closes them and writes the clean-shutdown marker.
+
+    ``clock`` drives segment rolling and retention (tests pass a ManualClock); ``startup_gate`` delays
+    opening the logs until it is set (tests observe ``/ready`` before the logs are open).
+    """
+    metrics = Metrics()
+    app = web.Application(
+        client_max_size=settings.max_request_size,
+        middlewares=[metrics_middleware(metrics), error_middleware],
+    )
+    app[SETTINGS] = settings
+    app[METRICS] = metrics
+    app[BROKER] = Broker(settings, metrics, clock=clock)
+    for module in route_modules():
+        module.setup_routes(app)
+    openapi.setup_routes(app)
+
+    async def broker_ctx(app: web.Application) -> AsyncIterator[None]:
+        broker = app[BROKER]
+        task = asyncio.create_task(broker.open(startup_gate), name="tierlog-open")
+        task.add_done_callback(_report_open_failure)
+        app[OPEN_TASK] = task
+        try:
+            yield
+        finally:
+            if not task.done():
+                task.cancel()
+            with contextlib.suppress(BaseException):
+                await task
+            await broker.close()
+
+    app.cleanup_ctx.append(broker_ctx)
+    setup_maintenance(app)
+    return app
+
+
+def _report_open_failure(task: asyncio.Task[None]) -> None:
+    if not task.cancelled() and task.exception() is not None:
+        log.error("opening the logs failed: %s", task.exception())

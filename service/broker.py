@@ -1,0 +1,471 @@
+"""The broker: topics, their partitions and configs, persisted in the data directory.
+
+Topic metadata changes (create, delete, alter configs, add partitions) are serialised under one asyncio
+lock and persisted before they are acknowledged. Log I/O runs in worker threads. The broker is opened
+in the background at start-up (``ready`` is false until every log is open) and closed on shutdown.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import shutil
+import uuid
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from service import metadata as meta
+from service.errors import PARTITION_NOT_FOUND, TOPIC_NOT_FOUND, InvalidConfigError
+from service.metrics import Metrics, Sample
+from service.partition import Partition
+from service.tasks import TaskSet
+from service.topic_configs import TOPIC_CONFIGS, effective_configs, validate_overrides
+from tiering import log as tlog
+from tiering.errors import NotFoundError, UnavailableError
+
+if TYPE_CHECKING:
+    from service.config import Settings
+    from tiering.log import AppendInfo, Clock, LogConfig, PartitionLog
+
+__all__ = ["AppendInfo", "Broker", "Partition", "Topic"]
+
+log = logging.getLogger("tierlog.broker")
+
+MAX_PARTITIONS = 10_000
+
+
+class Topic:
+    """A topic and its open partitions. Read-only to callers; the broker mutates it."""
+
+    def __init__(
+        self, record: meta.TopicRecord, defaults: Mapping[str, str], partitions: list[Partition]
+    ) -> None:
+        self.name = record.name
+        self.topic_id = record.topic_id
+        self.partitions = partitions
+        self._record = record
+        self._defaults = defaults
+
+    @property
+    def is_internal(self) -> bool:
+        return self.name.startswith("__")
+
+    @property
+    def overrides(self) -> dict[str, str]:
+        """The configs set on this topic (``DYNAMIC_TOPIC_CONFIG``), by Kafka name."""
+        return dict(self._record.configs)
+
+    def configs(self) -> dict[str, str]:
+        """Every topic config's effective value, by Kafka name. Pure."""
+        return effective_configs(self._defaults, self._record.configs)
+
+    def partition(self, index: int) -> Partition:
+        """Raises: NotFoundError (40402) for an index outside ``[0, partitions_count)``."""
+        if isinstance(index, int) and 0 <= index < len(self.partitions):
+            return self.partitions[index]
+        raise NotFoundError(f"Partition {index} of topic {self.name} not found.", code=PARTITION_NOT_FOUND)
+
+
+class Broker:
+    """Topics, partitions and their persistence for one broker process.
+
+    Every coroutine must run on the event loop that opened the broker; they are safe to call
+    concurrently with each other.
+    """
+
+    def __init__(self, settings: Settings, metrics: Metrics, *, clock: Clock | None = None) -> None:
+        self.settings = settings
+        self.metrics = metrics
+        self._clock = clock
+        self.data_dir = settings.data_dir
+        self.cluster_id = ""
+        self.broker_id = 0
+        self.advertised_url = settings.advertised_url
+        self.clean_start = False
+        self.background = TaskSet()
+        self._state: meta.BrokerState | None = None
+        self._topics: dict[str, Topic] = {}
+        self._lock = asyncio.Lock()
+        self._ready = asyncio.Event()
+        self._failed: BaseException | None = None
+        self._closed = False
+        metrics.add_collector(self._collect)
+        for name, help_text in (
+            ("tierlog_bytes_in_total", "Record batch bytes appended, by topic"),
+            ("tierlog_bytes_out_total", "Record batch bytes read, by topic"),
+            ("tierlog_records_in_total", "Records appended, by topic"),
+        ):
+            metrics.describe(name, "counter", help_text)
+        metrics.describe("tierlog_log_end_offset", "gauge", "Next offset to be written, by partition")
+        metrics.describe("tierlog_log_start_offset", "gauge", "First offset still stored, by partition")
+        metrics.describe("tierlog_log_size_bytes", "gauge", "Bytes of local segments, by partition")
+
+    # ---- lifecycle -------------------------------------------------------------------------------------
+
+    @property
+    def clock(self) -> Clock:
+        """The clock every partition log uses (the system clock unless one was injected)."""
+        if self._clock is None:
+            self._clock = tlog.SystemClock()
+        return self._clock
+
+    @property
+    def ready(self) -> bool:
+        """True once every log is open and until the broker starts closing."""
+        return self._ready.is_set()
+
+    async def wait_ready(self) -> None:
+        """Wait until the broker is open. Raises the error that made opening fail, if it did."""
+        while not self._ready.is_set():
+            if self._failed is not None:
+                raise self._failed
+            await self._ready.wait()
+
+    async def open(self, gate: asyncio.Event | None = None) -> None:
+        """Load or create the state, set aside stray directories, open every partition log.
+
+        ``gate`` (tests) delays opening until it is set. Not idempotent: call once. Raises OSError or
+        CorruptRecordError (unreadable state or log); the error is also re-raised by :meth:`wait_ready`.
+        """
+        try:
+            if gate is not None:
+                await gate.wait()
+            await self._open()
+        except BaseException as err:
+            self._failed = err
+            self._ready.set()
+            self._ready.clear()
+            raise
+
+    async def _open(self) -> None:
+        state, clean, stale = await asyncio.to_thread(self._load_from_disk)
+        self._state = state
+        self.cluster_id = state.cluster_id
+        self.broker_id = state.broker_id
+        self.clean_start = clean
+        for path in stale:
+            self.background.spawn(asyncio.to_thread(_remove_tree, path), name=f"tierlog-rm-{path.name}")
+        for record in list(state.topics.values()):
+            partitions = [await self._open_partition(record, index) for index in range(record.partitions)]
+            self._topics[record.name] = Topic(record, self.settings.topic_defaults, partitions)
+        self._ready.set()
+        log.info(
+            "broker open: cluster %s, %d topics, %d partitions, %s shutdown",
+            self.cluster_id,
+            len(self._topics),
+            sum(len(t.partitions) for t in self._topics.values()),
+            "after a clean" if clean else "after an unclean (or no previous)",
+        )
+
+    def _load_from_disk(self) -> tuple[meta.BrokerState, bool, list[Path]]:
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        state = meta.load_state(self.data_dir)
+        if state is None:
+            state = meta.BrokerState(cluster_id=meta.new_cluster_id())
+            meta.save_state(self.data_dir, state)
+            log.info("new data directory %s: cluster id %s", self.data_dir, state.cluster_id)
+        marker = self.data_dir / meta.CLEAN_SHUTDOWN_MARKER
+        clean = marker.exists()
+        if clean:
+            marker.unlink()
+            meta.fsync_dir(self.data_dir)
+        expected = {
+            meta.partition_dir(self.data_dir, rec.name, p).name
+            for rec in state.topics.values()
+            for p in range(rec.partitions)
+        }
+        stale: list[Path] = []
+        for entry in sorted(self.data_dir.iterdir()):
+            if not entry.is_dir():
+                continue
+            if meta.DELETED_DIR.match(entry.name):
+                stale.append(entry)
+            elif meta.PARTITION_DIR.match(entry.name) and entry.name not in expected:
+                stray = entry.with_name(f"{entry.name}.{uuid.uuid4().hex}-stray")
+                log.warning(
+                    "partition directory %s belongs to no topic: renamed to %s", entry.name, stray.name
+                )
+                entry.rename(stray)
+        return state, clean, stale
+
+    async def close(self) -> None:
+        """Finish background appends, flush and close every log, write the clean-shutdown marker.
+
+        Idempotent. Safe to call while requests are in flight: they fail with NotFoundError or finish.
+        """
+        if self._closed:
+            return
+        self._closed = True
+        was_ready = self._ready.is_set()
+        self._ready.clear()
+        await self.background.drain()
+        for topic in list(self._topics.values()):
+            for partition in topic.partitions:
+                await partition.close()
+        if was_ready:
+            await asyncio.to_thread(meta.write_marker, self.data_dir / meta.CLEAN_SHUTDOWN_MARKER)
+            log.info("broker closed cleanly: logs flushed and closed")
+
+    # ---- reads ---------------------------------------------------------------------------------------
+
+    def topic_names(self) -> list[str]:
+        """Sorted names of all topics. Raises UnavailableError while the broker is not open."""
+        self._check_ready()
+        return sorted(self._topics)
+
+    def topics(self) -> list[Topic]:
+        """All topics, sorted by name. Raises UnavailableError while the broker is not open."""
+        self._check_ready()
+        return [self._topics[name] for name in sorted(self._topics)]
+
+    def topic(self, name: str) -> Topic:
+        """Raises: NotFoundError (40401) for an unknown topic; UnavailableError while not open."""
+        self._check_ready()
+        topic = self._topics.get(name)
+        if topic is None:
+            raise NotFoundError(f"Topic {name} not found.", code=TOPIC_NOT_FOUND)
+        return topic
+
+    def all_partitions(self) -> list[Partition]:
+        """Every open partition (a snapshot), in topic then index order."""
+        return [p for name in sorted(self._topics) for p in self._topics[name].partitions if not p.closed]
+
+    # ---- topic changes ---------------------------------------------------------------------------------
+
+    async def ensure_topic(self, name: str) -> Topic:
+        """The topic, auto-created with ``num.partitions`` when ``auto.create.topics.enable`` is true.
+
+        Idempotent and safe concurrently (two callers racing get the same topic). Raises:
+            NotFoundError (40401): unknown and auto-creation is off.
+            InvalidConfigError (40002): unknown and the name is not a legal topic name.
+        """
+        found = self._topics.get(name) if self.ready else None
+        if found is not None:
+            return found
+        self._check_ready()
+        if not self.settings.auto_create_topics_enable:
+            raise NotFoundError(f"Topic {name} not found.", code=TOPIC_NOT_FOUND)
+        async with self._lock:
+            existing = self._topics.get(name)
+            if existing is not None:
+                return existing
+            log.info("auto-creating topic %s", name)
+            return await self._create_locked(name, None, {}, internal=False)
+
+    async def create_topic(
+        self,
+        name: str,
+        partitions: int | None = None,
+        configs: Mapping[str, str] | None = None,
+        *,
+        validate_only: bool = False,
+        internal: bool = False,
+    ) -> Topic | None:
+        """Create a topic with ``partitions`` (default ``num.partitions``) and config overrides.
+
+        With ``validate_only`` only checks and returns None. ``internal`` allows a ``__`` name.
+        Not idempotent (a second call fails). Raises:
+            InvalidConfigError (400, 40002): illegal or reserved name, bad partition count, unknown config
+                or bad value (naming it), name colliding with an existing one, or the topic already exists.
+            OSError: the partition directories cannot be created (nothing is left behind).
+        """
+        self._check_ready()
+        async with self._lock:
+            if validate_only:
+                self._validate_create(name, partitions, configs or {}, internal=internal)
+                return None
+            return await self._create_locked(name, partitions, configs or {}, internal=internal)
+
+    def _validate_create(
+        self, name: str, partitions: int | None, configs: Mapping[str, str], *, internal: bool
+    ) -> tuple[int, dict[str, str]]:
+        meta.validate_topic_name(name)
+        if name.startswith("__") and not internal:
+            raise InvalidConfigError(
+                f"Topic name {name!r} is reserved: names starting with '__' are internal"
+            )
+        if name in self._topics:
+            raise InvalidConfigError(f"Topic '{name}' already exists.")
+        folded = name.replace(".", "_")
+        for other in self._topics:
+            if other.replace(".", "_") == folded:
+                raise InvalidConfigError(f"Topic '{name}' collides with existing topic: {other}")
+        count = self.settings.num_partitions if partitions is None else partitions
+        _check_partition_count(count)
+        return count, validate_overrides(self.settings.topic_defaults, configs)
+
+    async def _create_locked(
+        self, name: str, partitions: int | None, configs: Mapping[str, str], *, internal: bool
+    ) -> Topic:
+        count, overrides = self._validate_create(name, partitions, configs, internal=internal)
+        state = self._require_state()
+        record = meta.TopicRecord(name=name, partitions=count, configs=overrides)
+        state.topics[name] = record
+        try:
+            await asyncio.to_thread(meta.save_state, self.data_dir, state)
+        except BaseException:
+            del state.topics[name]
+            raise
+        opened: list[Partition] = []
+        try:
+            for index in range(count):
+                opened.append(await self._open_partition(record, index))
+        except BaseException:
+            del state.topics[name]
+            await self._discard(opened)
+            await asyncio.to_thread(meta.save_state, self.data_dir, state)
+            raise
+        topic = Topic(record, self.settings.topic_defaults, opened)
+        self._topics[name] = topic
+        log.info("created topic %s with %d partitions, overrides %s", name, count, overrides or "none")
+        return topic
+
+    async def delete_topic(self, name: str) -> None:
+        """Delete a topic: forget it durably, close its logs, rename its directories to
+        ``<topic>-<p>.<uuid>-delete`` and remove them in the background. The name is free at once.
+
+        Not idempotent. Raises: NotFoundError (40401) for an unknown topic; OSError.
+        """
+        self._check_ready()
+        async with self._lock:
+            topic = self.topic(name)
+            state = self._require_state()
+            record = state.topics.pop(name)
+            try:
+                await asyncio.to_thread(meta.save_state, self.data_dir, state)
+            except BaseException:
+                state.topics[name] = record
+                raise
+            del self._topics[name]
+            await self._discard(topic.partitions)
+        log.info("deleted topic %s", name)
+
+    async def alter_topic_configs(self, name: str, updates: Mapping[str, str | None]) -> None:
+        """Set (value) or reset to the default (``None``) topic configs, persist, and apply them live.
+
+        All-or-nothing: nothing changes if any name or value is invalid. Idempotent. Raises:
+            NotFoundError (40401): unknown topic.
+            InvalidConfigError (400, 40002): unknown config name or bad value, naming it.
+        """
+        self._check_ready()
+        async with self._lock:
+            topic = self.topic(name)
+            state = self._require_state()
+            record = state.topics[name]
+            merged: dict[str, str] = dict(record.configs)
+            for key, value in updates.items():
+                if value is None:
+                    _check_known(key)
+                    merged.pop(key, None)
+                else:
+                    merged[key] = value
+            merged = validate_overrides(self.settings.topic_defaults, merged)
+            previous = record.configs
+            record.configs = merged
+            try:
+                await asyncio.to_thread(meta.save_state, self.data_dir, state)
+            except BaseException:
+                record.configs = previous
+                raise
+            config = self._log_config(record)
+            for partition in topic.partitions:
+                await partition.update_config(config)
+        log.info("altered configs of topic %s: %s", name, dict(updates))
+
+    async def add_partitions(self, name: str, count: int) -> Topic:
+        """Grow a topic to ``count`` partitions. Idempotent for the current count. Raises:
+        NotFoundError (40401): unknown topic.
+        InvalidConfigError (40002): ``count`` is lower than the current count or out of range.
+        """
+        self._check_ready()
+        async with self._lock:
+            topic = self.topic(name)
+            _check_partition_count(count)
+            current = len(topic.partitions)
+            if count < current:
+                raise InvalidConfigError(
+                    f"Topic currently has {current} partitions, which is higher than the requested {count}."
+                )
+            if count == current:
+                return topic
+            state = self._require_state()
+            record = state.topics[name]
+            record.partitions = count
+            await asyncio.to_thread(meta.save_state, self.data_dir, state)
+            for index in range(current, count):
+                topic.partitions.append(await self._open_partition(record, index))
+        log.info("topic %s now has %d partitions", name, count)
+        return topic
+
+    # ---- internals -----------------------------------------------------------------------------------
+
+    def _check_ready(self) -> None:
+        if not self._ready.is_set():
+            raise UnavailableError("The broker is not ready: its logs are opening or closing.")
+
+    def _require_state(self) -> meta.BrokerState:
+        if self._state is None:
+            raise UnavailableError("The broker is not ready: its state is not loaded.")
+        return self._state
+
+    def _log_config(self, record: meta.TopicRecord) -> LogConfig:
+        return tlog.LogConfig.from_topic_configs(
+            effective_configs(self.settings.topic_defaults, record.configs)
+        )
+
+    async def _open_partition(self, record: meta.TopicRecord, index: int) -> Partition:
+        path = meta.partition_dir(self.data_dir, record.name, index)
+        config = self._log_config(record)
+        opened: PartitionLog = await asyncio.to_thread(
+            tlog.PartitionLog.open, path, config, clock=self.clock, topic=record.name, partition=index
+        )
+        return Partition(record.name, index, opened, path, self.metrics, self._spawn)
+
+    def _spawn(self, coro: object, name: str) -> object:
+        return self.background.spawn(coro, name=name)  # type: ignore[arg-type]
+
+    async def _discard(self, partitions: Iterable[Partition]) -> None:
+        for partition in partitions:
+            try:
+                await partition.close()
+            except OSError:
+                log.exception("closing %s before deletion failed", partition.label)
+            target = partition.path.with_name(f"{partition.path.name}.{uuid.uuid4().hex}-delete")
+            try:
+                await asyncio.to_thread(_rename_durably, partition.path, target)
+            except FileNotFoundError:
+                continue
+            self.background.spawn(asyncio.to_thread(_remove_tree, target), name=f"tierlog-rm-{target.name}")
+
+    def _collect(self) -> list[Sample]:
+        samples: list[Sample] = []
+        for topic in list(self._topics.values()):
+            for partition in list(topic.partitions):
+                if partition.closed:
+                    continue
+                labels = {"topic": topic.name, "partition": str(partition.index)}
+                samples.append(Sample("tierlog_log_end_offset", partition.log_end_offset, labels))
+                samples.append(Sample("tierlog_log_start_offset", partition.log_start_offset, labels))
+                samples.append(Sample("tierlog_log_size_bytes", partition.size_bytes, labels))
+        return samples
+
+
+def _check_partition_count(count: object) -> None:
+    if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= MAX_PARTITIONS:
+        raise InvalidConfigError(f"Number of partitions must be an integer between 1 and {MAX_PARTITIONS}.")
+
+
+def _check_known(name: str) -> None:
+    if name not in TOPIC_CONFIGS:
+        raise InvalidConfigError(f"Unknown topic config name: {name}")
+
+
+def _rename_durably(source: Path, target: Path) -> None:
+    os.rename(source, target)
+    meta.fsync_dir(source.parent)
+
+
+def _remove_tree(path: Path) -> None:
+    shutil.rmtree(path, ignore_errors=True)

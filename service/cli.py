@@ -1,0 +1,157 @@
+"""The ``tierlog`` command line: ``tierlog serve`` runs a broker; ``tierlog dump-log`` prints segments.
+
+Bad settings end the process with one line on stderr and exit code 2. ``serve`` logs to stderr, stops
+cleanly on SIGTERM or SIGINT (logs flushed and closed, exit code 0) and exits 1 if the logs cannot be
+opened or the port cannot be bound.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import importlib
+import logging
+import os
+import signal
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import NoReturn
+
+from aiohttp import web
+
+from service.config import SETTINGS_TABLE, Settings, SettingsError, env_name, flag_name, load_settings
+
+__all__ = ["main"]
+
+log = logging.getLogger("tierlog")
+
+
+class _Parser(argparse.ArgumentParser):
+    """An argument parser whose errors are one line on stderr and exit code 2."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="tierlog", description="tierlog: a Kafka-style commit log with tiered storage")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    serve = commands.add_parser(
+        "serve",
+        help="run a broker",
+        description="Run a broker. Every setting is also read from TIERLOG_<NAME> and from --config FILE; "
+        "precedence is flag > environment > file > default. See docs/configuration.md.",
+    )
+    serve.add_argument("--config", type=Path, metavar="FILE", help="TOML settings file (env TIERLOG_CONFIG)")
+    for name, spec in SETTINGS_TABLE.items():
+        default = "none" if spec.default is None else spec.default
+        serve.add_argument(
+            flag_name(name),
+            dest=name,
+            metavar="VALUE",
+            default=None,
+            help=f"{spec.doc} [{env_name(name)}; default {default}]",
+        )
+    dump = commands.add_parser(
+        "dump-log", help="print the batches and records of segment files", add_help=False
+    )
+    dump.add_argument("args", nargs=argparse.REMAINDER)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line. Returns the exit code."""
+    raw = list(sys.argv[1:] if argv is None else argv)
+    if raw and raw[0] == "dump-log":
+        return _dump_log(raw[1:])
+    parser = _parser()
+    args = parser.parse_args(raw)
+    if args.command != "serve":
+        parser.print_help(sys.stderr)
+        return 2
+    flags = {
+        name: value for name, value in vars(args).items() if name in SETTINGS_TABLE and value is not None
+    }
+    config_file = args.config or (
+        Path(os.environ["TIERLOG_CONFIG"]) if os.environ.get("TIERLOG_CONFIG") else None
+    )
+    try:
+        settings = load_settings(flags, os.environ, config_file)
+        if settings.data_dir.exists() and not settings.data_dir.is_dir():
+            raise SettingsError(f"data.dir {settings.data_dir} exists and is not a directory")
+    except SettingsError as err:
+        sys.stderr.write(f"tierlog serve: error: {err}\n")
+        return 2
+    logging.basicConfig(
+        level=settings.logging_level,
+        stream=sys.stderr,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    return asyncio.run(serve(settings))
+
+
+def _dump_log(argv: list[str]) -> int:
+    try:
+        tool = importlib.import_module("tiering.tools.dump_log")
+    except ModuleNotFoundError:
+        sys.stderr.write("tierlog dump-log: error: not available in this build\n")
+        return 2
+    return int(tool.main(argv))
+
+
+async def serve(settings: Settings) -> int:
+    """Serve until SIGTERM or SIGINT. Returns 0 after a clean shutdown, 1 when start-up fails."""
+    from service.app import OPEN_TASK, create_app
+    from service.state import BROKER
+
+    log.info("starting tierlog: %s", settings.describe())
+    app = create_app(settings)
+    runner = web.AppRunner(app, handle_signals=False)
+    await runner.setup()
+    site = web.TCPSite(runner, settings.host, settings.port)
+    try:
+        await site.start()
+    except OSError as err:
+        log.error("cannot listen on %s:%d: %s", settings.host, settings.port, err.strerror or err)
+        await runner.cleanup()
+        return 1
+    port = _bound_port(runner, settings.port)
+    broker = app[BROKER]
+    if "advertised.url" not in settings.sources and port != settings.port:
+        broker.advertised_url = f"http://{settings.host}:{port}"
+    log.info("listening on http://%s:%d", settings.host, port)
+
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop.set)
+    opening = app[OPEN_TASK]
+    stopper = asyncio.create_task(stop.wait())
+    try:
+        await asyncio.wait({opening, stopper}, return_when=asyncio.FIRST_COMPLETED)
+        failed = opening.done() and not opening.cancelled() and opening.exception() is not None
+        if not failed:
+            if opening.done():
+                log.info("ready: cluster %s", broker.cluster_id)
+            await stopper
+            log.info("shutting down")
+    finally:
+        stopper.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await stopper
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            loop.remove_signal_handler(signum)
+        await runner.cleanup()
+    if failed:
+        return 1
+    log.info("stopped")
+    return 0
+
+
+def _bound_port(runner: web.AppRunner, configured: int) -> int:
+    for address in runner.addresses:
+        if isinstance(address, tuple) and len(address) >= 2:
+            return int(address[1])
+    return configured

@@ -1,0 +1,72 @@
+"""Liveness, readiness and metrics routes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aiohttp import web
+
+from service.metrics import metrics_handler
+from service.state import BROKER
+
+__all__ = ["OPENAPI_PATHS", "setup_routes"]
+
+
+async def health(request: web.Request) -> web.Response:
+    """``GET /health``: 200 while the process serves HTTP."""
+    return web.json_response({"status": "UP"})
+
+
+async def ready(request: web.Request) -> web.Response:
+    """``GET /ready``: 200 once every partition log is open, 503 before that and while shutting down."""
+    broker = request.app[BROKER]
+    if broker.ready:
+        return web.json_response({"status": "READY", "cluster_id": broker.cluster_id})
+    return web.json_response({"status": "STARTING", "error_code": 50301}, status=503)
+
+
+def setup_routes(app: web.Application) -> None:
+    """Register ``/health``, ``/ready`` and ``/metrics``."""
+    app.router.add_get("/health", health, name="health", allow_head=False)
+    app.router.add_get("/ready", ready, name="ready", allow_head=False)
+    app.router.add_get("/metrics", metrics_handler, name="metrics", allow_head=False)
+
+
+_STATUS = {
+    "type": "object",
+    "properties": {"status": {"type": "string"}, "cluster_id": {"type": "string"}},
+}
+
+OPENAPI_PATHS: dict[str, Any] = {
+    "/health": {
+        "get": {
+            "tags": ["Operations"],
+            "summary": "Liveness: the process answers HTTP",
+            "operationId": "getHealth",
+            "responses": {
+                "200": {"description": "Alive", "content": {"application/json": {"schema": _STATUS}}}
+            },
+        }
+    },
+    "/ready": {
+        "get": {
+            "tags": ["Operations"],
+            "summary": "Readiness: every partition log is open",
+            "operationId": "getReady",
+            "responses": {
+                "200": {"description": "Ready", "content": {"application/json": {"schema": _STATUS}}},
+                "503": {"description": "Still opening logs, or shutting down"},
+            },
+        }
+    },
+    "/metrics": {
+        "get": {
+            "tags": ["Operations"],
+            "summary": "Prometheus metrics (text format 0.0.4)",
+            "operationId": "getMetrics",
+            "responses": {
+                "200": {"description": "Metrics", "content": {"text/plain": {"schema": {"type": "string"}}}}
+            },
+        }
+    },
+}

@@ -1,0 +1,175 @@
+"""The broker's persistent state (cluster id, topics, partition counts, config overrides) and topic names.
+
+The state is one JSON file, ``<data-dir>/tierlog-state.json``, replaced atomically: write a temporary
+file, fsync it, rename it over the old one, fsync the directory. A reader therefore sees the old state or
+the new one, never a mix. Partition directories are ``<data-dir>/<topic>-<partition>``; a topic name
+cannot contain a path separator, so nothing a client sends can leave the data directory.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import re
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from service.errors import InvalidConfigError
+from tiering.errors import CorruptRecordError
+
+__all__ = [
+    "CLEAN_SHUTDOWN_MARKER",
+    "STATE_FILE",
+    "BrokerState",
+    "TopicRecord",
+    "load_state",
+    "new_cluster_id",
+    "partition_dir",
+    "save_state",
+    "validate_topic_name",
+]
+
+STATE_FILE = "tierlog-state.json"
+CLEAN_SHUTDOWN_MARKER = ".tierlog-clean-shutdown"
+STATE_VERSION = 1
+MAX_TOPIC_NAME = 249
+_LEGAL = re.compile(r"^[a-zA-Z0-9._-]+$")
+PARTITION_DIR = re.compile(r"^(?P<topic>[a-zA-Z0-9._-]+)-(?P<partition>\d+)$")
+DELETED_DIR = re.compile(r"^[a-zA-Z0-9._-]+-\d+\.[0-9a-f]{32}-delete$")
+
+
+@dataclass(slots=True)
+class TopicRecord:
+    """What is persisted about one topic: its partition count and its config overrides only."""
+
+    name: str
+    partitions: int
+    configs: dict[str, str] = field(default_factory=dict)
+    topic_id: str = field(default_factory=lambda: uuid.uuid4().hex)
+
+
+@dataclass(slots=True)
+class BrokerState:
+    """The whole persisted broker state."""
+
+    cluster_id: str
+    broker_id: int = 0
+    topics: dict[str, TopicRecord] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "version": STATE_VERSION,
+            "cluster_id": self.cluster_id,
+            "broker_id": self.broker_id,
+            "topics": {
+                name: {"topic_id": rec.topic_id, "partitions": rec.partitions, "configs": dict(rec.configs)}
+                for name, rec in sorted(self.topics.items())
+            },
+        }
+
+    @classmethod
+    def from_json(cls, doc: Any) -> BrokerState:
+        """Raises: CorruptRecordError when the document is not a state this version understands."""
+        try:
+            if doc["version"] != STATE_VERSION:
+                raise CorruptRecordError(f"unsupported broker state version {doc['version']!r}")
+            topics = {
+                str(name): TopicRecord(
+                    name=str(name),
+                    partitions=int(rec["partitions"]),
+                    configs={str(k): str(v) for k, v in rec["configs"].items()},
+                    topic_id=str(rec["topic_id"]),
+                )
+                for name, rec in doc["topics"].items()
+            }
+            return cls(cluster_id=str(doc["cluster_id"]), broker_id=int(doc["broker_id"]), topics=topics)
+        except (KeyError, TypeError, ValueError, AttributeError) as err:
+            raise CorruptRecordError(f"malformed broker state: {err!r}") from err
+
+
+def new_cluster_id() -> str:
+    """A random 22-character URL-safe id, the form Kafka uses for cluster ids."""
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+
+
+def validate_topic_name(name: object) -> str:
+    """Check ``name`` against Kafka's topic name rules and return it. Pure.
+
+    Raises:
+        InvalidConfigError (400, 40002): empty, ``.`` or ``..``, longer than 249 characters, or a character
+            other than ASCII letters, digits, ``.``, ``_`` and ``-``.
+    """
+    if not isinstance(name, str) or not name:
+        raise InvalidConfigError("Topic name is illegal, it can't be empty")
+    if name in (".", ".."):
+        raise InvalidConfigError('Topic name cannot be "." or ".."')
+    if len(name) > MAX_TOPIC_NAME:
+        raise InvalidConfigError(
+            f"Topic name is illegal, it can't be longer than {MAX_TOPIC_NAME} characters"
+        )
+    if not _LEGAL.match(name):
+        raise InvalidConfigError(
+            f"Topic name {name!r} is illegal, it contains a character other than "
+            "ASCII alphanumerics, '.', '_' and '-'"
+        )
+    return name
+
+
+def partition_dir(data_dir: Path, topic: str, partition: int) -> Path:
+    """``<data-dir>/<topic>-<partition>``. ``topic`` must already be a valid name."""
+    return data_dir / f"{topic}-{partition}"
+
+
+def load_state(data_dir: Path) -> BrokerState | None:
+    """Read the persisted state, or ``None`` when the data directory has none yet. Blocking I/O.
+
+    Raises:
+        CorruptRecordError: the file exists but is not valid state.
+        OSError: it cannot be read.
+    """
+    path = data_dir / STATE_FILE
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise CorruptRecordError(f"{path} is not valid JSON: {err}") from err
+    return BrokerState.from_json(doc)
+
+
+def save_state(data_dir: Path, state: BrokerState) -> None:
+    """Replace the persisted state atomically and durably. Blocking I/O; idempotent.
+
+    Not safe to call concurrently for the same directory (the broker serialises calls under its lock).
+    Raises: OSError.
+    """
+    path = data_dir / STATE_FILE
+    tmp = data_dir / f"{STATE_FILE}.tmp"
+    payload = json.dumps(state.to_json(), indent=2, sort_keys=True).encode() + b"\n"
+    with tmp.open("wb") as fh:
+        fh.write(payload)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+    fsync_dir(data_dir)
+
+
+def fsync_dir(directory: Path) -> None:
+    """fsync a directory so a rename or create inside it is durable. Blocking I/O; idempotent."""
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_marker(path: Path) -> None:
+    """Create an empty marker file durably. Blocking I/O; idempotent."""
+    with path.open("wb") as fh:
+        os.fsync(fh.fileno())
+    fsync_dir(path.parent)

@@ -1,0 +1,260 @@
+"""One partition as the web layer sees it: an async face over the synchronous partition log.
+
+Every engine call runs in a worker thread. Appends wake long-polling readers through a per-partition
+``asyncio.Event`` that is replaced on every append, so a reader that took the event before reading
+cannot miss an append that lands between its read and its wait.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator, Callable, Coroutine
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from service.errors import TOPIC_NOT_FOUND
+from tiering.errors import NotFoundError, TierlogError
+
+if TYPE_CHECKING:
+    from service.metrics import Metrics
+    from tiering.log import AppendInfo, FileSlice, LogConfig, PartitionLog, ReadResult
+
+__all__ = ["Partition"]
+
+log = logging.getLogger("tierlog.partition")
+
+Spawn = Callable[[Coroutine[Any, Any, None], str], object]
+
+
+class Partition:
+    """An open partition of a topic.
+
+    All methods are safe to call concurrently from the event loop. Once the topic is deleted (or the
+    broker closes) every call raises :class:`NotFoundError` (40401) and pending long polls return early.
+    """
+
+    def __init__(
+        self, topic: str, index: int, partition_log: PartitionLog, path: Path, metrics: Metrics, spawn: Spawn
+    ) -> None:
+        self.topic = topic
+        self.index = index
+        self.path = path
+        self._log = partition_log
+        self._metrics = metrics
+        self._spawn = spawn
+        self._data = asyncio.Event()
+        self._closed = False
+        self._inflight = 0
+        self._idle = asyncio.Event()
+        self._idle.set()
+        self._background = asyncio.Lock()
+
+    @property
+    def label(self) -> str:
+        return f"{self.topic}-{self.index}"
+
+    @property
+    def log(self) -> PartitionLog:
+        """The engine object, for the uploader and tools. Call it from worker threads only."""
+        return self._log
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    @property
+    def log_start_offset(self) -> int:
+        return int(self._log.log_start_offset)
+
+    @property
+    def log_end_offset(self) -> int:
+        return int(self._log.log_end_offset)
+
+    @property
+    def high_watermark(self) -> int:
+        return int(self._log.high_watermark)
+
+    @property
+    def size_bytes(self) -> int:
+        return int(self._log.size_bytes)
+
+    async def append(self, batches: bytes, *, acks: int = 1) -> AppendInfo:
+        """Validate and append whole v2 batches, assigning offsets; wake long-polling readers.
+
+        ``acks`` 1 and -1 (all) both answer after the append and the flush the topic's policy requires
+        (a single broker has no other replica); 0 behaves as 1 here (see :meth:`append_in_background`).
+        Not idempotent: a retried call appends again. Raises:
+            CorruptRecordError: a batch fails validation (nothing is appended).
+            RecordTooLargeError: a batch exceeds ``max.message.bytes`` (nothing is appended).
+            NotFoundError: the topic was deleted.
+        """
+        async with self._operation():
+            info = await asyncio.to_thread(self._log.append, batches)
+        self._metrics.inc("tierlog_bytes_in_total", len(batches), topic=self.topic)
+        self._metrics.inc("tierlog_records_in_total", info.record_count, topic=self.topic)
+        self._wake()
+        return info
+
+    def append_in_background(self, batches: bytes) -> None:
+        """Append ``batches`` in a task owned by the broker (acks=0); returns at once.
+
+        Background appends to one partition run in the order of these calls. Failures are logged and
+        counted in ``tierlog_background_append_errors_total``. Raises NotFoundError if the topic is gone.
+        """
+        self._check_open()
+        self._spawn(self._append_later(batches), f"tierlog-append-{self.label}")
+
+    async def read(
+        self, offset: int, max_bytes: int, *, max_wait_ms: int = 0, min_bytes: int = 1
+    ) -> ReadResult:
+        """Whole batches from the one holding ``offset``; long-polls until ``min_bytes`` are available.
+
+        Returns as soon as at least ``min(min_bytes, max_bytes)`` bytes are available past ``offset`` or
+        ``max_wait_ms`` has elapsed (then possibly with no data). Woken by appends, no polling.
+        Idempotent. Raises:
+            OffsetOutOfRangeError: ``offset`` is outside ``[log_start_offset, log_end_offset]``.
+            NotFoundError: the topic was deleted.
+        """
+        result: ReadResult = await self._poll(
+            lambda: self._log.read(offset, max_bytes),
+            lambda r: len(r.data),
+            max_wait_ms,
+            min(min_bytes, max_bytes),
+        )
+        self._metrics.inc("tierlog_bytes_out_total", len(result.data), topic=self.topic)
+        return result
+
+    async def read_slice(
+        self, offset: int, max_bytes: int, *, max_wait_ms: int = 0, min_bytes: int = 1
+    ) -> FileSlice:
+        """As :meth:`read`, but the bytes as a file region for ``sendfile``; the caller closes the slice.
+
+        Raises: as :meth:`read`.
+        """
+        result: FileSlice = await self._poll(
+            lambda: self._log.read_slice(offset, max_bytes),
+            lambda s: int(s.size),
+            max_wait_ms,
+            min(min_bytes, max_bytes),
+            discard=lambda s: s.close(),
+        )
+        self._metrics.inc("tierlog_bytes_out_total", result.size, topic=self.topic)
+        return result
+
+    async def offset_for_timestamp(self, ts: int) -> tuple[int, int] | None:
+        """``(offset, timestamp)`` of the first batch whose max timestamp is at or after ``ts``, else None.
+
+        Idempotent. Raises NotFoundError if the topic was deleted.
+        """
+        async with self._operation():
+            found = await asyncio.to_thread(self._log.offset_for_timestamp, ts)
+        return None if found is None else (int(found[0]), int(found[1]))
+
+    async def update_config(self, config: LogConfig) -> None:
+        """Apply a new config to the live log. Idempotent. Raises NotFoundError if the topic was deleted."""
+        async with self._operation():
+            await asyncio.to_thread(self._log.update_config, config)
+
+    async def maybe_roll_and_flush(self) -> None:
+        """Roll by ``segment.ms`` and fsync by ``flush.ms`` if due. Idempotent; no-op once closed."""
+        if self._closed:
+            return
+        async with self._operation():
+            await asyncio.to_thread(self._roll_and_flush)
+
+    async def apply_retention(self) -> int:
+        """Delete sealed segments past the retention limits; returns how many. No-op once closed."""
+        if self._closed:
+            return 0
+        async with self._operation():
+            deleted = await asyncio.to_thread(self._log.apply_retention)
+        if deleted:
+            self._metrics.inc("tierlog_segments_deleted_total", len(deleted), topic=self.topic)
+            self._wake()
+        return len(deleted)
+
+    async def close(self) -> None:
+        """Stop accepting calls, wake long polls, wait for calls in flight, then flush and close the log.
+
+        Idempotent. Raises OSError if the final flush fails.
+        """
+        if self._closed:
+            return
+        self._closed = True
+        self._wake()
+        await self._idle.wait()
+        await asyncio.to_thread(self._flush_and_close)
+
+    def _roll_and_flush(self) -> None:
+        self._log.maybe_roll()
+        self._log.maybe_flush()
+
+    def _flush_and_close(self) -> None:
+        try:
+            self._log.flush()
+        finally:
+            self._log.close()
+
+    async def _append_later(self, batches: bytes) -> None:
+        async with self._background:
+            try:
+                await self.append(batches, acks=0)
+            except TierlogError as err:
+                log.warning("acks=0 append to %s failed: %s (%d)", self.label, err.message, err.code)
+                self._count_background_error(str(err.code))
+            except Exception:
+                log.exception("acks=0 append to %s failed", self.label)
+                self._count_background_error("50001")
+
+    def _count_background_error(self, code: str) -> None:
+        self._metrics.inc("tierlog_background_append_errors_total", topic=self.topic, error_code=code)
+
+    async def _poll(
+        self,
+        fetch: Callable[[], Any],
+        size: Callable[[Any], int],
+        max_wait_ms: int,
+        min_bytes: int,
+        discard: Callable[[Any], None] | None = None,
+    ) -> Any:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + max(max_wait_ms, 0) / 1000
+        while True:
+            wake = self._data
+            async with self._operation():
+                result = await asyncio.to_thread(fetch)
+            remaining = deadline - loop.time()
+            if size(result) >= min_bytes or remaining <= 0 or self._closed:
+                return result
+            if discard is not None:
+                discard(result)
+            try:
+                await asyncio.wait_for(wake.wait(), remaining)
+            except TimeoutError:
+                return await self._final(fetch)
+
+    async def _final(self, fetch: Callable[[], Any]) -> Any:
+        async with self._operation():
+            return await asyncio.to_thread(fetch)
+
+    def _wake(self) -> None:
+        event, self._data = self._data, asyncio.Event()
+        event.set()
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise NotFoundError(f"Topic {self.topic} not found.", code=TOPIC_NOT_FOUND)
+
+    @contextlib.asynccontextmanager
+    async def _operation(self) -> AsyncIterator[None]:
+        self._check_open()
+        self._inflight += 1
+        self._idle.clear()
+        try:
+            yield
+        finally:
+            self._inflight -= 1
+            if self._inflight == 0:
+                self._idle.set()
