@@ -109,7 +109,9 @@ INT32_MAX = 2**31 - 1
 HOSTILE_SECTIONS = {
     "key length 2^31-1": record_bytes(b"\x00\x00\x00" + encode_varint(INT32_MAX) + b"k" * 20),
     "value length 2^31-1": record_bytes(b"\x00\x00\x00\x02k" + encode_varint(INT32_MAX) + b"v" * 20),
-    "key length -2": record_bytes(b"\x00\x00\x00" + encode_varint(-2) + b"\x02v\x00"),
+    # Parses as a valid record if the odd one-byte varint 0x03 were read as length 1.
+    "key length -2": record_bytes(b"\x00\x00\x00" + encode_varint(-2) + b"k\x02v\x00"),
+    "value length -2": record_bytes(b"\x00\x00\x00\x02k" + encode_varint(-2) + b"v\x00"),
     "header count 2^31-1": record_bytes(b"\x00\x00\x00\x02k\x02v" + encode_varint(INT32_MAX) + b"\x02h" * 5),
     "header count -1": record_bytes(b"\x00\x00\x00\x02k\x02v\x01"),
     "header key length 2^31-1": record_bytes(

@@ -24,7 +24,12 @@ INT32 = st.integers(-(2**31), 2**31 - 1)
 INT64 = st.integers(-(2**63), 2**63 - 1)
 NOW = 1_750_000_000_000
 
-maybe_bytes = st.none() | st.binary(max_size=40) | st.binary(max_size=4).map(lambda b: b * 100)
+maybe_bytes = (
+    st.none()
+    | st.binary(max_size=40)
+    | st.binary(max_size=4).map(lambda b: b * 100)
+    | st.binary(min_size=3, max_size=3).map(lambda b: b * 3000)  # a three-byte length varint
+)
 headers = st.lists(st.tuples(st.text(max_size=8), st.none() | st.binary(max_size=16)), max_size=3).map(tuple)
 records = st.builds(
     Record,
@@ -188,3 +193,13 @@ def test_an_empty_compacted_batch_decodes_to_no_records() -> None:
     batch = decode_batch(bytes(data))
     assert batch.records == [] and batch.header.records_count == 0
     assert batch.header.compression == Compression.GZIP
+
+
+@pytest.mark.parametrize("codec", [Compression.NONE, Compression.LZ4])
+def test_many_records_use_multi_byte_deltas(codec: Compression) -> None:
+    batch = [Record(None, b"%d" % i, timestamp=NOW + i * 1000) for i in range(20_000)]
+    decoded = decode_batch(build_batch(batch, compression=codec, base_offset=7))
+    assert decoded.header.last_offset_delta == 19_999
+    last = decoded.records[-1]
+    assert (last.offset, last.value, last.timestamp) == (20_006, b"19999", NOW + 19_999_000)
+    assert [r.offset for r in decoded.records] == list(range(7, 20_007))

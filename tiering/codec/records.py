@@ -125,6 +125,10 @@ def decode_records(
             if b < 0x80:
                 length = (b >> 1) ^ -(b & 1)
                 pos += 1
+            elif data[pos + 1] < 0x80:
+                u = (b & 0x7F) | (data[pos + 1] << 7)
+                length = (u >> 1) ^ -(u & 1)
+                pos += 2
             else:
                 length, pos = decode_varint(data, pos)
             end = pos + length
@@ -135,17 +139,52 @@ def decode_records(
             if b < 0x80:
                 timestamp_delta = (b >> 1) ^ -(b & 1)
                 pos += 1
+            elif data[pos + 1] < 0x80:
+                u = (b & 0x7F) | (data[pos + 1] << 7)
+                timestamp_delta = (u >> 1) ^ -(u & 1)
+                pos += 2
             else:
                 timestamp_delta, pos = decode_varlong(data, pos)
             b = data[pos]
             if b < 0x80:
                 offset_delta = (b >> 1) ^ -(b & 1)
                 pos += 1
+            elif data[pos + 1] < 0x80:
+                u = (b & 0x7F) | (data[pos + 1] << 7)
+                offset_delta = (u >> 1) ^ -(u & 1)
+                pos += 2
             else:
                 offset_delta, pos = decode_varint(data, pos)
-            key, pos = _read_bytes(data, pos, end)
-            value, pos = _read_bytes(data, pos, end)
-            header_count, pos = decode_varint(data, pos)
+            b = data[pos]
+            if b == 0x01:
+                key = None
+                pos += 1
+            elif not b & 0x81:  # a one-byte, non-negative length
+                stop = pos + 1 + (b >> 1)
+                if stop > end:
+                    raise _corrupt("key runs past the record", pos)
+                key = data[pos + 1 : stop]
+                pos = stop
+            else:
+                key, pos = _read_bytes(data, pos, end)
+            b = data[pos]
+            if b == 0x01:
+                value = None
+                pos += 1
+            elif not b & 0x81:  # a one-byte, non-negative length
+                stop = pos + 1 + (b >> 1)
+                if stop > end:
+                    raise _corrupt("value runs past the record", pos)
+                value = data[pos + 1 : stop]
+                pos = stop
+            else:
+                value, pos = _read_bytes(data, pos, end)
+            b = data[pos]
+            if b < 0x80:
+                header_count = (b >> 1) ^ -(b & 1)
+                pos += 1
+            else:
+                header_count, pos = decode_varint(data, pos)
             headers: Headers = ()
             if header_count:
                 headers, pos = _read_headers(data, pos, end, header_count)

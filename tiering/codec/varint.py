@@ -144,10 +144,14 @@ def decode_varint(buf: bytes | bytearray | memoryview, pos: int) -> tuple[int, i
     Raises:
         CorruptRecordError: the buffer ends inside the varint, or it is longer than 5 bytes.
     """
-    if 0 <= pos < len(buf):
+    if 0 <= pos < len(buf) - 1:
         b = buf[pos]
         if b < 0x80:
             return (b >> 1) ^ -(b & 1), pos + 1
+        c = buf[pos + 1]
+        if c < 0x80:
+            u = (b & 0x7F) | (c << 7)
+            return (u >> 1) ^ -(u & 1), pos + 2
     return _decode(buf, pos, 5, _MASK32)
 
 
@@ -157,8 +161,12 @@ def decode_varlong(buf: bytes | bytearray | memoryview, pos: int) -> tuple[int, 
     Raises:
         CorruptRecordError: the buffer ends inside the varlong, or it is longer than 10 bytes.
     """
-    if 0 <= pos < len(buf):
+    if 0 <= pos < len(buf) - 1:
         b = buf[pos]
         if b < 0x80:
             return (b >> 1) ^ -(b & 1), pos + 1
+        c = buf[pos + 1]
+        if c < 0x80:
+            u = (b & 0x7F) | (c << 7)
+            return (u >> 1) ^ -(u & 1), pos + 2
     return _decode(buf, pos, 10, _MASK64)
