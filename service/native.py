@@ -1,0 +1,405 @@
+"""The native binary path: raw v2 record batches in and out, no JSON or base64 per record.
+
+Routes (the wire contract is ``docs/native-api.md``)::
+
+    POST /native/v1/topics/{topic}/partitions/{partition}/batches?acks=1    produce raw batches
+    GET  /native/v1/topics/{topic}/partitions/{partition}/batches           fetch raw batches (sendfile)
+         ?offset=&max_bytes=&max_wait_ms=&min_bytes=
+    GET  /native/v1/topics/{topic}/partitions/{partition}/offsets?timestamp=
+    GET  /native/v1/topics/{topic}                                           partition count and watermarks
+
+Produce bodies and fetch answers are ``application/vnd.tierlog.batches``: whole Kafka v2 record
+batches, concatenated. The broker validates each produced batch (CRC, framing, ``max.message.bytes``)
+and only rewrites base offsets; a fetch sends bytes straight from the segment file with
+``loop.sendfile`` (``pread`` + write when the transport cannot), never decoding them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from typing import IO, TYPE_CHECKING, Any, cast
+
+from aiohttp import web
+
+from service.errors import BadRequestError, NotAcceptableError, UnsupportedMediaTypeError, json_error
+from service.rest_v2_convert import dump_json
+from service.rest_v2_http import count, int_param, partition_index, read_body, topic_name
+from service.rest_v2_media import Offer, negotiate
+from service.state import BROKER
+from tiering.codec.header import iter_batches
+from tiering.errors import CorruptRecordError, OffsetOutOfRangeError
+
+if TYPE_CHECKING:
+    from service.broker import Broker
+    from tiering.log.types import FileSlice
+
+__all__ = [
+    "BATCHES_TYPE",
+    "CORRUPT_BATCH",
+    "HIGH_WATERMARK",
+    "LOG_END_OFFSET",
+    "LOG_START_OFFSET",
+    "OPENAPI_PATHS",
+    "CorruptBatchError",
+    "setup_routes",
+]
+
+BATCHES_TYPE = "application/vnd.tierlog.batches"
+HIGH_WATERMARK = "Tierlog-High-Watermark"
+LOG_START_OFFSET = "Tierlog-Log-Start-Offset"
+LOG_END_OFFSET = "Tierlog-Log-End-Offset"
+CORRUPT_BATCH = 40003
+
+DEFAULT_MAX_BYTES = 1024 * 1024
+MAX_MAX_BYTES = 256 * 1024 * 1024
+MAX_WAIT_MS = 300_000
+EARLIEST = -2
+LATEST = -1
+CHUNK = 256 * 1024
+_ACKS = {"0": 0, "1": 1, "all": -1, "-1": -1}
+_BATCH_OFFERS = (Offer(BATCHES_TYPE, 1.0),)
+_JSON_OFFERS = (Offer("application/json", 1.0),)
+
+
+class CorruptBatchError(BadRequestError):
+    """A produced batch failed validation (CRC, framing, magic, control bit); nothing was appended."""
+
+    code = CORRUPT_BATCH
+
+
+def setup_routes(app: web.Application) -> None:
+    """Register the native routes on ``app`` (before it starts). Not idempotent: call once per app."""
+    base = "/native/v1/topics/{topic}"
+    app.router.add_post(base + "/partitions/{partition}/batches", produce_batches)
+    app.router.add_get(base + "/partitions/{partition}/batches", fetch_batches, allow_head=False)
+    app.router.add_get(base + "/partitions/{partition}/offsets", list_offset)
+    app.router.add_get(base, topic_metadata)
+
+
+def _broker(request: web.Request) -> Broker:
+    return request.app[BROKER]
+
+
+def _json(value: Any, *, status: int = 200) -> web.Response:
+    return web.Response(body=dump_json(value), status=status, content_type="application/json")
+
+
+def _accept_json(request: web.Request) -> None:
+    if negotiate(request.headers.get("Accept"), _JSON_OFFERS) is None:
+        raise NotAcceptableError("this route answers application/json only")
+
+
+def _acks(request: web.Request) -> int:
+    raw = request.query.get("acks", "1").strip().lower()
+    if raw not in _ACKS:
+        raise BadRequestError(f"acks must be 0, 1, -1 or all, got {raw!r}")
+    return _ACKS[raw]
+
+
+def _validate(body: bytes, max_size: int) -> tuple[int, int]:
+    """Check every batch of ``body``; return ``(batch_count, record_count)``.
+
+    Raises:
+        CorruptBatchError: (40003) truncated, bad magic or CRC, a control batch, or an empty body.
+        RecordTooLargeError: (41301) a batch over ``max_size``.
+    """
+    if not body:
+        raise CorruptBatchError("the body holds no record batch")
+    batches = records = 0
+    try:
+        for position, header in iter_batches(body, verify=True, max_size=max_size):
+            if header.is_control:
+                raise CorruptBatchError(
+                    f"batch at byte {position} is a control batch; producers cannot send those"
+                )
+            if header.records_count != header.last_offset_delta + 1:
+                raise CorruptBatchError(
+                    f"batch at byte {position} declares {header.records_count} records "
+                    f"but an offset delta of {header.last_offset_delta}"
+                )
+            batches += 1
+            records += header.records_count
+    except CorruptRecordError as err:
+        raise CorruptBatchError(f"batch {batches} rejected, nothing appended: {err.message}") from None
+    return batches, records
+
+
+async def produce_batches(request: web.Request) -> web.Response:
+    """Validate and append raw batches; answer the assigned offsets (acks 1/all) or 202 at once (acks 0).
+
+    Not idempotent: a retried request appends again. Raises UnsupportedMediaTypeError (415),
+    NotAcceptableError (406), BadRequestError (400), CorruptBatchError (400, 40003), NotFoundError
+    (40401/40402), RecordTooLargeError / PayloadTooLargeError (413).
+    """
+    content_type = request.headers.get("Content-Type", "").split(";")[0].strip().lower()
+    if content_type != BATCHES_TYPE:
+        raise UnsupportedMediaTypeError(
+            f"Content-Type must be {BATCHES_TYPE}, got {content_type or 'none'!r}"
+        )
+    _accept_json(request)
+    acks = _acks(request)
+    name = topic_name(request)
+    index = partition_index(request)
+    body = await read_body(request)
+    topic = await _broker(request).ensure_topic(name)
+    partition = topic.partition(index)
+    max_size = int(topic.configs().get("max.message.bytes", str(2**31 - 1)))
+    batches, records = _validate(body, max_size)
+    count(request, "tierlog_http_body_bytes_total", len(body), api="native", direction="in", topic=name)
+    answer: dict[str, Any] = {
+        "topic": name,
+        "partition": index,
+        "batch_count": batches,
+        "record_count": records,
+    }
+    if acks == 0:
+        partition.append_in_background(body)
+        return _json({**answer, "acks": 0}, status=202)
+    info = await partition.append(body, acks=acks)
+    answer.update(
+        base_offset=info.base_offset,
+        last_offset=info.last_offset,
+        record_count=info.record_count,
+        batch_base_offsets=list(info.batch_base_offsets),
+        log_append_time=info.log_append_time,
+        acks=acks,
+    )
+    return _json(answer)
+
+
+def _range_headers(high_watermark: int, log_start: int, log_end: int) -> dict[str, str]:
+    return {
+        HIGH_WATERMARK: str(high_watermark),
+        LOG_START_OFFSET: str(log_start),
+        LOG_END_OFFSET: str(log_end),
+    }
+
+
+def _out_of_range(err: OffsetOutOfRangeError) -> web.Response:
+    response = json_error(err)
+    response.headers[LOG_START_OFFSET] = str(err.log_start_offset)
+    response.headers[LOG_END_OFFSET] = str(err.log_end_offset)
+    return response
+
+
+async def fetch_batches(request: web.Request) -> web.StreamResponse:
+    """Raw batches from the one holding ``offset``, long-polling up to ``max_wait_ms`` for ``min_bytes``.
+
+    The body may begin with a batch whose base offset is below ``offset`` (skip those records) and may be
+    empty when the wait expires. Idempotent. Raises NotAcceptableError (406), BadRequestError (400),
+    NotFoundError (40401/40402); answers 416 (41601) with the valid range for an out-of-range offset.
+    """
+    if negotiate(request.headers.get("Accept"), _BATCH_OFFERS) is None:
+        raise NotAcceptableError(f"this route answers {BATCHES_TYPE} only")
+    name = topic_name(request)
+    partition = _broker(request).topic(name).partition(partition_index(request))
+    offset = int_param(request, "offset", None, low=0)
+    max_bytes = int_param(request, "max_bytes", DEFAULT_MAX_BYTES, low=1, high=MAX_MAX_BYTES)
+    max_wait_ms = int_param(request, "max_wait_ms", 0, low=0, high=MAX_WAIT_MS)
+    min_bytes = int_param(request, "min_bytes", 1, low=0, high=MAX_MAX_BYTES)
+    try:
+        region = await partition.read_slice(offset, max_bytes, max_wait_ms=max_wait_ms, min_bytes=min_bytes)
+    except OffsetOutOfRangeError as err:
+        return _out_of_range(err)
+    with region:
+        headers = _range_headers(region.high_watermark, region.log_start_offset, region.log_end_offset)
+        response = web.StreamResponse(headers=headers)
+        response.content_type = BATCHES_TYPE
+        response.content_length = region.size
+        await response.prepare(request)
+        if region.size:
+            await _send_region(request, response, region)
+        await response.write_eof()
+    count(request, "tierlog_http_body_bytes_total", region.size, api="native", direction="out", topic=name)
+    return response
+
+
+class _RegionFile:
+    """A private read-only descriptor for ``loop.sendfile``, which seeks its file: the slice's own ``fd``
+    shares its file position with the log's descriptor, so sendfile gets a fresh open of the same file."""
+
+    def __init__(self, fd: int) -> None:
+        self._fd = fd
+        self.mode = "rb"
+
+    @classmethod
+    def reopen(cls, fd: int) -> _RegionFile | None:
+        try:
+            return cls(os.open(f"/proc/self/fd/{fd}", os.O_RDONLY | os.O_CLOEXEC))
+        except OSError:
+            return None
+
+    def fileno(self) -> int:
+        return self._fd
+
+    def close(self) -> None:
+        os.close(self._fd)
+
+
+async def _send_region(request: web.Request, response: web.StreamResponse, region: FileSlice) -> None:
+    transport = request.transport
+    if transport is not None and transport.get_extra_info("sslcontext") is None:
+        private = await asyncio.to_thread(_RegionFile.reopen, region.fd)
+        if private is not None:
+            try:
+                loop = asyncio.get_running_loop()
+                file = cast("IO[bytes]", private)
+                await loop.sendfile(transport, file, region.position, region.size, fallback=False)
+                return
+            except (NotImplementedError, RuntimeError):
+                pass
+            finally:
+                private.close()
+    await _send_with_pread(response, region)
+
+
+async def _send_with_pread(response: web.StreamResponse, region: FileSlice) -> None:
+    position, remaining = region.position, region.size
+    while remaining > 0:
+        chunk = await asyncio.to_thread(os.pread, region.fd, min(CHUNK, remaining), position)
+        if not chunk:
+            raise CorruptRecordError(f"segment file ended {remaining} bytes before the slice did")
+        await response.write(chunk)
+        position += len(chunk)
+        remaining -= len(chunk)
+
+
+async def list_offset(request: web.Request) -> web.Response:
+    """``{"offset", "timestamp"}`` for ``timestamp`` -2 (earliest), -1 (latest) or a time in ms.
+
+    For a time past every batch, offset and timestamp are -1. Idempotent. Raises NotAcceptableError
+    (406), BadRequestError (400), NotFoundError (40401/40402).
+    """
+    _accept_json(request)
+    name = topic_name(request)
+    partition = _broker(request).topic(name).partition(partition_index(request))
+    timestamp = int_param(request, "timestamp", LATEST, low=EARLIEST)
+    if timestamp == EARLIEST:
+        found: tuple[int, int] | None = (partition.log_start_offset, -1)
+    elif timestamp == LATEST:
+        found = (partition.high_watermark, -1)
+    else:
+        found = await partition.offset_for_timestamp(timestamp)
+    offset, at = found if found is not None else (-1, -1)
+    return _json({"topic": name, "partition": partition.index, "offset": offset, "timestamp": at})
+
+
+async def topic_metadata(request: web.Request) -> web.Response:
+    """Partition count and the offsets of every partition of one topic. Idempotent.
+
+    Raises NotAcceptableError (406), BadRequestError (400), NotFoundError (40401).
+    """
+    _accept_json(request)
+    name = topic_name(request)
+    topic = _broker(request).topic(name)
+    partitions = [
+        {
+            "partition": p.index,
+            "log_start_offset": p.log_start_offset,
+            "high_watermark": p.high_watermark,
+            "log_end_offset": p.log_end_offset,
+        }
+        for p in topic.partitions
+    ]
+    return _json({"topic": name, "partition_count": len(partitions), "partitions": partitions})
+
+
+_TAG = "Native binary path"
+_ERR = {"content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}}
+_TOPIC = {"name": "topic", "in": "path", "required": True, "schema": {"type": "string", "maxLength": 249}}
+_PART = {"name": "partition", "in": "path", "required": True, "schema": {"type": "integer", "minimum": 0}}
+_RANGE = {h: {"schema": {"type": "integer"}} for h in (HIGH_WATERMARK, LOG_START_OFFSET, LOG_END_OFFSET)}
+
+
+def _query(name: str, description: str, *, required: bool = False, default: Any = None) -> dict[str, Any]:
+    schema: dict[str, Any] = (
+        {"type": "integer"} if default is None else {"type": "integer", "default": default}
+    )
+    return {"name": name, "in": "query", "required": required, "description": description, "schema": schema}
+
+
+def _errors(**statuses: str) -> dict[str, Any]:
+    return {status[1:]: {"description": text, **_ERR} for status, text in statuses.items()}
+
+
+OPENAPI_PATHS: dict[str, Any] = {
+    "/native/v1/topics/{topic}/partitions/{partition}/batches": {
+        "post": {
+            "tags": [_TAG],
+            "operationId": "nativeProduceBatches",
+            "summary": "Append raw v2 record batches (offsets assigned by the broker)",
+            "parameters": [
+                _TOPIC,
+                _PART,
+                {"name": "acks", "in": "query", "schema": {"enum": ["0", "1", "-1", "all"]}},
+            ],
+            "requestBody": {
+                "required": True,
+                "content": {BATCHES_TYPE: {"schema": {"type": "string", "format": "binary"}}},
+            },
+            "responses": {
+                "200": {"description": "Appended (acks 1/all): base_offset, last_offset, batch_base_offsets"},
+                "202": {"description": "Validated and queued (acks 0)"},
+                **_errors(
+                    s400="Malformed parameter (40001) or corrupt batch (40003)",
+                    s404="Topic (40401) or partition (40402) not found",
+                    s413="Batch over max.message.bytes or body over max.request.size (41301)",
+                    s415="Content-Type is not application/vnd.tierlog.batches (41501)",
+                ),
+            },
+        },
+        "get": {
+            "tags": [_TAG],
+            "operationId": "nativeFetchBatches",
+            "summary": "Raw v2 record batches from an offset, long-polling up to max_wait_ms",
+            "parameters": [
+                _TOPIC,
+                _PART,
+                _query("offset", "first offset wanted", required=True),
+                _query(
+                    "max_bytes", "bound on the bytes returned (at least one batch)", default=DEFAULT_MAX_BYTES
+                ),
+                _query("max_wait_ms", "long-poll time when fewer than min_bytes are available", default=0),
+                _query("min_bytes", "bytes to wait for", default=1),
+            ],
+            "responses": {
+                "200": {
+                    "description": "Whole batches, possibly none",
+                    "headers": _RANGE,
+                    "content": {BATCHES_TYPE: {"schema": {"type": "string", "format": "binary"}}},
+                },
+                **_errors(
+                    s400="Malformed parameter (40001)",
+                    s404="Topic (40401) or partition (40402) not found",
+                    s406="Accept does not allow application/vnd.tierlog.batches (40601)",
+                    s416="Offset out of range (41601); body and headers carry the valid range",
+                ),
+            },
+        },
+    },
+    "/native/v1/topics/{topic}/partitions/{partition}/offsets": {
+        "get": {
+            "tags": [_TAG],
+            "operationId": "nativeListOffset",
+            "summary": "Offset for a timestamp: -2 earliest, -1 latest (high watermark), or epoch ms",
+            "parameters": [_TOPIC, _PART, _query("timestamp", "-2, -1 or a time in ms", default=LATEST)],
+            "responses": {
+                "200": {"description": "offset and timestamp (-1, -1 when none)"},
+                **_errors(s404="Not found"),
+            },
+        },
+    },
+    "/native/v1/topics/{topic}": {
+        "get": {
+            "tags": [_TAG],
+            "operationId": "nativeTopicMetadata",
+            "summary": "Partition count, and each partition's log start, high watermark and log end",
+            "parameters": [_TOPIC],
+            "responses": {
+                "200": {"description": "Topic metadata"},
+                **_errors(s404="Topic not found (40401)"),
+            },
+        },
+    },
+}

@@ -1,0 +1,284 @@
+"""Confluent REST Proxy v2 compatible routes: topic metadata, produce, and Pandaproxy's records fetch.
+
+Routes (see ``docs/rest-v2.md`` for bodies and error codes)::
+
+    GET  /brokers
+    GET  /topics
+    GET  /topics/{topic}
+    POST /topics/{topic}                                   produce, partition chosen per record
+    GET  /topics/{topic}/partitions
+    GET  /topics/{topic}/partitions/{partition}
+    POST /topics/{topic}/partitions/{partition}            produce to one partition
+    GET  /topics/{topic}/partitions/{partition}/offsets
+    GET  /topics/{topic}/partitions/{partition}/records    ?offset=&timeout=&max_bytes=  (long poll)
+
+A produce request is converted and validated whole (JSON, base64, partitions, batch sizes) before
+anything is appended; then one v2 batch per partition is appended, all partitions concurrently.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from aiohttp import web
+
+from service.errors import NotAcceptableError, UnsupportedMediaTypeError
+from service.partitioner import StickyPartitioner
+from service.rest_v2_convert import (
+    ProduceRecord,
+    assign_partitions,
+    dump_json,
+    parse_produce_body,
+    records_to_json,
+)
+from service.rest_v2_http import count, int_param, offload, partition_index, read_body, topic_name
+from service.rest_v2_media import (
+    METADATA_OFFERS,
+    RECORDS_OFFERS,
+    EmbeddedFormat,
+    Offer,
+    negotiate,
+    produce_format,
+)
+from service.rest_v2_openapi import OPENAPI_PATHS
+from service.state import BROKER
+from tiering.codec.batch import build_batch
+from tiering.codec.compression import Compression
+from tiering.codec.records import Record
+from tiering.errors import RecordTooLargeError, TierlogError
+
+if TYPE_CHECKING:
+    from service.broker import Broker, Partition, Topic
+
+__all__ = ["OPENAPI_PATHS", "STICKY", "setup_routes"]
+
+STICKY: web.AppKey[StickyPartitioner] = web.AppKey("tierlog.rest_v2.sticky", StickyPartitioner)
+
+DEFAULT_FETCH_TIMEOUT_MS = 1000
+MAX_FETCH_TIMEOUT_MS = 300_000
+DEFAULT_FETCH_MAX_BYTES = 1024 * 1024
+MAX_FETCH_MAX_BYTES = 64 * 1024 * 1024
+KAFKA_ERROR = 50002
+KAFKA_RETRIABLE_ERROR = 50003
+
+
+def setup_routes(app: web.Application) -> None:
+    """Register the v2 routes on ``app`` (before it starts). Not idempotent: call once per app."""
+    app[STICKY] = StickyPartitioner()
+    app.router.add_get("/brokers", list_brokers)
+    app.router.add_get("/topics", list_topics)
+    app.router.add_get("/topics/{topic}", get_topic)
+    app.router.add_post("/topics/{topic}", produce_to_topic)
+    app.router.add_get("/topics/{topic}/partitions", list_partitions)
+    app.router.add_get("/topics/{topic}/partitions/{partition}", get_partition)
+    app.router.add_post("/topics/{topic}/partitions/{partition}", produce_to_partition)
+    app.router.add_get("/topics/{topic}/partitions/{partition}/offsets", get_offsets)
+    app.router.add_get("/topics/{topic}/partitions/{partition}/records", fetch_records)
+
+
+def _broker(request: web.Request) -> Broker:
+    return request.app[BROKER]
+
+
+def _metadata_type(request: web.Request) -> str:
+    offer = negotiate(request.headers.get("Accept"), METADATA_OFFERS)
+    if offer is None:
+        raise NotAcceptableError(
+            f"cannot answer with any of Accept: {request.headers.get('Accept')}; "
+            "use application/vnd.kafka.v2+json, application/vnd.kafka+json or application/json"
+        )
+    return offer.response_type
+
+
+def _json(value: Any, content_type: str, *, status: int = 200) -> web.Response:
+    return web.Response(body=dump_json(value), status=status, content_type=content_type)
+
+
+def _partition_json(broker: Broker, index: int) -> dict[str, Any]:
+    replica = {"broker": broker.broker_id, "leader": True, "in_sync": True}
+    return {"partition": index, "leader": broker.broker_id, "replicas": [replica]}
+
+
+async def list_brokers(request: web.Request) -> web.Response:
+    """``{"brokers": [id]}``. Raises NotAcceptableError (406)."""
+    content_type = _metadata_type(request)
+    return _json({"brokers": [_broker(request).broker_id]}, content_type)
+
+
+async def list_topics(request: web.Request) -> web.Response:
+    """The topic names. Raises NotAcceptableError (406)."""
+    content_type = _metadata_type(request)
+    return _json(sorted(_broker(request).topic_names()), content_type)
+
+
+async def get_topic(request: web.Request) -> web.Response:
+    """Name, configs and partitions of one topic. Raises NotFoundError (40401), 406, 400."""
+    content_type = _metadata_type(request)
+    broker = _broker(request)
+    topic = broker.topic(topic_name(request))
+    partitions = [_partition_json(broker, p.index) for p in topic.partitions]
+    return _json({"name": topic.name, "configs": topic.configs(), "partitions": partitions}, content_type)
+
+
+async def list_partitions(request: web.Request) -> web.Response:
+    """The partitions of one topic. Raises NotFoundError (40401), 406, 400."""
+    content_type = _metadata_type(request)
+    broker = _broker(request)
+    topic = broker.topic(topic_name(request))
+    return _json([_partition_json(broker, p.index) for p in topic.partitions], content_type)
+
+
+async def get_partition(request: web.Request) -> web.Response:
+    """One partition. Raises NotFoundError (40401 topic, 40402 partition), 406, 400."""
+    content_type = _metadata_type(request)
+    broker = _broker(request)
+    partition = broker.topic(topic_name(request)).partition(partition_index(request))
+    return _json(_partition_json(broker, partition.index), content_type)
+
+
+async def get_offsets(request: web.Request) -> web.Response:
+    """Beginning offset and end offset (the high watermark) of one partition. Raises as get_partition."""
+    content_type = _metadata_type(request)
+    partition = _broker(request).topic(topic_name(request)).partition(partition_index(request))
+    body = {"beginning_offset": partition.log_start_offset, "end_offset": partition.high_watermark}
+    return _json(body, content_type)
+
+
+async def produce_to_topic(request: web.Request) -> web.Response:
+    """Produce records, each to its explicit, keyed or sticky partition. See :func:`_produce`."""
+    return await _produce(request, fixed=None)
+
+
+async def produce_to_partition(request: web.Request) -> web.Response:
+    """Produce records to the partition in the path. See :func:`_produce`."""
+    return await _produce(request, fixed=partition_index(request))
+
+
+def _compression(topic: Topic) -> Compression:
+    name = topic.configs().get("compression.type", "producer")
+    if name in ("producer", "uncompressed"):
+        return Compression.NONE
+    return Compression.from_name(name)
+
+
+def _build_batches(
+    records: Sequence[ProduceRecord], partitions: Sequence[int], compression: Compression, max_bytes: int
+) -> dict[int, tuple[list[int], bytes]]:
+    groups: dict[int, list[int]] = {}
+    for position, partition in enumerate(partitions):
+        groups.setdefault(partition, []).append(position)
+    built: dict[int, tuple[list[int], bytes]] = {}
+    for partition, positions in groups.items():
+        batch = build_batch(
+            [Record(records[i].key, records[i].value) for i in positions], compression=compression
+        )
+        if len(batch) > max_bytes:
+            raise RecordTooLargeError(
+                f"the batch of {len(positions)} records for partition {partition} is {len(batch)} bytes, "
+                f"over max.message.bytes={max_bytes}"
+            )
+        built[partition] = (positions, batch)
+    return built
+
+
+def _produce_type(request: web.Request) -> EmbeddedFormat:
+    fmt = produce_format(request.headers.get("Content-Type"))
+    if fmt is None:
+        raise UnsupportedMediaTypeError(
+            f"unsupported Content-Type {request.headers.get('Content-Type')!r}; use "
+            "application/vnd.kafka.binary.v2+json or application/vnd.kafka.json.v2+json"
+        )
+    return fmt
+
+
+async def _produce(request: web.Request, *, fixed: int | None) -> web.Response:
+    """Validate the whole request, then append one batch per partition and report per-record offsets.
+
+    Not idempotent (a retry appends again). Raises UnsupportedMediaTypeError (415), NotAcceptableError
+    (406), BadRequestError (400), InvalidRequestError (42201/42202), NotFoundError (40401/40402),
+    RecordTooLargeError and PayloadTooLargeError (413). Append failures after validation are reported
+    per record with error_code 50002 (or 50003 when retriable), as Confluent's proxy does.
+    """
+    fmt = _produce_type(request)
+    content_type = _metadata_type(request)
+    name = topic_name(request)
+    body = await read_body(request)
+    records = await offload(len(body), lambda: parse_produce_body(body, fmt))
+    topic = await _broker(request).ensure_topic(name)
+    partitions = assign_partitions(
+        records, len(topic.partitions), topic=name, sticky=request.app[STICKY], fixed=fixed
+    )
+    max_bytes = int(topic.configs().get("max.message.bytes", str(2**31 - 1)))
+    compression = _compression(topic)
+    built = await offload(len(body), lambda: _build_batches(records, partitions, compression, max_bytes))
+    order = list(built)
+    results = await asyncio.gather(
+        *(topic.partition(p).append(built[p][1]) for p in order), return_exceptions=True
+    )
+    offsets: list[dict[str, Any]] = [{} for _ in records]
+    for partition, result in zip(order, results, strict=True):
+        positions = built[partition][0]
+        if isinstance(result, TierlogError):
+            code = KAFKA_RETRIABLE_ERROR if result.retriable else KAFKA_ERROR
+            entry = {"partition": None, "offset": None, "error_code": code, "error": result.message}
+            for i in positions:
+                offsets[i] = entry
+        elif isinstance(result, BaseException):
+            raise result
+        else:
+            for n, i in enumerate(positions):
+                offsets[i] = {
+                    "partition": partition,
+                    "offset": result.base_offset + n,
+                    "error_code": None,
+                    "error": None,
+                }
+    count(request, "tierlog_http_body_bytes_total", len(body), api="rest", direction="in", topic=name)
+    answer = {"offsets": offsets, "key_schema_id": None, "value_schema_id": None}
+    return _json(answer, content_type)
+
+
+def _records_offer(request: web.Request) -> Offer:
+    offer = negotiate(request.headers.get("Accept"), RECORDS_OFFERS)
+    if offer is None or offer.embedded is None:
+        raise NotAcceptableError(
+            f"cannot serve records as any of Accept: {request.headers.get('Accept')}; use "
+            "application/vnd.kafka.binary.v2+json or application/vnd.kafka.json.v2+json"
+        )
+    return offer
+
+
+async def fetch_records(request: web.Request) -> web.Response:
+    """Records from ``offset`` as the v2 JSON array, long-polling up to ``timeout`` ms for new data.
+
+    Idempotent. Raises NotAcceptableError (406), BadRequestError (400), NotFoundError (40401/40402),
+    OffsetOutOfRangeError (416, with the valid range), InvalidRequestError (42201/42202, a record that is
+    not valid JSON when JSON was asked for), CorruptRecordError (500).
+    """
+    offer = _records_offer(request)
+    fmt = offer.embedded
+    assert fmt is not None
+    name = topic_name(request)
+    partition: Partition = _broker(request).topic(name).partition(partition_index(request))
+    offset = int_param(request, "offset", None, low=0)
+    timeout = int_param(request, "timeout", DEFAULT_FETCH_TIMEOUT_MS, low=0, high=MAX_FETCH_TIMEOUT_MS)
+    max_bytes = int_param(request, "max_bytes", DEFAULT_FETCH_MAX_BYTES, low=1, high=MAX_FETCH_MAX_BYTES)
+    result = await partition.read(offset, max_bytes, max_wait_ms=timeout, min_bytes=1)
+
+    def convert() -> tuple[int, bytes]:
+        records = records_to_json(
+            result.data,
+            topic=name,
+            partition=partition.index,
+            start_offset=offset,
+            high_watermark=result.high_watermark,
+            fmt=fmt,
+        )
+        return len(records), dump_json(records)
+
+    delivered, body = await offload(len(result.data), convert)
+    count(request, "tierlog_records_out_total", delivered, topic=name, api="rest")
+    count(request, "tierlog_http_body_bytes_total", len(body), api="rest", direction="out", topic=name)
+    return web.Response(body=body, content_type=offer.response_type)

@@ -1,0 +1,125 @@
+"""Request helpers shared by the REST v2 and native routes: path and query parsing, bodies, CPU offload.
+
+Handlers stay thin: they call these to turn a request into validated values (raising the v2 error
+kinds), call one broker method, and serialise. Everything here is safe to use concurrently.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import TypeVar
+
+from aiohttp import web
+
+from service.errors import BadRequestError, PayloadTooLargeError
+from service.state import METRICS, SETTINGS
+from tiering.errors import NotFoundError
+
+__all__ = [
+    "PARTITION_NOT_FOUND",
+    "OFFLOAD_BYTES",
+    "topic_name",
+    "partition_index",
+    "int_param",
+    "read_body",
+    "offload",
+    "count",
+]
+
+PARTITION_NOT_FOUND = 40402
+OFFLOAD_BYTES = 64 * 1024
+MAX_TOPIC_NAME = 249
+
+T = TypeVar("T")
+
+
+def topic_name(request: web.Request) -> str:
+    """The ``{topic}`` path segment, refused if it holds control characters or is too long.
+
+    Raises:
+        BadRequestError: (40001) control characters, empty, or longer than 249 characters.
+    """
+    name = request.match_info["topic"]
+    if not name or len(name) > MAX_TOPIC_NAME:
+        raise BadRequestError(f"topic name must be 1 to {MAX_TOPIC_NAME} characters")
+    if any(ord(ch) < 0x20 or 0x7F <= ord(ch) <= 0x9F for ch in name):
+        raise BadRequestError("topic name must not contain control characters")
+    return name
+
+
+def partition_index(request: web.Request) -> int:
+    """The ``{partition}`` path segment as an int; a non-number is a partition that does not exist.
+
+    Raises:
+        NotFoundError: (40402) not a non-negative decimal integer.
+    """
+    raw = request.match_info["partition"]
+    if not raw.isascii() or not raw.isdigit() or len(raw) > 10:
+        raise NotFoundError(f"Partition {raw!r} not found.", code=PARTITION_NOT_FOUND)
+    return int(raw)
+
+
+def int_param(
+    request: web.Request, name: str, default: int | None, *, low: int, high: int = 2**63 - 1
+) -> int:
+    """Query parameter ``name`` as an int in ``[low, high]``; ``default`` when absent (None = required).
+
+    Raises:
+        BadRequestError: (40001) missing when required, not an integer, or out of range.
+    """
+    raw = request.query.get(name)
+    if raw is None or raw == "":
+        if default is None:
+            raise BadRequestError(f"query parameter {name!r} is required")
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise BadRequestError(f"query parameter {name!r} must be an integer, got {raw!r}") from None
+    if not low <= value <= high:
+        raise BadRequestError(f"query parameter {name!r} must be between {low} and {high}, got {value}")
+    return value
+
+
+async def read_body(request: web.Request) -> bytes:
+    """The whole request body, bounded by the broker's ``max.request.size``.
+
+    Refuses early on a declared ``Content-Length`` over the limit, and again while reading a chunked body.
+
+    Raises:
+        PayloadTooLargeError: (41301) the body is larger than ``max.request.size``.
+        BadRequestError: (40001) the body ended before its declared ``Content-Length``.
+    """
+    limit = request.app[SETTINGS].max_request_size
+    declared = request.content_length
+    if declared is not None and declared > limit:
+        raise PayloadTooLargeError(f"request body of {declared} bytes exceeds max.request.size={limit}")
+    if declared is not None:
+        try:
+            return await request.content.readexactly(declared) if declared else b""
+        except asyncio.IncompleteReadError as err:
+            raise BadRequestError(
+                f"request body ended after {len(err.partial)} of {declared} bytes"
+            ) from None
+    body = bytearray()
+    while chunk := await request.content.readany():
+        body += chunk
+        if len(body) > limit:
+            raise PayloadTooLargeError(f"request body exceeds max.request.size={limit}")
+    return bytes(body)
+
+
+async def offload(size: int, fn: Callable[[], T]) -> T:
+    """Run CPU-heavy ``fn`` in a worker thread when it handles more than 64 KiB, inline otherwise.
+
+    Raises whatever ``fn`` raises.
+    """
+    if size > OFFLOAD_BYTES:
+        return await asyncio.to_thread(fn)
+    return fn()
+
+
+def count(request: web.Request, name: str, value: float, **labels: str) -> None:
+    """Add ``value`` to counter ``name`` in the app's metrics registry. Never raises."""
+    request.app[METRICS].inc(name, value, **labels)

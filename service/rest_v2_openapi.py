@@ -1,0 +1,223 @@
+"""OpenAPI 3 ``paths`` entries for the REST Proxy v2 routes (merged into the broker's document)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["OPENAPI_PATHS", "error_responses"]
+
+_V2 = "application/vnd.kafka.v2+json"
+_BINARY = "application/vnd.kafka.binary.v2+json"
+_JSON = "application/vnd.kafka.json.v2+json"
+
+_ERROR = {"$ref": "#/components/schemas/Error"}
+_TAG = "REST Proxy v2"
+_DESCRIPTIONS = {
+    "400": "Malformed JSON, base64, query parameter or topic name (40001)",
+    "404": "Topic (40401) or partition (40402) not found",
+    "406": "No acceptable representation for the Accept header (40601)",
+    "413": "Body over max.request.size, or a batch over max.message.bytes (41301)",
+    "415": "Unsupported Content-Type (41501)",
+    "416": "Offset out of range (41601); the body carries the valid range",
+    "422": "Key (42201) or value (42202) not valid for the embedded format",
+    "500": "Corrupt data (50002) or internal error (50001)",
+}
+_TOPIC = {"name": "topic", "in": "path", "required": True, "schema": {"type": "string", "maxLength": 249}}
+_PARTITION = {
+    "name": "partition",
+    "in": "path",
+    "required": True,
+    "schema": {"type": "integer", "minimum": 0},
+}
+_PARTITION_OBJ = {
+    "type": "object",
+    "properties": {
+        "partition": {"type": "integer"},
+        "leader": {"type": "integer"},
+        "replicas": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {
+                    "broker": {"type": "integer"},
+                    "leader": {"type": "boolean"},
+                    "in_sync": {"type": "boolean"},
+                },
+            },
+        },
+    },
+}
+_PRODUCE_BODY = {
+    "type": "object",
+    "required": ["records"],
+    "properties": {
+        "records": {
+            "type": "array",
+            "minItems": 1,
+            "items": {
+                "type": "object",
+                "properties": {
+                    "key": {"description": "base64 string (binary) or any JSON value (json); may be null"},
+                    "value": {"description": "base64 string (binary) or any JSON value (json); may be null"},
+                    "partition": {"type": "integer", "minimum": 0, "nullable": True},
+                },
+            },
+        }
+    },
+}
+_PRODUCE_ANSWER = {
+    "type": "object",
+    "properties": {
+        "offsets": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {
+                    "partition": {"type": "integer", "nullable": True},
+                    "offset": {"type": "integer", "nullable": True},
+                    "error_code": {"type": "integer", "nullable": True},
+                    "error": {"type": "string", "nullable": True},
+                },
+            },
+        },
+        "key_schema_id": {"type": "integer", "nullable": True},
+        "value_schema_id": {"type": "integer", "nullable": True},
+    },
+}
+_RECORDS = {
+    "type": "array",
+    "items": {
+        "type": "object",
+        "properties": {
+            "topic": {"type": "string"},
+            "key": {},
+            "value": {},
+            "partition": {"type": "integer"},
+            "offset": {"type": "integer"},
+        },
+    },
+}
+
+
+def error_responses(*statuses: str) -> dict[str, Any]:
+    """OpenAPI response objects for the given error statuses. Pure."""
+    return {
+        status: {"description": _DESCRIPTIONS[status], "content": {"application/json": {"schema": _ERROR}}}
+        for status in statuses
+    }
+
+
+def _ok(schema: dict[str, Any], *types: str) -> dict[str, Any]:
+    return {"200": {"description": "OK", "content": {t: {"schema": schema} for t in types}}}
+
+
+def _produce(summary: str, operation_id: str, params: list[dict[str, Any]]) -> dict[str, Any]:
+    return {
+        "tags": [_TAG],
+        "operationId": operation_id,
+        "summary": summary,
+        "parameters": params,
+        "requestBody": {
+            "required": True,
+            "content": {_BINARY: {"schema": _PRODUCE_BODY}, _JSON: {"schema": _PRODUCE_BODY}},
+        },
+        "responses": {
+            **_ok(_PRODUCE_ANSWER, _V2),
+            **error_responses("400", "404", "406", "413", "415", "422"),
+        },
+    }
+
+
+OPENAPI_PATHS: dict[str, Any] = {
+    "/brokers": {
+        "get": {
+            "tags": [_TAG],
+            "operationId": "v2ListBrokers",
+            "summary": "List broker ids",
+            "responses": _ok({"type": "object"}, _V2),
+        },
+    },
+    "/topics": {
+        "get": {
+            "tags": [_TAG],
+            "operationId": "v2ListTopics",
+            "summary": "List topic names",
+            "responses": {
+                **_ok({"type": "array", "items": {"type": "string"}}, _V2),
+                **error_responses("406"),
+            },
+        },
+    },
+    "/topics/{topic}": {
+        "get": {
+            "tags": [_TAG],
+            "operationId": "v2GetTopic",
+            "summary": "Topic name, configs and partitions",
+            "parameters": [_TOPIC],
+            "responses": {**_ok({"type": "object"}, _V2), **error_responses("400", "404", "406")},
+        },
+        "post": _produce(
+            "Produce records; partition from the record, murmur2(key), or sticky",
+            "v2ProduceToTopic",
+            [_TOPIC],
+        ),
+    },
+    "/topics/{topic}/partitions": {
+        "get": {
+            "tags": [_TAG],
+            "operationId": "v2ListPartitions",
+            "summary": "List partitions",
+            "parameters": [_TOPIC],
+            "responses": {
+                **_ok({"type": "array", "items": _PARTITION_OBJ}, _V2),
+                **error_responses("404", "406"),
+            },
+        },
+    },
+    "/topics/{topic}/partitions/{partition}": {
+        "get": {
+            "tags": [_TAG],
+            "operationId": "v2GetPartition",
+            "summary": "One partition",
+            "parameters": [_TOPIC, _PARTITION],
+            "responses": {**_ok(_PARTITION_OBJ, _V2), **error_responses("404", "406")},
+        },
+        "post": _produce("Produce records to one partition", "v2ProduceToPartition", [_TOPIC, _PARTITION]),
+    },
+    "/topics/{topic}/partitions/{partition}/offsets": {
+        "get": {
+            "tags": [_TAG],
+            "operationId": "v2GetPartitionOffsets",
+            "summary": "Beginning offset and end offset (high watermark)",
+            "parameters": [_TOPIC, _PARTITION],
+            "responses": {**_ok({"type": "object"}, _V2), **error_responses("404", "406")},
+        },
+    },
+    "/topics/{topic}/partitions/{partition}/records": {
+        "get": {
+            "tags": [_TAG],
+            "operationId": "v2FetchRecords",
+            "summary": "Fetch records from an offset (long poll up to timeout ms)",
+            "parameters": [
+                _TOPIC,
+                _PARTITION,
+                {
+                    "name": "offset",
+                    "in": "query",
+                    "required": True,
+                    "schema": {"type": "integer", "minimum": 0},
+                },
+                {
+                    "name": "timeout",
+                    "in": "query",
+                    "schema": {"type": "integer", "default": 1000, "maximum": 300000},
+                },
+                {"name": "max_bytes", "in": "query", "schema": {"type": "integer", "default": 1048576}},
+            ],
+            "responses": {
+                **_ok(_RECORDS, _BINARY, _JSON),
+                **error_responses("400", "404", "406", "416", "422", "500"),
+            },
+        },
+    },
+}
