@@ -153,6 +153,10 @@ class ConsumerManager:
         self._instances: dict[tuple[str, str], ConsumerInstance] = {}
         self._counter = 0
 
+    @property
+    def reader(self) -> PartitionReader:
+        return self._broker
+
     # -- lifecycle ------------------------------------------------------------------------------------
 
     def create(

@@ -1,0 +1,220 @@
+"""The native group API: compact JSON calls a client library uses to be a group member.
+
+``POST /native/v1/groups/{group}/join`` waits until the group's next generation forms and answers with the
+member's assignment (the broker runs the assignor); ``heartbeat`` keeps the member alive and answers 409
+with error code 40910 when the member must join again; ``sync`` re-reads the assignment of a generation;
+``leave`` exits at once. Offsets are committed with the member id and generation, so a fenced member's
+commit is refused (40911). Committed offsets follow Kafka's convention: the offset of the next record to
+read. See docs/groups.md for the full reference.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from aiohttp import web
+
+from service.errors import BadRequestError
+from service.groups.consumers import parse_partitions
+from service.groups.coordinator import GroupCoordinator, JoinResult
+from service.groups.lag import group_lag
+from service.groups.state import CONSUMERS, COORDINATOR
+from tiering.errors import InvalidRequestError
+
+__all__ = ["setup_routes", "OPENAPI_PATHS"]
+
+BASE = "/native/v1/groups"
+
+
+def _coordinator(request: web.Request) -> GroupCoordinator:
+    return request.app[COORDINATOR]
+
+
+async def _body(request: web.Request) -> dict[str, Any]:
+    raw = await request.read()
+    if not raw.strip():
+        return {}
+    try:
+        body = json.loads(raw)
+    except ValueError as err:
+        raise BadRequestError(f"malformed JSON body: {err}") from None
+    if not isinstance(body, dict):
+        raise BadRequestError("the request body must be a JSON object")
+    return body
+
+
+def _field(body: Mapping[str, Any], name: str, kind: type, default: Any = None) -> Any:
+    value = body.get(name, default)
+    if value is None and default is None:
+        raise InvalidRequestError(f"missing field {name!r}")
+    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+        raise InvalidRequestError(f"field {name!r} must be {kind.__name__}")
+    return value
+
+
+def _assignment(partitions: list[tuple[str, int]]) -> list[dict[str, Any]]:
+    return [{"topic": t, "partition": p} for t, p in partitions]
+
+
+def _join_body(result: JoinResult) -> dict[str, Any]:
+    return {
+        "group_id": result.group_id,
+        "member_id": result.member_id,
+        "generation": result.generation,
+        "leader_id": result.leader_id,
+        "protocol": result.protocol,
+        "members": result.members,
+        "assignment": _assignment(result.assignment),
+    }
+
+
+async def join(request: web.Request) -> web.Response:
+    body = await _body(request)
+    topics = _field(body, "topics", list, [])
+    if not all(isinstance(t, str) for t in topics):
+        raise InvalidRequestError("topics must be a list of strings")
+    pattern = body.get("pattern")
+    if pattern is not None and not isinstance(pattern, str):
+        raise InvalidRequestError("pattern must be a string")
+    strategy = body.get("strategy")
+    if strategy is not None and not isinstance(strategy, str):
+        raise InvalidRequestError("strategy must be a string")
+    result = await _coordinator(request).join(
+        request.match_info["group"],
+        _field(body, "member_id", str, ""),
+        topics=topics,
+        pattern=pattern,
+        client_id=_field(body, "client_id", str, "tierlog-client"),
+        session_timeout_ms=_field(body, "session_timeout_ms", int, 45_000),
+        rebalance_timeout_ms=_field(body, "rebalance_timeout_ms", int, 300_000),
+        strategy=strategy,
+    )
+    return web.json_response(_join_body(result))
+
+
+async def sync(request: web.Request) -> web.Response:
+    body = await _body(request)
+    partitions = _coordinator(request).assignment(
+        request.match_info["group"], _field(body, "member_id", str), _field(body, "generation", int)
+    )
+    return web.json_response({"assignment": _assignment(partitions)})
+
+
+async def heartbeat(request: web.Request) -> web.Response:
+    body = await _body(request)
+    _coordinator(request).heartbeat(
+        request.match_info["group"], _field(body, "member_id", str), _field(body, "generation", int)
+    )
+    return web.Response(status=204)
+
+
+async def leave(request: web.Request) -> web.Response:
+    body = await _body(request)
+    _coordinator(request).leave(request.match_info["group"], _field(body, "member_id", str))
+    return web.Response(status=204)
+
+
+async def commit(request: web.Request) -> web.Response:
+    body = await _body(request)
+    partitions = parse_partitions(body, "offsets")
+    offsets: dict[tuple[str, int], tuple[int, str]] = {}
+    for tp, entry in zip(partitions, body["offsets"], strict=True):
+        offsets[tp] = (_field(entry, "offset", int), str(entry.get("metadata") or ""))
+    await _coordinator(request).commit(
+        request.match_info["group"],
+        offsets,
+        member_id=_field(body, "member_id", str, ""),
+        generation=_field(body, "generation", int, -1),
+    )
+    return web.Response(status=204)
+
+
+async def fetch_committed(request: web.Request) -> web.Response:
+    body = await _body(request)
+    wanted = parse_partitions(body) if "partitions" in body else None
+    stored = _coordinator(request).committed(request.match_info["group"], wanted)
+    keys = wanted if wanted is not None else sorted(stored)
+    return web.json_response(
+        {
+            "offsets": [
+                {
+                    "topic": tp[0],
+                    "partition": tp[1],
+                    "offset": stored[tp].offset if tp in stored else -1,
+                    "metadata": stored[tp].metadata if tp in stored else "",
+                }
+                for tp in keys
+            ]
+        }
+    )
+
+
+async def list_groups(request: web.Request) -> web.Response:
+    coordinator = _coordinator(request)
+    return web.json_response(
+        {"groups": [{"group_id": g, "state": coordinator.describe(g).state} for g in coordinator.group_ids()]}
+    )
+
+
+async def describe_group(request: web.Request) -> web.Response:
+    group_id = request.match_info["group"]
+    description = _coordinator(request).describe(group_id)
+    reader = request.app[CONSUMERS].reader
+    return web.json_response(
+        {
+            "group_id": description.group_id,
+            "state": description.state,
+            "generation": description.generation,
+            "protocol": description.protocol,
+            "leader_id": description.leader_id,
+            "members": [
+                {
+                    "member_id": m.member_id,
+                    "client_id": m.client_id,
+                    "topics": m.topics,
+                    "pattern": m.pattern,
+                    "assignment": _assignment(m.assignment),
+                }
+                for m in description.members
+            ],
+            "lag": group_lag(_coordinator(request), reader, group_id),
+        }
+    )
+
+
+def setup_routes(app: web.Application) -> None:
+    """Register the native group API on ``app``."""
+    app.router.add_get(BASE, list_groups)
+    app.router.add_get(BASE + "/{group}", describe_group)
+    app.router.add_post(BASE + "/{group}/join", join)
+    app.router.add_post(BASE + "/{group}/sync", sync)
+    app.router.add_post(BASE + "/{group}/heartbeat", heartbeat)
+    app.router.add_post(BASE + "/{group}/leave", leave)
+    app.router.add_post(BASE + "/{group}/offsets/commit", commit)
+    app.router.add_post(BASE + "/{group}/offsets/fetch", fetch_committed)
+
+
+def _op(summary: str, ok: str = "200") -> dict[str, Any]:
+    return {
+        "summary": summary,
+        "tags": ["groups (native)"],
+        "responses": {
+            ok: {"description": "success"},
+            "409": {"description": "40910 rebalance / 40911 fenced"},
+        },
+    }
+
+
+_G = [{"name": "group", "in": "path", "required": True, "schema": {"type": "string"}}]
+OPENAPI_PATHS: dict[str, Any] = {
+    BASE: {"get": _op("List consumer groups")},
+    BASE + "/{group}": {"parameters": _G, "get": _op("Describe a group with members, assignment and lag")},
+    BASE + "/{group}/join": {"parameters": _G, "post": _op("Join and wait for the next generation")},
+    BASE + "/{group}/sync": {"parameters": _G, "post": _op("The member's assignment for a generation")},
+    BASE + "/{group}/heartbeat": {"parameters": _G, "post": _op("Keep the member alive", ok="204")},
+    BASE + "/{group}/leave": {"parameters": _G, "post": _op("Leave the group", ok="204")},
+    BASE + "/{group}/offsets/commit": {"parameters": _G, "post": _op("Commit offsets (fenced)", ok="204")},
+    BASE + "/{group}/offsets/fetch": {"parameters": _G, "post": _op("Committed offsets (-1 where none)")},
+}
