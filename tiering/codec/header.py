@@ -33,7 +33,7 @@ from dataclasses import dataclass
 
 import crc32c as _crc32c
 
-from tiering.errors import CorruptRecordError
+from tiering.errors import CorruptRecordError, RecordTooLargeError
 
 __all__ = [
     "HEADER_SIZE",
@@ -211,8 +211,6 @@ def verify_batch(
             f"truncated batch at position {pos}: needs {header.size} bytes, {len(buf) - pos} present"
         )
     if max_size is not None and header.size > max_size:
-        from tiering.errors import RecordTooLargeError
-
         raise RecordTooLargeError(f"batch of {header.size} bytes exceeds max.message.bytes={max_size}")
     actual = crc32c(memoryview(buf)[pos + ATTRIBUTES_OFFSET : end])
     if actual != header.crc:
@@ -224,7 +222,11 @@ def verify_batch(
 
 
 def set_base_offset(buf: bytearray | memoryview, pos: int, base_offset: int) -> None:
-    """Rewrite the base offset of the batch at ``buf[pos]`` in place. The CRC stays valid."""
+    """Rewrite the base offset of the batch at ``buf[pos]`` in place. The CRC stays valid.
+
+    Idempotent; not safe against concurrent access to ``buf``. Raises ``struct.error`` if fewer than
+    8 bytes follow ``pos`` or ``base_offset`` does not fit in an int64.
+    """
     _INT64.pack_into(buf, pos, base_offset)
 
 
@@ -233,11 +235,17 @@ def set_log_append_time(buf: bytearray | memoryview, pos: int, timestamp: int) -
 
     As Kafka's broker does: the timestamp-type bit is set and ``max_timestamp`` holds the append time;
     record timestamps are left as the producer wrote them, readers use ``max_timestamp``.
+    Idempotent for a given ``timestamp``; not safe against concurrent access to ``buf``.
+
+    Raises:
+        CorruptRecordError: the header is malformed or the batch is not wholly inside ``buf``.
     """
     header = decode_header(buf, pos)
+    end = pos + header.size
+    if end > len(buf):
+        raise CorruptRecordError(f"truncated batch at position {pos}: cannot set its append time")
     _INT16.pack_into(buf, pos + ATTRIBUTES_OFFSET, header.attributes | TIMESTAMP_TYPE_BIT)
     _INT64.pack_into(buf, pos + MAX_TIMESTAMP_OFFSET, timestamp)
-    end = pos + header.size
     _UINT32.pack_into(buf, pos + CRC_OFFSET, crc32c(memoryview(buf)[pos + ATTRIBUTES_OFFSET : end]))
 
 
