@@ -1,0 +1,22 @@
+"""The local log engine: segments, indexes and the partition log, in Kafka's on-disk layout.
+
+Synchronous and thread-safe per partition; the broker calls it through ``asyncio.to_thread``.
+See ``docs/design/0001-partition-log-api.md`` and ``docs/format-segments.md``.
+"""
+
+from tiering.log.clock import Clock, ManualClock, SystemClock
+from tiering.log.config import LogConfig
+from tiering.log.partition import PartitionLog
+from tiering.log.types import AppendInfo, FileSlice, ReadResult, SegmentInfo
+
+__all__ = [
+    "PartitionLog",
+    "LogConfig",
+    "AppendInfo",
+    "ReadResult",
+    "FileSlice",
+    "SegmentInfo",
+    "Clock",
+    "SystemClock",
+    "ManualClock",
+]

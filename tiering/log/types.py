@@ -1,0 +1,86 @@
+"""The value types the partition log returns."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+
+__all__ = ["AppendInfo", "ReadResult", "FileSlice", "SegmentInfo"]
+
+
+@dataclass(frozen=True)
+class AppendInfo:
+    """What an append stored: the offsets it assigned and the append time (-1 unless LogAppendTime)."""
+
+    base_offset: int
+    last_offset: int
+    record_count: int
+    batch_base_offsets: list[int]
+    log_append_time: int
+
+
+@dataclass(frozen=True)
+class ReadResult:
+    """Whole batches read from the log; ``data`` may begin with a batch below the requested offset."""
+
+    data: bytes
+    high_watermark: int
+    log_start_offset: int
+    log_end_offset: int
+
+
+@dataclass
+class FileSlice:
+    """A region of a segment file, for ``sendfile``: the same bytes :meth:`PartitionLog.read` would return.
+
+    Owns ``fd``, a duplicate of the segment's descriptor, so the region stays readable even if retention
+    unlinks the file meanwhile. The caller must :meth:`close` it (or use it as a context manager).
+    ``close`` is idempotent; a slice is not meant to be shared between threads.
+    """
+
+    fd: int
+    position: int
+    size: int
+    high_watermark: int
+    log_start_offset: int
+    log_end_offset: int
+    _closed: bool = field(default=False, repr=False, compare=False)
+
+    def read(self) -> bytes:
+        """The slice's bytes, read with ``pread``.
+
+        Raises:
+            OSError: the read fails or the slice is closed.
+        """
+        if self._closed:
+            raise OSError("file slice is closed")
+        return os.pread(self.fd, self.size, self.position) if self.size else b""
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            os.close(self.fd)
+
+    def __enter__(self) -> FileSlice:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+
+@dataclass(frozen=True)
+class SegmentInfo:
+    """A snapshot of one segment: offsets ``[base_offset, next_offset)``, size, max timestamp (-1 if none)."""
+
+    base_offset: int
+    next_offset: int
+    size_bytes: int
+    max_timestamp: int
+    sealed: bool
+    log_path: Path
+    index_path: Path
+    timeindex_path: Path
