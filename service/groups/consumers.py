@@ -223,8 +223,14 @@ class ConsumerManager:
                 )
                 self._drop(instance)
 
-    def close(self) -> None:
+    async def close(self) -> None:
+        """On shutdown: commit what auto-commit clients acknowledged, then drop every instance."""
         for instance in list(self._instances.values()):
+            if instance.settings.auto_commit_enable and instance.acknowledged:
+                try:
+                    await self._commit_positions(instance, dict(instance.acknowledged))
+                except Exception:
+                    log.exception("final auto commit of %s/%s failed", instance.group, instance.name)
             self._drop(instance)
 
     def _drop(self, instance: ConsumerInstance) -> None:

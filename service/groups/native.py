@@ -20,7 +20,7 @@ from service.errors import BadRequestError
 from service.groups.consumers import parse_partitions
 from service.groups.coordinator import GroupCoordinator, JoinResult
 from service.groups.lag import group_lag
-from service.groups.state import CONSUMERS, COORDINATOR
+from service.groups.state import CONSUMERS, COORDINATOR, require_ready
 from tiering.errors import InvalidRequestError
 
 __all__ = ["setup_routes", "OPENAPI_PATHS"]
@@ -29,6 +29,7 @@ BASE = "/native/v1/groups"
 
 
 def _coordinator(request: web.Request) -> GroupCoordinator:
+    require_ready(request)
     return request.app[COORDINATOR]
 
 

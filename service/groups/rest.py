@@ -14,7 +14,7 @@ from aiohttp import web
 
 from service.errors import BadRequestError, NotAcceptableError, UnsupportedMediaTypeError
 from service.groups.consumers import ConsumerManager, ConsumerSettings, parse_partitions
-from service.groups.state import CONSUMERS
+from service.groups.state import CONSUMERS, require_ready
 from service.rest_v2_media import (
     KAFKA_V2_BINARY,
     KAFKA_V2_JSON,
@@ -37,6 +37,7 @@ INSTANCE = "/consumers/{group}/instances/{instance}"
 
 
 def _manager(request: web.Request) -> ConsumerManager:
+    require_ready(request)
     return request.app[CONSUMERS]
 
 

@@ -2,15 +2,26 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import TYPE_CHECKING
 
 from aiohttp import web
+
+from tiering.errors import UnavailableError
 
 if TYPE_CHECKING:
     from service.groups.consumers import ConsumerManager
     from service.groups.coordinator import GroupCoordinator
 
-__all__ = ["COORDINATOR", "CONSUMERS"]
+__all__ = ["COORDINATOR", "CONSUMERS", "GROUPS_READY", "require_ready"]
 
 COORDINATOR: web.AppKey[GroupCoordinator] = web.AppKey("tierlog.coordinator")
 CONSUMERS: web.AppKey[ConsumerManager] = web.AppKey("tierlog.consumers")
+GROUPS_READY: web.AppKey[asyncio.Event] = web.AppKey("tierlog.groups_ready", asyncio.Event)
+
+
+def require_ready(request: web.Request) -> None:
+    """Raises UnavailableError (503, retriable) until committed offsets are restored."""
+    ready = request.app.get(GROUPS_READY)
+    if ready is None or not ready.is_set():
+        raise UnavailableError("consumer groups are not ready: committed offsets are being restored")

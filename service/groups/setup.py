@@ -1,0 +1,167 @@
+"""Wiring of consumer groups into the broker application.
+
+:func:`setup_groups` registers the REST v2 consumer API and the native group API, and a cleanup context
+that owns the coordinator, the REST consumer instances and their maintenance task. Once the broker's logs
+are open, the task opens (or creates) the internal ``__consumer_offsets`` topic, replays it to restore
+every committed offset, then ticks the coordinator: session and instance expiry, rebalance timeouts,
+offset expiry, and new topics or partitions for subscribed groups. Group requests answer 503 (retriable)
+until the committed offsets are restored.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator, Iterator, Mapping
+from dataclasses import dataclass
+
+from aiohttp import web
+
+from service.broker import Broker
+from service.groups import native, rest
+from service.groups.consumers import ConsumerManager, ReadLike
+from service.groups.coordinator import GroupCoordinator
+from service.groups.offsets import OFFSETS_TOPIC, LogOffsetStore
+from service.groups.state import CONSUMERS, COORDINATOR, GROUPS_READY
+from service.partition import Partition
+from service.state import BROKER
+from tiering.codec.header import iter_batches
+from tiering.errors import NotFoundError
+
+__all__ = ["BrokerReader", "GroupSettings", "setup_groups", "restore_offsets"]
+
+log = logging.getLogger("tierlog.groups")
+
+OFFSETS_TOPIC_CONFIGS = {"cleanup.policy": "compact", "retention.ms": "-1", "segment.bytes": str(100 * 2**20)}
+REPLAY_CHUNK = 4 * 2**20
+
+
+@dataclass(frozen=True)
+class GroupSettings:
+    offsets_retention_ms: int = 7 * 24 * 3600 * 1000
+    consumer_instance_timeout_ms: int = 300_000
+    auto_commit_interval_ms: int = 5_000
+    tick_interval_ms: int = 1_000
+    default_strategy: str = "range"
+
+
+class BrokerReader:
+    """The consumer layer's view of the broker: partition counts, watermarks and long-poll reads."""
+
+    def __init__(self, broker: Broker) -> None:
+        self._broker = broker
+
+    def partition_counts(self) -> Mapping[str, int]:
+        return {t.name: len(t.partitions) for t in self._broker.topics() if not t.is_internal}
+
+    def log_bounds(self, topic: str, partition: int) -> tuple[int, int]:
+        part = self._broker.topic(topic).partition(partition)
+        return part.log_start_offset, part.high_watermark
+
+    async def read(
+        self, topic: str, partition: int, offset: int, max_bytes: int, max_wait_ms: int, min_bytes: int
+    ) -> ReadLike:
+        part = self._broker.topic(topic).partition(partition)
+        return await part.read(offset, max_bytes, max_wait_ms=max_wait_ms, min_bytes=min_bytes)
+
+
+async def _offsets_partition(broker: Broker) -> Partition:
+    try:
+        topic = broker.topic(OFFSETS_TOPIC)
+    except NotFoundError:
+        topic = None
+    if topic is None:
+        created = await broker.create_topic(OFFSETS_TOPIC, 1, OFFSETS_TOPIC_CONFIGS, internal=True)
+        assert created is not None
+        topic = created
+    return topic.partition(0)
+
+
+async def restore_offsets(partition: Partition, store: LogOffsetStore) -> int:
+    """Replay ``__consumer_offsets`` into ``store``; returns the number of commit records applied.
+
+    Raises:
+        CorruptRecordError: a stored batch or commit record is corrupt.
+    """
+    chunks: list[bytes] = []
+    offset = partition.log_start_offset
+    while offset < partition.high_watermark:
+        result = await partition.read(offset, REPLAY_CHUNK)
+        if not result.data:
+            break
+        chunks.append(result.data)
+        for _, header in iter_batches(result.data, verify=False):
+            offset = header.next_offset
+
+    def batches() -> Iterator[bytes]:
+        yield from chunks
+
+    return store.replay(batches())
+
+
+def setup_groups(app: web.Application, settings: GroupSettings | None = None) -> None:
+    """Register the group routes and the cleanup context that owns the group machinery."""
+    config = settings or GroupSettings()
+    rest.setup_routes(app)
+    native.setup_routes(app)
+
+    async def groups_ctx(app: web.Application) -> AsyncIterator[None]:
+        broker = app[BROKER]
+        clock = broker.clock
+        partition_holder: list[Partition] = []
+
+        async def append(batch: bytes) -> None:
+            await partition_holder[0].append(batch, acks=1)
+
+        store = LogOffsetStore(append, clock.now_ms)
+        reader = BrokerReader(broker)
+        coordinator = GroupCoordinator(
+            clock=clock,
+            metadata=reader.partition_counts,
+            offsets=store,
+            default_strategy=config.default_strategy,
+            offsets_retention_ms=config.offsets_retention_ms,
+        )
+        consumers = ConsumerManager(
+            reader,
+            coordinator,
+            clock,
+            instance_timeout_ms=config.consumer_instance_timeout_ms,
+            auto_commit_interval_ms=config.auto_commit_interval_ms,
+        )
+        ready = asyncio.Event()
+        app[COORDINATOR] = coordinator
+        app[CONSUMERS] = consumers
+        app[GROUPS_READY] = ready
+
+        async def run() -> None:
+            await broker.wait_ready()
+            partition_holder.append(await _offsets_partition(broker))
+            applied = await restore_offsets(partition_holder[0], store)
+            log.info(
+                "consumer groups ready: %d commit records replayed, %d groups",
+                applied,
+                len(store.group_ids()),
+            )
+            ready.set()
+            while True:
+                await asyncio.sleep(config.tick_interval_ms / 1000)
+                try:
+                    await coordinator.tick()
+                    coordinator.metadata_changed()
+                    await consumers.tick()
+                except Exception:
+                    log.exception("group maintenance failed; retrying at the next tick")
+
+        task = asyncio.create_task(run(), name="tierlog-groups")
+        try:
+            yield
+        finally:
+            task.cancel()
+            with contextlib.suppress(BaseException):
+                await task
+            await consumers.close()
+            coordinator.close()
+
+    app.cleanup_ctx.append(groups_ctx)
