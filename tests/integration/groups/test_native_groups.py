@@ -17,7 +17,8 @@ TIMEOUT = 30.0
 async def wait_for_state(client: Client, group: str, state: str) -> None:
     """Wait until the broker reports ``state`` for the group (a condition, bounded by a deadline)."""
     async with asyncio.timeout(TIMEOUT):
-        while (await call(client, "GET", f"/native/v1/groups/{group}"))["state"] != state:
+        # the state lives in the server under test, observable only over HTTP
+        while (await call(client, "GET", f"/native/v1/groups/{group}"))["state"] != state:  # noqa: ASYNC110
             await asyncio.sleep(0.01)
 
 
