@@ -1,15 +1,406 @@
-"""Confluent REST v3 admin routes: clusters, topics, topic configs, partitions."""
+"""Confluent REST v3 admin routes: clusters, brokers, topics, topic configs, partitions and replicas.
+
+Shapes follow Confluent's v3 API: every resource has ``kind``, ``metadata.self`` (built from the
+broker's advertised URL) and ``metadata.resource_name``; lists are ``{"kind": ..., "metadata": {...},
+"data": [...]}``. Errors are Confluent's: an unknown cluster is 404 (error_code 404), an unknown topic
+404 (40401), an unknown partition 404 (40402), a bad body 400 (40001), and an invalid name, config,
+partition count or an already existing topic 400 (40002). Handlers parse, call one broker method and
+serialise; the OpenAPI description lives in :mod:`service.admin_v3_openapi`.
+"""
 
 from __future__ import annotations
 
+import json
+from collections.abc import Mapping
 from typing import Any
 
 from aiohttp import web
 
+from service.admin_v3_openapi import OPENAPI_PATHS
+from service.broker import Broker, Topic
+from service.errors import BadRequestError, InvalidConfigError, UnsupportedMediaTypeError
+from service.partition import Partition
+from service.state import BROKER, SETTINGS
+from service.topic_configs import TOPIC_CONFIGS
+from tiering.errors import NotFoundError
+
 __all__ = ["OPENAPI_PATHS", "setup_routes"]
 
-OPENAPI_PATHS: dict[str, Any] = {}
+CLUSTER_NOT_FOUND = 404
+CONFIG_NOT_FOUND = 404
+BASE = "/v3/clusters"
+
+
+class _Urls:
+    """Builds ``metadata.self`` and ``related`` links for one cluster."""
+
+    def __init__(self, broker: Broker) -> None:
+        self.cluster_id = broker.cluster_id
+        self.root = f"{broker.advertised_url}{BASE}/{broker.cluster_id}"
+
+    def meta(self, path: str, crn: str) -> dict[str, Any]:
+        return {"self": self.root + path, "resource_name": f"crn:///kafka={self.cluster_id}{crn}"}
+
+    def related(self, path: str) -> dict[str, str]:
+        return {"related": self.root + path}
+
+
+def _cluster(broker: Broker) -> dict[str, Any]:
+    urls = _Urls(broker)
+    return {
+        "kind": "KafkaCluster",
+        "metadata": urls.meta("", ""),
+        "cluster_id": broker.cluster_id,
+        "controller": urls.related(f"/brokers/{broker.broker_id}"),
+        "brokers": urls.related("/brokers"),
+        "topics": urls.related("/topics"),
+    }
+
+
+def _broker_resource(broker: Broker) -> dict[str, Any]:
+    urls = _Urls(broker)
+    settings_host, settings_port = broker.settings.host, broker.settings.port
+    return {
+        "kind": "KafkaBroker",
+        "metadata": urls.meta(f"/brokers/{broker.broker_id}", f"/broker={broker.broker_id}"),
+        "cluster_id": broker.cluster_id,
+        "broker_id": broker.broker_id,
+        "host": settings_host,
+        "port": settings_port,
+        "rack": None,
+    }
+
+
+def _topic(broker: Broker, topic: Topic) -> dict[str, Any]:
+    urls = _Urls(broker)
+    path = f"/topics/{topic.name}"
+    return {
+        "kind": "KafkaTopic",
+        "metadata": urls.meta(path, f"/topic={topic.name}"),
+        "cluster_id": broker.cluster_id,
+        "topic_name": topic.name,
+        "topic_id": topic.topic_id,
+        "is_internal": topic.is_internal,
+        "replication_factor": 1,
+        "partitions_count": len(topic.partitions),
+        "partitions": urls.related(f"{path}/partitions"),
+        "configs": urls.related(f"{path}/configs"),
+        "authorized_operations": [],
+    }
+
+
+def _partition(broker: Broker, partition: Partition) -> dict[str, Any]:
+    urls = _Urls(broker)
+    path = f"/topics/{partition.topic}/partitions/{partition.index}"
+    return {
+        "kind": "KafkaPartition",
+        "metadata": urls.meta(path, f"/topic={partition.topic}/partition={partition.index}"),
+        "cluster_id": broker.cluster_id,
+        "topic_name": partition.topic,
+        "partition_id": partition.index,
+        "leader": urls.related(f"{path}/replicas/{broker.broker_id}"),
+        "replicas": urls.related(f"{path}/replicas"),
+    }
+
+
+def _replica(broker: Broker, partition: Partition) -> dict[str, Any]:
+    urls = _Urls(broker)
+    path = f"/topics/{partition.topic}/partitions/{partition.index}/replicas/{broker.broker_id}"
+    crn = f"/topic={partition.topic}/partition={partition.index}/replica={broker.broker_id}"
+    return {
+        "kind": "KafkaReplica",
+        "metadata": urls.meta(path, crn),
+        "cluster_id": broker.cluster_id,
+        "topic_name": partition.topic,
+        "partition_id": partition.index,
+        "broker_id": broker.broker_id,
+        "is_leader": True,
+        "is_in_sync": True,
+        "broker": urls.related(f"/brokers/{broker.broker_id}"),
+    }
+
+
+def _config(request: web.Request, topic: Topic, name: str) -> dict[str, Any]:
+    broker = request.app[BROKER]
+    settings = request.app[SETTINGS]
+    spec = TOPIC_CONFIGS[name]
+    overrides = topic.overrides
+    synonyms: list[dict[str, Any]] = []
+    if name in overrides:
+        synonyms.append({"name": name, "value": overrides[name], "source": "DYNAMIC_TOPIC_CONFIG"})
+    if spec.broker_name is not None and spec.broker_name in settings.sources:
+        value = settings.topic_defaults[name]
+        synonyms.append({"name": spec.broker_name, "value": value, "source": "STATIC_BROKER_CONFIG"})
+    synonyms.append({"name": spec.broker_name or name, "value": spec.default, "source": "DEFAULT_CONFIG"})
+    urls = _Urls(broker)
+    return {
+        "kind": "KafkaTopicConfig",
+        "metadata": urls.meta(f"/topics/{topic.name}/configs/{name}", f"/topic={topic.name}/config={name}"),
+        "cluster_id": broker.cluster_id,
+        "topic_name": topic.name,
+        "name": name,
+        "value": topic.configs()[name],
+        "is_default": synonyms[0]["source"] == "DEFAULT_CONFIG",
+        "is_read_only": False,
+        "is_sensitive": False,
+        "source": synonyms[0]["source"],
+        "synonyms": synonyms,
+    }
+
+
+def _list(broker: Broker, kind: str, path: str, data: list[dict[str, Any]]) -> web.Response:
+    return web.json_response(
+        {"kind": kind, "metadata": {"self": _Urls(broker).root + path, "next": None}, "data": data}
+    )
+
+
+def _broker(request: web.Request) -> Broker:
+    """The broker, after checking the ``cluster_id`` path parameter. Raises NotFoundError (404)."""
+    broker = request.app[BROKER]
+    broker.check_ready()
+    cluster_id = request.match_info["cluster_id"]
+    if cluster_id != broker.cluster_id:
+        raise NotFoundError(f"Cluster {cluster_id} cannot be found.", code=CLUSTER_NOT_FOUND)
+    return broker
+
+
+def _topic_of(request: web.Request) -> tuple[Broker, Topic]:
+    broker = _broker(request)
+    return broker, broker.topic(request.match_info["topic_name"])
+
+
+def _partition_of(request: web.Request) -> tuple[Broker, Partition]:
+    broker, topic = _topic_of(request)
+    raw = request.match_info["partition_id"]
+    if not raw.isdigit():
+        raise NotFoundError(f"Partition {raw} of topic {topic.name} not found.", code=40402)
+    return broker, topic.partition(int(raw))
+
+
+async def _body(request: web.Request) -> dict[str, Any]:
+    """The JSON object body. Raises UnsupportedMediaTypeError (415) or BadRequestError (40001)."""
+    content_type = request.content_type
+    if (
+        request.body_exists
+        and content_type not in ("application/json", "application/octet-stream")
+        and not (content_type.endswith("+json"))
+    ):
+        raise UnsupportedMediaTypeError(
+            f"Content-Type {content_type} is not supported: send application/json"
+        )
+    raw = await request.read()
+    try:
+        doc = json.loads(raw) if raw.strip() else {}
+    except (ValueError, UnicodeDecodeError) as err:
+        raise BadRequestError(f"Request body is not valid JSON: {err}") from None
+    if not isinstance(doc, dict):
+        raise BadRequestError("Request body must be a JSON object")
+    return doc
+
+
+def _field(
+    doc: Mapping[str, Any], name: str, kinds: type | tuple[type, ...], *, required: bool = False
+) -> Any:
+    value = doc.get(name)
+    if value is None:
+        if required:
+            raise BadRequestError(f"Field {name} is required")
+        return None
+    if isinstance(value, bool) and bool not in (kinds if isinstance(kinds, tuple) else (kinds,)):
+        raise BadRequestError(f"Field {name} has the wrong type")
+    if not isinstance(value, kinds):
+        raise BadRequestError(f"Field {name} has the wrong type")
+    return value
+
+
+def _config_value(name: str, value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str | int):
+        return str(value)
+    raise BadRequestError(f"The value of config {name} must be a string")
+
+
+# ---- handlers ---------------------------------------------------------------------------------------
+
+
+async def list_clusters(request: web.Request) -> web.Response:
+    broker = request.app[BROKER]
+    broker.check_ready()
+    body = {"kind": "KafkaClusterList", "metadata": {"self": f"{broker.advertised_url}{BASE}", "next": None}}
+    return web.json_response({**body, "data": [_cluster(broker)]})
+
+
+async def get_cluster(request: web.Request) -> web.Response:
+    return web.json_response(_cluster(_broker(request)))
+
+
+async def list_brokers(request: web.Request) -> web.Response:
+    broker = _broker(request)
+    return _list(broker, "KafkaBrokerList", "/brokers", [_broker_resource(broker)])
+
+
+async def get_broker(request: web.Request) -> web.Response:
+    broker = _broker(request)
+    if request.match_info["broker_id"] != str(broker.broker_id):
+        raise NotFoundError(f"Broker {request.match_info['broker_id']} cannot be found.", code=404)
+    return web.json_response(_broker_resource(broker))
+
+
+async def list_topics(request: web.Request) -> web.Response:
+    broker = _broker(request)
+    return _list(broker, "KafkaTopicList", "/topics", [_topic(broker, t) for t in broker.topics()])
+
+
+async def create_topic(request: web.Request) -> web.Response:
+    broker = _broker(request)
+    doc = await _body(request)
+    name = _field(doc, "topic_name", str, required=True)
+    partitions = _field(doc, "partitions_count", int)
+    replication = _field(doc, "replication_factor", int)
+    validate_only = bool(_field(doc, "validate_only", bool))
+    if replication not in (None, 1, -1):
+        raise InvalidConfigError(f"Replication factor: {replication} larger than available brokers: 1.")
+    configs: dict[str, str] = {}
+    for entry in _field(doc, "configs", list) or []:
+        if not isinstance(entry, dict) or not isinstance(entry.get("name"), str):
+            raise BadRequestError("Each entry of configs must be an object with a name")
+        if entry.get("value") is not None:
+            configs[entry["name"]] = _config_value(entry["name"], entry["value"])
+    if validate_only:
+        count = broker.validate_create_topic(name, partitions, configs)
+        preview = {
+            "kind": "KafkaTopic",
+            "cluster_id": broker.cluster_id,
+            "topic_name": name,
+            "is_internal": False,
+            "replication_factor": 1,
+            "partitions_count": count,
+        }
+        return web.json_response(preview, status=200)
+    topic = await broker.create_topic(name, partitions, configs)
+    return web.json_response(_topic(broker, topic), status=201)
+
+
+async def get_topic(request: web.Request) -> web.Response:
+    broker, topic = _topic_of(request)
+    return web.json_response(_topic(broker, topic))
+
+
+async def update_topic(request: web.Request) -> web.Response:
+    broker, topic = _topic_of(request)
+    doc = await _body(request)
+    count = _field(doc, "partitions_count", int, required=True)
+    topic = await broker.add_partitions(topic.name, count)
+    return web.json_response(_topic(broker, topic))
+
+
+async def delete_topic(request: web.Request) -> web.Response:
+    broker, topic = _topic_of(request)
+    await broker.delete_topic(topic.name)
+    return web.Response(status=204)
+
+
+async def list_configs(request: web.Request) -> web.Response:
+    broker, topic = _topic_of(request)
+    data = [_config(request, topic, name) for name in sorted(TOPIC_CONFIGS)]
+    return _list(broker, "KafkaTopicConfigList", f"/topics/{topic.name}/configs", data)
+
+
+def _config_name(request: web.Request, topic: Topic) -> str:
+    name = request.match_info["name"]
+    if name not in TOPIC_CONFIGS:
+        raise NotFoundError(f"Config {name} cannot be found for topic {topic.name}.", code=CONFIG_NOT_FOUND)
+    return name
+
+
+async def get_config(request: web.Request) -> web.Response:
+    _, topic = _topic_of(request)
+    return web.json_response(_config(request, topic, _config_name(request, topic)))
+
+
+async def put_config(request: web.Request) -> web.Response:
+    broker, topic = _topic_of(request)
+    name = _config_name(request, topic)
+    doc = await _body(request)
+    if doc.get("value") is None:
+        raise BadRequestError("Field value is required")
+    await broker.alter_topic_configs(topic.name, {name: _config_value(name, doc["value"])})
+    return web.Response(status=204)
+
+
+async def delete_config(request: web.Request) -> web.Response:
+    broker, topic = _topic_of(request)
+    await broker.alter_topic_configs(topic.name, {_config_name(request, topic): None})
+    return web.Response(status=204)
+
+
+async def alter_configs(request: web.Request) -> web.Response:
+    broker, topic = _topic_of(request)
+    doc = await _body(request)
+    updates: dict[str, str | None] = {}
+    for entry in _field(doc, "data", list, required=True):
+        if not isinstance(entry, dict) or not isinstance(entry.get("name"), str):
+            raise BadRequestError("Each entry of data must be an object with a name")
+        operation = str(entry.get("operation") or "SET").upper()
+        if operation == "DELETE":
+            updates[entry["name"]] = None
+        elif operation == "SET":
+            if entry.get("value") is None:
+                raise BadRequestError(f"Config {entry['name']}: operation SET needs a value")
+            updates[entry["name"]] = _config_value(entry["name"], entry["value"])
+        else:
+            raise BadRequestError(f"Config {entry['name']}: operation must be SET or DELETE")
+    validate_only = bool(_field(doc, "validate_only", bool))
+    await broker.alter_topic_configs(topic.name, updates, validate_only=validate_only)
+    return web.Response(status=204)
+
+
+async def list_partitions(request: web.Request) -> web.Response:
+    broker, topic = _topic_of(request)
+    data = [_partition(broker, p) for p in topic.partitions]
+    return _list(broker, "KafkaPartitionList", f"/topics/{topic.name}/partitions", data)
+
+
+async def get_partition(request: web.Request) -> web.Response:
+    broker, partition = _partition_of(request)
+    return web.json_response(_partition(broker, partition))
+
+
+async def list_replicas(request: web.Request) -> web.Response:
+    broker, partition = _partition_of(request)
+    path = f"/topics/{partition.topic}/partitions/{partition.index}/replicas"
+    return _list(broker, "KafkaReplicaList", path, [_replica(broker, partition)])
+
+
+async def get_replica(request: web.Request) -> web.Response:
+    broker, partition = _partition_of(request)
+    if request.match_info["broker_id"] != str(broker.broker_id):
+        raise NotFoundError(f"Replica {request.match_info['broker_id']} cannot be found.", code=404)
+    return web.json_response(_replica(broker, partition))
 
 
 def setup_routes(app: web.Application) -> None:
     """Register the v3 admin routes."""
+    cluster = BASE + "/{cluster_id}"
+    topic = cluster + "/topics/{topic_name}"
+    partition = topic + "/partitions/{partition_id}"
+    router = app.router
+    router.add_get(BASE, list_clusters, allow_head=False)
+    router.add_get(cluster, get_cluster, allow_head=False)
+    router.add_get(cluster + "/brokers", list_brokers, allow_head=False)
+    router.add_get(cluster + "/brokers/{broker_id}", get_broker, allow_head=False)
+    router.add_get(cluster + "/topics", list_topics, allow_head=False)
+    router.add_post(cluster + "/topics", create_topic)
+    router.add_get(topic, get_topic, allow_head=False)
+    router.add_patch(topic, update_topic)
+    router.add_delete(topic, delete_topic)
+    router.add_get(topic + "/configs", list_configs, allow_head=False)
+    router.add_post(topic + "/configs:alter", alter_configs)
+    router.add_get(topic + "/configs/{name}", get_config, allow_head=False)
+    router.add_put(topic + "/configs/{name}", put_config)
+    router.add_delete(topic + "/configs/{name}", delete_config)
+    router.add_get(topic + "/partitions", list_partitions, allow_head=False)
+    router.add_get(partition, get_partition, allow_head=False)
+    router.add_get(partition + "/replicas", list_replicas, allow_head=False)
+    router.add_get(partition + "/replicas/{broker_id}", get_replica, allow_head=False)

@@ -23,28 +23,38 @@ from service.tasks import setup_maintenance
 if TYPE_CHECKING:
     from tiering.log import Clock
 
-__all__ = ["create_app", "route_modules"]
+__all__ = ["create_app", "documented_modules", "route_modules"]
 
 log = logging.getLogger("tierlog.app")
 
 OPTIONAL_ROUTE_MODULES = ("service.rest_v2", "service.native")
+GROUP_MODULES = ("service.groups.rest", "service.groups.native")
 OPEN_TASK: web.AppKey[asyncio.Task[None]] = web.AppKey("tierlog.open_task", asyncio.Task)
 
 
+def _optional(name: str) -> ModuleType | None:
+    try:
+        return importlib.import_module(name)
+    except ModuleNotFoundError as err:
+        if err.name != name:
+            raise
+        return None
+
+
 def route_modules() -> list[ModuleType]:
-    """Every module that contributes routes and ``OPENAPI_PATHS``, in registration order.
+    """Every module whose ``setup_routes`` :func:`create_app` calls, in registration order.
 
     The data-plane modules are optional while they are being written: a module that does not exist is
     skipped; one that exists but fails to import raises.
     """
-    modules: list[ModuleType] = [health, admin_v3]
-    for name in OPTIONAL_ROUTE_MODULES:
-        try:
-            modules.append(importlib.import_module(name))
-        except ModuleNotFoundError as err:
-            if err.name != name:
-                raise
-    return modules
+    optional = [_optional(name) for name in OPTIONAL_ROUTE_MODULES]
+    return [health, admin_v3, *(module for module in optional if module is not None)]
+
+
+def documented_modules() -> list[ModuleType]:
+    """Every module contributing ``OPENAPI_PATHS``: the route modules, the consumer-group ones, openapi."""
+    groups = [_optional(name) for name in GROUP_MODULES] if _optional("service.groups.setup") else []
+    return [*route_modules(), *(module for module in groups if module is not None), openapi]
 
 
 def create_app(
@@ -67,6 +77,7 @@ def create_app(
     for module in route_modules():
         module.setup_routes(app)
     openapi.setup_routes(app)
+    groups = _optional("service.groups.setup")
 
     async def broker_ctx(app: web.Application) -> AsyncIterator[None]:
         broker = app[BROKER]
@@ -84,6 +95,8 @@ def create_app(
 
     app.cleanup_ctx.append(broker_ctx)
     setup_maintenance(app)
+    if groups is not None:
+        groups.setup_groups(app)
     return app
 
 

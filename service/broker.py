@@ -23,7 +23,7 @@ from service.partition import Partition
 from service.tasks import TaskSet
 from service.topic_configs import TOPIC_CONFIGS, effective_configs, validate_overrides
 from tiering import log as tlog
-from tiering.errors import NotFoundError, UnavailableError
+from tiering.errors import NotFoundError, TierlogError, UnavailableError
 
 if TYPE_CHECKING:
     from service.config import Settings
@@ -212,17 +212,17 @@ class Broker:
 
     def topic_names(self) -> list[str]:
         """Sorted names of all topics. Raises UnavailableError while the broker is not open."""
-        self._check_ready()
+        self.check_ready()
         return sorted(self._topics)
 
     def topics(self) -> list[Topic]:
         """All topics, sorted by name. Raises UnavailableError while the broker is not open."""
-        self._check_ready()
+        self.check_ready()
         return [self._topics[name] for name in sorted(self._topics)]
 
     def topic(self, name: str) -> Topic:
         """Raises: NotFoundError (40401) for an unknown topic; UnavailableError while not open."""
-        self._check_ready()
+        self.check_ready()
         topic = self._topics.get(name)
         if topic is None:
             raise NotFoundError(f"Topic {name} not found.", code=TOPIC_NOT_FOUND)
@@ -244,7 +244,7 @@ class Broker:
         found = self._topics.get(name) if self.ready else None
         if found is not None:
             return found
-        self._check_ready()
+        self.check_ready()
         if not self.settings.auto_create_topics_enable:
             raise NotFoundError(f"Topic {name} not found.", code=TOPIC_NOT_FOUND)
         async with self._lock:
@@ -260,23 +260,28 @@ class Broker:
         partitions: int | None = None,
         configs: Mapping[str, str] | None = None,
         *,
-        validate_only: bool = False,
         internal: bool = False,
-    ) -> Topic | None:
+    ) -> Topic:
         """Create a topic with ``partitions`` (default ``num.partitions``) and config overrides.
 
-        With ``validate_only`` only checks and returns None. ``internal`` allows a ``__`` name.
-        Not idempotent (a second call fails). Raises:
+        ``internal`` allows a name starting with ``__``. Not idempotent (a second call fails). Raises:
             InvalidConfigError (400, 40002): illegal or reserved name, bad partition count, unknown config
                 or bad value (naming it), name colliding with an existing one, or the topic already exists.
-            OSError: the partition directories cannot be created (nothing is left behind).
+            UnavailableError: the partition directories cannot be created (nothing is left behind).
         """
-        self._check_ready()
+        self.check_ready()
         async with self._lock:
-            if validate_only:
-                self._validate_create(name, partitions, configs or {}, internal=internal)
-                return None
             return await self._create_locked(name, partitions, configs or {}, internal=internal)
+
+    def validate_create_topic(
+        self, name: str, partitions: int | None = None, configs: Mapping[str, str] | None = None
+    ) -> int:
+        """Check what :meth:`create_topic` would check; returns the partition count it would use.
+
+        Pure. Raises: as :meth:`create_topic`.
+        """
+        self.check_ready()
+        return self._validate_create(name, partitions, configs or {}, internal=False)[0]
 
     def _validate_create(
         self, name: str, partitions: int | None, configs: Mapping[str, str], *, internal: bool
@@ -328,7 +333,7 @@ class Broker:
 
         Not idempotent. Raises: NotFoundError (40401) for an unknown topic; OSError.
         """
-        self._check_ready()
+        self.check_ready()
         async with self._lock:
             topic = self.topic(name)
             state = self._require_state()
@@ -342,14 +347,17 @@ class Broker:
             await self._discard(topic.partitions)
         log.info("deleted topic %s", name)
 
-    async def alter_topic_configs(self, name: str, updates: Mapping[str, str | None]) -> None:
+    async def alter_topic_configs(
+        self, name: str, updates: Mapping[str, str | None], *, validate_only: bool = False
+    ) -> None:
         """Set (value) or reset to the default (``None``) topic configs, persist, and apply them live.
 
-        All-or-nothing: nothing changes if any name or value is invalid. Idempotent. Raises:
+        With ``validate_only`` only checks. All-or-nothing: nothing changes if any name or value is
+        invalid. Idempotent. Raises:
             NotFoundError (40401): unknown topic.
             InvalidConfigError (400, 40002): unknown config name or bad value, naming it.
         """
-        self._check_ready()
+        self.check_ready()
         async with self._lock:
             topic = self.topic(name)
             state = self._require_state()
@@ -362,6 +370,8 @@ class Broker:
                 else:
                     merged[key] = value
             merged = validate_overrides(self.settings.topic_defaults, merged)
+            if validate_only:
+                return
             previous = record.configs
             record.configs = merged
             try:
@@ -379,7 +389,7 @@ class Broker:
         NotFoundError (40401): unknown topic.
         InvalidConfigError (40002): ``count`` is lower than the current count or out of range.
         """
-        self._check_ready()
+        self.check_ready()
         async with self._lock:
             topic = self.topic(name)
             _check_partition_count(count)
@@ -401,7 +411,8 @@ class Broker:
 
     # ---- internals -----------------------------------------------------------------------------------
 
-    def _check_ready(self) -> None:
+    def check_ready(self) -> None:
+        """Raises: UnavailableError (503, retriable) while the logs are opening or closing."""
         if not self._ready.is_set():
             raise UnavailableError("The broker is not ready: its logs are opening or closing.")
 
@@ -430,7 +441,7 @@ class Broker:
         for partition in partitions:
             try:
                 await partition.close()
-            except OSError:
+            except (TierlogError, OSError):
                 log.exception("closing %s before deletion failed", partition.label)
             target = partition.path.with_name(f"{partition.path.name}.{uuid.uuid4().hex}-delete")
             try:

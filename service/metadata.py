@@ -33,7 +33,7 @@ __all__ = [
 ]
 
 STATE_FILE = "tierlog-state.json"
-CLEAN_SHUTDOWN_MARKER = ".tierlog-clean-shutdown"
+CLEAN_SHUTDOWN_MARKER = ".tierlog_cleanshutdown"
 STATE_VERSION = 1
 MAX_TOPIC_NAME = 249
 _LEGAL = re.compile(r"^[a-zA-Z0-9._-]+$")

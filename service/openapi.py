@@ -40,11 +40,11 @@ ERROR_SCHEMA: dict[str, Any] = {
 
 def build_document() -> dict[str, Any]:
     """The whole document. Pure apart from importing the route modules; idempotent."""
-    from service.app import route_modules
+    from service.app import documented_modules
 
     paths: dict[str, Any] = {}
     components: dict[str, Any] = {"schemas": {"Error": ERROR_SCHEMA}}
-    for module in [*route_modules(), sys.modules[__name__]]:
+    for module in documented_modules():
         for path, operations in getattr(module, "OPENAPI_PATHS", {}).items():
             paths.setdefault(path, {}).update(operations)
         for kind, entries in getattr(module, "OPENAPI_COMPONENTS", {}).items():

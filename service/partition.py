@@ -178,24 +178,19 @@ class Partition:
     async def close(self) -> None:
         """Stop accepting calls, wake long polls, wait for calls in flight, then flush and close the log.
 
-        Idempotent. Raises OSError if the final flush fails.
+        Idempotent. Raises UnavailableError if the final flush fails (the log is closed anyway).
         """
         if self._closed:
             return
         self._closed = True
         self._wake()
         await self._idle.wait()
-        await asyncio.to_thread(self._flush_and_close)
+        await asyncio.to_thread(self._log.close)
 
     def _roll_and_flush(self) -> None:
         self._log.maybe_roll()
         self._log.maybe_flush()
 
-    def _flush_and_close(self) -> None:
-        try:
-            self._log.flush()
-        finally:
-            self._log.close()
 
     async def _append_later(self, batches: bytes) -> None:
         async with self._background:

@@ -22,7 +22,6 @@ __all__ = [
 
 INT32_MAX = 2**31 - 1
 INT64_MAX = 2**63 - 1
-INT64_MIN = -(2**63)
 COMPRESSION_TYPES = ("producer", "uncompressed", "gzip", "snappy", "lz4", "zstd")
 TIMESTAMP_TYPES = ("CreateTime", "LogAppendTime")
 CLEANUP_POLICIES = ("delete", "compact")
@@ -110,7 +109,7 @@ _SPECS: tuple[TopicConfigSpec, ...] = (
     TopicConfigSpec("remote.storage.enable", None, "false",
                     "move sealed segments to the remote tier", _boolean),
     TopicConfigSpec("retention.bytes", "log.retention.bytes", "-1",
-                    "whole-log size bound per partition; -1 unbounded", _integer(INT64_MIN, INT64_MAX)),
+                    "whole-log size bound per partition; -1 unbounded", _integer(-1, INT64_MAX)),
     TopicConfigSpec("retention.ms", "log.retention.ms", "604800000",
                     "whole-log age bound; -1 unbounded", _integer(-1, INT64_MAX)),
     TopicConfigSpec("segment.bytes", "log.segment.bytes", "1073741824",

@@ -1,0 +1,266 @@
+"""OpenAPI description of the v3 admin routes (:mod:`service.admin_v3`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["OPENAPI_COMPONENTS", "OPENAPI_PATHS"]
+
+_REF_ERROR = {"$ref": "#/components/schemas/Error"}
+_RELATED = {"type": "object", "properties": {"related": {"type": "string", "format": "uri"}}}
+_META = {
+    "type": "object",
+    "properties": {"self": {"type": "string", "format": "uri"}, "resource_name": {"type": "string"}},
+}
+_LIST_META = {
+    "type": "object",
+    "properties": {"self": {"type": "string", "format": "uri"}, "next": {"type": "string", "nullable": True}},
+}
+
+
+def _resource(kind: str, fields: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "type": "object",
+        "properties": {"kind": {"type": "string", "enum": [kind]}, "metadata": _META, **fields},
+    }
+
+
+def _list_of(kind: str, item: str) -> dict[str, Any]:
+    return {
+        "type": "object",
+        "properties": {
+            "kind": {"type": "string", "enum": [kind]},
+            "metadata": _LIST_META,
+            "data": {"type": "array", "items": {"$ref": f"#/components/schemas/{item}"}},
+        },
+    }
+
+
+_STR = {"type": "string"}
+_INT = {"type": "integer"}
+_BOOL = {"type": "boolean"}
+
+OPENAPI_COMPONENTS: dict[str, Any] = {
+    "schemas": {
+        "KafkaCluster": _resource(
+            "KafkaCluster",
+            {"cluster_id": _STR, "controller": _RELATED, "brokers": _RELATED, "topics": _RELATED},
+        ),
+        "KafkaBroker": _resource(
+            "KafkaBroker",
+            {"cluster_id": _STR, "broker_id": _INT, "host": _STR, "port": _INT, "rack": {"nullable": True}},
+        ),
+        "KafkaTopic": _resource(
+            "KafkaTopic",
+            {
+                "cluster_id": _STR,
+                "topic_name": _STR,
+                "topic_id": _STR,
+                "is_internal": _BOOL,
+                "replication_factor": _INT,
+                "partitions_count": _INT,
+                "partitions": _RELATED,
+                "configs": _RELATED,
+                "authorized_operations": {"type": "array", "items": _STR},
+            },
+        ),
+        "KafkaTopicConfig": _resource(
+            "KafkaTopicConfig",
+            {
+                "cluster_id": _STR,
+                "topic_name": _STR,
+                "name": _STR,
+                "value": _STR,
+                "is_default": _BOOL,
+                "is_read_only": _BOOL,
+                "is_sensitive": _BOOL,
+                "source": {
+                    "type": "string",
+                    "enum": ["DYNAMIC_TOPIC_CONFIG", "STATIC_BROKER_CONFIG", "DEFAULT_CONFIG"],
+                },
+                "synonyms": {
+                    "type": "array",
+                    "items": {"type": "object", "properties": {"name": _STR, "value": _STR, "source": _STR}},
+                },
+            },
+        ),
+        "KafkaPartition": _resource(
+            "KafkaPartition",
+            {
+                "cluster_id": _STR,
+                "topic_name": _STR,
+                "partition_id": _INT,
+                "leader": _RELATED,
+                "replicas": _RELATED,
+            },
+        ),
+        "KafkaReplica": _resource(
+            "KafkaReplica",
+            {
+                "cluster_id": _STR,
+                "topic_name": _STR,
+                "partition_id": _INT,
+                "broker_id": _INT,
+                "is_leader": _BOOL,
+                "is_in_sync": _BOOL,
+                "broker": _RELATED,
+            },
+        ),
+        "KafkaClusterList": _list_of("KafkaClusterList", "KafkaCluster"),
+        "KafkaBrokerList": _list_of("KafkaBrokerList", "KafkaBroker"),
+        "KafkaTopicList": _list_of("KafkaTopicList", "KafkaTopic"),
+        "KafkaTopicConfigList": _list_of("KafkaTopicConfigList", "KafkaTopicConfig"),
+        "KafkaPartitionList": _list_of("KafkaPartitionList", "KafkaPartition"),
+        "KafkaReplicaList": _list_of("KafkaReplicaList", "KafkaReplica"),
+        "CreateTopicRequest": {
+            "type": "object",
+            "required": ["topic_name"],
+            "properties": {
+                "topic_name": _STR,
+                "partitions_count": {**_INT, "description": "default num.partitions"},
+                "replication_factor": {**_INT, "description": "1 or -1 (single broker)"},
+                "configs": {
+                    "type": "array",
+                    "items": {
+                        "type": "object",
+                        "properties": {"name": _STR, "value": {**_STR, "nullable": True}},
+                    },
+                },
+                "validate_only": _BOOL,
+            },
+        },
+        "UpdateTopicRequest": {
+            "type": "object",
+            "required": ["partitions_count"],
+            "properties": {"partitions_count": _INT},
+        },
+        "UpdateConfigRequest": {"type": "object", "required": ["value"], "properties": {"value": _STR}},
+        "AlterConfigBatchRequest": {
+            "type": "object",
+            "required": ["data"],
+            "properties": {
+                "data": {
+                    "type": "array",
+                    "items": {
+                        "type": "object",
+                        "required": ["name"],
+                        "properties": {
+                            "name": _STR,
+                            "value": {**_STR, "nullable": True},
+                            "operation": {"type": "string", "enum": ["SET", "DELETE"], "default": "SET"},
+                        },
+                    },
+                },
+                "validate_only": _BOOL,
+            },
+        },
+    }
+}
+
+_ERRORS = {
+    "400": "Bad request: malformed body (40001), or invalid name, config, count, or topic exists (40002)",
+    "404": "Unknown cluster (404), topic (40401), partition (40402), config or broker (404)",
+    "415": "Body is not JSON (41501)",
+    "503": "The broker is still opening its logs (50301)",
+}
+
+
+def _op(
+    op_id: str,
+    summary: str,
+    ok: str,
+    schema: str | None = None,
+    *,
+    body: str | None = None,
+    errors: tuple[str, ...] = ("404", "503"),
+    extra: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    responses: dict[str, Any] = {}
+    if schema is None:
+        responses[ok] = {"description": "No content"}
+    else:
+        content = {"application/json": {"schema": {"$ref": f"#/components/schemas/{schema}"}}}
+        responses[ok] = {"description": summary, "content": content}
+    for status, text in (extra or {}).items():
+        responses[status] = {"description": text}
+    for status in errors:
+        responses[status] = {
+            "description": _ERRORS[status],
+            "content": {"application/json": {"schema": _REF_ERROR}},
+        }
+    operation: dict[str, Any] = {
+        "tags": ["Admin (v3)"],
+        "operationId": op_id,
+        "summary": summary,
+        "responses": responses,
+    }
+    if body is not None:
+        operation["requestBody"] = {
+            "required": True,
+            "content": {"application/json": {"schema": {"$ref": f"#/components/schemas/{body}"}}},
+        }
+    return operation
+
+
+_WRITE = ("400", "404", "415", "503")
+_C = "/v3/clusters/{cluster_id}"
+_T = _C + "/topics/{topic_name}"
+_P = _T + "/partitions/{partition_id}"
+
+OPENAPI_PATHS: dict[str, Any] = {
+    "/v3/clusters": {
+        "get": _op(
+            "listClusters", "List clusters (this broker's one)", "200", "KafkaClusterList", errors=("503",)
+        )
+    },
+    _C: {"get": _op("getCluster", "Describe the cluster", "200", "KafkaCluster")},
+    _C + "/brokers": {"get": _op("listBrokers", "List brokers", "200", "KafkaBrokerList")},
+    _C + "/brokers/{broker_id}": {"get": _op("getBroker", "Describe a broker", "200", "KafkaBroker")},
+    _C + "/topics": {
+        "get": _op("listTopics", "List topics", "200", "KafkaTopicList"),
+        "post": _op(
+            "createTopic",
+            "Create a topic",
+            "201",
+            "KafkaTopic",
+            body="CreateTopicRequest",
+            errors=_WRITE,
+            extra={"200": "validate_only: the request is valid, nothing was created"},
+        ),
+    },
+    _T: {
+        "get": _op("getTopic", "Describe a topic", "200", "KafkaTopic"),
+        "patch": _op(
+            "updatePartitionCount",
+            "Increase the partition count",
+            "200",
+            "KafkaTopic",
+            body="UpdateTopicRequest",
+            errors=_WRITE,
+        ),
+        "delete": _op("deleteTopic", "Delete a topic and its data", "204"),
+    },
+    _T + "/configs": {
+        "get": _op("listTopicConfigs", "List every config of a topic", "200", "KafkaTopicConfigList")
+    },
+    _T + "/configs:alter": {
+        "post": _op(
+            "alterTopicConfigs",
+            "Set or reset several configs at once (all or nothing)",
+            "204",
+            body="AlterConfigBatchRequest",
+            errors=_WRITE,
+        ),
+    },
+    _T + "/configs/{name}": {
+        "get": _op("getTopicConfig", "Describe one config", "200", "KafkaTopicConfig"),
+        "put": _op("updateTopicConfig", "Set one config", "204", body="UpdateConfigRequest", errors=_WRITE),
+        "delete": _op(
+            "resetTopicConfig", "Reset one config to its default", "204", errors=("400", "404", "503")
+        ),
+    },
+    _T + "/partitions": {"get": _op("listPartitions", "List partitions", "200", "KafkaPartitionList")},
+    _P: {"get": _op("getPartition", "Describe a partition", "200", "KafkaPartition")},
+    _P + "/replicas": {"get": _op("listReplicas", "List replicas of a partition", "200", "KafkaReplicaList")},
+    _P + "/replicas/{broker_id}": {"get": _op("getReplica", "Describe a replica", "200", "KafkaReplica")},
+}

@@ -1,0 +1,97 @@
+"""Broker settings: precedence, TOML shapes, validation messages naming the setting and its source."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from service.config import SETTINGS_TABLE, SettingsError, build_settings, env_name, flag_name, load_settings
+
+
+def test_defaults(tmp_path: Path) -> None:
+    settings = build_settings({"data.dir": str(tmp_path)})
+    assert settings.port == 8082
+    assert settings.host == "127.0.0.1"
+    assert settings.num_partitions == 1
+    assert settings.auto_create_topics_enable is True
+    assert settings.remote_uri.scheme == "file"
+    assert settings.remote_uri.path == tmp_path / "remote"
+    assert settings.advertised_url == "http://127.0.0.1:8082"
+    assert settings.topic_defaults["segment.bytes"] == "1073741824"
+    assert settings.topic_defaults["cleanup.policy"] == "delete"
+    assert settings.log_retention_check_interval_ms == 300000
+
+
+def test_precedence_flag_over_env_over_file(tmp_path: Path) -> None:
+    config = tmp_path / "tierlog.toml"
+    config.write_text(
+        'port = 9001\nnum_partitions = 4\n[log]\n"segment.bytes" = 2048\nretention.ms = 1000\n', encoding="utf-8"
+    )
+    env = {"TIERLOG_PORT": "9002", "TIERLOG_LOG_SEGMENT_BYTES": "4096", "TIERLOG_UNRELATED": "x"}
+    settings = load_settings({"port": "9003"}, env, config)
+    assert settings.port == 9003
+    assert settings.topic_defaults["segment.bytes"] == "4096"
+    assert settings.num_partitions == 4
+    assert settings.topic_defaults["retention.ms"] == "1000"
+    assert settings.sources["port"] == "--port"
+    assert settings.sources["log.segment.bytes"] == "TIERLOG_LOG_SEGMENT_BYTES"
+    assert settings.sources["num.partitions"].startswith("config file")
+
+
+@pytest.mark.parametrize(
+    ("values", "expected"),
+    [
+        ({"log.segment.bytes": "13"}, "log.segment.bytes"),
+        ({"port": "http"}, "port"),
+        ({"auto.create.topics.enable": "yes"}, "auto.create.topics.enable"),
+        ({"remote.uri": "ftp://host/x"}, "remote.uri"),
+        ({"remote.uri": "s3://A_Bucket/x"}, "S3 bucket"),
+        ({"s3.endpoint.url": "localhost:9000"}, "s3.endpoint.url"),
+        ({"log.message.timestamp.type": "Now"}, "log.message.timestamp.type"),
+        ({"log.local.retention.ms": "2000", "log.retention.ms": "1000"}, "local.retention.ms"),
+        ({"no.such.setting": "1"}, "no.such.setting"),
+    ],
+)
+def test_invalid_settings_name_the_setting(values: dict[str, str], expected: str) -> None:
+    with pytest.raises(SettingsError) as info:
+        build_settings(values, {name: flag_name(name) for name in values})
+    assert expected in str(info.value)
+    assert "\n" not in str(info.value)
+
+
+def test_unknown_key_in_file_names_the_file(tmp_path: Path) -> None:
+    config = tmp_path / "bad.toml"
+    config.write_text("colour = 'blue'\n", encoding="utf-8")
+    with pytest.raises(SettingsError, match=r"unknown setting 'colour' \(from config file .*bad.toml\)"):
+        load_settings({}, {}, config)
+
+
+def test_unparseable_file(tmp_path: Path) -> None:
+    config = tmp_path / "broken.toml"
+    config.write_text("port = = 1\n", encoding="utf-8")
+    with pytest.raises(SettingsError, match="not valid TOML"):
+        load_settings({}, {}, config)
+    with pytest.raises(SettingsError, match="cannot read config file"):
+        load_settings({}, {}, tmp_path / "missing.toml")
+
+
+def test_s3_remote_and_endpoint_fallback(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:5000/")
+    settings = build_settings({"remote.uri": "s3://tier-bucket/some/prefix/"})
+    assert str(settings.remote_uri) == "s3://tier-bucket/some/prefix"
+    assert settings.remote_uri.bucket == "tier-bucket"
+    assert settings.s3_endpoint_url == "http://127.0.0.1:5000"
+    explicit = build_settings({"remote.uri": "s3://tier-bucket", "s3.endpoint.url": "https://s3.example"})
+    assert explicit.s3_endpoint_url == "https://s3.example"
+
+
+def test_file_uri_and_relative_path(tmp_path: Path) -> None:
+    assert build_settings({"remote.uri": f"file://{tmp_path}/r"}).remote_uri.path == tmp_path / "r"
+    assert build_settings({"remote.uri": "rel/dir"}).remote_uri.path == Path("rel/dir").absolute()
+
+
+def test_every_setting_has_flag_and_env_names() -> None:
+    for name in SETTINGS_TABLE:
+        assert flag_name(name).startswith("--") and "." not in flag_name(name)
+        assert env_name(name).startswith("TIERLOG_") and env_name(name).isupper()

@@ -1,0 +1,74 @@
+"""Topic config names, normalisation and Kafka's validation rules; topic name rules."""
+
+from __future__ import annotations
+
+import pytest
+
+from service.errors import InvalidConfigError
+from service.metadata import validate_topic_name
+from service.topic_configs import TOPIC_CONFIGS, effective_configs, normalize_value, validate_overrides
+from tiering.log import LogConfig
+
+
+def test_defaults_match_the_log_engine() -> None:
+    configs = effective_configs({}, {})
+    assert LogConfig.from_topic_configs(configs) == LogConfig()
+    assert set(LogConfig().to_topic_configs()) <= set(TOPIC_CONFIGS)
+
+
+@pytest.mark.parametrize(
+    ("name", "raw", "expected"),
+    [
+        ("segment.bytes", " 1024", "1024"),
+        ("remote.storage.enable", "TRUE", "true"),
+        ("cleanup.policy", "compact, delete,compact", "compact,delete"),
+        ("message.timestamp.type", "logappendtime", "LogAppendTime"),
+        ("compression.type", "ZSTD", "zstd"),
+        ("retention.ms", "-1", "-1"),
+    ],
+)
+def test_normalize(name: str, raw: str, expected: str) -> None:
+    assert normalize_value(name, raw) == expected
+
+
+@pytest.mark.parametrize(
+    ("overrides", "named"),
+    [
+        ({"segment.bytes": "13"}, "segment.bytes"),
+        ({"segment.bytes": "lots"}, "segment.bytes"),
+        ({"retention.ms": "-2"}, "retention.ms"),
+        ({"flush.messages": "0"}, "flush.messages"),
+        ({"cleanup.policy": "shred"}, "cleanup.policy"),
+        ({"compression.type": "brotli"}, "compression.type"),
+        ({"min.insync.replicas": "2"}, "min.insync.replicas"),
+        ({"retention.ms": "1000", "local.retention.ms": "2000"}, "local.retention.ms"),
+        ({"retention.ms": "1000", "local.retention.ms": "-1"}, "local.retention.ms"),
+        ({"retention.bytes": "10", "local.retention.bytes": "11"}, "local.retention.bytes"),
+        ({"remote.storage.enable": "true", "cleanup.policy": "compact"}, "remote.storage.enable"),
+    ],
+)
+def test_invalid_overrides_name_the_config(overrides: dict[str, str], named: str) -> None:
+    with pytest.raises(InvalidConfigError) as info:
+        validate_overrides({}, overrides)
+    assert named in info.value.message
+    assert info.value.code == 40002 and info.value.http_status == 400
+
+
+def test_local_retention_bounded_by_broker_default() -> None:
+    assert validate_overrides({"retention.ms": "5000"}, {"local.retention.ms": "5000"}) == {
+        "local.retention.ms": "5000"
+    }
+    with pytest.raises(InvalidConfigError, match="local.retention.ms"):
+        validate_overrides({"retention.ms": "5000"}, {"local.retention.ms": "5001"})
+    assert validate_overrides({}, {"retention.ms": "-1", "local.retention.ms": "-1"})
+
+
+@pytest.mark.parametrize("name", ["", ".", "..", "a/b", "../etc", "x" * 250, "t\x00", "tópico", "a b"])
+def test_illegal_topic_names(name: str) -> None:
+    with pytest.raises(InvalidConfigError):
+        validate_topic_name(name)
+
+
+@pytest.mark.parametrize("name", ["a", "A.b_c-9", "x" * 249, "...", "__internal"])
+def test_legal_topic_names(name: str) -> None:
+    assert validate_topic_name(name) == name
