@@ -12,7 +12,8 @@ from .conftest import Client, StartBroker
 from .helpers import BINARY, JSON, V2, call, create_topic, decoded, poll, produce, rest_consumer
 
 
-async def test_confluent_quickstart_flow(client: Client) -> None:
+async def test_confluent_quickstart_flow(start_broker: StartBroker) -> None:
+    client = await start_broker(**{"num.partitions": "1"})
     await call(
         client,
         "POST",
