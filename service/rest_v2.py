@@ -108,9 +108,9 @@ async def list_brokers(request: web.Request) -> web.Response:
 
 
 async def list_topics(request: web.Request) -> web.Response:
-    """The topic names. Raises NotAcceptableError (406)."""
+    """The names of the non-internal topics, as Kafka's admin client lists them. Raises 406."""
     content_type = _metadata_type(request)
-    return _json(sorted(_broker(request).topic_names()), content_type)
+    return _json([t.name for t in _broker(request).topics() if not t.is_internal], content_type)
 
 
 async def get_topic(request: web.Request) -> web.Response:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -44,7 +45,7 @@ async def test_binary_produce_keyed_records_land_where_kafka_puts_them(client: C
 
 
 async def test_json_produce_writes_valid_v2_batches_one_per_partition(client: Client, data_dir: Path) -> None:
-    records = [
+    records: list[dict[str, Any]] = [
         {"key": {"id": 1}, "value": {"name": "ada", "tags": ["x", None]}, "partition": 2},
         {"key": None, "value": [1, 2.5, "é"], "partition": 2},
         {"key": "k", "value": None, "partition": 0},
