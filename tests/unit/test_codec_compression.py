@@ -219,3 +219,15 @@ def test_random_bytes_raise_only_corrupt(codec: Compression, data: bytes) -> Non
         except CorruptRecordError:
             continue
         assert len(result) <= 4096
+
+
+def test_zstd_stream_larger_than_the_first_buffer_guess() -> None:
+    data = bytes(4 * MiB) + b"end"
+    frame = _zstd_stream(data)
+    assert zstandard.get_frame_parameters(frame).content_size == 2**64 - 1  # no declared size
+    assert 32 * len(frame) < MiB
+    assert decompress(Compression.ZSTD, frame, max_size=8 * MiB) == data
+    with pytest.raises(CorruptRecordError):
+        decompress(Compression.ZSTD, frame, max_size=4 * MiB)
+    with pytest.raises(CorruptRecordError):
+        decompress(Compression.ZSTD, frame[:-2], max_size=8 * MiB)

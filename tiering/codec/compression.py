@@ -77,6 +77,7 @@ _INT32 = struct.Struct(">i")
 _GZIP_LEVEL = 6
 _ZSTD_LEVEL = 3
 _ZSTD_UNKNOWN_SIZE = 2**64 - 1
+_ZSTD_FIRST_GUESS = 256 * 1024
 
 
 def compress(codec: Compression, data: bytes) -> bytes:
@@ -226,16 +227,26 @@ def _lz4_decompress(data: bytes | memoryview, max_size: int) -> bytes:
 
 
 def _zstd_decompress(data: bytes | memoryview, max_size: int) -> bytes:
+    dctx = zstandard.ZstdDecompressor()
     try:
         declared = zstandard.get_frame_parameters(data).content_size
-        if declared != _ZSTD_UNKNOWN_SIZE and declared > max_size:
-            raise _too_large(max_size)
-        # With no declared size, the output buffer is max_size and a larger output is an error.
-        out = zstandard.ZstdDecompressor().decompress(
-            data, max_output_size=max(max_size, 1), allow_extra_data=False
-        )
+        if declared != _ZSTD_UNKNOWN_SIZE:
+            if declared > max_size:
+                raise _too_large(max_size)
+            return bytes(dctx.decompress(data, allow_extra_data=False))
     except zstandard.ZstdError as err:
         raise CorruptRecordError(f"corrupt zstd frame: {err}") from err
-    if len(out) > max_size:
-        raise _too_large(max_size)
-    return bytes(out)
+    # No declared size (as streaming compressors write): the output buffer is the limit. A guess from
+    # the input size comes first, so that a small frame does not cost an allocation of max_size.
+    guess = min(max_size, max(_ZSTD_FIRST_GUESS, 32 * len(data)))
+    for limit in (guess, max_size) if guess < max_size else (max_size,):
+        try:
+            out = dctx.decompress(data, max_output_size=max(limit, 1), allow_extra_data=False)
+        except zstandard.ZstdError as err:
+            if limit < max_size:
+                continue
+            raise CorruptRecordError(f"corrupt zstd frame or more than {max_size} bytes: {err}") from err
+        if len(out) > max_size:
+            raise _too_large(max_size)
+        return bytes(out)
+    raise _too_large(max_size)  # pragma: no cover - the loop returns or raises on its last pass
