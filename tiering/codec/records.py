@@ -108,6 +108,10 @@ def decode_records(
     Offsets are ``base_offset + offset_delta``; timestamps are ``append_time`` when given (LogAppendTime
     batches), else ``base_timestamp + timestamp_delta``. Pure and thread-safe.
 
+    This loop is the hot path of every fetch that decodes and of every Spark scan, so the common one-
+    and two-byte varints and short keys and values are read inline; longer ones go through
+    :mod:`tiering.codec.varint` and :func:`_read_bytes`, which apply the same checks.
+
     Raises:
         CorruptRecordError: a length runs past its record or the section, a varint is too long, a header
             key is null or not UTF-8, a record is not exactly its declared length, or the section holds
