@@ -26,7 +26,8 @@ def test_defaults(tmp_path: Path) -> None:
 def test_precedence_flag_over_env_over_file(tmp_path: Path) -> None:
     config = tmp_path / "tierlog.toml"
     config.write_text(
-        'port = 9001\nnum_partitions = 4\n[log]\n"segment.bytes" = 2048\nretention.ms = 1000\n', encoding="utf-8"
+        'port = 9001\nnum_partitions = 4\n[log]\n"segment.bytes" = 2048\nretention.ms = 1000\n',
+        encoding="utf-8",
     )
     env = {"TIERLOG_PORT": "9002", "TIERLOG_LOG_SEGMENT_BYTES": "4096", "TIERLOG_UNRELATED": "x"}
     settings = load_settings({"port": "9003"}, env, config)

@@ -58,7 +58,7 @@ def test_local_retention_bounded_by_broker_default() -> None:
     assert validate_overrides({"retention.ms": "5000"}, {"local.retention.ms": "5000"}) == {
         "local.retention.ms": "5000"
     }
-    with pytest.raises(InvalidConfigError, match="local.retention.ms"):
+    with pytest.raises(InvalidConfigError, match=r"local\.retention\.ms"):
         validate_overrides({"retention.ms": "5000"}, {"local.retention.ms": "5001"})
     assert validate_overrides({}, {"retention.ms": "-1", "local.retention.ms": "-1"})
 
