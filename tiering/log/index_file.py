@@ -97,7 +97,8 @@ class SparseIndex:
         self.loaded = True
 
     def load(self, *, limit_key: int, limit_value: int) -> None:
-        """Read and validate the file; entries must be below ``limit_key`` / ``limit_value``. Idempotent.
+        """Read and validate the file; entries must be below ``limit_key`` / ``limit_value``. Trailing
+        zero padding is dropped and trimmed from the file. Idempotent.
 
         Raises:
             IndexCorruptError: the file is missing, of a wrong size, or inconsistent.
@@ -115,6 +116,8 @@ class SparseIndex:
         del keys[count:]
         del values[count:]
         self.check_entries(keys, values, limit_key, limit_value)
+        if count * self.ENTRY.size != len(data):
+            os.truncate(self.path, count * self.ENTRY.size)
         self.keys, self.values = keys, values
         self.loaded = True
 
