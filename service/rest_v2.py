@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 from aiohttp import web
 
 from service.errors import NotAcceptableError, UnsupportedMediaTypeError
-from service.partitioner import StickyPartitioner
+from tiering.partitioner import StickyPartitioner
 from service.rest_v2_convert import (
     ProduceRecord,
     assign_partitions,

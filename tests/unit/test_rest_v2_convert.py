@@ -12,7 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from service.errors import BadRequestError, UnsupportedMediaTypeError
-from service.partitioner import StickyPartitioner, partition_for_key
+from tiering.partitioner import StickyPartitioner, partition_for_key
 from service.rest_v2_convert import (
     ProduceRecord,
     assign_partitions,

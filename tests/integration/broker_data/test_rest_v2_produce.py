@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from service.partitioner import partition_for_key
+from tiering.partitioner import partition_for_key
 from service.state import BROKER
 from tests.integration.broker_data.conftest import MakeClient
 from tests.integration.broker_data.helpers import (
