@@ -83,8 +83,8 @@ _ALLOWED: dict[SegmentState, frozenset[SegmentState]] = {
     SegmentState.DELETE_STARTED: frozenset({SegmentState.DELETED}),
     SegmentState.DELETED: frozenset(),
 }
-# States whose objects are (or may still be) complete: their offset ranges must not overlap.
-_COMMITTED = frozenset({SegmentState.COPY_FINISHED, SegmentState.DELETE_STARTED})
+# Readable segments: their offset ranges must not overlap (upload attempts and deletions may).
+_COMMITTED = frozenset({SegmentState.COPY_FINISHED})
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,7 +138,7 @@ class Manifest:
         for before, after in itertools.pairwise(committed):
             if after.base_offset <= before.last_offset:
                 raise InvalidRequestError(
-                    f"committed segments {before.segment_uuid} and {after.segment_uuid} overlap"
+                    f"copy_finished segments {before.segment_uuid} and {after.segment_uuid} overlap"
                 )
 
     def segment(self, segment_uuid: uuid.UUID) -> RemoteSegment:
@@ -299,7 +299,7 @@ def transition(manifest: Manifest, segment_uuid: uuid.UUID, state: SegmentState)
 
     Idempotent: a segment already in ``state`` is left as is. Raises :class:`NotFoundError` for an
     unknown UUID, :class:`ConflictError` for a move the lifecycle forbids or a copy_finished segment
-    that would overlap another committed one.
+    that would overlap another copy_finished one.
     """
     current = manifest.segment(segment_uuid)
     if current.state is state:

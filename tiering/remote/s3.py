@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +50,8 @@ class S3ObjectStore:
     The client is created lazily on first use (so construction does no I/O) and released by
     :meth:`close`. All methods are safe to call concurrently; ``max_pool_connections`` bounds the
     HTTP connections in use. ``page_size`` is the ``MaxKeys`` of each listing request.
+    ``event_handlers`` are ``(event name, handler)`` pairs registered on the botocore client's event
+    system (for request customisation, and for tests that make a real client see a failure).
     """
 
     def __init__(
@@ -70,6 +72,7 @@ class S3ObjectStore:
         connect_timeout: float = 10.0,
         read_timeout: float = 60.0,
         botocore_max_attempts: int = 1,
+        event_handlers: Sequence[tuple[str, Callable[..., Any]]] = (),
     ) -> None:
         if not bucket:
             raise InvalidRequestError("S3 bucket name is empty")
@@ -101,6 +104,7 @@ class S3ObjectStore:
             request_checksum_calculation="when_required",
             response_checksum_validation="when_required",
         )
+        self._event_handlers = tuple(event_handlers)
         self._client: Any = None
         self._exit_stack: contextlib.AsyncExitStack | None = None
         self._lock = asyncio.Lock()
@@ -125,7 +129,10 @@ class S3ObjectStore:
                         config=self._config,
                         **self._credentials,
                     )
-                    self._client = await stack.enter_async_context(creator)
+                    client = await stack.enter_async_context(creator)
+                for event, handler in self._event_handlers:
+                    client.meta.events.register(event, handler)
+                self._client = client
                 self._exit_stack = stack
         return self._client
 

@@ -151,7 +151,10 @@ def find_localstack_python() -> tuple[str | None, str]:
             return candidate, ""
     if not versions_seen:
         return None, f"LocalStack needs Python >= 3.12; none found ({LOCALSTACK_HINT})"
-    return None, f"found {', '.join(versions_seen)} but no working localstack install in it ({LOCALSTACK_HINT})"
+    return (
+        None,
+        f"found {', '.join(versions_seen)} but no working localstack install in it ({LOCALSTACK_HINT})",
+    )
 
 
 def _self_signed_pem(workdir: Path) -> Path:
@@ -192,7 +195,11 @@ def run_localstack(python: str, workdir: Path) -> Iterator[S3Server]:
     )
     with open(log, "wb") as out:
         proc = subprocess.Popen(
-            [python, "-m", "localstack.runtime.main"], stdout=out, stderr=subprocess.STDOUT, env=env, cwd=workdir
+            [python, "-m", "localstack.runtime.main"],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=env,
+            cwd=workdir,
         )
     try:
         _wait_http(f"http://127.0.0.1:{port}/_localstack/health", proc, log, deadline_s=120)

@@ -59,7 +59,17 @@ async def test_empty_object(store: ObjectStore) -> None:
 
 @pytest.mark.parametrize(
     ("start", "end"),
-    [(0, 1), (0, 1024), (1, 1023), (1023, 1024), (1000, 5000), (1024, 2000), (5000, 6000), (10, None), (1023, None)],
+    [
+        (0, 1),
+        (0, 1024),
+        (1, 1023),
+        (1023, 1024),
+        (1000, 5000),
+        (1024, 2000),
+        (5000, 6000),
+        (10, None),
+        (1023, None),
+    ],
 )
 async def test_get_range_edges(store: ObjectStore, start: int, end: int | None) -> None:
     await store.put("r", PAYLOAD)

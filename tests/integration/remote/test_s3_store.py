@@ -1,0 +1,180 @@
+"""S3-only behaviour against real servers: multipart abort, error translation through a real botocore
+client, endpoint discovery, the URI factory. Failures are injected with botocore's public event hooks
+(``before-call`` handlers), so the request path under test is the real one.
+"""
+
+from __future__ import annotations
+
+import random
+from types import SimpleNamespace
+from pathlib import Path
+from typing import Any
+
+import pytest
+from aiobotocore.session import get_session
+from botocore.exceptions import EndpointConnectionError
+
+from tests.integration.remote.conftest import create_bucket
+from tests.integration.remote.servers import S3Server, free_port
+from tiering.errors import (
+    ConflictError,
+    InvalidRequestError,
+    NotFoundError,
+    UnauthorizedError,
+    UnavailableError,
+)
+from tiering.remote.factory import open_object_store
+from tiering.remote.s3 import S3ObjectStore
+
+pytestmark = pytest.mark.integration
+
+SERVERS = ["moto_server", "localstack_server"]
+
+
+@pytest.fixture(params=SERVERS, ids=["moto", "localstack"])
+def server(request: pytest.FixtureRequest) -> S3Server:
+    found: S3Server = request.getfixturevalue(request.param)
+    return found
+
+
+async def pending_uploads(server: S3Server, bucket: str) -> list[dict[str, Any]]:
+    async with get_session().create_client("s3", endpoint_url=server.endpoint_url) as client:
+        resp = await client.list_multipart_uploads(Bucket=bucket)
+        uploads: list[dict[str, Any]] = resp.get("Uploads", [])
+        return uploads
+
+
+def fake_response(code: str, status: int) -> Any:
+    """A ``before-call`` handler answering every call of its event with an S3 error (no request sent)."""
+
+    def handler(**kwargs: Any) -> tuple[Any, dict[str, Any]]:
+        parsed = {
+            "Error": {"Code": code, "Message": "injected"},
+            "ResponseMetadata": {"HTTPStatusCode": status},
+        }
+        return (SimpleNamespace(status_code=status, headers={}), parsed)
+
+    return handler
+
+
+async def test_failed_multipart_upload_is_aborted(server: S3Server, tmp_path: Path) -> None:
+    bucket = await create_bucket(server)
+    part = max(server.min_part_size, 64 * 1024)
+    calls: list[int] = []
+
+    def fail_third_part(params: dict[str, Any], **kwargs: Any) -> None:
+        calls.append(params["PartNumber"])
+        if params["PartNumber"] == 3:
+            raise EndpointConnectionError(endpoint_url=server.endpoint_url)
+
+    store = S3ObjectStore(
+        bucket,
+        endpoint_url=server.endpoint_url,
+        part_size=part,
+        multipart_threshold=part,
+        upload_concurrency=2,
+        event_handlers=[("before-parameter-build.s3.UploadPart", fail_third_part)],
+    )
+    path = tmp_path / "seg.log"
+    path.write_bytes(random.Random(1).randbytes(part * 4 + 1))
+    try:
+        with pytest.raises(UnavailableError) as info:
+            await store.put_file("t/0/seg.log", path)
+        assert isinstance(info.value.__cause__, EndpointConnectionError)
+        assert 3 in calls
+        with pytest.raises(NotFoundError):
+            await store.head("t/0/seg.log")
+        assert await pending_uploads(server, bucket) == []
+    finally:
+        await store.close()
+
+
+@pytest.mark.parametrize(
+    ("code", "status", "kind"),
+    [
+        ("SlowDown", 503, UnavailableError),
+        ("InternalError", 500, UnavailableError),
+        ("ServiceUnavailable", 503, UnavailableError),
+        ("ConditionalRequestConflict", 409, UnavailableError),
+        ("AccessDenied", 403, UnauthorizedError),
+        ("InvalidAccessKeyId", 403, UnauthorizedError),
+        ("PreconditionFailed", 412, ConflictError),
+        ("NoSuchKey", 404, NotFoundError),
+        ("InvalidArgument", 400, InvalidRequestError),
+        ("SomethingNew", 502, UnavailableError),
+        ("SomethingNew", 418, InvalidRequestError),
+    ],
+)
+async def test_error_codes_map_to_kinds(
+    server: S3Server, code: str, status: int, kind: type[Exception]
+) -> None:
+    bucket = await create_bucket(server)
+    store = S3ObjectStore(
+        bucket,
+        endpoint_url=server.endpoint_url,
+        event_handlers=[("before-call.s3.GetObject", fake_response(code, status))],
+    )
+    try:
+        with pytest.raises(kind) as info:
+            await store.get("k")
+        assert type(info.value) is kind
+        assert info.value.__cause__ is not None  # chained from the vendor error
+    finally:
+        await store.close()
+
+
+async def test_put_if_absent_still_false_when_precondition_fails(server: S3Server) -> None:
+    bucket = await create_bucket(server)
+    store = S3ObjectStore(bucket, endpoint_url=server.endpoint_url)
+    try:
+        assert await store.put_if_absent("m/1.json", b"a")
+        assert not await store.put_if_absent("m/1.json", b"b")
+    finally:
+        await store.close()
+
+
+async def test_missing_bucket_is_not_found(server: S3Server) -> None:
+    store = S3ObjectStore("tierlog-no-such-bucket", endpoint_url=server.endpoint_url)
+    try:
+        with pytest.raises(NotFoundError):
+            await store.get("k")
+        with pytest.raises(NotFoundError):
+            await store.put("k", b"v")
+    finally:
+        await store.close()
+
+
+async def test_unreachable_endpoint_is_unavailable(aws_test_env: None) -> None:
+    store = S3ObjectStore("b", endpoint_url=f"http://127.0.0.1:{free_port()}", connect_timeout=2)
+    try:
+        with pytest.raises(UnavailableError):
+            await store.get("k")
+    finally:
+        await store.close()
+
+
+async def test_factory_honours_aws_endpoint_url_and_prefix(
+    server: S3Server, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    bucket = await create_bucket(server)
+    monkeypatch.setenv("AWS_ENDPOINT_URL", server.endpoint_url)
+    store = open_object_store(f"s3://{bucket}/archive/prod")
+    raw = S3ObjectStore(bucket)
+    try:
+        assert raw.endpoint_url == server.endpoint_url and raw.path_style
+        await store.put("orders/0/x.log", b"x")
+        assert [i.key async for i in raw.list()] == ["archive/prod/orders/0/x.log"]
+        assert [i.key async for i in store.list("orders/")] == ["orders/0/x.log"]
+    finally:
+        await store.close()
+        await raw.close()
+
+
+async def test_closed_store_refuses_calls(server: S3Server) -> None:
+    bucket = await create_bucket(server)
+    store = S3ObjectStore(bucket, endpoint_url=server.endpoint_url)
+    await store.put("k", b"v")
+    await store.close()
+    await store.close()
+    with pytest.raises(InvalidRequestError):
+        await store.get("k")
