@@ -232,12 +232,12 @@ def test_lookups_match_a_linear_scan(
         s = seg(base, last, ts=ts, n=n)
         m = mf.transition(mf.add_segment(m, s), s.segment_uuid, SegmentState.COPY_FINISHED)
     m = mf.set_log_start_offset(m, log_start)
-    model = [(b, l, t) for b, l, t in runs if l >= log_start]  # the reference: a plain list
+    model = [(b, e, t) for b, e, t in runs if e >= log_start]  # the reference: a plain list
     for offset in offsets:
-        expected = next(((b, l) for b, l, _ in model if b <= offset <= l and offset >= log_start), None)
+        expected = next(((b, e) for b, e, _ in model if b <= offset <= e and offset >= log_start), None)
         found = mf.segment_for_offset(m, offset)
         assert (None if found is None else (found.base_offset, found.last_offset)) == expected
     for stamp in stamps:
-        expected_ts = next(((b, l) for b, l, t in model if t >= stamp), None)
+        expected_ts = next(((b, e) for b, e, t in model if t >= stamp), None)
         found = mf.segment_for_timestamp(m, stamp)
         assert (None if found is None else (found.base_offset, found.last_offset)) == expected_ts

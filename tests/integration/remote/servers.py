@@ -1,4 +1,4 @@
-"""Real S3 server processes for the object-store contract suite: moto_server always, LocalStack when it can run.
+"""Real S3 server processes for the object-store contract suite: moto_server always, LocalStack if it can run.
 
 Each server is a subprocess bound to 127.0.0.1 on a free port, waited for by polling its HTTP port with a
 bounded deadline (readiness, not an assertion), and terminated and waited on at teardown.
@@ -157,12 +157,25 @@ def find_localstack_python() -> tuple[str | None, str]:
     )
 
 
+OPENSSL_SELF_SIGNED = (
+    "openssl",
+    "req",
+    "-x509",
+    "-newkey",
+    "rsa:2048",
+    "-nodes",
+    "-days",
+    "30",
+    "-subj",
+    "/CN=localhost",
+)
+
+
 def _self_signed_pem(workdir: Path) -> Path:
     """A key + certificate PEM made with openssl, so LocalStack downloads no certificate."""
     key, cert, pem = workdir / "key.pem", workdir / "cert.pem", workdir / "server.test.pem"
     subprocess.run(
-        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "30", "-subj", "/CN=localhost"]
-        + ["-keyout", str(key), "-out", str(cert)],
+        [*OPENSSL_SELF_SIGNED, "-keyout", str(key), "-out", str(cert)],
         check=True,
         capture_output=True,
         timeout=60,

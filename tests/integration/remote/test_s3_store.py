@@ -6,8 +6,8 @@ client, endpoint discovery, the URI factory. Failures are injected with botocore
 from __future__ import annotations
 
 import random
-from types import SimpleNamespace
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
