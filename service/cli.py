@@ -108,7 +108,8 @@ async def serve(settings: Settings) -> int:
 
     log.info("starting tierlog: %s", settings.describe())
     app = create_app(settings)
-    runner = web.AppRunner(app, handle_signals=False)
+    access_log = logging.getLogger("aiohttp.access") if settings.logging_level == "DEBUG" else None
+    runner = web.AppRunner(app, handle_signals=False, access_log=access_log)
     await runner.setup()
     site = web.TCPSite(runner, settings.host, settings.port)
     try:

@@ -4,7 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .conftest import Node, batch
+import pytest
+
+from service.errors import InvalidConfigError
+from tiering.errors import NotFoundError
+
+from .conftest import Node, StartNode, batch
 
 
 async def test_clusters_and_brokers(node: Node) -> None:
@@ -71,8 +76,8 @@ async def test_delete_then_recreate_starts_empty(node: Node) -> None:
     assert len(node.broker.topic("reborn").partitions) == 2
 
 
-async def test_default_partition_count_and_validate_only(start_node: object) -> None:
-    node: Node = await start_node(num_partitions="4")  # type: ignore[operator]
+async def test_default_partition_count_and_validate_only(start_node: StartNode) -> None:
+    node = await start_node(num_partitions="4")
     resp = await node.client.post(f"{node.v3}/topics", json={"topic_name": "dry", "validate_only": True})
     assert resp.status == 200
     assert (await resp.json())["partitions_count"] == 4
@@ -248,3 +253,27 @@ async def test_unknown_route_and_method_are_json(node: Node, tmp_path: Path) -> 
     assert resp.status == 405
     assert (await resp.json())["error_code"] == 405
     assert "GET" in resp.headers["Allow"]
+
+
+async def test_auto_create_on_first_use(start_node: StartNode) -> None:
+    node = await start_node(num_partitions="2")
+    topic = await node.broker.ensure_topic("auto")
+    assert len(topic.partitions) == 2
+    assert await node.broker.ensure_topic("auto") is topic
+    described = await (await node.client.get(f"{node.v3}/topics/auto")).json()
+    assert described["partitions_count"] == 2
+
+
+async def test_auto_create_disabled(start_node: StartNode) -> None:
+    node = await start_node(auto_create_topics_enable="false")
+    with pytest.raises(NotFoundError) as info:
+        await node.broker.ensure_topic("manual")
+    assert info.value.code == 40401
+    assert "manual" not in node.broker.topic_names()
+
+
+async def test_auto_create_rejects_illegal_names(node: Node) -> None:
+    for name in ("../escape", "__internal", ""):
+        with pytest.raises(InvalidConfigError):
+            await node.broker.ensure_topic(name)
+    assert not (node.broker.data_dir.parent / "escape-0").exists()

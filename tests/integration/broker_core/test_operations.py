@@ -45,6 +45,7 @@ async def test_metrics_exposition(node: Node) -> None:
     await node.broker.topic("measured").partition(1).read(0, 1 << 20)
     await node.client.get(f"{node.v3}/topics/measured")
     await node.client.get(f"{node.v3}/topics/missing")
+    await node.client.get("/no/such/route")
     resp = await node.client.get("/metrics")
     assert resp.status == 200
     assert resp.headers["Content-Type"] == "text/plain; version=0.0.4; charset=utf-8"
@@ -55,6 +56,7 @@ async def test_metrics_exposition(node: Node) -> None:
     assert (
         f'tierlog_http_request_duration_seconds_count{{method="GET",route="{route}",status="200"}} 1' in text
     )
+    assert 'tierlog_http_requests_total{method="GET",route="unmatched",status="404"} 1' in text
     assert "# TYPE tierlog_http_request_duration_seconds histogram" in text
     assert 'tierlog_log_end_offset{partition="1",topic="measured"} 2' in text
     assert 'tierlog_log_start_offset{partition="1",topic="measured"} 0' in text
