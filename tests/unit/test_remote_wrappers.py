@@ -1,0 +1,267 @@
+"""The object-store wrappers over a real LocalObjectStore: retrying (with an injected sleep, clock and RNG),
+instrumentation, the chunk cache and fault injection."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from tiering.errors import (
+    ConflictError,
+    InternalError,
+    InvalidRequestError,
+    NotFoundError,
+    UnauthorizedError,
+    UnavailableError,
+)
+from tiering.remote.caching import CachingStore
+from tiering.remote.faults import FaultInjectingStore
+from tiering.remote.instrumented import InstrumentedStore
+from tiering.remote.local import LocalObjectStore
+from tiering.remote.retrying import RetryingStore, RetryPolicy
+from tiering.remote.store import ObjectStore
+
+DATA = bytes(range(256)) * 8
+
+
+@pytest.fixture
+async def local(tmp_path: Path) -> AsyncIterator[LocalObjectStore]:
+    store = LocalObjectStore(tmp_path / "objects", fsync=False)
+    yield store
+    await store.close()
+
+
+class FakeTime:
+    """A clock that only moves when the code under test sleeps."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+        self.sleeps: list[float] = []
+
+    def clock(self) -> float:
+        return self.now
+
+    async def sleep(self, delay: float) -> None:
+        self.sleeps.append(delay)
+        self.now += delay
+
+
+def retrying(inner: ObjectStore, policy: RetryPolicy, time: FakeTime, seed: int = 0) -> RetryingStore:
+    return RetryingStore(inner, policy, sleep=time.sleep, clock=time.clock, rng=random.Random(seed))
+
+
+# -- RetryingStore -------------------------------------------------------------------------------
+
+
+def test_backoff_is_capped_full_jitter() -> None:
+    policy = RetryPolicy(base_delay=0.1, max_delay=1.0)
+    rng = random.Random(3)
+    for retry in range(1, 12):
+        cap = min(1.0, 0.1 * 2 ** (retry - 1))
+        delays = [policy.backoff(retry, rng) for _ in range(200)]
+        assert all(0.0 <= d <= cap for d in delays)
+        assert max(delays) > cap * 0.8  # jitter spreads over the whole window
+
+
+async def test_retries_unavailable_until_success(local: LocalObjectStore) -> None:
+    time = FakeTime()
+    faults = FaultInjectingStore(local)
+    store = retrying(faults, RetryPolicy(max_attempts=5, base_delay=0.1, max_delay=10, deadline=None), time)
+    faults.fail_next("put", 4)
+    await store.put("k", b"v")
+    assert faults.calls["put"] == 5
+    assert len(time.sleeps) == 4
+    assert all(0 <= d <= 0.1 * 2**i for i, d in enumerate(time.sleeps))
+    assert store.stats.retries == 4 and store.stats.gave_up == 0
+    assert await local.get("k") == b"v"
+
+
+async def test_gives_up_after_max_attempts(local: LocalObjectStore) -> None:
+    time = FakeTime()
+    faults = FaultInjectingStore(local)
+    store = retrying(faults, RetryPolicy(max_attempts=3, deadline=None), time)
+    faults.fail_next("head", 10)
+    with pytest.raises(UnavailableError):
+        await store.head("k")
+    assert faults.calls["head"] == 3
+    assert store.stats.gave_up == 1
+
+
+async def test_deadline_stops_retrying_before_sleeping_past_it(local: LocalObjectStore) -> None:
+    time = FakeTime()
+    faults = FaultInjectingStore(local)
+    policy = RetryPolicy(max_attempts=100, base_delay=1.0, max_delay=1.0, deadline=5.0)
+    store = retrying(faults, policy, time)
+    faults.fail_next("get", 100)
+    with pytest.raises(UnavailableError):
+        await store.get("k")
+    assert time.now <= 5.0
+    assert sum(time.sleeps) == pytest.approx(time.now)
+    assert faults.calls["get"] == len(time.sleeps) + 1 < 100
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        NotFoundError("x"),
+        ConflictError("x"),
+        InvalidRequestError("x"),
+        UnauthorizedError("x"),
+        InternalError("x"),
+    ],
+)
+async def test_final_errors_are_never_retried(local: LocalObjectStore, error: Exception) -> None:
+    time = FakeTime()
+    faults = FaultInjectingStore(local)
+    store = retrying(faults, RetryPolicy(max_attempts=5), time)
+    faults.fail_next("get_range", 1, lambda: error)
+    with pytest.raises(type(error)):
+        await store.get_range("k", 0, 1)
+    assert faults.calls["get_range"] == 1
+    assert time.sleeps == []
+
+
+async def test_list_resumes_after_the_last_yielded_key(local: LocalObjectStore) -> None:
+    keys = [f"p/{i:02d}" for i in range(10)]
+    for k in keys:
+        await local.put(k, b"x")
+    time = FakeTime()
+    faults = FaultInjectingStore(local)
+    store = retrying(faults, RetryPolicy(max_attempts=3, deadline=None), time)
+    faults.fail_next("list", 1, after=True)  # fails after yielding the first item
+    listed = [info.key async for info in store.list("p/")]
+    assert listed == keys  # no duplicates, nothing missing
+    assert faults.calls["list"] == 2
+
+
+def test_policy_validation() -> None:
+    with pytest.raises(InvalidRequestError):
+        RetryPolicy(max_attempts=0)
+
+
+# -- InstrumentedStore ---------------------------------------------------------------------------
+
+
+async def test_instrumented_counts_requests_bytes_errors_and_latency(local: LocalObjectStore) -> None:
+    ticks = iter(range(0, 1000, 1))
+    store = InstrumentedStore(local, clock=lambda: float(next(ticks)))
+    await store.put("a", DATA)
+    assert await store.put_if_absent("a", b"zz") is False
+    assert await store.put_if_absent("b", b"zz") is True
+    await store.get_range("a", 10, 110)
+    await store.get("a")
+    with pytest.raises(NotFoundError):
+        await store.get("missing")
+    assert [i.key async for i in store.list()] == ["a", "b"]
+    await store.delete_many(["a", "b"])
+    snap = store.snapshot()
+    ops = snap["ops"]
+    assert ops["put"]["requests"] == 1 and ops["put"]["bytes"] == len(DATA)
+    assert ops["put_if_absent"]["requests"] == 2 and ops["put_if_absent"]["bytes"] == 2
+    assert ops["get_range"]["bytes"] == 100
+    assert ops["get"]["requests"] == 2 and ops["get"]["errors"] == 1 and ops["get"]["bytes"] == len(DATA)
+    assert ops["list"]["requests"] == 1 and ops["list"]["items"] == 2
+    assert ops["delete_many"]["items"] == 2
+    assert snap["errors"] == {"NotFoundError": 1}
+    assert ops["put"]["latency_seconds_sum"] == 1.0 and ops["put"]["latency_seconds_max"] == 1.0
+    store.reset()
+    assert store.requests("put") == 0
+
+
+async def test_instrumented_put_file_counts_file_size(local: LocalObjectStore, tmp_path: Path) -> None:
+    path = tmp_path / "f"
+    path.write_bytes(DATA)
+    store = InstrumentedStore(local)
+    await store.put_file("f", path)
+    assert store.snapshot()["ops"]["put_file"]["bytes"] == len(DATA)
+
+
+# -- CachingStore --------------------------------------------------------------------------------
+
+
+async def test_cache_is_bounded_and_evicts_lru(local: LocalObjectStore) -> None:
+    counted = InstrumentedStore(local)
+    cache = CachingStore(counted, chunk_size=256, capacity_bytes=1024)  # four chunks
+    await local.put("k", DATA)  # eight chunks
+    for i in range(8):
+        assert await cache.get_range("k", i * 256, i * 256 + 1) == DATA[i * 256 : i * 256 + 1]
+        assert cache.cached_bytes <= 1024
+    assert cache.stats.evictions == 4
+    assert await cache.get_range("k", 7 * 256, 8 * 256) == DATA[7 * 256 :]  # still cached
+    assert cache.stats.hits == 1
+    assert await cache.get_range("k", 0, 10) == DATA[:10]  # evicted: fetched again
+    assert cache.stats.misses == 9
+    assert counted.requests("get_range") == 9
+
+
+@pytest.mark.parametrize("chunk", [1, 7, 256, 5000])
+async def test_cache_reads_equal_direct_reads(local: LocalObjectStore, chunk: int) -> None:
+    cache = CachingStore(local, chunk_size=chunk, capacity_bytes=4096)
+    await local.put("k", DATA)
+    rng = random.Random(chunk)
+    for _ in range(60):
+        start = rng.randrange(0, len(DATA) + 50)
+        end = None if rng.random() < 0.2 else start + rng.randrange(0, 700)
+        assert await cache.get_range("k", start, end) == DATA[start:end]
+
+
+async def test_cache_invalidated_by_writes_and_deletes(local: LocalObjectStore) -> None:
+    cache = CachingStore(local, chunk_size=4, capacity_bytes=1024)
+    await cache.put("k", b"old-bytes")
+    assert await cache.get_range("k", 0, 3) == b"old"
+    await cache.put("k", b"new-bytes")
+    assert await cache.get_range("k", 0, 3) == b"new"
+    await cache.delete("k")
+    with pytest.raises(NotFoundError):
+        await cache.get_range("k", 0, 3)
+    assert cache.cached_bytes == 0
+
+
+async def test_fetch_in_flight_during_invalidation_is_not_cached(local: LocalObjectStore) -> None:
+    read_done, gate = asyncio.Event(), asyncio.Event()
+
+    class SlowReads(FaultInjectingStore):
+        async def get_range(self, key: str, start: int, end: int | None = None) -> bytes:
+            data = await super().get_range(key, start, end)
+            read_done.set()
+            await gate.wait()
+            return data
+
+    cache = CachingStore(SlowReads(local), chunk_size=4, capacity_bytes=1024)
+    await local.put("k", b"old-bytes")
+    reader = asyncio.create_task(cache.get_range("k", 0, 3))
+    await read_done.wait()  # the old bytes are read; their response is "still on the wire"
+    await cache.put("k", b"new-bytes")
+    gate.set()
+    assert await reader == b"old"  # the caller gets what it read...
+    assert cache.cached_bytes == 0  # ...but stale bytes are not cached
+    assert await cache.get_range("k", 0, 3) == b"new"
+
+
+# -- FaultInjectingStore -------------------------------------------------------------------------
+
+
+async def test_corruption_flips_one_byte_once(local: LocalObjectStore) -> None:
+    faults = FaultInjectingStore(local)
+    await local.put("k", DATA)
+    faults.corrupt_next("get", byte_index=5)
+    bad = await faults.get("k")
+    assert [i for i in range(len(DATA)) if bad[i] != DATA[i]] == [5]
+    assert await faults.get("k") == DATA
+    with pytest.raises(InvalidRequestError):
+        faults.corrupt_next("put")
+    with pytest.raises(InvalidRequestError):
+        faults.fail_next("nope")
+
+
+async def test_post_call_fault_happens_after_the_write(local: LocalObjectStore) -> None:
+    faults = FaultInjectingStore(local)
+    faults.fail_next("put", after=True)
+    with pytest.raises(UnavailableError):
+        await faults.put("k", b"v")
+    assert await local.get("k") == b"v"
+    assert faults.pending("put") == 0
