@@ -13,28 +13,23 @@ import contextlib
 import logging
 import os
 import shutil
-import threading
-from bisect import bisect_right
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
 
-from tiering.codec.header import BatchHeader, iter_batches, set_base_offset, set_log_append_time
 from tiering.errors import (
-    CorruptRecordError,
     InvalidRequestError,
-    NotFoundError,
-    OffsetOutOfRangeError,
     UnavailableError,
 )
 from tiering.log import naming
-from tiering.log.checkpoint import fsync_directory, write_offset_checkpoint
+from tiering.log.appending import assign, prepare, write_batches
+from tiering.log.checkpoint import fsync_directory
 from tiering.log.clock import Clock, SystemClock
 from tiering.log.config import LogConfig
-from tiering.log.group_commit import GroupCommit
+from tiering.log.log_core import LogCore, io_errors
+from tiering.log.reads import first_at_or_after
 from tiering.log.recovery import load_log
-from tiering.log.retention import deletable_prefix
-from tiering.log.segment import BatchMeta, LogSegment
+from tiering.log.retention import deletable_prefix, largest_timestamp
 from tiering.log.types import AppendInfo, FileSlice, ReadResult, SegmentInfo
 
 __all__ = ["PartitionLog"]
@@ -43,46 +38,9 @@ _log = logging.getLogger(__name__)
 _READ_ATTEMPTS = 3
 
 
-@contextlib.contextmanager
-def _io_errors(what: str) -> Iterator[None]:
-    try:
-        yield
-    except OSError as err:
-        raise UnavailableError(f"I/O error while {what}: {err}") from err
-
-
-class PartitionLog:
+class PartitionLog(LogCore):
     """One partition's log. Thread-safe; see the module docstring for the locking rules."""
 
-    def __init__(
-        self,
-        directory: Path,
-        config: LogConfig,
-        clock: Clock,
-        topic: str,
-        partition: int,
-        fsync: Callable[[int], None],
-    ) -> None:
-        self._dir = directory
-        self._config = config
-        self._clock = clock
-        self.topic = topic
-        self.partition = partition
-        self._fsync = fsync
-        self._lock = threading.RLock()
-        self._group = GroupCommit()
-        self._segments: list[LogSegment] = []
-        self._bases: list[int] = []
-        self._log_start_offset = 0
-        self._recovery_point = 0
-        self._checkpointed_recovery_point = 0
-        self._last_flush_ms = clock.now_ms()
-        self._truncations = 0
-        self._dir_dirty = False
-        self._listeners: list[Callable[[SegmentInfo], None]] = []
-        self._state = "open"
-
-    # ------------------------------------------------------------------ opening
     @classmethod
     def open(
         cls,
@@ -108,7 +66,7 @@ class PartitionLog:
             raise InvalidRequestError(f"negative start offset {start_offset}")
         clock = clock if clock is not None else SystemClock()
         log = cls(Path(path), config, clock, topic, partition, fsync if fsync is not None else os.fsync)
-        with _io_errors(f"opening {path}"):
+        with io_errors(f"opening {path}"):
             loaded = load_log(log._dir, config, now_ms=clock.now_ms(), start_offset=start_offset)
             log._segments = loaded.segments
             log._bases = [seg.base_offset for seg in loaded.segments]
@@ -118,48 +76,6 @@ class PartitionLog:
             log._write_start_checkpoint()
         return log
 
-    # --------------------------------------------------------------- properties
-    @property
-    def path(self) -> Path:
-        return self._dir
-
-    @property
-    def config(self) -> LogConfig:
-        return self._config
-
-    @property
-    def log_start_offset(self) -> int:
-        with self._lock:
-            return self._log_start_offset
-
-    @property
-    def log_end_offset(self) -> int:
-        with self._lock:
-            return self._segments[-1].next_offset
-
-    @property
-    def high_watermark(self) -> int:
-        """Equal to the log end offset on a single broker."""
-        return self.log_end_offset
-
-    @property
-    def size_bytes(self) -> int:
-        with self._lock:
-            return sum(seg.size for seg in self._segments)
-
-    @property
-    def recovery_point(self) -> int:
-        """Every offset below this is fsynced."""
-        with self._lock:
-            return self._recovery_point
-
-    def _check_open(self) -> None:
-        if self._state == "deleted":
-            raise NotFoundError(f"partition log {self._dir} was deleted")
-        if self._state != "open":
-            raise UnavailableError(f"partition log {self._dir} is closed")
-
-    # ------------------------------------------------------------------ append
     def append(self, batches: bytes | bytearray | memoryview, *, assign_offsets: bool = True) -> AppendInfo:
         """Validate every batch, then append them all, or nothing.
 
@@ -177,31 +93,24 @@ class PartitionLog:
                 the log.
             UnavailableError: an I/O error (nothing of this append stays in the log) or a closed log.
         """
-        buf = bytearray(batches)
         config = self._config
-        headers = list(iter_batches(buf, verify=True, max_size=config.max_message_bytes))
-        if not headers:
-            raise InvalidRequestError("an append needs at least one record batch")
-        if assign_offsets:
-            for _, header in headers:
-                if header.records_count < 1 or header.last_offset_delta != header.records_count - 1:
-                    raise CorruptRecordError(
-                        f"batch with {header.records_count} records has last offset delta "
-                        f"{header.last_offset_delta}"
-                    )
         now = self._clock.now_ms()
-        append_time = now if config.log_append_time else -1
-        if append_time >= 0:
-            for position, _ in headers:
-                set_log_append_time(buf, position, append_time)
+        prepared = prepare(batches, config, now, assign_offsets=assign_offsets)
         sealed: list[SegmentInfo] = []
         with self._lock:
             self._check_open()
             start = self._segments[-1].next_offset
-            metas = self._assign(buf, headers, start, assign_offsets, append_time)
-            with _io_errors(f"appending to {self._dir}"):
+            metas = assign(prepared, start, assign_offsets=assign_offsets)
+            with io_errors(f"appending to {self._dir}"):
                 try:
-                    self._write(buf, metas, now, sealed)
+                    write_batches(
+                        memoryview(prepared.buf),
+                        metas,
+                        now,
+                        config,
+                        lambda: self._segments[-1],
+                        lambda base: sealed.append(self._roll_locked(base, now)),
+                    )
                 except OSError:
                     self._undo_append(start)
                     raise
@@ -216,129 +125,10 @@ class PartitionLog:
         return AppendInfo(
             base_offset=metas[0][1],
             last_offset=metas[-1][2],
-            record_count=sum(header.records_count for _, header in headers),
+            record_count=prepared.record_count,
             batch_base_offsets=[meta[1] for meta in metas],
-            log_append_time=append_time,
+            log_append_time=prepared.append_time,
         )
-
-    def _assign(
-        self,
-        buf: bytearray,
-        headers: list[tuple[int, BatchHeader]],
-        start: int,
-        assign_offsets: bool,
-        append_time: int,
-    ) -> list[BatchMeta]:
-        metas: list[BatchMeta] = []
-        expected = start
-        for position, header in headers:
-            if assign_offsets:
-                base = expected
-                set_base_offset(buf, position, base)
-            elif header.base_offset != expected:
-                raise InvalidRequestError(
-                    f"batch base offset {header.base_offset} does not continue the log at offset {expected}"
-                )
-            else:
-                base = header.base_offset
-            last = base + header.last_offset_delta
-            max_ts = append_time if append_time >= 0 else header.max_timestamp
-            metas.append((header.size, base, last, max_ts))
-            expected = last + 1
-        return metas
-
-    def _write(self, buf: bytearray, metas: list[BatchMeta], now: int, sealed: list[SegmentInfo]) -> None:
-        view = memoryview(buf)
-        config = self._config
-        i = 0
-        position = 0
-        while i < len(metas):
-            seg = self._segments[-1]
-            size, base, last, _ = metas[i]
-            if seg.size and (
-                seg.size + size > config.segment_bytes
-                or now - seg.created_ms >= config.segment_ms
-                or seg.indexes_full
-                or seg.would_overflow_offsets(last)
-            ):
-                sealed.append(self._roll_locked(base, now))
-                seg = self._segments[-1]
-            if not seg.size:
-                seg.created_ms = now
-            pending = size
-            j = i + 1
-            while j < len(metas):
-                size_j, _, last_j, _ = metas[j]
-                if seg.size + pending + size_j > config.segment_bytes or seg.would_overflow_offsets(last_j):
-                    break
-                pending += size_j
-                j += 1
-            seg.write(view[position : position + pending], metas[i:j])
-            position += pending
-            i = j
-
-    def _undo_append(self, start: int) -> None:
-        try:
-            self._truncate_locked(start)
-        except OSError:
-            _log.exception("could not undo a failed append to %s; closing the log", self._dir)
-            self._state = "closed"
-
-    def _roll_locked(self, new_base: int, now: int) -> SegmentInfo:
-        old = self._segments[-1]
-        old.seal()
-        new = LogSegment.create(
-            self._dir,
-            new_base,
-            index_bytes=self._config.segment_index_bytes,
-            index_interval=self._config.index_interval_bytes,
-            created_ms=now,
-        )
-        self._segments.append(new)
-        self._bases.append(new_base)
-        self._dir_dirty = True
-        return old.info()
-
-    def _notify(self, sealed: list[SegmentInfo]) -> None:
-        for info in sealed:
-            for callback in list(self._listeners):
-                try:
-                    callback(info)
-                except Exception:
-                    _log.exception("roll listener failed for segment %d of %s", info.base_offset, self._dir)
-
-    def add_roll_listener(self, callback: Callable[[SegmentInfo], None]) -> None:
-        """Call ``callback(info)`` with every segment sealed from now on, outside the lock, in order.
-
-        Exceptions from the callback are logged and swallowed. Thread-safe; not idempotent.
-        """
-        with self._lock:
-            self._listeners.append(callback)
-
-    # ------------------------------------------------------------------- reads
-    def _out_of_range(self, offset: int) -> OffsetOutOfRangeError:
-        start, end = self._log_start_offset, self._segments[-1].next_offset
-        return OffsetOutOfRangeError(
-            f"offset {offset} is outside [{start}, {end}] of {self.topic}-{self.partition}",
-            log_start_offset=start,
-            log_end_offset=end,
-        )
-
-    def _locate_locked(
-        self, offset: int, max_bytes: int, max_offset: int | None
-    ) -> tuple[LogSegment, int, int]:
-        if offset < self._log_start_offset or offset > self._segments[-1].next_offset:
-            raise self._out_of_range(offset)
-        i = max(bisect_right(self._bases, offset) - 1, 0)
-        while i < len(self._segments):
-            seg = self._segments[i]
-            found = seg.locate(offset)
-            if found is not None:
-                start, header = found
-                return seg, start, seg.end_position(start, header, max(max_bytes, 0), max_offset)
-            i += 1
-        active = self._segments[-1]
-        return active, active.size, active.size
 
     def read(self, offset: int, max_bytes: int, *, max_offset: int | None = None) -> ReadResult:
         """Whole batches from the one holding ``offset``: at least one, otherwise at most ``max_bytes``,
@@ -355,7 +145,7 @@ class PartitionLog:
         for _ in range(_READ_ATTEMPTS):
             with self._lock:
                 self._check_open()
-                with _io_errors(f"reading {self._dir}"):
+                with io_errors(f"reading {self._dir}"):
                     seg, start, end = self._locate_locked(offset, max_bytes, max_offset)
                     fd = seg.dup_fd() if end > start else -1
                 epoch = self._truncations
@@ -363,7 +153,7 @@ class PartitionLog:
             if fd < 0:
                 return ReadResult(b"", end_offset, start_offset, end_offset)
             try:
-                with _io_errors(f"reading {self._dir}"):
+                with io_errors(f"reading {self._dir}"):
                     data = os.pread(fd, end - start, start)
             finally:
                 os.close(fd)
@@ -383,7 +173,7 @@ class PartitionLog:
         """
         with self._lock:
             self._check_open()
-            with _io_errors(f"reading {self._dir}"):
+            with io_errors(f"reading {self._dir}"):
                 seg, start, end = self._locate_locked(offset, max_bytes, max_offset)
                 fd = seg.dup_fd()
             end_offset = self._segments[-1].next_offset
@@ -401,17 +191,8 @@ class PartitionLog:
         """
         with self._lock:
             self._check_open()
-            with _io_errors(f"searching {self._dir} by time"):
-                for seg in self._segments:
-                    if seg.next_offset <= self._log_start_offset:
-                        continue
-                    seg.ensure_loaded()
-                    if seg.max_timestamp < timestamp:
-                        continue
-                    found = seg.find_timestamp(timestamp)
-                    if found is not None:
-                        return max(found[0], self._log_start_offset), found[1]
-        return None
+            with io_errors(f"searching {self._dir} by time"):
+                return first_at_or_after(self._segments, timestamp, self._log_start_offset)
 
     def segments(self) -> list[SegmentInfo]:
         """Snapshots of every segment, oldest first, the active one last. Thread-safe.
@@ -421,14 +202,13 @@ class PartitionLog:
         """
         with self._lock:
             self._check_open()
-            with _io_errors(f"listing {self._dir}"):
+            with io_errors(f"listing {self._dir}"):
                 return [seg.info() for seg in self._segments]
 
     def sealed_segments(self) -> list[SegmentInfo]:
         """Snapshots of the sealed segments (all but the active one), oldest first. Thread-safe."""
         return self.segments()[:-1]
 
-    # ---------------------------------------------------------------- rolling
     def roll(self) -> SegmentInfo | None:
         """Seal the active segment if it holds any batch and start a new one. Thread-safe; a second call
         right after is a no-op (returns None).
@@ -440,7 +220,7 @@ class PartitionLog:
             self._check_open()
             if not self._segments[-1].size:
                 return None
-            with _io_errors(f"rolling {self._dir}"):
+            with io_errors(f"rolling {self._dir}"):
                 info = self._roll_locked(self._segments[-1].next_offset, self._clock.now_ms())
         self._notify([info])
         return info
@@ -457,12 +237,11 @@ class PartitionLog:
             now = self._clock.now_ms()
             if not active.size or now - active.created_ms < self._config.segment_ms:
                 return None
-            with _io_errors(f"rolling {self._dir}"):
+            with io_errors(f"rolling {self._dir}"):
                 info = self._roll_locked(active.next_offset, now)
         self._notify([info])
         return info
 
-    # --------------------------------------------------------------- flushing
     def flush(self) -> None:
         """fsync everything appended so far (group-committed with concurrent appends). Thread-safe;
         idempotent.
@@ -486,60 +265,6 @@ class PartitionLog:
         if due:
             self.flush()
 
-    def _flush_to(self, target: int) -> None:
-        self._group.sync(target, self._durable_offset, self._flush_once)
-
-    def _durable_offset(self) -> int:
-        return self._recovery_point if self._state == "open" else 2**63
-
-    def _flush_once(self) -> None:
-        with self._lock:
-            if self._state != "open":
-                return
-            end = self._segments[-1].next_offset
-            epoch = self._truncations
-            fds = [seg.dup_fd() for seg in self._segments if seg.next_offset > self._recovery_point]
-            dir_dirty, self._dir_dirty = self._dir_dirty, False
-        try:
-            with _io_errors(f"flushing {self._dir}"):
-                for fd in fds:
-                    self._fsync(fd)
-                if dir_dirty:
-                    self._fsync_dir()
-        except BaseException:
-            with self._lock:
-                self._dir_dirty = self._dir_dirty or dir_dirty
-            raise
-        finally:
-            for fd in fds:
-                os.close(fd)
-        with self._lock:
-            self._last_flush_ms = self._clock.now_ms()
-            if epoch == self._truncations and self._state == "open":
-                self._recovery_point = max(self._recovery_point, min(end, self._segments[-1].next_offset))
-                if self._checkpointed_recovery_point < self._segments[-1].base_offset <= self._recovery_point:
-                    with _io_errors(f"checkpointing {self._dir}"):
-                        self._write_recovery_checkpoint()
-
-    def _fsync_dir(self) -> None:
-        fd = os.open(self._dir, os.O_RDONLY)
-        try:
-            self._fsync(fd)
-        finally:
-            os.close(fd)
-
-    def _write_recovery_checkpoint(self) -> None:
-        write_offset_checkpoint(
-            self._dir / naming.RECOVERY_POINT_FILE, self.topic, self.partition, self._recovery_point
-        )
-        self._checkpointed_recovery_point = self._recovery_point
-
-    def _write_start_checkpoint(self) -> None:
-        write_offset_checkpoint(
-            self._dir / naming.LOG_START_OFFSET_FILE, self.topic, self.partition, self._log_start_offset
-        )
-
-    # -------------------------------------------------------------- retention
     def apply_retention(
         self,
         veto: Callable[[SegmentInfo], bool] | None = None,
@@ -565,7 +290,7 @@ class PartitionLog:
         limit_bytes = config.retention_bytes if retention_bytes is None else retention_bytes
         with self._lock:
             self._check_open()
-            with _io_errors(f"applying retention to {self._dir}"):
+            with io_errors(f"applying retention to {self._dir}"):
                 sealed = [seg.info() for seg in self._segments[:-1]]
                 count = deletable_prefix(
                     sealed,
@@ -573,7 +298,7 @@ class PartitionLog:
                     retention_ms=limit_ms,
                     retention_bytes=limit_bytes,
                     total_bytes=sum(seg.size for seg in self._segments),
-                    largest_timestamp=_largest_timestamp,
+                    largest_timestamp=largest_timestamp,
                     veto=veto,
                 )
                 if not count:
@@ -588,7 +313,6 @@ class PartitionLog:
             path.unlink(missing_ok=True)
         return sealed[:count]
 
-    # ------------------------------------------------------------- truncation
     def truncate_to(self, offset: int) -> None:
         """Remove every batch holding an offset >= ``offset``; the log end offset becomes the base offset
         of the first removed batch (at most ``offset``). Below the log start offset the whole log is
@@ -607,23 +331,8 @@ class PartitionLog:
             if offset < self._log_start_offset:
                 self.truncate_fully_and_start_at(offset)
                 return
-            with _io_errors(f"truncating {self._dir}"):
+            with io_errors(f"truncating {self._dir}"):
                 self._truncate_locked(offset)
-
-    def _truncate_locked(self, offset: int) -> None:
-        self._truncations += 1
-        while len(self._segments) > 1 and self._segments[-1].base_offset >= offset:
-            seg = self._segments.pop()
-            self._bases.pop()
-            for path in seg.rename_deleted():
-                path.unlink(missing_ok=True)
-        last = self._segments[-1]
-        if last.sealed:
-            last.reactivate()
-        last.truncate_to(offset)
-        self._recovery_point = min(self._recovery_point, last.next_offset)
-        if self._checkpointed_recovery_point > self._recovery_point:
-            self._write_recovery_checkpoint()
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Delete every segment and start an empty log at ``offset`` (log start = end = ``offset``).
@@ -638,17 +347,11 @@ class PartitionLog:
         with self._lock:
             self._check_open()
             self._truncations += 1
-            with _io_errors(f"resetting {self._dir}"):
+            with io_errors(f"resetting {self._dir}"):
                 for seg in self._segments:
                     for path in seg.rename_deleted():
                         path.unlink(missing_ok=True)
-                seg = LogSegment.create(
-                    self._dir,
-                    offset,
-                    index_bytes=self._config.segment_index_bytes,
-                    index_interval=self._config.index_interval_bytes,
-                    created_ms=self._clock.now_ms(),
-                )
+                seg = self._new_segment(offset, self._clock.now_ms())
                 self._segments = [seg]
                 self._bases = [offset]
                 self._log_start_offset = offset
@@ -656,7 +359,6 @@ class PartitionLog:
                 self._write_recovery_checkpoint()
                 self._write_start_checkpoint()
 
-    # -------------------------------------------------------------- lifecycle
     def update_config(self, config: LogConfig) -> None:
         """Use ``config`` from now on (index sizes apply to segments created later). Thread-safe;
         idempotent."""
@@ -679,7 +381,7 @@ class PartitionLog:
             if self._state != "open":
                 return
             self._state = "closed"
-            with _io_errors(f"closing {self._dir}"):
+            with io_errors(f"closing {self._dir}"):
                 for seg in self._segments:
                     seg.close()
                 self._recovery_point = self._segments[-1].next_offset
@@ -699,7 +401,7 @@ class PartitionLog:
             if self._state == "deleted":
                 return
             self._state = "deleted"
-            with _io_errors(f"deleting {self._dir}"):
+            with io_errors(f"deleting {self._dir}"):
                 for seg in self._segments:
                     with contextlib.suppress(OSError):
                         seg.close()
@@ -715,12 +417,3 @@ class PartitionLog:
 
     def __repr__(self) -> str:
         return f"PartitionLog({str(self._dir)!r}, {len(self._segments)} segments)"
-
-
-def _largest_timestamp(info: SegmentInfo) -> int:
-    if info.max_timestamp >= 0:
-        return info.max_timestamp
-    try:
-        return info.log_path.stat().st_mtime_ns // 1_000_000
-    except FileNotFoundError:
-        return -1

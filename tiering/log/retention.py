@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 
 from tiering.log.types import SegmentInfo
 
-__all__ = ["deletable_prefix"]
+__all__ = ["deletable_prefix", "largest_timestamp"]
 
 
 def deletable_prefix(
@@ -42,3 +42,13 @@ def deletable_prefix(
         excess -= info.size_bytes
         count += 1
     return count
+
+
+def largest_timestamp(info: SegmentInfo) -> int:
+    """A segment's max timestamp, or its file's mtime (ms) when no batch carries one, as Kafka does."""
+    if info.max_timestamp >= 0:
+        return info.max_timestamp
+    try:
+        return info.log_path.stat().st_mtime_ns // 1_000_000
+    except FileNotFoundError:
+        return -1

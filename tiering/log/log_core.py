@@ -1,0 +1,233 @@
+"""The state of one partition log and the internals its operations share (see :mod:`.partition`).
+
+Holds the segment list, the offsets, the flush machinery and the lock. Every ``*_locked`` method expects
+the caller to hold ``self._lock``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+from tiering.errors import NotFoundError, OffsetOutOfRangeError, UnavailableError
+from tiering.log import naming
+from tiering.log.checkpoint import write_offset_checkpoint
+from tiering.log.clock import Clock
+from tiering.log.config import LogConfig
+from tiering.log.group_commit import GroupCommit
+from tiering.log.reads import locate
+from tiering.log.segment import LogSegment
+from tiering.log.types import SegmentInfo
+
+__all__ = ["LogCore", "io_errors"]
+
+_log = logging.getLogger(__name__)
+
+
+@contextlib.contextmanager
+def io_errors(what: str) -> Iterator[None]:
+    """Translate ``OSError`` into the retriable :class:`UnavailableError`, once, at the engine's edge."""
+    try:
+        yield
+    except OSError as err:
+        raise UnavailableError(f"I/O error while {what}: {err}") from err
+
+
+class LogCore:
+    """Shared state and internals of :class:`~tiering.log.partition.PartitionLog`."""
+
+    def __init__(
+        self,
+        directory: Path,
+        config: LogConfig,
+        clock: Clock,
+        topic: str,
+        partition: int,
+        fsync: Callable[[int], None],
+    ) -> None:
+        self._dir = directory
+        self._config = config
+        self._clock = clock
+        self.topic = topic
+        self.partition = partition
+        self._fsync = fsync
+        self._lock = threading.RLock()
+        self._group = GroupCommit()
+        self._segments: list[LogSegment] = []
+        self._bases: list[int] = []
+        self._log_start_offset = 0
+        self._recovery_point = 0
+        self._checkpointed_recovery_point = 0
+        self._last_flush_ms = clock.now_ms()
+        self._truncations = 0
+        self._dir_dirty = False
+        self._listeners: list[Callable[[SegmentInfo], None]] = []
+        self._state = "open"
+
+    @property
+    def path(self) -> Path:
+        return self._dir
+
+    @property
+    def config(self) -> LogConfig:
+        return self._config
+
+    @property
+    def log_start_offset(self) -> int:
+        with self._lock:
+            return self._log_start_offset
+
+    @property
+    def log_end_offset(self) -> int:
+        with self._lock:
+            return self._segments[-1].next_offset
+
+    @property
+    def high_watermark(self) -> int:
+        """Equal to the log end offset on a single broker."""
+        return self.log_end_offset
+
+    @property
+    def size_bytes(self) -> int:
+        with self._lock:
+            return sum(seg.size for seg in self._segments)
+
+    @property
+    def recovery_point(self) -> int:
+        """Every offset below this is fsynced."""
+        with self._lock:
+            return self._recovery_point
+
+    def _check_open(self) -> None:
+        if self._state == "deleted":
+            raise NotFoundError(f"partition log {self._dir} was deleted")
+        if self._state != "open":
+            raise UnavailableError(f"partition log {self._dir} is closed")
+
+    def _undo_append(self, start: int) -> None:
+        try:
+            self._truncate_locked(start)
+        except OSError:
+            _log.exception("could not undo a failed append to %s; closing the log", self._dir)
+            self._state = "closed"
+
+    def _roll_locked(self, new_base: int, now: int) -> SegmentInfo:
+        old = self._segments[-1]
+        old.seal()
+        new = self._new_segment(new_base, now)
+        self._segments.append(new)
+        self._bases.append(new_base)
+        self._dir_dirty = True
+        return old.info()
+
+    def _notify(self, sealed: list[SegmentInfo]) -> None:
+        for info in sealed:
+            for callback in list(self._listeners):
+                try:
+                    callback(info)
+                except Exception:
+                    _log.exception("roll listener failed for segment %d of %s", info.base_offset, self._dir)
+
+    def add_roll_listener(self, callback: Callable[[SegmentInfo], None]) -> None:
+        """Call ``callback(info)`` with every segment sealed from now on, outside the lock, in order.
+
+        Exceptions from the callback are logged and swallowed. Thread-safe; not idempotent.
+        """
+        with self._lock:
+            self._listeners.append(callback)
+
+    def _out_of_range(self, offset: int) -> OffsetOutOfRangeError:
+        start, end = self._log_start_offset, self._segments[-1].next_offset
+        return OffsetOutOfRangeError(
+            f"offset {offset} is outside [{start}, {end}] of {self.topic}-{self.partition}",
+            log_start_offset=start,
+            log_end_offset=end,
+        )
+
+    def _locate_locked(
+        self, offset: int, max_bytes: int, max_offset: int | None
+    ) -> tuple[LogSegment, int, int]:
+        if offset < self._log_start_offset or offset > self._segments[-1].next_offset:
+            raise self._out_of_range(offset)
+        return locate(self._segments, self._bases, offset, max_bytes, max_offset)
+
+    def _flush_to(self, target: int) -> None:
+        self._group.sync(target, self._durable_offset, self._flush_once)
+
+    def _durable_offset(self) -> int:
+        return self._recovery_point if self._state == "open" else 2**63
+
+    def _flush_once(self) -> None:
+        with self._lock:
+            if self._state != "open":
+                return
+            end = self._segments[-1].next_offset
+            epoch = self._truncations
+            fds = [seg.dup_fd() for seg in self._segments if seg.next_offset > self._recovery_point]
+            dir_dirty, self._dir_dirty = self._dir_dirty, False
+        try:
+            with io_errors(f"flushing {self._dir}"):
+                for fd in fds:
+                    self._fsync(fd)
+                if dir_dirty:
+                    self._fsync_dir()
+        except BaseException:
+            with self._lock:
+                self._dir_dirty = self._dir_dirty or dir_dirty
+            raise
+        finally:
+            for fd in fds:
+                os.close(fd)
+        with self._lock:
+            self._last_flush_ms = self._clock.now_ms()
+            if epoch == self._truncations and self._state == "open":
+                self._recovery_point = max(self._recovery_point, min(end, self._segments[-1].next_offset))
+                if self._checkpointed_recovery_point < self._segments[-1].base_offset <= self._recovery_point:
+                    with io_errors(f"checkpointing {self._dir}"):
+                        self._write_recovery_checkpoint()
+
+    def _fsync_dir(self) -> None:
+        fd = os.open(self._dir, os.O_RDONLY)
+        try:
+            self._fsync(fd)
+        finally:
+            os.close(fd)
+
+    def _write_recovery_checkpoint(self) -> None:
+        write_offset_checkpoint(
+            self._dir / naming.RECOVERY_POINT_FILE, self.topic, self.partition, self._recovery_point
+        )
+        self._checkpointed_recovery_point = self._recovery_point
+
+    def _write_start_checkpoint(self) -> None:
+        write_offset_checkpoint(
+            self._dir / naming.LOG_START_OFFSET_FILE, self.topic, self.partition, self._log_start_offset
+        )
+
+    def _truncate_locked(self, offset: int) -> None:
+        self._truncations += 1
+        while len(self._segments) > 1 and self._segments[-1].base_offset >= offset:
+            seg = self._segments.pop()
+            self._bases.pop()
+            for path in seg.rename_deleted():
+                path.unlink(missing_ok=True)
+        last = self._segments[-1]
+        if last.sealed:
+            last.reactivate()
+        last.truncate_to(offset)
+        self._recovery_point = min(self._recovery_point, last.next_offset)
+        if self._checkpointed_recovery_point > self._recovery_point:
+            self._write_recovery_checkpoint()
+
+    def _new_segment(self, base_offset: int, now_ms: int) -> LogSegment:
+        return LogSegment.create(
+            self._dir,
+            base_offset,
+            index_bytes=self._config.segment_index_bytes,
+            index_interval=self._config.index_interval_bytes,
+            created_ms=now_ms,
+        )
