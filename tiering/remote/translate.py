@@ -25,7 +25,6 @@ anything else                               InternalError
 
 from __future__ import annotations
 
-import asyncio
 import errno
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -164,7 +163,7 @@ def translate(err: BaseException, *, op: str, key: str = "") -> TierlogError:
         return UnavailableError(f"object store {where}: connection failed ({type(err).__name__})")
     if isinstance(err, bce.ParamValidationError):
         return InvalidRequestError(f"object store {where}: invalid request parameters")
-    if isinstance(err, asyncio.TimeoutError | TimeoutError):
+    if isinstance(err, TimeoutError):
         return UnavailableError(f"object store {where}: timed out")
     if isinstance(err, OSError):
         kind = _os_error_kind(err)
