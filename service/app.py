@@ -93,6 +93,10 @@ def create_app(
                 await task
             await broker.close()
 
+    async def interrupt_polls(app: web.Application) -> None:
+        app[BROKER].interrupt_polls()
+
+    app.on_shutdown.append(interrupt_polls)
     app.cleanup_ctx.append(broker_ctx)
     setup_maintenance(app)
     if groups is not None:

@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
-import shutil
 import uuid
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -146,7 +144,7 @@ class Broker:
         self.broker_id = state.broker_id
         self.clean_start = clean
         for path in stale:
-            self.background.spawn(asyncio.to_thread(_remove_tree, path), name=f"tierlog-rm-{path.name}")
+            self.background.spawn(asyncio.to_thread(meta.remove_tree, path), name=f"tierlog-rm-{path.name}")
         for record in list(state.topics.values()):
             partitions = [await self._open_partition(record, index) for index in range(record.partitions)]
             self._topics[record.name] = Topic(record, self.settings.topic_defaults, partitions)
@@ -166,34 +164,20 @@ class Broker:
             state = meta.BrokerState(cluster_id=meta.new_cluster_id())
             meta.save_state(self.data_dir, state)
             log.info("new data directory %s: cluster id %s", self.data_dir, state.cluster_id)
-        marker = self.data_dir / meta.CLEAN_SHUTDOWN_MARKER
-        clean = marker.exists()
-        if clean:
-            marker.unlink()
-            meta.fsync_dir(self.data_dir)
+        clean = meta.take_marker(self.data_dir / meta.CLEAN_SHUTDOWN_MARKER)
         expected = {
             meta.partition_dir(self.data_dir, rec.name, p).name
             for rec in state.topics.values()
             for p in range(rec.partitions)
         }
-        stale: list[Path] = []
-        for entry in sorted(self.data_dir.iterdir()):
-            if not entry.is_dir():
-                continue
-            if meta.DELETED_DIR.match(entry.name):
-                stale.append(entry)
-            elif meta.PARTITION_DIR.match(entry.name) and entry.name not in expected:
-                stray = entry.with_name(f"{entry.name}.{uuid.uuid4().hex}-stray")
-                log.warning(
-                    "partition directory %s belongs to no topic: renamed to %s", entry.name, stray.name
-                )
-                entry.rename(stray)
+        stale = meta.sweep_data_dir(self.data_dir, expected)
         return state, clean, stale
 
     async def close(self) -> None:
         """Finish background appends, flush and close every log, write the clean-shutdown marker.
 
         Idempotent. Safe to call while requests are in flight: they fail with NotFoundError or finish.
+        A log that fails to close is logged and the marker is not written (the next start recovers).
         """
         if self._closed:
             return
@@ -201,10 +185,14 @@ class Broker:
         was_ready = self._ready.is_set()
         self._ready.clear()
         await self.background.drain()
-        for topic in list(self._topics.values()):
-            for partition in topic.partitions:
+        failures = 0
+        for partition in self.all_partitions():
+            try:
                 await partition.close()
-        if was_ready:
+            except (TierlogError, OSError):
+                failures += 1
+                log.exception("closing %s failed", partition.label)
+        if was_ready and not failures:
             await asyncio.to_thread(meta.write_marker, self.data_dir / meta.CLEAN_SHUTDOWN_MARKER)
             log.info("broker closed cleanly: logs flushed and closed")
 
@@ -227,6 +215,11 @@ class Broker:
         if topic is None:
             raise NotFoundError(f"Topic {name} not found.", code=TOPIC_NOT_FOUND)
         return topic
+
+    def interrupt_polls(self) -> None:
+        """Make every pending and future long poll return at once (shutdown). Idempotent."""
+        for partition in self.all_partitions():
+            partition.interrupt()
 
     def all_partitions(self) -> list[Partition]:
         """Every open partition (a snapshot), in topic then index order."""
@@ -445,10 +438,12 @@ class Broker:
                 log.exception("closing %s before deletion failed", partition.label)
             target = partition.path.with_name(f"{partition.path.name}.{uuid.uuid4().hex}-delete")
             try:
-                await asyncio.to_thread(_rename_durably, partition.path, target)
+                await asyncio.to_thread(meta.rename_durably, partition.path, target)
             except FileNotFoundError:
                 continue
-            self.background.spawn(asyncio.to_thread(_remove_tree, target), name=f"tierlog-rm-{target.name}")
+            self.background.spawn(
+                asyncio.to_thread(meta.remove_tree, target), name=f"tierlog-rm-{target.name}"
+            )
 
     def _collect(self) -> list[Sample]:
         samples: list[Sample] = []
@@ -471,12 +466,3 @@ def _check_partition_count(count: object) -> None:
 def _check_known(name: str) -> None:
     if name not in TOPIC_CONFIGS:
         raise InvalidConfigError(f"Unknown topic config name: {name}")
-
-
-def _rename_durably(source: Path, target: Path) -> None:
-    os.rename(source, target)
-    meta.fsync_dir(source.parent)
-
-
-def _remove_tree(path: Path) -> None:
-    shutil.rmtree(path, ignore_errors=True)

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import base64
 import json
+import logging
 import os
 import re
+import shutil
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,6 +33,8 @@ __all__ = [
     "save_state",
     "validate_topic_name",
 ]
+
+log = logging.getLogger("tierlog.broker")
 
 STATE_FILE = "tierlog-state.json"
 CLEAN_SHUTDOWN_MARKER = ".tierlog_cleanshutdown"
@@ -173,3 +177,43 @@ def write_marker(path: Path) -> None:
     with path.open("wb") as fh:
         os.fsync(fh.fileno())
     fsync_dir(path.parent)
+
+
+def take_marker(path: Path) -> bool:
+    """Whether the marker file exists; removes it durably if so. Blocking I/O. Raises OSError."""
+    if not path.exists():
+        return False
+    path.unlink()
+    fsync_dir(path.parent)
+    return True
+
+
+def sweep_data_dir(data_dir: Path, expected: set[str]) -> list[Path]:
+    """Set aside partition directories of no known topic; list leftovers of deleted topics.
+
+    A directory named like a partition (``<topic>-<n>``) that is not in ``expected`` is renamed to
+    ``<name>.<uuid>-stray`` and kept for an operator. Returns the ``*-delete`` directories, which the
+    caller removes. Blocking I/O. Raises OSError.
+    """
+    stale: list[Path] = []
+    for entry in sorted(data_dir.iterdir()):
+        if not entry.is_dir():
+            continue
+        if DELETED_DIR.match(entry.name):
+            stale.append(entry)
+        elif PARTITION_DIR.match(entry.name) and entry.name not in expected:
+            stray = entry.with_name(f"{entry.name}.{uuid.uuid4().hex}-stray")
+            log.warning("partition directory %s belongs to no topic: renamed to %s", entry.name, stray.name)
+            entry.rename(stray)
+    return stale
+
+
+def rename_durably(source: Path, target: Path) -> None:
+    """Rename within one directory and fsync it. Blocking I/O. Raises OSError (FileNotFoundError)."""
+    os.rename(source, target)
+    fsync_dir(source.parent)
+
+
+def remove_tree(path: Path) -> None:
+    """Remove a directory tree, ignoring errors (a later start retries ``*-delete`` leftovers)."""
+    shutil.rmtree(path, ignore_errors=True)

@@ -46,6 +46,7 @@ class Partition:
         self._spawn = spawn
         self._data = asyncio.Event()
         self._closed = False
+        self._interrupted = False
         self._inflight = 0
         self._idle = asyncio.Event()
         self._idle.set()
@@ -175,6 +176,14 @@ class Partition:
             self._wake()
         return len(deleted)
 
+    def interrupt(self) -> None:
+        """End pending long polls now, with whatever data they have, and stop waiting from now on.
+
+        Used at shutdown so open fetches answer at once. Idempotent.
+        """
+        self._interrupted = True
+        self._wake()
+
     async def close(self) -> None:
         """Stop accepting calls, wake long polls, wait for calls in flight, then flush and close the log.
 
@@ -190,7 +199,6 @@ class Partition:
     def _roll_and_flush(self) -> None:
         self._log.maybe_roll()
         self._log.maybe_flush()
-
 
     async def _append_later(self, batches: bytes) -> None:
         async with self._background:
@@ -221,7 +229,7 @@ class Partition:
             async with self._operation():
                 result = await asyncio.to_thread(fetch)
             remaining = deadline - loop.time()
-            if size(result) >= min_bytes or remaining <= 0 or self._closed:
+            if size(result) >= min_bytes or remaining <= 0 or self._closed or self._interrupted:
                 return result
             if discard is not None:
                 discard(result)

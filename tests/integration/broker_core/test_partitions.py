@@ -54,6 +54,20 @@ async def test_long_poll_times_out_empty(node: Node) -> None:
     slice_.close()
 
 
+async def test_shutdown_interrupts_long_polls(node: Node) -> None:
+    await node.create("stopping", 2)
+    readers = [
+        asyncio.create_task(partition.read(0, 1024, max_wait_ms=600_000))
+        for partition in node.broker.topic("stopping").partitions
+    ]
+    await asyncio.sleep(0)
+    node.broker.interrupt_polls()
+    results = await asyncio.gather(*readers)
+    assert [r.data for r in results] == [b"", b""]
+    partition = node.broker.topic("stopping").partition(0)
+    assert (await partition.read(0, 1024, max_wait_ms=600_000)).data == b""
+
+
 async def test_read_slice_and_offsets(node: Node) -> None:
     await node.create("slices", 1)
     partition = node.broker.topic("slices").partition(0)
