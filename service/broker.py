@@ -20,12 +20,11 @@ from service.metrics import Metrics, Sample
 from service.partition import Partition
 from service.tasks import TaskSet
 from service.topic_configs import TOPIC_CONFIGS, effective_configs, validate_overrides
-from tiering import log as tlog
 from tiering.errors import NotFoundError, TierlogError, UnavailableError
+from tiering.log import AppendInfo, Clock, LogConfig, PartitionLog, SystemClock
 
 if TYPE_CHECKING:
     from service.config import Settings
-    from tiering.log import AppendInfo, Clock, LogConfig, PartitionLog
 
 __all__ = ["AppendInfo", "Broker", "Partition", "Topic"]
 
@@ -106,7 +105,7 @@ class Broker:
     def clock(self) -> Clock:
         """The clock every partition log uses (the system clock unless one was injected)."""
         if self._clock is None:
-            self._clock = tlog.SystemClock()
+            self._clock = SystemClock()
         return self._clock
 
     @property
@@ -415,7 +414,7 @@ class Broker:
         return self._state
 
     def _log_config(self, record: meta.TopicRecord) -> LogConfig:
-        return tlog.LogConfig.from_topic_configs(
+        return LogConfig.from_topic_configs(
             effective_configs(self.settings.topic_defaults, record.configs)
         )
 
@@ -423,7 +422,7 @@ class Broker:
         path = meta.partition_dir(self.data_dir, record.name, index)
         config = self._log_config(record)
         opened: PartitionLog = await asyncio.to_thread(
-            tlog.PartitionLog.open, path, config, clock=self.clock, topic=record.name, partition=index
+            PartitionLog.open, path, config, clock=self.clock, topic=record.name, partition=index
         )
         return Partition(record.name, index, opened, path, self.metrics, self._spawn)
 
