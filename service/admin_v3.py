@@ -13,12 +13,19 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from typing import Any
+from urllib.parse import urlsplit
 
 from aiohttp import web
 
 from service.admin_v3_openapi import OPENAPI_PATHS
 from service.broker import Broker, Topic
-from service.errors import BadRequestError, InvalidConfigError, UnsupportedMediaTypeError
+from service.errors import (
+    CLUSTER_NOT_FOUND,
+    PARTITION_NOT_FOUND,
+    BadRequestError,
+    InvalidConfigError,
+    UnsupportedMediaTypeError,
+)
 from service.partition import Partition
 from service.state import BROKER, SETTINGS
 from service.topic_configs import TOPIC_CONFIGS
@@ -26,7 +33,6 @@ from tiering.errors import NotFoundError
 
 __all__ = ["OPENAPI_PATHS", "setup_routes"]
 
-CLUSTER_NOT_FOUND = 404
 CONFIG_NOT_FOUND = 404
 BASE = "/v3/clusters"
 
@@ -59,14 +65,14 @@ def _cluster(broker: Broker) -> dict[str, Any]:
 
 def _broker_resource(broker: Broker) -> dict[str, Any]:
     urls = _Urls(broker)
-    settings_host, settings_port = broker.settings.host, broker.settings.port
+    advertised = urlsplit(broker.advertised_url)
     return {
         "kind": "KafkaBroker",
         "metadata": urls.meta(f"/brokers/{broker.broker_id}", f"/broker={broker.broker_id}"),
         "cluster_id": broker.cluster_id,
         "broker_id": broker.broker_id,
-        "host": settings_host,
-        "port": settings_port,
+        "host": advertised.hostname,
+        "port": advertised.port or (443 if advertised.scheme == "https" else 80),
         "rack": None,
     }
 
@@ -173,7 +179,7 @@ def _partition_of(request: web.Request) -> tuple[Broker, Partition]:
     broker, topic = _topic_of(request)
     raw = request.match_info["partition_id"]
     if not raw.isdigit():
-        raise NotFoundError(f"Partition {raw} of topic {topic.name} not found.", code=40402)
+        raise NotFoundError(f"Partition {raw} of topic {topic.name} not found.", code=PARTITION_NOT_FOUND)
     return broker, topic.partition(int(raw))
 
 

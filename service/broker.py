@@ -10,9 +10,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Coroutine, Iterable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from service import metadata as meta
 from service.errors import PARTITION_NOT_FOUND, TOPIC_NOT_FOUND, InvalidConfigError
@@ -414,9 +414,7 @@ class Broker:
         return self._state
 
     def _log_config(self, record: meta.TopicRecord) -> LogConfig:
-        return LogConfig.from_topic_configs(
-            effective_configs(self.settings.topic_defaults, record.configs)
-        )
+        return LogConfig.from_topic_configs(effective_configs(self.settings.topic_defaults, record.configs))
 
     async def _open_partition(self, record: meta.TopicRecord, index: int) -> Partition:
         path = meta.partition_dir(self.data_dir, record.name, index)
@@ -426,8 +424,8 @@ class Broker:
         )
         return Partition(record.name, index, opened, path, self.metrics, self._spawn)
 
-    def _spawn(self, coro: object, name: str) -> object:
-        return self.background.spawn(coro, name=name)  # type: ignore[arg-type]
+    def _spawn(self, coro: Coroutine[Any, Any, None], name: str) -> object:
+        return self.background.spawn(coro, name=name)
 
     async def _discard(self, partitions: Iterable[Partition]) -> None:
         for partition in partitions:

@@ -26,6 +26,7 @@ async def test_clusters_and_brokers(node: Node) -> None:
     assert single == cluster
     brokers = await (await node.client.get(f"{node.v3}/brokers")).json()
     assert [b["broker_id"] for b in brokers["data"]] == [0]
+    assert (brokers["data"][0]["host"], brokers["data"][0]["port"]) == ("127.0.0.1", 8082)
     assert (await node.client.get(f"{node.v3}/brokers/0")).status == 200
     missing = await node.client.get(f"{node.v3}/brokers/7")
     assert missing.status == 404 and (await missing.json())["error_code"] == 404
