@@ -225,6 +225,7 @@ class _RegionFile:
 
     @classmethod
     def reopen(cls, fd: int) -> _RegionFile | None:
+        """Open ``fd``'s file again through procfs (an inode already open: no device I/O), or None."""
         try:
             return cls(os.open(f"/proc/self/fd/{fd}", os.O_RDONLY | os.O_CLOEXEC))
         except OSError:
@@ -240,7 +241,7 @@ class _RegionFile:
 async def _send_region(request: web.Request, response: web.StreamResponse, region: FileSlice) -> None:
     transport = request.transport
     if transport is not None and transport.get_extra_info("sslcontext") is None:
-        private = await asyncio.to_thread(_RegionFile.reopen, region.fd)
+        private = _RegionFile.reopen(region.fd)
         if private is not None:
             try:
                 loop = asyncio.get_running_loop()

@@ -25,7 +25,6 @@ from typing import TYPE_CHECKING, Any
 from aiohttp import web
 
 from service.errors import NotAcceptableError, UnsupportedMediaTypeError
-from tiering.partitioner import StickyPartitioner
 from service.rest_v2_convert import (
     ProduceRecord,
     assign_partitions,
@@ -48,6 +47,7 @@ from tiering.codec.batch import build_batch
 from tiering.codec.compression import Compression
 from tiering.codec.records import Record
 from tiering.errors import RecordTooLargeError, TierlogError
+from tiering.partitioner import StickyPartitioner
 
 if TYPE_CHECKING:
     from service.broker import Broker, Partition, Topic

@@ -24,10 +24,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from service.errors import BadRequestError, UnsupportedMediaTypeError
-from tiering.partitioner import StickyPartitioner, partition_for_key
 from service.rest_v2_media import EmbeddedFormat
 from tiering.codec.batch import iter_records
 from tiering.errors import InvalidRequestError, NotFoundError
+from tiering.partitioner import StickyPartitioner, partition_for_key
 
 __all__ = [
     "KEY_ERROR",

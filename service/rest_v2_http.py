@@ -96,18 +96,30 @@ async def read_body(request: web.Request) -> bytes:
     if declared is not None and declared > limit:
         raise PayloadTooLargeError(f"request body of {declared} bytes exceeds max.request.size={limit}")
     if declared is not None:
-        try:
-            return await request.content.readexactly(declared) if declared else b""
-        except asyncio.IncompleteReadError as err:
-            raise BadRequestError(
-                f"request body ended after {len(err.partial)} of {declared} bytes"
-            ) from None
-    body = bytearray()
+        return await _read_declared(request, declared)
+    chunks: list[bytes] = []
+    total = 0
     while chunk := await request.content.readany():
-        body += chunk
-        if len(body) > limit:
+        chunks.append(chunk)
+        total += len(chunk)
+        if total > limit:
             raise PayloadTooLargeError(f"request body exceeds max.request.size={limit}")
-    return bytes(body)
+    return b"".join(chunks)
+
+
+async def _read_declared(request: web.Request, size: int) -> bytes:
+    """Collect the chunks as they arrive and join them once: a single copy of the body."""
+    chunks: list[bytes] = []
+    filled = 0
+    while filled < size:
+        chunk, _ = await request.content.readchunk()
+        if not chunk:
+            if request.content.at_eof():
+                raise BadRequestError(f"request body ended after {filled} of {size} bytes")
+            continue
+        chunks.append(chunk)
+        filled += len(chunk)
+    return b"".join(chunks)
 
 
 async def offload(size: int, fn: Callable[[], T]) -> T:

@@ -12,7 +12,6 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from service.errors import BadRequestError, UnsupportedMediaTypeError
-from tiering.partitioner import StickyPartitioner, partition_for_key
 from service.rest_v2_convert import (
     ProduceRecord,
     assign_partitions,
@@ -24,6 +23,7 @@ from service.rest_v2_media import EmbeddedFormat
 from tiering.codec.batch import build_batch
 from tiering.codec.records import Record
 from tiering.errors import CorruptRecordError, InvalidRequestError, NotFoundError
+from tiering.partitioner import StickyPartitioner, partition_for_key
 
 BINARY = EmbeddedFormat.BINARY
 JSON = EmbeddedFormat.JSON

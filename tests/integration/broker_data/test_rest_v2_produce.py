@@ -9,7 +9,6 @@ from typing import Any
 
 import pytest
 
-from tiering.partitioner import partition_for_key
 from service.state import BROKER
 from tests.integration.broker_data.conftest import MakeClient
 from tests.integration.broker_data.helpers import (
@@ -22,6 +21,7 @@ from tests.integration.broker_data.helpers import (
     produce,
     segment_records,
 )
+from tiering.partitioner import partition_for_key
 
 
 async def test_binary_produce_keyed_records_land_where_kafka_puts_them(client: Client) -> None:
