@@ -23,6 +23,7 @@ async def store(tmp_path: Path) -> AsyncIterator[LocalObjectStore]:
 async def test_keys_cannot_escape_through_symlinks(store: LocalObjectStore, tmp_path: Path) -> None:
     outside = tmp_path / "outside"
     outside.mkdir()
+    await store.put("seed", b"")  # the root is created lazily, on first use
     os.symlink(outside, store.root / "link")
     with pytest.raises(InvalidRequestError):
         await store.put("link/x", b"v")

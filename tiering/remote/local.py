@@ -43,10 +43,10 @@ class LocalObjectStore:
     """
 
     def __init__(self, root: str | Path, *, fsync: bool = True) -> None:
-        self._root = Path(root).resolve()
+        self._root = Path(os.path.abspath(root))  # pure: the directory is touched only in worker threads
         self._tmp = self._root / _TMP_DIR
         self._fsync = fsync
-        self._tmp.mkdir(parents=True, exist_ok=True)
+        self._real_root: Path | None = None
 
     @property
     def root(self) -> Path:
@@ -59,16 +59,31 @@ class LocalObjectStore:
     # -- helpers ---------------------------------------------------------------------------------
 
     def _path(self, key: str) -> Path:
+        """The file of ``key`` (pure: no file-system access, so it may run on the event loop)."""
         validate_key(key)
-        path = self._root.joinpath(*key.split("/"))
-        # validate_key already forbids '..'; this guards against symlinked directories inside the root.
-        if not path.resolve().is_relative_to(self._root):
-            raise InvalidRequestError(f"object key {key!r} escapes the store root")
-        return path
+        return self._root.joinpath(*key.split("/"))
 
-    async def _run(self, op: str, key: str, fn: Callable[[], _T]) -> _T:
+    def _prepare(self, paths: tuple[Path, ...]) -> None:
+        """In a worker thread: create the root once, and refuse paths that leave it.
+
+        ``validate_key`` already forbids ``..``; this catches symlinked directories inside the root.
+        """
+        if self._real_root is None:
+            self._tmp.mkdir(parents=True, exist_ok=True)
+            self._real_root = self._root.resolve()
+        for path in paths:
+            if not path.resolve().is_relative_to(self._real_root):
+                raise InvalidRequestError(f"object path {str(path)!r} escapes the store root")
+
+    async def _run(self, op: str, key: str, fn: Callable[[], _T], *paths: Path) -> _T:
+        """Run ``fn`` in a worker thread after :meth:`_prepare`, translating OS errors."""
+
+        def guarded() -> _T:
+            self._prepare(paths)
+            return fn()
+
         with translating(op, key):
-            return await asyncio.to_thread(fn)
+            return await asyncio.to_thread(guarded)
 
     def _tmp_path(self) -> Path:
         return self._tmp / f"{uuid.uuid4().hex}.part"
@@ -157,7 +172,7 @@ class LocalObjectStore:
         def work() -> None:
             self._install(self._write_tmp(bytes(data)), path)
 
-        await self._run("put", key, work)
+        await self._run("put", key, work, path)
 
     async def put_if_absent(self, key: str, data: bytes) -> bool:
         """See :meth:`ObjectStore.put_if_absent` (hard link: atomic, exactly one winner)."""
@@ -166,7 +181,7 @@ class LocalObjectStore:
         def work() -> bool:
             return self._install_if_absent(self._write_tmp(bytes(data)), path)
 
-        return await self._run("put_if_absent", key, work)
+        return await self._run("put_if_absent", key, work, path)
 
     async def put_file(self, key: str, path: str | Path) -> None:
         """See :meth:`ObjectStore.put_file`: copied in 1 MiB blocks to a temporary file, then renamed."""
@@ -176,7 +191,7 @@ class LocalObjectStore:
         def work() -> None:
             self._install(self._copy_tmp(source), target)
 
-        await self._run("put_file", key, work)
+        await self._run("put_file", key, work, target)
 
     async def get(self, key: str) -> bytes:
         """See :meth:`ObjectStore.get`."""
@@ -194,12 +209,12 @@ class LocalObjectStore:
                 fh.seek(start)
                 return fh.read() if end is None else fh.read(end - start)
 
-        return await self._run("get_range", key, work)
+        return await self._run("get_range", key, work, path)
 
     async def head(self, key: str) -> ObjectInfo:
         """See :meth:`ObjectStore.head`."""
         path = self._path(key)
-        return await self._run("head", key, lambda: self._info(key, path))
+        return await self._run("head", key, lambda: self._info(key, path), path)
 
     async def list(self, prefix: str = "", *, start_after: str | None = None) -> AsyncIterator[ObjectInfo]:
         """See :meth:`ObjectStore.list`. The directory tree is walked in a thread; items come in batches."""
@@ -246,7 +261,7 @@ class LocalObjectStore:
                 return  # a "directory" is not an object: nothing to delete
             path.unlink(missing_ok=True)
 
-        await self._run("delete", key, work)
+        await self._run("delete", key, work, path)
 
     async def delete_many(self, keys: Iterable[str]) -> None:
         """See :meth:`ObjectStore.delete_many`: one thread hop for the whole batch."""
@@ -257,7 +272,7 @@ class LocalObjectStore:
                 if not path.is_dir():
                     path.unlink(missing_ok=True)
 
-        await self._run("delete_many", "", work)
+        await self._run("delete_many", "", work, *paths)
 
     async def close(self) -> None:
         """Nothing to release. Idempotent."""
