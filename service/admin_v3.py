@@ -57,6 +57,7 @@ def _cluster(broker: Broker) -> dict[str, Any]:
         "kind": "KafkaCluster",
         "metadata": urls.meta("", ""),
         "cluster_id": broker.cluster_id,
+        "remote_uri": str(broker.settings.remote_uri),
         "controller": urls.related(f"/brokers/{broker.broker_id}"),
         "brokers": urls.related("/brokers"),
         "topics": urls.related("/topics"),

@@ -44,7 +44,13 @@ OPENAPI_COMPONENTS: dict[str, Any] = {
     "schemas": {
         "KafkaCluster": _resource(
             "KafkaCluster",
-            {"cluster_id": _STR, "controller": _RELATED, "brokers": _RELATED, "topics": _RELATED},
+            {
+                "cluster_id": _STR,
+                "remote_uri": {**_STR, "description": "tierlog extension: where sealed segments go"},
+                "controller": _RELATED,
+                "brokers": _RELATED,
+                "topics": _RELATED,
+            },
         ),
         "KafkaBroker": _resource(
             "KafkaBroker",

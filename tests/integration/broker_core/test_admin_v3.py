@@ -22,6 +22,7 @@ async def test_clusters_and_brokers(node: Node) -> None:
     assert cluster["cluster_id"] == node.broker.cluster_id and len(cluster["cluster_id"]) == 22
     assert cluster["metadata"]["self"].endswith(f"/v3/clusters/{node.broker.cluster_id}")
     assert cluster["topics"]["related"].endswith("/topics")
+    assert cluster["remote_uri"] == str(node.broker.data_dir / "remote")
     single = await (await node.client.get(node.v3)).json()
     assert single == cluster
     brokers = await (await node.client.get(f"{node.v3}/brokers")).json()

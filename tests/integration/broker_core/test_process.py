@@ -143,7 +143,9 @@ async def test_precedence_flag_env_file(tmp_path: Path) -> None:
     async with serve("--config", str(config), "--log-segment-bytes", "4096", env=env) as (child, url):
         await child.wait_for_line(r"remote\.uri=s3://tier-bucket/pre s3\.endpoint\.url=http://127\.0\.0\.1:1")
         async with aiohttp.ClientSession() as session:
-            cluster = (await get_json(session, f"{url}/v3/clusters"))["data"][0]["cluster_id"]
+            described = (await get_json(session, f"{url}/v3/clusters"))["data"][0]
+            assert described["remote_uri"] == "s3://tier-bucket/pre"
+            cluster = described["cluster_id"]
             async with session.post(f"{url}/v3/clusters/{cluster}/topics", json={"topic_name": "p"}) as resp:
                 assert (await resp.json())["partitions_count"] == 3
             entry = await get_json(session, f"{url}/v3/clusters/{cluster}/topics/p/configs/segment.bytes")
