@@ -367,28 +367,38 @@ class PartitionLog(LogCore):
             self._segments[-1].index_interval = config.index_interval_bytes
 
     def close(self) -> None:
-        """Flush, trim the indexes, write both checkpoints and the clean-shutdown marker, close the files.
-        Thread-safe; idempotent.
+        """fsync what is unflushed, trim the indexes, write both checkpoints and the clean-shutdown marker,
+        close the files. Appends waiting on a flush are covered by the final fsync. Thread-safe; idempotent.
 
         Raises:
-            UnavailableError: an I/O error (the log is closed anyway, without the marker).
+            UnavailableError: an I/O error; the log is closed anyway, without the marker, so the next open
+                runs recovery.
         """
         with self._lock:
             if self._state != "open":
                 return
-        self.flush()
-        with self._lock:
-            if self._state != "open":
-                return
             self._state = "closed"
-            with io_errors(f"closing {self._dir}"):
+            failure: OSError | None = None
+            try:
                 for seg in self._segments:
+                    if seg.next_offset > self._recovery_point:
+                        self._fsync(seg.fd)
+                if self._dir_dirty:
+                    self._fsync_dir()
+            except OSError as err:
+                failure = err
+            for seg in self._segments:
+                try:
                     seg.close()
+                except OSError as err:
+                    failure = failure or err
+            if failure is not None:
+                raise UnavailableError(f"I/O error while closing {self._dir}: {failure}") from failure
+            with io_errors(f"closing {self._dir}"):
                 self._recovery_point = self._segments[-1].next_offset
                 self._write_recovery_checkpoint()
                 self._write_start_checkpoint()
-                marker = self._dir / naming.CLEAN_SHUTDOWN_FILE
-                marker.touch()
+                (self._dir / naming.CLEAN_SHUTDOWN_FILE).touch()
                 fsync_directory(self._dir)
 
     def delete(self) -> None:

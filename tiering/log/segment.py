@@ -21,6 +21,7 @@ from tiering.log import naming
 from tiering.log.index_file import IndexCorruptError
 from tiering.log.offset_index import OffsetIndex
 from tiering.log.scan import INT32_MAX, read_header, scan_batches
+from tiering.log.time_index import ENTRY as TIME_ENTRY
 from tiering.log.time_index import TimeIndex
 from tiering.log.types import SegmentInfo
 
@@ -204,18 +205,22 @@ class LogSegment:
     def write(self, data: memoryview, metas: Sequence[BatchMeta]) -> None:
         """Append ``data`` (whole batches described by ``metas``, offsets already assigned) and index them.
 
-        On error the caller truncates back to the previous end (nothing here is partially visible to
-        readers: they only see up to the size recorded under the partition lock).
+        A failed write is cut off the file again before the error propagates; readers never see it (they
+        only read up to the size recorded under the partition lock).
 
         Raises:
             OSError: a write fails (disk full, I/O error).
         """
         position = self.size
         view = data
-        while view:
-            written = os.pwrite(self.fd, view, position)
-            view = view[written:]
-            position += written
+        try:
+            while view:
+                written = os.pwrite(self.fd, view, position)
+                view = view[written:]
+                position += written
+        except BaseException:
+            os.ftruncate(self.fd, self.size)
+            raise
         self._track(metas)
 
     def _track(self, metas: Sequence[BatchMeta]) -> None:
@@ -363,9 +368,33 @@ class LogSegment:
             self.bytes_since_index += header.size
 
     # ------------------------------------------------------------ housekeeping
+    def _peek_max_timestamp(self) -> None:
+        """Take a sealed segment's max timestamp from the last time-index entry without loading the index
+        (what the uploader and retention need); fall back on a full load when that entry is not usable."""
+        span = self.next_offset - self.base_offset
+        try:
+            with open(self.time_index.path, "rb") as file:
+                size = os.fstat(file.fileno()).st_size
+                if size >= TIME_ENTRY.size and size % TIME_ENTRY.size == 0:
+                    file.seek(size - TIME_ENTRY.size)
+                    timestamp, relative = TIME_ENTRY.unpack(file.read(TIME_ENTRY.size))
+                    if (timestamp, relative) != (0, 0) and 0 <= relative < span:
+                        self.max_timestamp = timestamp
+                        self.offset_of_max_timestamp = self.base_offset + relative
+                        self.max_known = True
+                        return
+        except FileNotFoundError:
+            pass
+        self.ensure_loaded()
+
     def info(self) -> SegmentInfo:
+        """A snapshot; for a sealed segment the max timestamp may cost one small read the first time.
+
+        Raises:
+            OSError: reading the time index fails.
+        """
         if not self.max_known:
-            self.ensure_loaded()
+            self._peek_max_timestamp()
         return SegmentInfo(
             base_offset=self.base_offset,
             next_offset=self.next_offset,
