@@ -319,15 +319,20 @@ class Broker:
         log.info("created topic %s with %d partitions, overrides %s", name, count, overrides or "none")
         return topic
 
-    async def delete_topic(self, name: str) -> None:
+    async def delete_topic(self, name: str, *, internal: bool = False) -> None:
         """Delete a topic: forget it durably, close its logs, rename its directories to
         ``<topic>-<p>.<uuid>-delete`` and remove them in the background. The name is free at once.
 
-        Not idempotent. Raises: NotFoundError (40401) for an unknown topic; OSError.
+        Internal (``__``) topics are deleted only with ``internal``. Not idempotent. Raises:
+            NotFoundError (40401): unknown topic.
+            InvalidConfigError (40002): an internal topic without ``internal``.
+            OSError: the state cannot be written (nothing is deleted).
         """
         self.check_ready()
         async with self._lock:
             topic = self.topic(name)
+            if topic.is_internal and not internal:
+                raise InvalidConfigError(f"Topic {name} is an internal topic and cannot be deleted.")
             state = self._require_state()
             record = state.topics.pop(name)
             try:
@@ -377,9 +382,10 @@ class Broker:
         log.info("altered configs of topic %s: %s", name, dict(updates))
 
     async def add_partitions(self, name: str, count: int) -> Topic:
-        """Grow a topic to ``count`` partitions. Idempotent for the current count. Raises:
+        """Grow a topic to ``count`` partitions; all-or-nothing. Idempotent for the current count. Raises:
         NotFoundError (40401): unknown topic.
         InvalidConfigError (40002): ``count`` is lower than the current count or out of range.
+        UnavailableError: a new partition directory cannot be created (nothing is added).
         """
         self.check_ready()
         async with self._lock:
@@ -395,9 +401,21 @@ class Broker:
             state = self._require_state()
             record = state.topics[name]
             record.partitions = count
-            await asyncio.to_thread(meta.save_state, self.data_dir, state)
-            for index in range(current, count):
-                topic.partitions.append(await self._open_partition(record, index))
+            try:
+                await asyncio.to_thread(meta.save_state, self.data_dir, state)
+            except BaseException:
+                record.partitions = current
+                raise
+            opened: list[Partition] = []
+            try:
+                for index in range(current, count):
+                    opened.append(await self._open_partition(record, index))
+            except BaseException:
+                record.partitions = current
+                await self._discard(opened)
+                await asyncio.to_thread(meta.save_state, self.data_dir, state)
+                raise
+            topic.partitions.extend(opened)
         log.info("topic %s now has %d partitions", name, count)
         return topic
 

@@ -266,6 +266,16 @@ async def test_auto_create_on_first_use(start_node: StartNode) -> None:
     assert described["partitions_count"] == 2
 
 
+async def test_internal_topics_are_protected(node: Node) -> None:
+    await node.broker.create_topic("__internal_state", 1, internal=True)
+    described = await (await node.client.get(f"{node.v3}/topics/__internal_state")).json()
+    assert described["is_internal"] is True
+    resp = await node.client.delete(f"{node.v3}/topics/__internal_state")
+    assert resp.status == 400 and "internal" in (await resp.json())["message"]
+    await node.broker.delete_topic("__internal_state", internal=True)
+    assert (await node.client.get(f"{node.v3}/topics/__internal_state")).status == 404
+
+
 async def test_auto_create_disabled(start_node: StartNode) -> None:
     node = await start_node(auto_create_topics_enable="false")
     with pytest.raises(NotFoundError) as info:

@@ -11,7 +11,7 @@ from aiohttp import web
 
 from service.errors import error_middleware
 from service.openapi import build_document, render
-from tiering.errors import NotFoundError
+from tiering.errors import NotFoundError, OffsetOutOfRangeError
 
 from .conftest import Node, StartNode, batch
 
@@ -71,16 +71,20 @@ async def test_metrics_exposition(node: Node) -> None:
     )
 
 
-async def test_unexpected_error_is_500_json(aiohttp_client: Any) -> None:
+async def test_error_middleware_shapes(aiohttp_client: Any) -> None:
     async def boom(request: web.Request) -> web.Response:
         raise RuntimeError("kaboom")
 
     async def gone(request: web.Request) -> web.Response:
         raise NotFoundError("no such thing", code=40403)
 
+    async def late(request: web.Request) -> web.Response:
+        raise OffsetOutOfRangeError("offset 9 is past the end", log_start_offset=2, log_end_offset=5)
+
     app = web.Application(middlewares=[error_middleware])
     app.router.add_get("/boom", boom)
     app.router.add_get("/gone", gone)
+    app.router.add_get("/late", late)
     client = await aiohttp_client(app)
     resp = await client.get("/boom")
     assert resp.status == 500
@@ -88,6 +92,14 @@ async def test_unexpected_error_is_500_json(aiohttp_client: Any) -> None:
     resp = await client.get("/gone")
     assert resp.status == 404
     assert await resp.json() == {"error_code": 40403, "message": "no such thing"}
+    resp = await client.get("/late")
+    assert resp.status == 416
+    assert await resp.json() == {
+        "error_code": 41601,
+        "message": "offset 9 is past the end",
+        "log_start_offset": 2,
+        "log_end_offset": 5,
+    }
 
 
 async def test_body_over_limit_is_413_json(start_node: StartNode) -> None:

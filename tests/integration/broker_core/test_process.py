@@ -7,6 +7,7 @@ import contextlib
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 from collections.abc import AsyncIterator
@@ -221,3 +222,30 @@ async def test_unreadable_state_exits_1(tmp_path: Path) -> None:
     assert "opening the logs failed" in stderr.decode()
     assert "tierlog-state.json is not valid JSON" in stderr.decode()
     assert not (data / ".tierlog_cleanshutdown").exists()
+
+
+def test_port_in_use_exits_1(tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        proc = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "service",
+                "serve",
+                "--data-dir",
+                str(tmp_path / "d"),
+                "--port",
+                str(port),
+            ],
+            env=clean_env(),
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+    assert proc.returncode == 1
+    assert f"cannot listen on 127.0.0.1:{port}" in proc.stderr
+    assert "Traceback" not in proc.stderr
