@@ -232,6 +232,7 @@ def _config_value(name: str, value: Any) -> str:
 
 
 async def list_clusters(request: web.Request) -> web.Response:
+    """``GET /v3/clusters``. Read-only. Raises UnavailableError (503) while opening."""
     broker = request.app[BROKER]
     broker.check_ready()
     body = {"kind": "KafkaClusterList", "metadata": {"self": f"{broker.advertised_url}{BASE}", "next": None}}
@@ -239,15 +240,18 @@ async def list_clusters(request: web.Request) -> web.Response:
 
 
 async def get_cluster(request: web.Request) -> web.Response:
+    """``GET /v3/clusters/{cluster_id}``. Read-only. Raises NotFoundError (404) for another cluster id."""
     return web.json_response(_cluster(_broker(request)))
 
 
 async def list_brokers(request: web.Request) -> web.Response:
+    """``GET .../brokers``: the single broker. Read-only."""
     broker = _broker(request)
     return _list(broker, "KafkaBrokerList", "/brokers", [_broker_resource(broker)])
 
 
 async def get_broker(request: web.Request) -> web.Response:
+    """``GET .../brokers/{broker_id}``. Read-only. Raises NotFoundError (404) for any id but ours."""
     broker = _broker(request)
     if request.match_info["broker_id"] != str(broker.broker_id):
         raise NotFoundError(f"Broker {request.match_info['broker_id']} cannot be found.", code=404)
@@ -255,11 +259,16 @@ async def get_broker(request: web.Request) -> web.Response:
 
 
 async def list_topics(request: web.Request) -> web.Response:
+    """``GET .../topics``. Read-only."""
     broker = _broker(request)
     return _list(broker, "KafkaTopicList", "/topics", [_topic(broker, t) for t in broker.topics()])
 
 
 async def create_topic(request: web.Request) -> web.Response:
+    """``POST .../topics``: 201, or 200 with ``validate_only``. Not idempotent (40002 the second time).
+
+    Raises BadRequestError (40001), UnsupportedMediaTypeError (41501), InvalidConfigError (40002).
+    """
     broker = _broker(request)
     doc = await _body(request)
     name = _field(doc, "topic_name", str, required=True)
@@ -290,11 +299,16 @@ async def create_topic(request: web.Request) -> web.Response:
 
 
 async def get_topic(request: web.Request) -> web.Response:
+    """``GET .../topics/{topic_name}``. Read-only. Raises NotFoundError (40401)."""
     broker, topic = _topic_of(request)
     return web.json_response(_topic(broker, topic))
 
 
 async def update_topic(request: web.Request) -> web.Response:
+    """``PATCH .../topics/{topic_name}`` with ``partitions_count``: grow the topic. Idempotent.
+
+    Raises NotFoundError (40401), BadRequestError (40001), InvalidConfigError (40002).
+    """
     broker, topic = _topic_of(request)
     doc = await _body(request)
     count = _field(doc, "partitions_count", int, required=True)
@@ -303,12 +317,14 @@ async def update_topic(request: web.Request) -> web.Response:
 
 
 async def delete_topic(request: web.Request) -> web.Response:
+    """``DELETE .../topics/{topic_name}``: 204. Not idempotent (40401 the second time)."""
     broker, topic = _topic_of(request)
     await broker.delete_topic(topic.name)
     return web.Response(status=204)
 
 
 async def list_configs(request: web.Request) -> web.Response:
+    """``GET .../configs``: every topic config. Read-only. Raises NotFoundError (40401)."""
     broker, topic = _topic_of(request)
     data = [_config(request, topic, name) for name in sorted(TOPIC_CONFIGS)]
     return _list(broker, "KafkaTopicConfigList", f"/topics/{topic.name}/configs", data)
@@ -322,11 +338,16 @@ def _config_name(request: web.Request, topic: Topic) -> str:
 
 
 async def get_config(request: web.Request) -> web.Response:
+    """``GET .../configs/{name}``. Read-only. Raises NotFoundError (40401 topic, 404 config)."""
     _, topic = _topic_of(request)
     return web.json_response(_config(request, topic, _config_name(request, topic)))
 
 
 async def put_config(request: web.Request) -> web.Response:
+    """``PUT .../configs/{name}`` with ``value``: 204. Idempotent.
+
+    Raises NotFoundError (40401, 404), BadRequestError (40001), InvalidConfigError (40002).
+    """
     broker, topic = _topic_of(request)
     name = _config_name(request, topic)
     doc = await _body(request)
@@ -337,12 +358,17 @@ async def put_config(request: web.Request) -> web.Response:
 
 
 async def delete_config(request: web.Request) -> web.Response:
+    """``DELETE .../configs/{name}``: reset to the default, 204. Idempotent."""
     broker, topic = _topic_of(request)
     await broker.alter_topic_configs(topic.name, {_config_name(request, topic): None})
     return web.Response(status=204)
 
 
 async def alter_configs(request: web.Request) -> web.Response:
+    """``POST .../configs:alter``: SET/DELETE several configs, all or nothing, 204. Idempotent.
+
+    Raises NotFoundError (40401), BadRequestError (40001), InvalidConfigError (40002).
+    """
     broker, topic = _topic_of(request)
     doc = await _body(request)
     updates: dict[str, str | None] = {}
@@ -364,23 +390,27 @@ async def alter_configs(request: web.Request) -> web.Response:
 
 
 async def list_partitions(request: web.Request) -> web.Response:
+    """``GET .../partitions``. Read-only. Raises NotFoundError (40401)."""
     broker, topic = _topic_of(request)
     data = [_partition(broker, p) for p in topic.partitions]
     return _list(broker, "KafkaPartitionList", f"/topics/{topic.name}/partitions", data)
 
 
 async def get_partition(request: web.Request) -> web.Response:
+    """``GET .../partitions/{partition_id}``. Read-only. Raises NotFoundError (40401, 40402)."""
     broker, partition = _partition_of(request)
     return web.json_response(_partition(broker, partition))
 
 
 async def list_replicas(request: web.Request) -> web.Response:
+    """``GET .../replicas``: the one replica. Read-only."""
     broker, partition = _partition_of(request)
     path = f"/topics/{partition.topic}/partitions/{partition.index}/replicas"
     return _list(broker, "KafkaReplicaList", path, [_replica(broker, partition)])
 
 
 async def get_replica(request: web.Request) -> web.Response:
+    """``GET .../replicas/{broker_id}``. Read-only. Raises NotFoundError (404) for any id but ours."""
     broker, partition = _partition_of(request)
     if request.match_info["broker_id"] != str(broker.broker_id):
         raise NotFoundError(f"Replica {request.match_info['broker_id']} cannot be found.", code=404)
