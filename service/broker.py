@@ -114,17 +114,22 @@ class Broker:
         return self._ready.is_set()
 
     async def wait_ready(self) -> None:
-        """Wait until the broker is open. Raises the error that made opening fail, if it did."""
+        """Wait until the broker is open. Safe concurrently; idempotent.
+
+        Raises: UnavailableError if opening failed (caused by the original error).
+        """
         while not self._ready.is_set():
             if self._failed is not None:
-                raise self._failed
+                raise UnavailableError(
+                    f"the broker failed to open its logs: {self._failed}"
+                ) from self._failed
             await self._ready.wait()
 
     async def open(self, gate: asyncio.Event | None = None) -> None:
         """Load or create the state, set aside stray directories, open every partition log.
 
-        ``gate`` (tests) delays opening until it is set. Not idempotent: call once. Raises OSError or
-        CorruptRecordError (unreadable state or log); the error is also re-raised by :meth:`wait_ready`.
+        ``gate`` (tests) delays opening until it is set. Not idempotent: call once. Raises OSError,
+        UnavailableError or CorruptRecordError (unreadable state or log); :meth:`wait_ready` then fails.
         """
         try:
             if gate is not None:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from aiohttp import web
 
 from service.state import BROKER, SETTINGS
+from tiering.errors import UnavailableError
 
 if TYPE_CHECKING:
     from service.broker import Broker
@@ -87,8 +88,11 @@ class Maintenance:
             await self._changed.wait_for(lambda: self.passes[kind] >= count)
 
     async def run(self, kind: str, interval_s: float) -> None:
-        """Run passes of ``kind`` every ``interval_s`` seconds until cancelled."""
-        await self._broker.wait_ready()
+        """Run passes of ``kind`` every ``interval_s`` seconds until cancelled; nothing if opening failed."""
+        try:
+            await self._broker.wait_ready()
+        except UnavailableError:
+            return
         step = self.flush_pass if kind == "flush" else self.retention_pass
         while True:
             await asyncio.sleep(interval_s)

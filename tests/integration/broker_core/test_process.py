@@ -221,6 +221,7 @@ async def test_unreadable_state_exits_1(tmp_path: Path) -> None:
     assert proc.returncode == 1
     assert "opening the logs failed" in stderr.decode()
     assert "tierlog-state.json is not valid JSON" in stderr.decode()
+    assert "Traceback" not in stderr.decode()
     assert not (data / ".tierlog_cleanshutdown").exists()
 
 
