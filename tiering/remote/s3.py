@@ -28,7 +28,7 @@ from aiobotocore.config import AioConfig
 from aiobotocore.session import get_session
 from botocore.exceptions import ClientError
 
-from tiering.errors import InvalidRequestError
+from tiering.errors import ConflictError, InvalidRequestError, NotFoundError, UnavailableError
 from tiering.remote.store import ObjectInfo, validate_key, validate_prefix, validate_range
 from tiering.remote.translate import s3_error_code, translating
 
@@ -52,6 +52,8 @@ class S3ObjectStore:
     HTTP connections in use. ``page_size`` is the ``MaxKeys`` of each listing request.
     ``event_handlers`` are ``(event name, handler)`` pairs registered on the botocore client's event
     system (for request customisation, and for tests that make a real client see a failure).
+    ``conditional_writes=False`` is the fallback for services without ``If-None-Match`` support (see
+    :meth:`put_if_absent`).
     """
 
     def __init__(
@@ -73,6 +75,7 @@ class S3ObjectStore:
         read_timeout: float = 60.0,
         botocore_max_attempts: int = 1,
         event_handlers: Sequence[tuple[str, Callable[..., Any]]] = (),
+        conditional_writes: bool = True,
     ) -> None:
         if not bucket:
             raise InvalidRequestError("S3 bucket name is empty")
@@ -105,6 +108,7 @@ class S3ObjectStore:
             response_checksum_validation="when_required",
         )
         self._event_handlers = tuple(event_handlers)
+        self.conditional_writes = conditional_writes
         self._client: Any = None
         self._exit_stack: contextlib.AsyncExitStack | None = None
         self._lock = asyncio.Lock()
@@ -156,18 +160,33 @@ class S3ObjectStore:
     async def put_if_absent(self, key: str, data: bytes) -> bool:
         """See :meth:`ObjectStore.put_if_absent`: ``PutObject`` with ``If-None-Match: *``.
 
-        A service that ignores the header would silently overwrite; services known to honour it: AWS S3
-        (since 2024), MinIO, moto, LocalStack (the contract suite's race test checks each backend).
+        Services known to honour the header: AWS S3 (since 2024), MinIO, moto, LocalStack (the contract
+        suite's race test checks each backend it runs against). A service that answers ``NotImplemented``
+        raises :class:`InvalidRequestError` naming the fallback. With ``conditional_writes=False`` the store
+        falls back to HEAD-then-PUT, which is **not** safe against concurrent writers: use it only where a
+        single broker writes each partition's manifest.
         """
         validate_key(key)
+        if not self.conditional_writes:
+            try:
+                await self.head(key)
+                return False
+            except NotFoundError:
+                await self.put(key, data)
+                return True
         client = await self._get_client()
         try:
             with translating("put_if_absent", key):
                 await client.put_object(Bucket=self.bucket, Key=key, Body=bytes(data), IfNoneMatch="*")
-        except Exception as err:
+        except ConflictError:
+            return False  # 412 PreconditionFailed: the key exists
+        except UnavailableError as err:
             cause = err.__cause__
-            if isinstance(cause, ClientError) and s3_error_code(cause)[0] in ("PreconditionFailed", "412"):
-                return False
+            if isinstance(cause, ClientError) and s3_error_code(cause)[0] == "NotImplemented":
+                raise InvalidRequestError(
+                    f"{self.endpoint_url or 'the S3 service'} does not support conditional writes "
+                    "(If-None-Match); conditional_writes=False is a single-writer-only fallback"
+                ) from err
             raise
         return True
 

@@ -178,3 +178,28 @@ async def test_closed_store_refuses_calls(server: S3Server) -> None:
     await store.close()
     with pytest.raises(InvalidRequestError):
         await store.get("k")
+
+
+async def test_service_without_conditional_writes_is_named(server: S3Server) -> None:
+    bucket = await create_bucket(server)
+    store = S3ObjectStore(
+        bucket,
+        endpoint_url=server.endpoint_url,
+        event_handlers=[("before-call.s3.PutObject", fake_response("NotImplemented", 501))],
+    )
+    try:
+        with pytest.raises(InvalidRequestError, match="conditional_writes=False"):
+            await store.put_if_absent("m/1.json", b"a")
+    finally:
+        await store.close()
+
+
+async def test_single_writer_fallback_without_conditional_writes(server: S3Server) -> None:
+    bucket = await create_bucket(server)
+    store = S3ObjectStore(bucket, endpoint_url=server.endpoint_url, conditional_writes=False)
+    try:
+        assert await store.put_if_absent("m/1.json", b"a") is True
+        assert await store.put_if_absent("m/1.json", b"b") is False
+        assert await store.get("m/1.json") == b"a"
+    finally:
+        await store.close()
