@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.unit.test_log_support import NOW, Model, decode, make_batch
-from tiering.codec.header import decode_header, iter_batches
+from tiering.codec.header import crc32c, decode_header, iter_batches
 from tiering.errors import CorruptRecordError, InvalidRequestError, OffsetOutOfRangeError, RecordTooLargeError
 from tiering.log import LogConfig, ManualClock, PartitionLog, SegmentInfo
 
@@ -232,3 +232,27 @@ def test_closed_log_refuses_calls(tmp_path: Path) -> None:
     with pytest.raises(Exception) as err:
         log.append(make_batch([b"b"]))
     assert getattr(err.value, "retriable", False)
+
+
+def _with_offset_delta(batch: bytes, base_offset: int, last_offset_delta: int) -> bytes:
+    """A replicated batch whose offsets have gaps (as after compaction): patch the delta, redo the CRC."""
+    buf = bytearray(batch)
+    struct.pack_into(">q", buf, 0, base_offset)
+    struct.pack_into(">i", buf, 23, last_offset_delta)
+    struct.pack_into(">I", buf, 17, crc32c(memoryview(buf)[21:]))
+    return bytes(buf)
+
+
+def test_roll_before_relative_offsets_overflow_int32(tmp_path: Path) -> None:
+    log = open_log(tmp_path)
+    log.append(make_batch([b"a"]))
+    wide = _with_offset_delta(make_batch([b"b"]), 1, 2**31 - 1)
+    log.append(wide, assign_offsets=False)
+    log.append(_with_offset_delta(make_batch([b"c"]), 2**31 + 1, 0), assign_offsets=False)
+    assert [(s.base_offset, s.next_offset) for s in log.segments()] == [
+        (0, 1),
+        (1, 2**31 + 1),
+        (2**31 + 1, 2**31 + 2),
+    ]
+    assert decode(log.read(2**31, 1000).data)[0][1] == b"b"
+    assert decode(log.read(2**31 + 1, 1000).data)[0][1] == b"c"
