@@ -5,7 +5,9 @@
 
 from __future__ import annotations
 
+import copy
 import json
+import re
 import sys
 from typing import Any
 
@@ -46,9 +48,11 @@ def build_document() -> dict[str, Any]:
     components: dict[str, Any] = {"schemas": {"Error": ERROR_SCHEMA}}
     for module in documented_modules():
         for path, operations in getattr(module, "OPENAPI_PATHS", {}).items():
-            paths.setdefault(path, {}).update(operations)
+            paths.setdefault(path, {}).update(copy.deepcopy(operations))
         for kind, entries in getattr(module, "OPENAPI_COMPONENTS", {}).items():
             components.setdefault(kind, {}).update(entries)
+    for path, operations in paths.items():
+        _declare_path_parameters(path, operations)
     return {
         "openapi": "3.0.3",
         "info": {
@@ -61,6 +65,29 @@ def build_document() -> dict[str, Any]:
         "paths": dict(sorted(paths.items())),
         "components": components,
     }
+
+
+_INTEGER_PARAMETERS = {"partition", "partition_id", "broker_id"}
+
+
+def _declare_path_parameters(path: str, operations: dict[str, Any]) -> None:
+    """Declare every ``{name}`` of ``path`` as a required path parameter where a module did not."""
+    names = re.findall(r"{([^}:]+)(?::[^}]*)?}", path)
+    for method, operation in operations.items():
+        if method == "parameters" or not isinstance(operation, dict):
+            continue
+        declared = {
+            (p.get("in"), p.get("name")) for p in operation.get("parameters", []) if isinstance(p, dict)
+        }
+        declared |= {
+            (p.get("in"), p.get("name")) for p in operations.get("parameters", []) if isinstance(p, dict)
+        }
+        for name in names:
+            if ("path", name) not in declared:
+                kind = "integer" if name in _INTEGER_PARAMETERS else "string"
+                operation.setdefault("parameters", []).append(
+                    {"name": name, "in": "path", "required": True, "schema": {"type": kind}}
+                )
 
 
 def render() -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -122,6 +123,20 @@ def test_openapi_covers_every_route(node: Node) -> None:
         if route.method.lower() not in operations:
             missing.append(f"{route.method} {resource.canonical}")
     assert missing == []
+
+
+def test_openapi_declares_path_parameters() -> None:
+    document = build_document()
+    for path, operations in document["paths"].items():
+        names = set(re.findall(r"{([^}:]+)", path))
+        shared = {p["name"] for p in operations.get("parameters", []) if p.get("in") == "path"}
+        for method, operation in operations.items():
+            if method == "parameters":
+                continue
+            declared = shared | {p["name"] for p in operation.get("parameters", []) if p.get("in") == "path"}
+            assert names <= declared, (method, path)
+            assert operation["responses"], (method, path)
+    assert build_document() == document
 
 
 async def test_served_document_matches_docs(node: Node) -> None:
