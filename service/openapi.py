@@ -95,13 +95,17 @@ def render() -> str:
     return json.dumps(build_document(), indent=2, sort_keys=True) + "\n"
 
 
+DOCUMENT: web.AppKey[bytes] = web.AppKey("tierlog.openapi", bytes)
+
+
 async def openapi_json(request: web.Request) -> web.Response:
-    """``GET /openapi.json``."""
-    return web.Response(text=render(), content_type="application/json")
+    """``GET /openapi.json``: the document rendered when the app was built. Read-only."""
+    return web.Response(body=request.app[DOCUMENT], content_type="application/json")
 
 
 def setup_routes(app: web.Application) -> None:
-    """Register ``/openapi.json``."""
+    """Render the document once and register ``/openapi.json``."""
+    app[DOCUMENT] = render().encode()
     app.router.add_get("/openapi.json", openapi_json, name="openapi", allow_head=False)
 
 
