@@ -123,12 +123,31 @@ async def test_sigterm_flushes_closes_and_restarts_clean(tmp_path: Path) -> None
 
     async with serve("--data-dir", str(data)) as (again, url), aiohttp.ClientSession() as session:
         await again.wait_for_line("after a clean shutdown")
+        assert not (data / "durable-0" / ".tierlog_cleanshutdown").exists()
         async with session.get(f"{url}/metrics") as resp:
             text = await resp.text()
         assert 'tierlog_log_end_offset{partition="0",topic="durable"} 2' in text
         topic = await get_json(session, f"{url}/v3/clusters/{cluster}/topics/durable/configs/flush.ms")
         assert topic["value"] == "0"
         assert await again.stop(signal.SIGINT) == 0
+
+
+async def test_sigkill_then_recovery(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    async with serve("--data-dir", str(data), "--log-flush-interval-ms", "0") as (child, url):
+        async with aiohttp.ClientSession() as session:
+            headers = {"Content-Type": "application/vnd.kafka.json.v2+json"}
+            records = {"records": [{"value": i} for i in range(3)]}
+            async with session.post(f"{url}/topics/crashy", json=records, headers=headers) as resp:
+                assert resp.status == 200, await resp.text()
+        assert await child.stop(signal.SIGKILL) == -signal.SIGKILL
+    assert not (data / ".tierlog_cleanshutdown").exists()
+
+    async with serve("--data-dir", str(data)) as (again, url), aiohttp.ClientSession() as session:
+        await again.wait_for_line("after an unclean")
+        async with session.get(f"{url}/metrics") as resp:
+            assert 'tierlog_log_end_offset{partition="0",topic="crashy"} 3' in await resp.text()
+        assert await again.stop() == 0
 
 
 async def test_precedence_flag_env_file(tmp_path: Path) -> None:
