@@ -23,7 +23,7 @@ from service.tasks import setup_maintenance
 if TYPE_CHECKING:
     from tiering.log import Clock
 
-__all__ = ["create_app", "documented_modules", "route_modules"]
+__all__ = ["OPEN_TASK", "create_app", "documented_modules", "route_modules"]
 
 log = logging.getLogger("tierlog.app")
 

@@ -13,7 +13,7 @@ from typing import Any
 
 from aiohttp import web
 
-__all__ = ["OPENAPI_PATHS", "build_document", "render", "setup_routes"]
+__all__ = ["DOCUMENT", "OPENAPI_PATHS", "build_document", "render", "setup_routes"]
 
 VERSION = "0.1.0"
 

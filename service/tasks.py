@@ -21,7 +21,7 @@ from tiering.errors import UnavailableError
 if TYPE_CHECKING:
     from service.broker import Broker
 
-__all__ = ["Maintenance", "TaskSet", "maintenance_ctx"]
+__all__ = ["MAINTENANCE", "Maintenance", "TaskSet", "maintenance_ctx", "setup_maintenance"]
 
 log = logging.getLogger("tierlog.tasks")
 
