@@ -1,0 +1,248 @@
+"""The producer's per-partition batches and its ``buffer_memory`` budget.
+
+Records wait here until their partition's head batch is *ready*: full (``batch_size``), older than
+``linger_ms``, more than one batch queued, or a flush or close is under way. The sender drains ready
+partitions, at most one request in flight per partition so records of a partition are stored in send order
+(retries put a batch back at the head of its queue). A batch's records keep their share of ``buffer_memory``
+until the batch completes; ``reserve`` blocks senders while the budget is spent.
+
+Everything here runs on the producer's event loop and is not thread-safe.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from collections import deque
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+
+from client.errors import BufferExhaustedError, TierlogError
+from client.types import RecordMetadata, TopicPartition
+from tiering.codec.records import Record
+
+__all__ = ["PendingRecord", "ProducerBatch", "RecordAccumulator", "record_size"]
+
+# length, attributes, deltas and the key/value/header-count varints of one record, at worst.
+RECORD_OVERHEAD = 21
+Callback = Callable[[RecordMetadata | None, Exception | None], object]
+
+
+def record_size(record: Record) -> int:
+    """An upper estimate of the bytes ``record`` takes inside an uncompressed batch. Pure."""
+    size = RECORD_OVERHEAD + len(record.key or b"") + len(record.value or b"")
+    for key, value in record.headers:
+        size += 10 + len(key.encode()) + len(value or b"")
+    return size
+
+
+@dataclass(slots=True)
+class PendingRecord:
+    """A record waiting for its batch, and what to complete when the batch is answered."""
+
+    record: Record
+    size: int
+    future: asyncio.Future[RecordMetadata]
+    callback: Callback | None = None
+
+
+_ids = itertools.count()
+
+
+@dataclass(eq=False)
+class ProducerBatch:
+    """Records of one partition sent as one v2 record batch."""
+
+    tp: TopicPartition
+    created: float
+    deadline: float
+    records: list[PendingRecord] = field(default_factory=list)
+    size: int = 0
+    attempts: int = 0
+    retry_at: float = 0.0
+    full: bool = False
+    encoded: bytes | None = None
+    done: asyncio.Event = field(default_factory=asyncio.Event)
+    batch_id: int = field(default_factory=lambda: next(_ids))
+
+    def complete(self, base_offset: int, log_append_time: int) -> None:
+        """Resolve every record's future with its metadata and run callbacks. Idempotent."""
+        for index, pending in enumerate(self.records):
+            offset = base_offset + index if base_offset >= 0 else -1
+            timestamp = log_append_time if log_append_time >= 0 else pending.record.timestamp
+            metadata = RecordMetadata(self.tp.topic, self.tp.partition, offset, timestamp)
+            if not pending.future.done():
+                pending.future.set_result(metadata)
+            _run_callback(pending.callback, metadata, None)
+        self.done.set()
+
+    def fail(self, error: Exception) -> None:
+        """Fail every record's future with ``error`` and run callbacks. Idempotent."""
+        for pending in self.records:
+            if not pending.future.done():
+                pending.future.set_exception(error)
+                # A fire-and-forget caller may never look at the future: do not warn about it.
+                pending.future.exception()
+            _run_callback(pending.callback, None, error)
+        self.done.set()
+
+
+def _run_callback(
+    callback: Callback | None, metadata: RecordMetadata | None, error: Exception | None
+) -> None:
+    if callback is None:
+        return
+    try:
+        callback(metadata, error)
+    except Exception:  # a user callback must not stop the sender
+        import logging
+
+        logging.getLogger("client.producer").exception("delivery callback raised")
+
+
+class RecordAccumulator:
+    """Per-partition queues of batches and the memory budget."""
+
+    def __init__(
+        self,
+        *,
+        batch_size: int,
+        linger_ms: int,
+        buffer_memory: int,
+        delivery_timeout_ms: int,
+        clock: Callable[[], float],
+    ) -> None:
+        self._batch_size = batch_size
+        self._linger = linger_ms / 1000
+        self._delivery_timeout = delivery_timeout_ms / 1000
+        self._clock = clock
+        self._queues: dict[TopicPartition, deque[ProducerBatch]] = {}
+        self._memory = buffer_memory
+        self._used = 0
+        self._space = asyncio.Condition()
+        self.wakeup = asyncio.Event()
+        self.incomplete: set[ProducerBatch] = set()
+        self.flushing = 0
+        self.closing = False
+
+    @property
+    def buffered_bytes(self) -> int:
+        return self._used
+
+    async def reserve(self, size: int, deadline: float) -> None:
+        """Take ``size`` bytes of the budget, waiting until ``deadline`` (loop clock) for room.
+
+        Raises:
+            BufferExhaustedError: no room by the deadline.
+        """
+        async with self._space:
+            while self._used + size > self._memory:
+                remaining = deadline - self._clock()
+                if remaining <= 0:
+                    raise BufferExhaustedError(
+                        f"buffer_memory ({self._memory} bytes) stayed full for max_block_ms: "
+                        f"{self._used} bytes wait for the broker"
+                    )
+                try:
+                    await asyncio.wait_for(self._space.wait(), remaining)
+                except TimeoutError:
+                    continue
+            self._used += size
+
+    async def release(self, size: int) -> None:
+        """Give back ``size`` bytes and wake waiting senders."""
+        async with self._space:
+            self._used -= size
+            self._space.notify_all()
+
+    def has_open_batch(self, tp: TopicPartition) -> bool:
+        """Whether ``tp`` has a queued batch that still takes records."""
+        queue = self._queues.get(tp)
+        if not queue:
+            return False
+        return not queue[-1].full and queue[-1].attempts == 0 and queue[-1].encoded is None
+
+    def append(self, tp: TopicPartition, pending: PendingRecord) -> None:
+        """Add a record (its memory already reserved) to the last open batch of ``tp``, or a new one."""
+        queue = self._queues.setdefault(tp, deque())
+        batch = queue[-1] if self.has_open_batch(tp) else None
+        if batch is not None and batch.size + pending.size > self._batch_size:
+            batch.full = True
+            batch = None
+        if batch is None:
+            now = self._clock()
+            batch = ProducerBatch(tp, now, now + self._delivery_timeout)
+            queue.append(batch)
+            self.incomplete.add(batch)
+            self.wakeup.set()
+        batch.records.append(pending)
+        batch.size += pending.size
+        if batch.size >= self._batch_size:
+            batch.full = True
+            self.wakeup.set()
+
+    def ready(self, now: float, busy: set[TopicPartition]) -> tuple[list[TopicPartition], float | None]:
+        """Partitions whose head batch may be sent now, and the delay until the next one may be."""
+        ready: list[TopicPartition] = []
+        next_delay: float | None = None
+        hurry = self.flushing > 0 or self.closing
+        for tp, queue in self._queues.items():
+            if not queue or tp in busy:
+                continue
+            head = queue[0]
+            due = head.retry_at if head.attempts else head.created + (0 if hurry else self._linger)
+            if head.full or len(queue) > 1:
+                due = max(head.retry_at, now) if head.attempts else now
+            due = min(due, head.deadline)
+            if due <= now:
+                ready.append(tp)
+            else:
+                next_delay = due - now if next_delay is None else min(next_delay, due - now)
+        return ready, next_delay
+
+    def drain(self, tp: TopicPartition, max_request_size: int) -> list[ProducerBatch]:
+        """Pop the head batches of ``tp`` that fit one request (always at least one)."""
+        queue = self._queues[tp]
+        taken = [queue.popleft()]
+        total = taken[0].size
+        while queue and queue[0].attempts == 0 and total + queue[0].size <= max_request_size:
+            total += queue[0].size
+            taken.append(queue.popleft())
+        if not queue:
+            del self._queues[tp]
+        for batch in taken:
+            batch.full = True
+        return taken
+
+    def requeue(self, batches: list[ProducerBatch]) -> None:
+        """Put batches that will be retried back at the head of their partition's queue, in order."""
+        for batch in reversed(batches):
+            self._queues.setdefault(batch.tp, deque()).appendleft(batch)
+        self.wakeup.set()
+
+    def expired(self, now: float) -> list[ProducerBatch]:
+        """Remove and return queued batches past their delivery deadline."""
+        gone: list[ProducerBatch] = []
+        for tp in list(self._queues):
+            queue = self._queues[tp]
+            keep = deque(b for b in queue if b.deadline > now)
+            gone.extend(b for b in queue if b.deadline <= now)
+            if keep:
+                self._queues[tp] = keep
+            else:
+                del self._queues[tp]
+        return gone
+
+    def abort_all(self, error: TierlogError) -> list[ProducerBatch]:
+        """Remove every queued batch (on close without flush) and return them."""
+        gone = [b for queue in self._queues.values() for b in queue]
+        self._queues.clear()
+        for batch in gone:
+            batch.fail(error)
+        return gone
+
+    def __iter__(self) -> Iterator[ProducerBatch]:
+        return (b for queue in self._queues.values() for b in queue)
+
+    def empty(self) -> bool:
+        return not self._queues

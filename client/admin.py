@@ -1,0 +1,129 @@
+"""Topic and group administration over the broker's v3 admin API and native group routes.
+
+Used by the CLI and by the producer's topic auto-creation. Every method is a coroutine on the client's loop,
+safe to call concurrently, and raises the typed errors of :mod:`client.errors` (for example
+:class:`~client.errors.UnknownTopicError`, :class:`~client.errors.TopicExistsError`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from client.config import DEFAULT_BOOTSTRAP, normalise_bootstrap
+from client.transport import BrokerClient, TopicMetadata, segment
+
+__all__ = ["AsyncAdmin", "TopicConfig"]
+
+
+@dataclass(frozen=True, slots=True)
+class TopicConfig:
+    name: str
+    value: str | None
+    is_default: bool
+    source: str
+
+
+class AsyncAdmin:
+    """Topic and group administration. Use as ``async with AsyncAdmin(url) as admin:``."""
+
+    def __init__(
+        self, bootstrap_servers: str = DEFAULT_BOOTSTRAP, *, request_timeout_ms: int = 30_000
+    ) -> None:
+        self._broker = BrokerClient(
+            normalise_bootstrap(bootstrap_servers), request_timeout_ms=request_timeout_ms
+        )
+        self._cluster_id: str | None = None
+
+    @classmethod
+    def over(cls, broker: BrokerClient) -> AsyncAdmin:
+        """An admin sharing ``broker``'s session (the caller keeps owning it)."""
+        admin = cls.__new__(cls)
+        admin._broker = broker
+        admin._cluster_id = None
+        return admin
+
+    async def __aenter__(self) -> AsyncAdmin:
+        await self._broker.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self._broker.close()
+
+    async def cluster_id(self) -> str:
+        """The broker's cluster id (cached). Idempotent."""
+        if self._cluster_id is None:
+            answer = await self._broker.json("GET", "/v3/clusters")
+            self._cluster_id = str(answer["data"][0]["cluster_id"])
+        return self._cluster_id
+
+    async def _topics_path(self, topic: str | None = None) -> str:
+        path = f"/v3/clusters/{segment(await self.cluster_id())}/topics"
+        return path if topic is None else f"{path}/{segment(topic)}"
+
+    async def list_topics(self, *, internal: bool = False) -> list[str]:
+        """Topic names, sorted; internal topics (``__consumer_offsets``) only with ``internal``."""
+        answer = await self._broker.json("GET", await self._topics_path())
+        return sorted(t["topic_name"] for t in answer["data"] if internal or not t.get("is_internal"))
+
+    async def create_topic(
+        self, name: str, partitions: int | None = None, configs: Mapping[str, str] | None = None
+    ) -> int:
+        """Create ``name``; answer its partition count (the broker default when ``partitions`` is None).
+
+        Not idempotent. Raises TopicExistsError (40002) when it exists or a config is invalid.
+        """
+        body: dict[str, Any] = {"topic_name": name}
+        if partitions is not None:
+            body["partitions_count"] = partitions
+        if configs:
+            body["configs"] = [{"name": k, "value": v} for k, v in configs.items()]
+        answer = await self._broker.json("POST", await self._topics_path(), body=body)
+        return int(answer["partitions_count"])
+
+    async def delete_topic(self, name: str) -> None:
+        """Delete ``name`` and its data. Raises UnknownTopicError."""
+        await self._broker.call("DELETE", await self._topics_path(name))
+
+    async def describe_topic(self, name: str) -> TopicMetadata:
+        """Partitions with their log start, high watermark and log end. Raises UnknownTopicError."""
+        return await self._broker.topic_metadata(name)
+
+    async def topic_configs(self, name: str) -> list[TopicConfig]:
+        """Every config of ``name`` with its value and source. Raises UnknownTopicError."""
+        answer = await self._broker.json("GET", await self._topics_path(name) + "/configs")
+        return [
+            TopicConfig(c["name"], c.get("value"), bool(c.get("is_default")), str(c.get("source", "")))
+            for c in answer["data"]
+        ]
+
+    async def alter_topic(
+        self,
+        name: str,
+        *,
+        partitions: int | None = None,
+        set_configs: Mapping[str, str] | None = None,
+        delete_configs: tuple[str, ...] = (),
+    ) -> None:
+        """Grow ``name`` to ``partitions`` and set or delete config overrides (configs first).
+
+        Raises UnknownTopicError, TopicExistsError (40002: invalid config or partition count).
+        """
+        path = await self._topics_path(name)
+        updates = [{"name": k, "value": v, "operation": "SET"} for k, v in (set_configs or {}).items()]
+        updates += [{"name": k, "operation": "DELETE"} for k in delete_configs]
+        if updates:
+            await self._broker.call("POST", path + "/configs:alter", body={"data": updates})
+        if partitions is not None:
+            await self._broker.call("PATCH", path, body={"partitions_count": partitions})
+
+    async def list_groups(self) -> list[dict[str, Any]]:
+        """``[{"group_id", "state"}]`` for every group the broker knows. Idempotent."""
+        answer = await self._broker.json("GET", "/native/v1/groups")
+        return list(answer["groups"])
+
+    async def describe_group(self, group_id: str) -> dict[str, Any]:
+        """State, generation, members with assignments and per-partition lag. Raises UnknownGroupError."""
+        answer: dict[str, Any] = await self._broker.json("GET", f"/native/v1/groups/{segment(group_id)}")
+        return answer

@@ -1,0 +1,178 @@
+"""Producer and consumer settings: Kafka's config names with dots as underscores, validated once.
+
+``ProducerConfig.from_kwargs(linger_ms=5, compression_type="zstd")`` accepts exactly the names listed on the
+dataclasses (``acks`` takes 0, 1, -1 or ``"all"``); an unknown name or a bad value raises
+:class:`~tiering.errors.InvalidRequestError` naming it, so a typo fails at construction, not silently.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, TypeVar
+from urllib.parse import urlsplit
+
+from tiering.codec.compression import Compression
+from tiering.errors import InvalidRequestError
+
+__all__ = ["CommonConfig", "ProducerConfig", "ConsumerConfig", "normalise_bootstrap"]
+
+DEFAULT_BOOTSTRAP = "http://127.0.0.1:8082"
+_OFFSET_RESETS = ("earliest", "latest", "none")
+_STRATEGIES = ("range", "roundrobin", "sticky", "cooperative-sticky")
+Serializer = Callable[[Any], bytes | None]
+Deserializer = Callable[[bytes | None], Any]
+C = TypeVar("C", bound="CommonConfig")
+
+
+def normalise_bootstrap(servers: str | list[str]) -> str:
+    """The base URL of the first bootstrap server (``http://host:port``, no trailing slash).
+
+    A bare ``host:port`` gets ``http://``. Pure.
+
+    Raises:
+        InvalidRequestError: no server, or not an http(s) URL with a host.
+    """
+    first = servers[0] if isinstance(servers, list) and servers else servers
+    if not isinstance(first, str) or not first.strip():
+        raise InvalidRequestError("bootstrap_servers must name at least one http://host:port")
+    url = first.split(",")[0].strip()
+    if "://" not in url:
+        url = "http://" + url
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise InvalidRequestError(f"bootstrap server {first!r} is not an http(s)://host:port URL")
+    return url.rstrip("/")
+
+
+@dataclass(frozen=True)
+class CommonConfig:
+    """Settings shared by producers and consumers."""
+
+    bootstrap_servers: str = DEFAULT_BOOTSTRAP
+    client_id: str = "tierlog-python"
+    request_timeout_ms: int = 30_000
+    retry_backoff_ms: int = 100
+    retry_backoff_max_ms: int = 1_000
+    metadata_max_age_ms: int = 300_000
+    connections_max: int = 100
+
+    @classmethod
+    def from_kwargs(cls: type[C], kwargs: Mapping[str, Any]) -> C:
+        """Build and validate a config. Raises InvalidRequestError for an unknown name or a bad value."""
+        names = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(kwargs) - names)
+        if unknown:
+            raise InvalidRequestError(f"unknown {cls.__name__} option(s): {', '.join(unknown)}")
+        values = dict(kwargs)
+        if "bootstrap_servers" in values:
+            values["bootstrap_servers"] = normalise_bootstrap(values["bootstrap_servers"])
+        config = cls(**values)
+        config.validate()
+        return config
+
+    def validate(self) -> None:
+        """Check ranges. Raises InvalidRequestError naming the first bad option."""
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            numeric = f.name.endswith(("_ms", "_bytes", "_size", "_memory", "_records", "_max"))
+            numeric = numeric or f.name in ("retries", "max_in_flight_requests_per_connection")
+            if numeric and (not isinstance(value, int) or isinstance(value, bool) or value < 0):
+                raise InvalidRequestError(f"{f.name} must be a non-negative integer, got {value!r}")
+
+
+def _positive(name: str, value: int) -> None:
+    if value <= 0:
+        raise InvalidRequestError(f"{name} must be positive, got {value}")
+
+
+@dataclass(frozen=True)
+class ProducerConfig(CommonConfig):
+    """``acks``, ``linger_ms``, ``batch_size``, ``compression_type``, ``buffer_memory``: Kafka's names."""
+
+    acks: int | str = 1
+    linger_ms: int = 0
+    batch_size: int = 16_384
+    compression_type: str | None = None
+    buffer_memory: int = 32 * 2**20
+    max_block_ms: int = 60_000
+    max_request_size: int = 2**20
+    retries: int = 2**31 - 1
+    delivery_timeout_ms: int = 120_000
+    max_in_flight_requests_per_connection: int = 5
+    allow_auto_create_topics: bool = True
+    key_serializer: Serializer | None = None
+    value_serializer: Serializer | None = None
+
+    def validate(self) -> None:
+        super().validate()
+        if self.acks not in (0, 1, -1, "all", "0", "1", "-1"):
+            raise InvalidRequestError(f"acks must be 0, 1, -1 or 'all', got {self.acks!r}")
+        self.compression()
+        _positive("batch_size", self.batch_size)
+        _positive("buffer_memory", self.buffer_memory)
+        _positive("max_request_size", self.max_request_size)
+        _positive("max_in_flight_requests_per_connection", self.max_in_flight_requests_per_connection)
+
+    @property
+    def acks_param(self) -> str:
+        """The ``acks`` query value of the native produce route: ``0``, ``1`` or ``all``."""
+        return {"0": "0", "1": "1", "-1": "all", "all": "all"}[str(self.acks)]
+
+    def compression(self) -> Compression:
+        """The codec for ``compression_type`` (None means none). Raises InvalidRequestError."""
+        return (
+            Compression.NONE
+            if self.compression_type is None
+            else Compression.from_name(self.compression_type)
+        )
+
+
+@dataclass(frozen=True)
+class ConsumerConfig(CommonConfig):
+    """``group_id``, ``enable_auto_commit``, ``auto_offset_reset``, ``max_poll_records`` ... (Kafka's names).
+
+    ``prefetch_batches`` bounds the fetch answers buffered ahead of ``poll`` per partition.
+    """
+
+    group_id: str | None = None
+    enable_auto_commit: bool = True
+    auto_commit_interval_ms: int = 5_000
+    auto_offset_reset: str = "latest"
+    max_poll_records: int = 500
+    fetch_max_bytes: int = 50 * 2**20
+    max_partition_fetch_bytes: int = 2**20
+    fetch_max_wait_ms: int = 500
+    fetch_min_bytes: int = 1
+    prefetch_batches: int = 2
+    check_crcs: bool = True
+    session_timeout_ms: int = 45_000
+    heartbeat_interval_ms: int = 3_000
+    max_poll_interval_ms: int = 300_000
+    partition_assignment_strategy: str = "range"
+    key_deserializer: Deserializer | None = None
+    value_deserializer: Deserializer | None = None
+
+    def validate(self) -> None:
+        super().validate()
+        if self.auto_offset_reset not in _OFFSET_RESETS:
+            raise InvalidRequestError(
+                f"auto_offset_reset must be earliest, latest or none, got {self.auto_offset_reset!r}"
+            )
+        if self.partition_assignment_strategy not in _STRATEGIES:
+            raise InvalidRequestError(
+                f"partition_assignment_strategy must be one of {', '.join(_STRATEGIES)}"
+            )
+        if self.group_id is not None and not self.group_id:
+            raise InvalidRequestError("group_id must not be empty")
+        for name in ("max_poll_records", "max_partition_fetch_bytes", "fetch_max_bytes", "prefetch_batches"):
+            _positive(name, getattr(self, name))
+        _positive("heartbeat_interval_ms", self.heartbeat_interval_ms)
+        if self.heartbeat_interval_ms >= self.session_timeout_ms:
+            raise InvalidRequestError("heartbeat_interval_ms must be lower than session_timeout_ms")
+
+    @property
+    def partition_fetch_bytes(self) -> int:
+        """``max_bytes`` of one partition's fetch request."""
+        return min(self.max_partition_fetch_bytes, self.fetch_max_bytes)

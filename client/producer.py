@@ -1,0 +1,289 @@
+"""The asyncio producer: Kafka's ``send`` / ``flush`` / ``close`` over tierlog's native batch path.
+
+::
+
+    async with AsyncProducer(bootstrap_servers="http://127.0.0.1:8082", linger_ms=5) as producer:
+        future = await producer.send("events", b"payload", key=b"user-1")   # fire and forget, or
+        metadata = await future                                             # wait for the offset
+
+``send`` picks the partition exactly as the broker and Kafka's Java producer do (murmur2 of the key, sticky
+for keyless records), appends the record to its partition's batch and returns an ``asyncio.Future`` of
+:class:`~client.types.RecordMetadata`. It waits only for metadata and for room in ``buffer_memory``, both at
+most ``max_block_ms``. A background :class:`~client.sender.Sender` builds v2 batches with the shared codec and
+sends them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Iterable
+from typing import Any
+
+from client.accumulator import Callback, PendingRecord, RecordAccumulator, record_size
+from client.admin import AsyncAdmin
+from client.backoff import backoff_seconds
+from client.config import ProducerConfig
+from client.errors import (
+    BufferExhaustedError,
+    ClientClosedError,
+    RecordTooLargeError,
+    TierlogError,
+    TopicExistsError,
+    UnknownPartitionError,
+    UnknownTopicError,
+)
+from client.sender import Sender
+from client.transport import BrokerClient
+from client.types import RecordMetadata, TopicPartition
+from tiering.codec.records import Record
+from tiering.partitioner import StickyPartitioner, partition_for_key
+
+__all__ = ["AsyncProducer", "to_bytes", "to_headers"]
+
+HeadersArg = Iterable[tuple[str, bytes | str | None]] | dict[str, bytes | str | None] | None
+
+
+def to_bytes(value: Any, what: str) -> bytes | None:
+    """``value`` as bytes: bytes-like as is, ``str`` as UTF-8, None as None.
+
+    Raises:
+        TypeError: any other type (configure a serializer).
+    """
+    if value is None or isinstance(value, bytes):
+        return value
+    if isinstance(value, bytearray | memoryview):
+        return bytes(value)
+    if isinstance(value, str):
+        return value.encode("utf-8")
+    raise TypeError(f"{what} must be bytes or str (or set {what}_serializer), not {type(value).__name__}")
+
+
+def to_headers(headers: HeadersArg) -> tuple[tuple[str, bytes | None], ...]:
+    """Headers as the codec's tuple of ``(str key, bytes value)``. Raises TypeError for other types."""
+    if headers is None:
+        return ()
+    items = headers.items() if isinstance(headers, dict) else headers
+    return tuple((str(k), to_bytes(v, "header value")) for k, v in items)
+
+
+class AsyncProducer:
+    """Sends records to tierlog from asyncio code.
+
+    Keyword options are Kafka's producer configs with dots as underscores (see
+    :class:`~client.config.ProducerConfig`). Methods must be called on one event loop; ``send`` may be
+    called concurrently from many tasks. ``close`` is idempotent.
+
+    Raises (from the constructor): InvalidRequestError for an unknown option or a bad value.
+    """
+
+    def __init__(self, bootstrap_servers: str | list[str] | None = None, **configs: Any) -> None:
+        if bootstrap_servers is not None:
+            configs["bootstrap_servers"] = bootstrap_servers
+        self.config = ProducerConfig.from_kwargs(configs)
+        self._broker = BrokerClient(
+            self.config.bootstrap_servers,
+            request_timeout_ms=self.config.request_timeout_ms,
+            connections=self.config.connections_max,
+        )
+        self._admin = AsyncAdmin.over(self._broker)
+        self._sticky = StickyPartitioner()
+        self._sticky_current: dict[str, int] = {}
+        self._metadata: dict[str, tuple[int, float]] = {}
+        self._metadata_locks: dict[str, asyncio.Lock] = {}
+        self._acc: RecordAccumulator | None = None
+        self._sender: Sender | None = None
+        self._sender_task: asyncio.Task[None] | None = None
+        self._closed = False
+
+    async def __aenter__(self) -> AsyncProducer:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def start(self) -> None:
+        """Open the connection pool and start the sender task. Idempotent; ``send`` calls it."""
+        if self._closed:
+            raise ClientClosedError("the producer is closed")
+        if self._sender_task is not None:
+            return
+        clock = asyncio.get_running_loop().time
+        self._acc = RecordAccumulator(
+            batch_size=self.config.batch_size,
+            linger_ms=self.config.linger_ms,
+            buffer_memory=self.config.buffer_memory,
+            delivery_timeout_ms=self.config.delivery_timeout_ms,
+            clock=clock,
+        )
+        self._sender = Sender(self._broker, self._acc, self.config, clock)
+        self._sender_task = asyncio.create_task(self._sender.run(), name="tierlog producer sender")
+        await self._broker.start()
+
+    async def send(
+        self,
+        topic: str,
+        value: Any = None,
+        key: Any = None,
+        partition: int | None = None,
+        headers: HeadersArg = None,
+        timestamp: int | None = None,
+        *,
+        callback: Callback | None = None,
+    ) -> asyncio.Future[RecordMetadata]:
+        """Queue one record; answer a future of its :class:`RecordMetadata`.
+
+        ``timestamp`` defaults to now (ms). ``callback(metadata, error)`` runs on the loop when the record is
+        acknowledged (error None) or fails (metadata None). Waits at most ``max_block_ms`` for metadata and
+        buffer room. Not idempotent: every call sends a record.
+
+        Raises:
+            ClientClosedError: the producer is closed.
+            RecordTooLargeError: the record alone exceeds ``max_request_size`` or ``buffer_memory``.
+            BufferExhaustedError: no buffer room or no metadata within ``max_block_ms``.
+            UnknownTopicError / UnknownPartitionError: the topic (with auto-creation off) or partition does
+                not exist.
+            TypeError: key, value or a header value is neither bytes nor str and no serializer is set.
+        """
+        if self._closed:
+            raise ClientClosedError("the producer is closed")
+        await self.start()
+        assert self._acc is not None
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.config.max_block_ms / 1000
+        key_bytes = to_bytes(self.config.key_serializer(key) if self.config.key_serializer else key, "key")
+        value_bytes = to_bytes(
+            self.config.value_serializer(value) if self.config.value_serializer else value, "value"
+        )
+        stamp = int(time.time() * 1000) if timestamp is None else timestamp
+        record = Record(key_bytes, value_bytes, to_headers(headers), stamp)
+        size = record_size(record)
+        if size > min(self.config.max_request_size, self.config.buffer_memory):
+            raise RecordTooLargeError(
+                f"a record of about {size} bytes exceeds max_request_size={self.config.max_request_size} "
+                f"or buffer_memory={self.config.buffer_memory}"
+            )
+        count = await self._partition_count(topic, deadline)
+        if partition is None:
+            partition = self._choose_partition(topic, key_bytes, count)
+        elif not 0 <= partition < count:
+            raise UnknownPartitionError(
+                f"topic {topic} has {count} partitions; partition {partition} is invalid"
+            )
+        await self._acc.reserve(size, deadline)
+        if self._closed:
+            await self._acc.release(size)
+            raise ClientClosedError("the producer was closed while send waited")
+        future: asyncio.Future[RecordMetadata] = loop.create_future()
+        self._acc.append(TopicPartition(topic, partition), PendingRecord(record, size, future, callback))
+        return future
+
+    async def send_and_wait(
+        self, topic: str, value: Any = None, key: Any = None, **kwargs: Any
+    ) -> RecordMetadata:
+        """``send`` and wait for the record's metadata. Raises what ``send`` and the delivery raise."""
+        future = await self.send(topic, value, key, **kwargs)
+        return await future
+
+    def _choose_partition(self, topic: str, key: bytes | None, count: int) -> int:
+        if key is not None:
+            return partition_for_key(key, count)
+        assert self._acc is not None
+        current = self._sticky_current.get(topic)
+        if (
+            current is None
+            or current >= count
+            or not self._acc.has_open_batch(TopicPartition(topic, current))
+        ):
+            current = self._sticky.next_partition(topic, count)
+            self._sticky_current[topic] = current
+        return current
+
+    async def partitions_for(self, topic: str) -> set[int]:
+        """The partition ids of ``topic`` (creating it if allowed). Raises as ``send``'s metadata step."""
+        await self.start()
+        loop = asyncio.get_running_loop()
+        count = await self._partition_count(topic, loop.time() + self.config.max_block_ms / 1000)
+        return set(range(count))
+
+    async def _partition_count(self, topic: str, deadline: float) -> int:
+        loop = asyncio.get_running_loop()
+        cached = self._metadata.get(topic)
+        if cached is not None and loop.time() - cached[1] < self.config.metadata_max_age_ms / 1000:
+            return cached[0]
+        lock = self._metadata_locks.setdefault(topic, asyncio.Lock())
+        async with lock:
+            cached = self._metadata.get(topic)
+            if cached is not None and loop.time() - cached[1] < self.config.metadata_max_age_ms / 1000:
+                return cached[0]
+            count = await self._fetch_partition_count(topic, deadline)
+            self._metadata[topic] = (count, loop.time())
+            return count
+
+    async def _fetch_partition_count(self, topic: str, deadline: float) -> int:
+        loop = asyncio.get_running_loop()
+        attempt = 0
+        while True:
+            try:
+                try:
+                    return (await self._broker.topic_metadata(topic)).partition_count
+                except UnknownTopicError:
+                    if not self.config.allow_auto_create_topics:
+                        raise
+                with contextlib.suppress(TopicExistsError):
+                    return await self._admin.create_topic(topic)
+            except TierlogError as err:
+                if not err.retriable:
+                    raise
+                wait = backoff_seconds(
+                    attempt, self.config.retry_backoff_ms, self.config.retry_backoff_max_ms
+                )
+                if loop.time() + wait >= deadline:
+                    raise BufferExhaustedError(
+                        f"no metadata for topic {topic} within max_block_ms={self.config.max_block_ms}: {err}"
+                    ) from err
+                attempt += 1
+                await asyncio.sleep(wait)
+
+    async def flush(self, timeout: float | None = None) -> None:  # noqa: ASYNC109 - Kafka's signature
+        """Send everything queued now, linger or not, and wait until each of those records completes.
+
+        Records that fail do so through their futures; flush itself raises only TimeoutError (``timeout``
+        seconds passed). Safe to call concurrently with ``send``.
+        """
+        if self._acc is None:
+            return
+        pending = [b.done.wait() for b in self._acc.incomplete]
+        if not pending:
+            return
+        self._acc.flushing += 1
+        self._acc.wakeup.set()
+        try:
+            await asyncio.wait_for(asyncio.gather(*pending), timeout)
+        finally:
+            self._acc.flushing -= 1
+
+    async def close(self, timeout: float | None = None) -> None:  # noqa: ASYNC109 - Kafka's signature
+        """Send what is queued (up to ``timeout`` seconds), then stop the sender and close connections.
+
+        Records still unsent after the timeout fail with ClientClosedError. Idempotent.
+        """
+        if self._closed:
+            return
+        self._closed = True
+        task, self._sender_task = self._sender_task, None
+        if task is not None and self._acc is not None and self._sender is not None:
+            self._acc.closing = True
+            self._acc.wakeup.set()
+            try:
+                await asyncio.wait_for(asyncio.shield(task), timeout)
+            except TimeoutError:
+                pass
+            finally:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+                await self._sender.abort(ClientClosedError("the producer closed before the record was sent"))
+        await self._broker.close()

@@ -1,0 +1,210 @@
+"""One HTTP session to one broker, and the native data-path calls on it.
+
+:class:`BrokerClient` owns an aiohttp ``ClientSession`` (connection pooling, keep-alive) and turns every
+failure into a typed error: an error answer through :func:`client.errors.error_from_response`, a refused or
+reset connection into :class:`~client.errors.BrokerUnavailableError`, no answer within the request timeout
+into :class:`~client.errors.RequestTimeoutError`. Both are retriable; nothing here retries (callers decide).
+
+All methods are coroutines for the event loop the client was started on; concurrent calls are safe (aiohttp
+pools connections). None of them is idempotent unless it says so.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import quote
+
+import aiohttp
+
+from client.errors import BrokerUnavailableError, RequestTimeoutError, error_from_response
+
+__all__ = ["BATCHES_TYPE", "BrokerClient", "FetchAnswer", "PartitionInfo", "TopicMetadata"]
+
+BATCHES_TYPE = "application/vnd.tierlog.batches"
+_HIGH_WATERMARK = "Tierlog-High-Watermark"
+_LOG_START = "Tierlog-Log-Start-Offset"
+_LOG_END = "Tierlog-Log-End-Offset"
+
+
+@dataclass(frozen=True, slots=True)
+class FetchAnswer:
+    """Raw batches from a native fetch and the partition's offsets at that moment."""
+
+    data: bytes
+    high_watermark: int
+    log_start_offset: int
+    log_end_offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionInfo:
+    partition: int
+    log_start_offset: int
+    high_watermark: int
+    log_end_offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class TopicMetadata:
+    topic: str
+    partitions: list[PartitionInfo]
+
+    @property
+    def partition_count(self) -> int:
+        return len(self.partitions)
+
+
+def segment(value: str) -> str:
+    """``value`` escaped as one URL path segment."""
+    return quote(value, safe="")
+
+
+class BrokerClient:
+    """An HTTP client for one broker base URL (``http://host:port``).
+
+    ``start()`` must run inside the event loop that will use the client; ``close()`` closes the session and
+    is idempotent.
+    """
+
+    def __init__(self, base_url: str, *, request_timeout_ms: int = 30_000, connections: int = 100) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.request_timeout_ms = request_timeout_ms
+        self._connections = connections
+        self._session: aiohttp.ClientSession | None = None
+
+    async def start(self) -> None:
+        """Open the session. Idempotent."""
+        self.open()
+
+    def open(self) -> None:
+        """Open the session from code running on the client's event loop. Idempotent."""
+        if self._session is None:
+            connector = aiohttp.TCPConnector(limit=self._connections)
+            self._session = aiohttp.ClientSession(connector=connector)
+
+    async def close(self) -> None:
+        """Close the session and its connections. Idempotent."""
+        session, self._session = self._session, None
+        if session is not None:
+            await session.close()
+
+    @property
+    def session(self) -> aiohttp.ClientSession:
+        if self._session is None:
+            raise RuntimeError("BrokerClient.start() was not called")
+        return self._session
+
+    async def call(
+        self,
+        method: str,
+        path: str,
+        *,
+        body: Any = None,
+        data: bytes | None = None,
+        params: dict[str, str] | None = None,
+        headers: dict[str, str] | None = None,
+        timeout_ms: int | None = None,
+    ) -> tuple[int, bytes, dict[str, str]]:
+        """Send one request; answer ``(status, body, headers)`` for a 2xx answer.
+
+        ``body`` is sent as JSON, ``data`` as raw bytes. ``timeout_ms`` overrides the request timeout.
+
+        Raises:
+            TierlogError: the typed error of a non-2xx answer (see :func:`client.errors.error_from_response`).
+            BrokerUnavailableError: the connection failed.
+            RequestTimeoutError: no answer in time.
+        """
+        seconds = (self.request_timeout_ms if timeout_ms is None else timeout_ms) / 1000
+        send_headers = dict(headers or {})
+        payload = data
+        if body is not None:
+            payload = json.dumps(body, separators=(",", ":")).encode()
+            send_headers["Content-Type"] = "application/json"
+        try:
+            async with self.session.request(
+                method,
+                self.base_url + path,
+                data=payload,
+                params=params,
+                headers=send_headers,
+                timeout=aiohttp.ClientTimeout(total=seconds),
+            ) as response:
+                raw = await response.read()
+                if response.status >= 400:
+                    raise error_from_response(response.status, raw)
+                return response.status, raw, dict(response.headers)
+        except TimeoutError as err:
+            raise RequestTimeoutError(f"{method} {path}: no answer within {seconds:g} s") from err
+        except (aiohttp.ClientConnectionError, aiohttp.ClientPayloadError, OSError) as err:
+            raise BrokerUnavailableError(
+                f"{method} {path}: broker {self.base_url} unreachable: {err}"
+            ) from err
+
+    async def json(
+        self,
+        method: str,
+        path: str,
+        *,
+        body: Any = None,
+        params: dict[str, str] | None = None,
+        timeout_ms: int | None = None,
+    ) -> Any:
+        """:meth:`call` and decode a JSON answer (``None`` for an empty one). Raises as :meth:`call`."""
+        _, raw, _ = await self.call(method, path, body=body, params=params, timeout_ms=timeout_ms)
+        return json.loads(raw) if raw.strip() else None
+
+    # -- the native data path ---------------------------------------------------------------------
+
+    async def produce(self, topic: str, partition: int, batches: bytes, acks: str) -> dict[str, Any]:
+        """Append raw batches; answer the broker's JSON (offsets with acks 1/all). Not idempotent."""
+        path = f"/native/v1/topics/{segment(topic)}/partitions/{partition}/batches"
+        _, raw, _ = await self.call(
+            "POST", path, data=batches, params={"acks": acks}, headers={"Content-Type": BATCHES_TYPE}
+        )
+        answer: dict[str, Any] = json.loads(raw)
+        return answer
+
+    async def fetch(
+        self, topic: str, partition: int, offset: int, *, max_bytes: int, max_wait_ms: int, min_bytes: int
+    ) -> FetchAnswer:
+        """Raw batches from the batch holding ``offset``, long-polling up to ``max_wait_ms``. Idempotent.
+
+        Raises OffsetOutOfRangeError with the valid range, and the errors of :meth:`call`.
+        """
+        path = f"/native/v1/topics/{segment(topic)}/partitions/{partition}/batches"
+        params = {
+            "offset": str(offset),
+            "max_bytes": str(max_bytes),
+            "max_wait_ms": str(max_wait_ms),
+            "min_bytes": str(min_bytes),
+        }
+        timeout = self.request_timeout_ms + max_wait_ms
+        _, raw, headers = await self.call(
+            "GET", path, params=params, headers={"Accept": BATCHES_TYPE}, timeout_ms=timeout
+        )
+        return FetchAnswer(
+            raw,
+            int(headers.get(_HIGH_WATERMARK, "-1")),
+            int(headers.get(_LOG_START, "-1")),
+            int(headers.get(_LOG_END, "-1")),
+        )
+
+    async def list_offset(self, topic: str, partition: int, timestamp: int) -> tuple[int, int]:
+        """``(offset, timestamp)`` for -2 (earliest), -1 (latest) or a time in ms; ``(-1, -1)`` if none.
+
+        Idempotent. Raises as :meth:`call`.
+        """
+        path = f"/native/v1/topics/{segment(topic)}/partitions/{partition}/offsets"
+        answer = await self.json("GET", path, params={"timestamp": str(timestamp)})
+        return int(answer["offset"]), int(answer["timestamp"])
+
+    async def topic_metadata(self, topic: str) -> TopicMetadata:
+        """Partition count and offsets of ``topic``. Idempotent. Raises UnknownTopicError, as :meth:`call`."""
+        answer = await self.json("GET", f"/native/v1/topics/{segment(topic)}")
+        partitions = [
+            PartitionInfo(p["partition"], p["log_start_offset"], p["high_watermark"], p["log_end_offset"])
+            for p in answer["partitions"]
+        ]
+        return TopicMetadata(answer["topic"], partitions)

@@ -1,0 +1,79 @@
+"""The values a client hands back: record metadata, consumed records, topic partitions, offsets.
+
+Names and fields follow kafka-python's so code written against it reads the same. Offsets and timestamps are
+Kafka's: a committed offset is the offset of the next record to read; timestamps are ms since the epoch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import NamedTuple
+
+__all__ = [
+    "CREATE_TIME",
+    "LOG_APPEND_TIME",
+    "Headers",
+    "TopicPartition",
+    "RecordMetadata",
+    "ConsumerRecord",
+    "OffsetAndMetadata",
+    "OffsetAndTimestamp",
+]
+
+CREATE_TIME = 0
+LOG_APPEND_TIME = 1
+
+Headers = list[tuple[str, bytes | None]]
+
+
+class TopicPartition(NamedTuple):
+    """One partition of one topic."""
+
+    topic: str
+    partition: int
+
+
+@dataclass(frozen=True, slots=True)
+class RecordMetadata:
+    """Where a produced record was stored.
+
+    ``offset`` is -1 with ``acks=0`` (the broker answers before it assigns offsets). ``timestamp`` is the
+    record's create time, or the broker's append time for a LogAppendTime topic.
+    """
+
+    topic: str
+    partition: int
+    offset: int
+    timestamp: int
+
+    @property
+    def topic_partition(self) -> TopicPartition:
+        return TopicPartition(self.topic, self.partition)
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerRecord:
+    """One consumed record. ``timestamp_type`` is :data:`CREATE_TIME` (0) or :data:`LOG_APPEND_TIME` (1)."""
+
+    topic: str
+    partition: int
+    offset: int
+    timestamp: int
+    timestamp_type: int
+    key: bytes | None
+    value: bytes | None
+    headers: Headers
+
+
+class OffsetAndMetadata(NamedTuple):
+    """A committed offset (the next offset to read) and the free-text metadata stored with it."""
+
+    offset: int
+    metadata: str
+
+
+class OffsetAndTimestamp(NamedTuple):
+    """The answer of ``offsets_for_times``: the first offset at or after a time, and that batch's time."""
+
+    offset: int
+    timestamp: int
