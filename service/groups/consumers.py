@@ -41,9 +41,14 @@ INVALID_CONSUMER_CONFIG = 42204
 
 
 class ReadLike(Protocol):
-    data: bytes
-    high_watermark: int
-    log_start_offset: int
+    @property
+    def data(self) -> bytes: ...
+
+    @property
+    def high_watermark(self) -> int: ...
+
+    @property
+    def log_start_offset(self) -> int: ...
 
 
 class PartitionReader(Protocol):
