@@ -54,18 +54,31 @@ def _parser() -> argparse.ArgumentParser:
             default=None,
             help=f"{spec.doc} [{env_name(name)}; default {default}]",
         )
-    dump = commands.add_parser(
-        "dump-log", help="print the batches and records of segment files", add_help=False
-    )
-    dump.add_argument("args", nargs=argparse.REMAINDER)
+    for name, help_text in DELEGATED.items():
+        delegated = commands.add_parser(name, help=help_text, add_help=False)
+        delegated.add_argument("args", nargs=argparse.REMAINDER)
     return parser
+
+
+# Subcommands implemented outside the broker: the segment dumper (tiering) and the client commands.
+DELEGATED = {
+    "dump-log": "print the batches and records of segment files (--verify checks them)",
+    "topics": "create, list, describe, delete and alter topics",
+    "produce": "produce lines from stdin or a file",
+    "consume": "consume records as JSON lines",
+    "groups": "list and describe consumer groups, with lag",
+}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line. Returns the exit code."""
     raw = list(sys.argv[1:] if argv is None else argv)
     if raw and raw[0] == "dump-log":
-        return _dump_log(raw[1:])
+        from tiering.tools import dump_log
+
+        return dump_log.main(raw[1:])
+    if raw and raw[0] in DELEGATED:
+        return _client_command(raw)
     parser = _parser()
     args = parser.parse_args(raw)
     if args.command != "serve":
@@ -92,11 +105,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     return asyncio.run(serve(settings))
 
 
-def _dump_log(argv: list[str]) -> int:
+def _client_command(argv: list[str]) -> int:
     try:
-        tool = importlib.import_module("tiering.tools.dump_log")
-    except ModuleNotFoundError:
-        sys.stderr.write("tierlog dump-log: error: not available in this build\n")
+        tool = importlib.import_module("client.cli")
+    except ModuleNotFoundError as err:
+        if err.name != "client.cli":
+            raise
+        sys.stderr.write(f"tierlog {argv[0]}: error: the client commands are not installed\n")
         return 2
     return int(tool.main(argv))
 
