@@ -265,3 +265,15 @@ async def test_post_call_fault_happens_after_the_write(local: LocalObjectStore) 
         await faults.put("k", b"v")
     assert await local.get("k") == b"v"
     assert faults.pending("put") == 0
+
+
+@pytest.mark.parametrize("size", [0, 255, 256, 1000, 1024])
+async def test_read_to_end_uses_one_request_then_the_cache(local: LocalObjectStore, size: int) -> None:
+    counted = InstrumentedStore(local)
+    cache = CachingStore(counted, chunk_size=256, capacity_bytes=1 << 20)
+    await local.put("k", DATA[:size])
+    assert await cache.get_range("k", 0, None) == DATA[:size]
+    assert counted.requests("get_range") == 1
+    for start in (0, 1, 255, 256, size, size + 300):
+        assert await cache.get_range("k", start, None) == DATA[:size][start:]
+    assert counted.requests("get_range") == 1

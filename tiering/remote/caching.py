@@ -24,6 +24,15 @@ from tiering.remote.store import ObjectInfo, ObjectStore, validate_range
 __all__ = ["CacheStats", "CachingStore"]
 
 
+_MAX_TRACKED_KEYS = 1 << 16
+
+
+def _trim(table: dict[str, int]) -> None:
+    """Drop the oldest entries of a per-key table beyond ``_MAX_TRACKED_KEYS``."""
+    while len(table) > _MAX_TRACKED_KEYS:
+        table.pop(next(iter(table)))
+
+
 @dataclass(slots=True)
 class CacheStats:
     """Chunk-level counters: ``hits``/``misses`` count chunks, ``fetches`` the ranged GETs issued."""
@@ -55,6 +64,8 @@ class CachingStore:
         self._chunks: OrderedDict[tuple[str, int], bytes] = OrderedDict()
         self._size = 0
         self._generation: dict[str, int] = {}
+        self._sizes: dict[str, int] = {}  # object sizes learnt from a short (final) chunk
+        self._invalidations = 0  # a global counter, so a generation value is never reused
 
     def __repr__(self) -> str:
         return f"CachingStore({self.inner!r}, chunk_size={self.chunk_size}, capacity={self.capacity_bytes})"
@@ -75,6 +86,9 @@ class CachingStore:
     def _store(self, key: str, index: int, chunk: bytes) -> None:
         if len(chunk) > self.capacity_bytes:
             return
+        if len(chunk) < self.chunk_size:
+            self._sizes[key] = index * self.chunk_size + len(chunk)
+            _trim(self._sizes)
         old = self._chunks.pop((key, index), None)
         if old is not None:
             self._size -= len(old)
@@ -87,17 +101,29 @@ class CachingStore:
 
     def invalidate(self, key: str) -> None:
         """Forget every cached chunk of ``key``. Idempotent."""
-        self._generation[key] = self._generation.get(key, 0) + 1
+        self._invalidations += 1
+        self._generation[key] = self._invalidations
         self.stats.invalidations += 1
+        self._sizes.pop(key, None)
         for cached in [k for k in self._chunks if k[0] == key]:
             self._size -= len(self._chunks.pop(cached))
+        # Bounded bookkeeping: forgetting an old generation only makes an in-flight fetch skip caching.
+        _trim(self._generation)
+        _trim(self._sizes)
 
-    async def _fetch_run(self, key: str, first: int, count: int) -> list[bytes]:
-        """Fetch chunks ``first .. first+count-1`` with one ranged GET and cache them."""
+    async def _fetch_run(self, key: str, first: int, count: int | None) -> list[bytes]:
+        """Fetch chunks ``first .. first+count-1`` (``count=None``: to the end of the object) with one
+        ranged GET and cache them. A read to the end also caches the empty chunk after a full last one,
+        so the end of the object is known next time.
+        """
         generation = self._generation.get(key, 0)
         self.stats.fetches += 1
-        data = await self.inner.get_range(key, first * self.chunk_size, (first + count) * self.chunk_size)
-        chunks = [data[i * self.chunk_size : (i + 1) * self.chunk_size] for i in range(count)]
+        size = self.chunk_size
+        end = None if count is None else (first + count) * size
+        data = await self.inner.get_range(key, first * size, end)
+        if count is None:
+            count = len(data) // size + 1  # the last chunk is short (possibly empty)
+        chunks = [data[i * size : (i + 1) * size] for i in range(count)]
         if self._generation.get(key, 0) == generation:
             for i, chunk in enumerate(chunks):
                 self._store(key, first + i, chunk)
@@ -131,21 +157,32 @@ class CachingStore:
     async def get_range(self, key: str, start: int, end: int | None = None) -> bytes:
         """See :meth:`ObjectStore.get_range`, served from cached chunks where possible.
 
-        With ``end=None`` chunks are read until a short one marks the end of the object.
+        With ``end=None``, cached chunks are used up to the first gap; the rest of the object is then
+        fetched with one request (a short chunk marks the end of the object).
         """
         validate_range(start, end)
+        size = self._sizes.get(key)
+        if size is not None:  # the end of the object is known: clamp, and read past it for free
+            end = size if end is None else min(end, size)
+            if start >= end:
+                self.stats.hits += 1
+                return b""
         if end is not None and end == start:
             return b""
         first = start // self.chunk_size
         if end is None:
             parts: list[bytes] = []
             index = first
-            while True:
-                batch = await self._chunks_between(key, index, index)
-                parts.extend(batch)
-                if not batch or len(batch[-1]) < self.chunk_size:
-                    break
+            while (chunk := self._lookup(key, index)) is not None:
+                self.stats.hits += 1
+                parts.append(chunk)
                 index += 1
+                if len(chunk) < self.chunk_size:
+                    break
+            else:
+                fetched = await self._fetch_run(key, index, None)
+                self.stats.misses += len(fetched)
+                parts.extend(fetched)
         else:
             parts = await self._chunks_between(key, first, (end - 1) // self.chunk_size)
         data = b"".join(parts)
@@ -211,5 +248,6 @@ class CachingStore:
     async def close(self) -> None:
         """Drop the cache and close the inner store."""
         self._chunks.clear()
+        self._sizes.clear()
         self._size = 0
         await self.inner.close()
