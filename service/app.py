@@ -100,7 +100,7 @@ def create_app(
     app.cleanup_ctx.append(broker_ctx)
     setup_maintenance(app)
     if groups is not None:
-        groups.setup_groups(app)
+        groups.setup_groups(app, groups.GroupSettings.from_settings(settings))
     return app
 
 

@@ -96,6 +96,12 @@ def _url(raw: str) -> object:
     return raw.strip().rstrip("/")
 
 
+def _assignor(raw: str) -> object:
+    if raw not in ("range", "roundrobin", "sticky", "cooperative-sticky"):
+        raise ValueError("expected range, roundrobin, sticky or cooperative-sticky")
+    return raw
+
+
 def _level(raw: str) -> object:
     value = raw.strip().upper()
     if value not in _LOG_LEVELS:
@@ -132,6 +138,13 @@ _TABLE: tuple[SettingSpec, ...] = (
                 "how often retention runs over every partition", _int(1, 2**63 - 1)),
     SettingSpec("log.flush.scheduler.interval.ms", "1000",
                 "how often flush.ms and segment.ms are checked", _int(1, 2**63 - 1)),
+    SettingSpec("offsets.retention.minutes", "10080",
+                "keep a memberless group's committed offsets this long", _int(1, 2**31 - 1)),
+    SettingSpec("consumer.instance.timeout.ms", "300000",
+                "delete a REST consumer instance unused this long", _int(1000, 2**31 - 1)),
+    SettingSpec("group.default.assignor", "range",
+                "assignment strategy of groups whose members ask for none (range, roundrobin, sticky)",
+                _assignor),
     SettingSpec("logging.level", "INFO", "DEBUG, INFO, WARNING or ERROR (log lines go to stderr)", _level),
     _topic_default("segment.bytes", "log.segment.bytes", "default segment.bytes"),
     _topic_default("segment.ms", "log.roll.ms", "default segment.ms"),
@@ -180,6 +193,9 @@ class Settings:
     log_flush_scheduler_interval_ms: int
     logging_level: str
     topic_defaults: Mapping[str, str]
+    offsets_retention_minutes: int = 10080
+    consumer_instance_timeout_ms: int = 300_000
+    group_default_assignor: str = "range"
     sources: Mapping[str, str] = field(default_factory=dict)
 
     def describe(self) -> str:
@@ -273,6 +289,9 @@ def build_settings(values: Mapping[str, object], sources: Mapping[str, str] | No
         log_flush_scheduler_interval_ms=int(str(parsed["log.flush.scheduler.interval.ms"])),
         logging_level=str(parsed["logging.level"]),
         topic_defaults=MappingProxyType(topic_defaults),
+        offsets_retention_minutes=int(str(parsed["offsets.retention.minutes"])),
+        consumer_instance_timeout_ms=int(str(parsed["consumer.instance.timeout.ms"])),
+        group_default_assignor=str(parsed["group.default.assignor"]),
         sources=MappingProxyType(sources),
     )
 

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from aiohttp import web
 
 from service.broker import Broker
+from service.config import Settings
 from service.groups import native, rest
 from service.groups.consumers import ConsumerManager, ReadLike
 from service.groups.coordinator import GroupCoordinator
@@ -44,6 +45,14 @@ class GroupSettings:
     auto_commit_interval_ms: int = 5_000
     tick_interval_ms: int = 1_000
     default_strategy: str = "range"
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> GroupSettings:
+        return cls(
+            offsets_retention_ms=settings.offsets_retention_minutes * 60_000,
+            consumer_instance_timeout_ms=settings.consumer_instance_timeout_ms,
+            default_strategy=settings.group_default_assignor,
+        )
 
 
 class BrokerReader:
