@@ -4,6 +4,7 @@ stale writers refused even after old versions were collected, corrupt manifests 
 from __future__ import annotations
 
 import asyncio
+import functools
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -26,6 +27,10 @@ async def local(tmp_path: Path) -> AsyncIterator[LocalObjectStore]:
     await store.close()
 
 
+def add(manifest: mf.Manifest, segment: mf.RemoteSegment) -> mf.Manifest:
+    return mf.add_segment(manifest, segment)
+
+
 def segment(n: int) -> mf.RemoteSegment:
     return mf.RemoteSegment(
         n * 10, n * 10 + 9, 1000 + n, 100, uuid.UUID(int=n + 1), mf.SegmentState.COPY_STARTED, 5
@@ -40,7 +45,7 @@ async def test_load_missing_is_empty_version_zero(local: LocalObjectStore) -> No
 async def test_concurrent_updates_all_land(local: LocalObjectStore) -> None:
     store = ManifestStore(local, keep_versions=3)
     await asyncio.gather(
-        *(store.update("t", 1, lambda m, n=n: mf.add_segment(m, segment(n))) for n in range(6))
+        *(store.update("t", 1, functools.partial(add, segment=segment(n))) for n in range(6))
     )
     final = await store.load("t", 1)
     assert sorted(s.base_offset for s in final.segments) == [0, 10, 20, 30, 40, 50]
@@ -73,7 +78,7 @@ async def test_stale_writer_is_refused_after_its_version_was_collected(local: Lo
     store = ManifestStore(local, keep_versions=2)
     stale_base = await store.update("t", 0, lambda m: mf.set_log_start_offset(m, 1))  # version 1
     for offset in range(2, 6):
-        await store.update("t", 0, lambda m, o=offset: mf.set_log_start_offset(m, o))  # up to version 5
+        await store.update("t", 0, functools.partial(mf.set_log_start_offset, offset=offset))  # up to v5
     assert 2 not in await store.versions("t", 0)  # collected: put_if_absent on version 2 would succeed
     with pytest.raises(ConflictError):
         await store.commit(stale_base, mf.set_log_start_offset(stale_base, 100))
