@@ -28,7 +28,7 @@ __all__ = ["OPEN_TASK", "create_app", "documented_modules", "route_modules"]
 log = logging.getLogger("tierlog.app")
 
 OPTIONAL_ROUTE_MODULES = ("service.rest_v2", "service.native")
-GROUP_MODULES = ("service.groups.rest", "service.groups.native")
+GROUP_MODULES = ("service.groups.rest", "service.groups.native", "service.groups.admin")
 OPEN_TASK: web.AppKey[asyncio.Task[None]] = web.AppKey("tierlog.open_task", asyncio.Task)
 
 

@@ -20,7 +20,7 @@ from aiohttp import web
 
 from service.broker import Broker
 from service.config import Settings
-from service.groups import native, rest
+from service.groups import admin, native, rest
 from service.groups.consumers import ConsumerManager, ReadLike
 from service.groups.coordinator import GroupCoordinator
 from service.groups.offsets import OFFSETS_TOPIC, LogOffsetStore
@@ -114,6 +114,7 @@ def setup_groups(app: web.Application, settings: GroupSettings | None = None) ->
     config = settings or GroupSettings()
     rest.setup_routes(app)
     native.setup_routes(app)
+    admin.setup_routes(app)
 
     async def groups_ctx(app: web.Application) -> AsyncIterator[None]:
         broker = app[BROKER]

@@ -126,3 +126,37 @@ async def test_lag_and_listing(client: Client) -> None:
     assert described["lag"] == [
         {"topic": "t", "partition": 0, "committed_offset": 1, "log_end_offset": 3, "lag": 2, "member_id": ""}
     ]
+
+
+async def test_v3_consumer_group_admin(client: Client) -> None:
+    await create_topic(client, "t", 2)
+    member = (await grow(client, "g", [], 1))[0]
+    await call(
+        client,
+        "POST",
+        "/topics/t/partitions/1",
+        {"records": [{"value": "YQ=="}, {"value": "Yg=="}]},
+        headers={"Content-Type": "application/vnd.kafka.binary.v2+json"},
+    )
+    commit = {
+        "member_id": member["member_id"],
+        "generation": member["generation"],
+        "offsets": [{"topic": "t", "partition": 1, "offset": 1}],
+    }
+    await call(client, "POST", "/native/v1/groups/g/offsets/commit", commit, status=204)
+    cluster = (await call(client, "GET", "/v3/clusters"))["data"][0]["cluster_id"]
+    base = f"/v3/clusters/{cluster}/consumer-groups"
+    groups = await call(client, "GET", base)
+    assert [g["consumer_group_id"] for g in groups["data"]] == ["g"]
+    assert groups["data"][0]["state"] == "STABLE"
+    consumers = await call(client, "GET", f"{base}/g/consumers")
+    assert consumers["data"][0]["consumer_id"] == member["member_id"]
+    assert len(consumers["data"][0]["assignments"]) == 2
+    lags = await call(client, "GET", f"{base}/g/lags")
+    by_partition = {row["partition_id"]: row for row in lags["data"]}
+    assert by_partition[1]["current_offset"] == 1 and by_partition[1]["lag"] == 1
+    assert by_partition[0]["current_offset"] == -1 and by_partition[0]["lag"] == 0
+    summary = await call(client, "GET", f"{base}/g/lag-summary")
+    assert summary["total_lag"] == 1 and summary["max_lag_partition_id"] == 1
+    missing = await call(client, "GET", f"{base}/nope", status=404)
+    assert missing["error_code"] == 40411
