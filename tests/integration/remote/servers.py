@@ -92,19 +92,32 @@ def run_moto(workdir: Path) -> Iterator[S3Server]:
         if found is None:
             raise RuntimeError("moto_server is not installed: pip install 'moto[server]'")
         exe = Path(found)
-    port = free_port()
-    log = workdir / "moto.log"
     min_part = 1024
-    with open(log, "wb") as out:
-        proc = subprocess.Popen(
-            [str(exe), "-H", "127.0.0.1", "-p", str(port)],
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            env=server_env({"S3_UPLOAD_PART_MIN_SIZE": str(min_part)}),
-            cwd=workdir,
-        )
+    for attempt in range(3):  # a free port can be taken by someone else before moto binds it
+        port = free_port()
+        log = workdir / f"moto-{attempt}.log"
+        with open(log, "wb") as out:
+            proc = subprocess.Popen(
+                [str(exe), "-H", "127.0.0.1", "-p", str(port)],
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                env=server_env({"S3_UPLOAD_PART_MIN_SIZE": str(min_part)}),
+                cwd=workdir,
+            )
+        try:
+            _wait_http(f"http://127.0.0.1:{port}/moto-api/", proc, log, deadline_s=30)
+        except RuntimeError:
+            exited_by_itself = proc.poll() is not None  # e.g. the port was taken meanwhile
+            _stop(proc)
+            if exited_by_itself and attempt < 2:
+                continue
+            raise
+        if proc.poll() is not None:  # something else answered on that port
+            continue
+        break
+    else:
+        raise RuntimeError("could not start moto_server on a free port")
     try:
-        _wait_http(f"http://127.0.0.1:{port}/moto-api/", proc, log, deadline_s=30)
         yield S3Server("moto", f"http://127.0.0.1:{port}", min_part)
     finally:
         _stop(proc)
