@@ -208,7 +208,7 @@ class S3ObjectStore:
         try:
             await self._multipart(client, key, fd, size)
         finally:
-            await asyncio.to_thread(os.close, fd)
+            os.close(fd)  # never blocks, and must run even if this task is being cancelled
 
     async def _multipart(self, client: Any, key: str, fd: int, size: int) -> None:
         with translating("create_multipart_upload", key):
