@@ -74,11 +74,14 @@ async def test_offsets_are_assigned_by_the_broker(client: Client) -> None:
     assert [r.offset for r in decode_batch(data).records] == [3, 4]
 
 
-async def test_corrupt_batch_is_rejected_whole(client: Client) -> None:
+@pytest.mark.parametrize("acks", ["1", "all", "0"])
+async def test_corrupt_batch_is_rejected_whole(client: Client, acks: str) -> None:
     good = build_batch(records(5), base_offset=0)
     bad = bytearray(build_batch(records(5, start=5), base_offset=5))
     bad[len(bad) // 2] ^= 0x01
-    response = await client.post(f"{BASE}/batches", data=good + bytes(bad), headers=CONTENT)
+    response = await client.post(
+        f"{BASE}/batches", data=good + bytes(bad), params={"acks": acks}, headers=CONTENT
+    )
     body = await expect_error(response, 400, 40003)
     assert "CRC" in body["message"]
     assert await high_watermark(client) == 0
@@ -99,10 +102,13 @@ async def test_malformed_bodies_are_rejected(client: Client, body: bytes) -> Non
     assert await high_watermark(client) == 1
 
 
-async def test_batch_over_max_message_bytes_is_413(client: Client) -> None:
+@pytest.mark.parametrize("acks", ["1", "0"])
+async def test_batch_over_max_message_bytes_is_413(client: Client, acks: str) -> None:
     await client.app[BROKER].create_topic("small", 1, {"max.message.bytes": "2000"})
     body = build_batch(records(1, size=100)) + build_batch(records(3, size=1024), base_offset=1)
-    response = await client.post("/native/v1/topics/small/partitions/0/batches", data=body, headers=CONTENT)
+    response = await client.post(
+        "/native/v1/topics/small/partitions/0/batches", data=body, params={"acks": acks}, headers=CONTENT
+    )
     await expect_error(response, 413, 41301)
     assert await high_watermark(client, "small") == 0
 
