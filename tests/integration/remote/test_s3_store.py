@@ -5,6 +5,7 @@ client, endpoint discovery, the URI factory. Failures are injected with botocore
 
 from __future__ import annotations
 
+import asyncio
 import random
 from pathlib import Path
 from types import SimpleNamespace
@@ -201,5 +202,40 @@ async def test_single_writer_fallback_without_conditional_writes(server: S3Serve
         assert await store.put_if_absent("m/1.json", b"a") is True
         assert await store.put_if_absent("m/1.json", b"b") is False
         assert await store.get("m/1.json") == b"a"
+    finally:
+        await store.close()
+
+
+async def test_cancelled_multipart_upload_is_aborted(server: S3Server, tmp_path: Path) -> None:
+    bucket = await create_bucket(server)
+    part = max(server.min_part_size, 64 * 1024)
+    second_part_started = asyncio.Event()
+    never = asyncio.Event()
+
+    async def stall_second_part(params: dict[str, Any], **kwargs: Any) -> None:
+        if params["PartNumber"] == 2:
+            second_part_started.set()
+            await never.wait()
+
+    store = S3ObjectStore(
+        bucket,
+        endpoint_url=server.endpoint_url,
+        part_size=part,
+        multipart_threshold=part,
+        upload_concurrency=1,
+        event_handlers=[("before-parameter-build.s3.UploadPart", stall_second_part)],
+    )
+    path = tmp_path / "seg.log"
+    path.write_bytes(random.Random(2).randbytes(part * 3))
+    try:
+        upload = asyncio.create_task(store.put_file("t/0/seg.log", path))
+        await second_part_started.wait()
+        assert len(await pending_uploads(server, bucket)) == 1
+        upload.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await upload
+        assert await pending_uploads(server, bucket) == []
+        with pytest.raises(NotFoundError):
+            await store.head("t/0/seg.log")
     finally:
         await store.close()
