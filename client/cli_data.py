@@ -1,0 +1,210 @@
+"""``tierlog produce TOPIC`` and ``tierlog consume TOPIC``: lines in, JSON lines out.
+
+``produce`` reads lines (stdin or ``--file``) off the event loop in chunks, sends each line as one record
+(split into key and value at the first ``--key-separator``), and shows a progress bar with rates on a
+terminal for large inputs. ``consume`` prints one JSON object per record with the ``--format`` fields;
+keys, values and header values are UTF-8 text (``--encoding text``, invalid bytes replaced) or base64.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import base64
+import json
+import os
+import sys
+from typing import IO, Any
+
+from client.consumer import AsyncConsumer
+from client.errors import InvalidRequestError
+from client.producer import AsyncProducer
+from client.progress import Progress
+from client.types import ConsumerRecord, RecordMetadata, TopicPartition
+
+__all__ = ["FIELDS", "run_produce", "run_consume", "render"]
+
+FIELDS = ("topic", "partition", "offset", "timestamp", "timestamp_type", "key", "value", "headers")
+DEFAULT_FORMAT = "partition,offset,timestamp,key,value,headers"
+_CHUNK = 1 << 20
+_PROGRESS_MIN_BYTES = 1 << 20
+
+
+class LineError(InvalidRequestError):
+    """An input line cannot be turned into a record (no key separator)."""
+
+    code = 40006
+
+
+def _split(line: bytes, separator: bytes | None, number: int) -> tuple[bytes | None, bytes]:
+    if separator is None:
+        return None, line
+    key, sep, value = line.partition(separator)
+    if not sep:
+        raise LineError(f"line {number} has no key separator {separator.decode(errors='replace')!r}")
+    return key, value
+
+
+def _want_progress(mode: str, total: int | None) -> bool:
+    if mode == "never":
+        return False
+    if mode == "always":
+        return True
+    return sys.stderr.isatty() and (total is None or total >= _PROGRESS_MIN_BYTES)
+
+
+async def run_produce(args: argparse.Namespace) -> int:
+    stream: IO[bytes] = await asyncio.to_thread(open, args.file, "rb") if args.file else sys.stdin.buffer
+    try:
+        total = os.fstat(stream.fileno()).st_size if args.file else None
+        progress = Progress(sys.stderr, total) if _want_progress(args.progress, total) else None
+        return await _produce(args, stream, progress)
+    finally:
+        if args.file:
+            stream.close()
+
+
+async def _produce(args: argparse.Namespace, stream: IO[bytes], progress: Progress | None) -> int:
+    separator = args.key_separator.encode() if args.key_separator is not None else None
+    failures: list[Exception] = []
+
+    def delivered(_: RecordMetadata | None, error: Exception | None) -> None:
+        if error is not None and not failures:
+            failures.append(error)
+
+    options: dict[str, Any] = {"acks": args.acks, "linger_ms": args.linger_ms, "batch_size": args.batch_size}
+    if args.compression:
+        options["compression_type"] = args.compression
+    sent = 0
+    async with AsyncProducer(args.bootstrap_server, **options) as producer:
+        try:
+            while not failures:
+                lines = await asyncio.to_thread(stream.readlines, _CHUNK)
+                if not lines:
+                    break
+                size = 0
+                for raw in lines:
+                    line = raw[:-1] if raw.endswith(b"\n") else raw
+                    line = line[:-1] if line.endswith(b"\r") else line
+                    key, value = _split(line, separator, sent + 1)
+                    await producer.send(
+                        args.topic, value, key=key, partition=args.partition, callback=delivered
+                    )
+                    sent += 1
+                    size += len(raw)
+                if progress is not None:
+                    progress.update(len(lines), size)
+            await producer.flush()
+        finally:
+            if progress is not None:
+                progress.finish()
+    if failures:
+        raise failures[0]
+    if not args.quiet:
+        sys.stderr.write(f"produced {sent} record(s) to {args.topic}\n")
+    return 0
+
+
+def _text(data: bytes | None, encoding: str) -> str | None:
+    if data is None:
+        return None
+    if encoding == "base64":
+        return base64.b64encode(data).decode("ascii")
+    return data.decode("utf-8", errors="replace")
+
+
+def render(record: ConsumerRecord, fields: list[str], encoding: str) -> str:
+    """One JSON line for ``record`` with ``fields`` (in that order). Pure."""
+    out: dict[str, Any] = {}
+    for name in fields:
+        if name in ("key", "value"):
+            out[name] = _text(getattr(record, name), encoding)
+        elif name == "headers":
+            out[name] = [[k, _text(v, encoding)] for k, v in record.headers]
+        else:
+            out[name] = getattr(record, name)
+    return json.dumps(out, ensure_ascii=False, separators=(",", ":"))
+
+
+def parse_format(spec: str) -> list[str]:
+    """The field list of ``--format``. Raises InvalidRequestError for an unknown field."""
+    fields = [f.strip() for f in spec.split(",") if f.strip()]
+    unknown = [f for f in fields if f not in FIELDS]
+    if unknown or not fields:
+        raise InvalidRequestError(f"--format fields must be among {', '.join(FIELDS)}; got {spec!r}")
+    return fields
+
+
+async def run_consume(args: argparse.Namespace) -> int:
+    fields = parse_format(args.format)
+    options: dict[str, Any] = {
+        "auto_offset_reset": "earliest" if args.from_beginning else "latest",
+        "enable_auto_commit": False,
+    }
+    if args.group:
+        options["group_id"] = args.group
+    consumer = AsyncConsumer(bootstrap_servers=args.bootstrap_server, **options)
+    try:
+        await _assign(consumer, args)
+        return await _consume_loop(consumer, args, fields)
+    finally:
+        await consumer.close(autocommit=False)
+
+
+async def _assign(consumer: AsyncConsumer, args: argparse.Namespace) -> None:
+    if args.group and args.partition is None:
+        consumer.subscribe([args.topic])
+        return
+    partitions = (
+        [args.partition]
+        if args.partition is not None
+        else sorted(await consumer.partitions_for_topic(args.topic))
+    )
+    tps = [TopicPartition(args.topic, p) for p in partitions]
+    consumer.assign(tps)
+    if args.offset is None:
+        return
+    for tp in tps:
+        if args.offset == "earliest":
+            consumer.seek_to_beginning(tp)
+        elif args.offset == "latest":
+            consumer.seek_to_end(tp)
+        else:
+            consumer.seek(tp, int(args.offset))
+
+
+async def _consume_loop(consumer: AsyncConsumer, args: argparse.Namespace, fields: list[str]) -> int:
+    loop = asyncio.get_running_loop()
+    printed = 0
+    idle_deadline = loop.time() + args.timeout_ms / 1000 if args.timeout_ms is not None else None
+    while args.max_messages is None or printed < args.max_messages:
+        wait = 1.0 if idle_deadline is None else max(0.0, idle_deadline - loop.time())
+        limit = None if args.max_messages is None else args.max_messages - printed
+        records = await consumer.poll(timeout=wait, max_records=limit)
+        if records:
+            text = "".join(render(r, fields, args.encoding) + "\n" for r in records)
+            sys.stdout.write(text)
+            sys.stdout.flush()
+            printed += len(records)
+            if args.group:
+                await consumer.commit()
+            if idle_deadline is not None:
+                idle_deadline = loop.time() + args.timeout_ms / 1000
+        elif idle_deadline is not None and loop.time() >= idle_deadline:
+            break
+    if not args.quiet:
+        sys.stderr.write(f"consumed {printed} record(s)\n")
+    return 0
+
+
+def check_consume_args(args: argparse.Namespace) -> None:
+    """Usage rules argparse cannot express. Raises ValueError with the message to print."""
+    if args.offset is not None:
+        if args.partition is None:
+            raise ValueError("--offset needs --partition")
+        if args.from_beginning:
+            raise ValueError("--offset and --from-beginning exclude each other")
+        if args.offset not in ("earliest", "latest") and not args.offset.isdigit():
+            raise ValueError("--offset must be a non-negative number, earliest or latest")
+    if args.max_messages is not None and args.max_messages <= 0:
+        raise ValueError("--max-messages must be positive")
