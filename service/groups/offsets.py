@@ -13,8 +13,9 @@ commit call are appended as one batch, so a commit is all or nothing.
 
 from __future__ import annotations
 
+import asyncio
 import json
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -22,7 +23,14 @@ from tiering.codec.batch import build_batch, iter_records
 from tiering.codec.records import Record
 from tiering.errors import CorruptRecordError
 
-__all__ = ["CommittedOffset", "OffsetStore", "MemoryOffsetStore", "LogOffsetStore", "OFFSETS_TOPIC"]
+__all__ = [
+    "CommittedOffset",
+    "OffsetStore",
+    "OffsetLog",
+    "MemoryOffsetStore",
+    "LogOffsetStore",
+    "OFFSETS_TOPIC",
+]
 
 OFFSETS_TOPIC = "__consumer_offsets"
 TopicPartition = tuple[str, int]
@@ -124,17 +132,57 @@ def decode_commit(record: Record) -> tuple[str, TopicPartition, CommittedOffset 
     return group_id, tp, committed
 
 
+class OffsetLog(Protocol):
+    """The ``__consumer_offsets`` partition as the store uses it."""
+
+    async def append(self, batch: bytes) -> int:
+        """Append one batch; returns its base offset."""
+        ...
+
+    async def roll(self) -> None:
+        """Seal the active segment."""
+        ...
+
+    async def drop_before(self, offset: int) -> None:
+        """Delete every whole segment below ``offset``."""
+        ...
+
+    async def end_offset(self) -> int: ...
+
+
 class LogOffsetStore(MemoryOffsetStore):
-    """Committed offsets persisted to ``__consumer_offsets`` through ``append`` (one batch per call).
+    """Committed offsets persisted to ``__consumer_offsets`` (one batch per commit call) through ``log``.
 
     The in-memory state changes only after the append succeeded, so a failed write loses nothing that was
-    acknowledged. Use from one event loop.
+    acknowledged.
+
+    **Compaction.** The engine only deletes whole segments, so the store compacts by snapshot: once the
+    bytes written since the last snapshot exceed ``compact_after_bytes`` (and twice the last snapshot), it
+    appends every live entry again as a snapshot, then drops the segments wholly before the snapshot's first
+    offset (the log is rolled first, so the snapshot starts a segment of its own and everything older can
+    go). Replaying from the log start still yields exactly the live state: every key that was live before
+    the snapshot is in it, and later commits follow it. Writes and compaction are serialised by one lock, so
+    no commit can land between the snapshot's reading of the state and its append.
+
+    Use from one event loop.
     """
 
-    def __init__(self, append: Callable[[bytes], Awaitable[object]], clock_ms: Callable[[], int]) -> None:
+    SNAPSHOT_BATCH = 500
+
+    def __init__(
+        self, log: OffsetLog, clock_ms: Callable[[], int], *, compact_after_bytes: int = 16 * 2**20
+    ) -> None:
         super().__init__()
-        self._append = append
+        self._log = log
         self._clock_ms = clock_ms
+        self._compact_after = compact_after_bytes
+        self._written = 0
+        self._snapshot_bytes = 0
+        self._lock = asyncio.Lock()
+
+    @property
+    def bytes_since_snapshot(self) -> int:
+        return self._written
 
     def replay(self, batches: Iterable[bytes]) -> int:
         """Rebuild the state from the topic's raw batches, oldest first. Returns the records applied.
@@ -144,6 +192,7 @@ class LogOffsetStore(MemoryOffsetStore):
         """
         applied = 0
         for chunk in batches:
+            self._written += len(chunk)
             for _, record in iter_records(chunk):
                 group_id, tp, committed = decode_commit(record)
                 self.apply(group_id, {tp: committed})
@@ -164,5 +213,35 @@ class LogOffsetStore(MemoryOffsetStore):
             return
         now = self._clock_ms()
         records = [encode_commit(group_id, tp, c, now) for tp, c in changes.items()]
-        await self._append(build_batch(records, now_ms=now))
-        self.apply(group_id, changes)
+        batch = build_batch(records, now_ms=now)
+        async with self._lock:
+            await self._log.append(batch)
+            self._written += len(batch)
+            self.apply(group_id, changes)
+
+    async def maybe_compact(self) -> bool:
+        """Compact if enough was written since the last snapshot. Returns whether it compacted.
+
+        Idempotent; safe to call concurrently with commits. Raises what ``append`` / ``drop_before`` raise.
+        """
+        if self._written < max(self._compact_after, 2 * self._snapshot_bytes):
+            return False
+        async with self._lock:
+            await self._log.roll()
+            now = self._clock_ms()
+            live = [
+                encode_commit(group_id, tp, committed, now)
+                for group_id in self.group_ids()
+                for tp, committed in sorted(self.group_offsets(group_id).items())
+            ]
+            first = -1
+            size = 0
+            for i in range(0, len(live), self.SNAPSHOT_BATCH):
+                batch = build_batch(live[i : i + self.SNAPSHOT_BATCH], now_ms=now)
+                base = await self._log.append(batch)
+                first = base if first < 0 else first
+                size += len(batch)
+            self._written = 0
+            self._snapshot_bytes = size
+            await self._log.drop_before(first if first >= 0 else await self._log.end_offset())
+        return True

@@ -28,7 +28,7 @@ from service.groups.state import CONSUMERS, COORDINATOR, GROUPS_READY
 from service.partition import Partition
 from service.state import BROKER
 from tiering.codec.header import iter_batches
-from tiering.errors import NotFoundError
+from tiering.errors import NotFoundError, UnavailableError
 
 __all__ = ["BrokerReader", "GroupSettings", "setup_groups", "restore_offsets"]
 
@@ -45,6 +45,7 @@ class GroupSettings:
     auto_commit_interval_ms: int = 5_000
     tick_interval_ms: int = 1_000
     default_strategy: str = "range"
+    offsets_compact_bytes: int = 16 * 2**20
 
     @classmethod
     def from_settings(cls, settings: Settings) -> GroupSettings:
@@ -73,6 +74,34 @@ class BrokerReader:
     ) -> ReadLike:
         part = self._broker.topic(topic).partition(partition)
         return await part.read(offset, max_bytes, max_wait_ms=max_wait_ms, min_bytes=min_bytes)
+
+
+class PartitionOffsetLog:
+    """``__consumer_offsets`` partition 0, as the committed-offset store writes and compacts it."""
+
+    partition: Partition | None = None
+
+    def _open(self) -> Partition:
+        if self.partition is None:
+            raise UnavailableError("consumer groups are not ready: committed offsets are being restored")
+        return self.partition
+
+    async def append(self, batch: bytes) -> int:
+        return (await self._open().append(batch, acks=1)).base_offset
+
+    async def roll(self) -> None:
+        await asyncio.to_thread(self._open().log.roll)
+
+    async def drop_before(self, offset: int) -> None:
+        await asyncio.to_thread(
+            self._open().log.apply_retention,
+            lambda segment: segment.next_offset > offset,
+            retention_ms=-1,
+            retention_bytes=0,
+        )
+
+    async def end_offset(self) -> int:
+        return self._open().log_end_offset
 
 
 async def _offsets_partition(broker: Broker) -> Partition:
@@ -119,12 +148,9 @@ def setup_groups(app: web.Application, settings: GroupSettings | None = None) ->
     async def groups_ctx(app: web.Application) -> AsyncIterator[None]:
         broker = app[BROKER]
         clock = broker.clock
-        partition_holder: list[Partition] = []
 
-        async def append(batch: bytes) -> None:
-            await partition_holder[0].append(batch, acks=1)
-
-        store = LogOffsetStore(append, clock.now_ms)
+        offsets_log = PartitionOffsetLog()
+        store = LogOffsetStore(offsets_log, clock.now_ms, compact_after_bytes=config.offsets_compact_bytes)
         reader = BrokerReader(broker)
         coordinator = GroupCoordinator(
             clock=clock,
@@ -147,8 +173,8 @@ def setup_groups(app: web.Application, settings: GroupSettings | None = None) ->
 
         async def run() -> None:
             await broker.wait_ready()
-            partition_holder.append(await _offsets_partition(broker))
-            applied = await restore_offsets(partition_holder[0], store)
+            offsets_log.partition = await _offsets_partition(broker)
+            applied = await restore_offsets(offsets_log.partition, store)
             log.info(
                 "consumer groups ready: %d commit records replayed, %d groups",
                 applied,
@@ -161,6 +187,8 @@ def setup_groups(app: web.Application, settings: GroupSettings | None = None) ->
                     await coordinator.tick()
                     coordinator.metadata_changed()
                     await consumers.tick()
+                    if await store.maybe_compact():
+                        log.info("compacted %s", OFFSETS_TOPIC)
                 except Exception:
                     log.exception("group maintenance failed; retrying at the next tick")
 
