@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import json
 import uuid
+from typing import ClassVar
 
 import crc32c
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
 from tiering.errors import ConflictError, CorruptRecordError, InvalidRequestError, NotFoundError
 from tiering.remote import manifest as mf
@@ -241,3 +243,74 @@ def test_lookups_match_a_linear_scan(
         expected_ts = next(((b, e) for b, e, t in model if t >= stamp), None)
         found = mf.segment_for_timestamp(m, stamp)
         assert (None if found is None else (found.base_offset, found.last_offset)) == expected_ts
+
+
+class ManifestMachine(RuleBasedStateMachine):
+    """Random add/transition/log-start sequences against a dict of uuid -> (base, last, state) model."""
+
+    ALLOWED: ClassVar[dict[SegmentState, set[SegmentState]]] = {
+        SegmentState.COPY_STARTED: {SegmentState.COPY_FINISHED, SegmentState.DELETE_STARTED},
+        SegmentState.COPY_FINISHED: {SegmentState.DELETE_STARTED},
+        SegmentState.DELETE_STARTED: {SegmentState.DELETED},
+        SegmentState.DELETED: set(),
+    }
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.manifest = mf.empty("t", 0)
+        self.model: dict[uuid.UUID, tuple[int, int, SegmentState]] = {}
+        self.log_start = 0
+        self.next_base = 0
+
+    @rule(length=st.integers(0, 20), retry=st.booleans())
+    def add(self, length: int, retry: bool) -> None:
+        # A retry re-uploads from the base offset of an earlier attempt, overlapping it.
+        base = max(v[0] for v in self.model.values()) if retry and self.model else self.next_base
+        s = seg(base, base + length, n=len(self.model))
+        self.manifest = mf.add_segment(self.manifest, s)
+        self.model[s.segment_uuid] = (s.base_offset, s.last_offset, SegmentState.COPY_STARTED)
+        self.next_base = max(self.next_base, base + length + 1)
+
+    @rule(index=st.integers(0, 50), state=st.sampled_from(list(SegmentState)))
+    def move(self, index: int, state: SegmentState) -> None:
+        if not self.model:
+            return
+        key = list(self.model)[index % len(self.model)]
+        base, last, current = self.model[key]
+        overlaps = any(
+            other_state is SegmentState.COPY_FINISHED
+            and other != key
+            and other_base <= last
+            and base <= other_last
+            for other, (other_base, other_last, other_state) in self.model.items()
+        )
+        if state is current:
+            assert mf.transition(self.manifest, key, state) == self.manifest
+        elif state in self.ALLOWED[current] and not (state is SegmentState.COPY_FINISHED and overlaps):
+            self.manifest = mf.transition(self.manifest, key, state)
+            self.model[key] = (base, last, state)
+        else:
+            with pytest.raises(ConflictError):
+                mf.transition(self.manifest, key, state)
+
+    @rule(offset=st.integers(0, 400))
+    def raise_log_start(self, offset: int) -> None:
+        self.manifest = mf.set_log_start_offset(self.manifest, offset)
+        self.log_start = max(self.log_start, offset)
+
+    @invariant()
+    def agrees_with_model(self) -> None:
+        assert {
+            s.segment_uuid: (s.base_offset, s.last_offset, s.state) for s in self.manifest.segments
+        } == self.model
+        assert self.manifest.log_start_offset == self.log_start
+        readable = [(b, e) for b, e, state in self.model.values() if state is SegmentState.COPY_FINISHED]
+        for offset in range(self.log_start, self.next_base + 1, 3):
+            hit = next(((b, e) for b, e in readable if b <= offset <= e), None)
+            found = mf.segment_for_offset(self.manifest, offset)
+            assert (None if found is None else (found.base_offset, found.last_offset)) == hit
+        assert mf.decode(mf.encode(self.manifest)) == self.manifest
+
+
+TestManifestMachine = ManifestMachine.TestCase
+TestManifestMachine.settings = settings(max_examples=60, stateful_step_count=30, deadline=None)
