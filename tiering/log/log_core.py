@@ -29,12 +29,12 @@ _log = logging.getLogger(__name__)
 
 
 @contextlib.contextmanager
-def io_errors(what: str) -> Iterator[None]:
+def io_errors(what: str, path: Path) -> Iterator[None]:
     """Translate ``OSError`` into the retriable :class:`UnavailableError`, once, at the engine's edge."""
     try:
         yield
     except OSError as err:
-        raise UnavailableError(f"I/O error while {what}: {err}") from err
+        raise UnavailableError(f"I/O error while {what} {path}: {err}") from err
 
 
 class LogCore:
@@ -170,7 +170,7 @@ class LogCore:
             fds = [seg.dup_fd() for seg in self._segments if seg.next_offset > self._recovery_point]
             dir_dirty, self._dir_dirty = self._dir_dirty, False
         try:
-            with io_errors(f"flushing {self._dir}"):
+            with io_errors("flushing", self._dir):
                 for fd in fds:
                     self._fsync(fd)
                 if dir_dirty:
@@ -187,7 +187,7 @@ class LogCore:
             if epoch == self._truncations and self._state == "open":
                 self._recovery_point = max(self._recovery_point, min(end, self._segments[-1].next_offset))
                 if self._checkpointed_recovery_point < self._segments[-1].base_offset <= self._recovery_point:
-                    with io_errors(f"checkpointing {self._dir}"):
+                    with io_errors("checkpointing", self._dir):
                         self._write_recovery_checkpoint()
 
     def _fsync_dir(self) -> None:

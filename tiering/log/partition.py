@@ -66,7 +66,7 @@ class PartitionLog(LogCore):
             raise InvalidRequestError(f"negative start offset {start_offset}")
         clock = clock if clock is not None else SystemClock()
         log = cls(Path(path), config, clock, topic, partition, fsync if fsync is not None else os.fsync)
-        with io_errors(f"opening {path}"):
+        with io_errors("opening", path):
             loaded = load_log(log._dir, config, now_ms=clock.now_ms(), start_offset=start_offset)
             log._segments = loaded.segments
             log._bases = [seg.base_offset for seg in loaded.segments]
@@ -101,10 +101,10 @@ class PartitionLog(LogCore):
             self._check_open()
             start = self._segments[-1].next_offset
             metas = assign(prepared, start, assign_offsets=assign_offsets)
-            with io_errors(f"appending to {self._dir}"):
+            with io_errors("appending to", self._dir):
                 try:
                     write_batches(
-                        memoryview(prepared.buf),
+                        prepared,
                         metas,
                         now,
                         config,
@@ -134,32 +134,34 @@ class PartitionLog(LogCore):
         """Whole batches from the one holding ``offset``: at least one, otherwise at most ``max_bytes``,
         never a batch whose base offset is ``max_offset`` or more, all from one segment.
 
-        Thread-safe (the data ``pread`` runs outside the lock and is retried if a truncation raced it);
-        idempotent.
+        Thread-safe: positions are found under the lock, the data ``pread`` runs outside it on a duplicated
+        descriptor (so retention may unlink the file meanwhile) and is retried if a truncation raced it.
+        Idempotent.
 
         Raises:
             OffsetOutOfRangeError: ``offset`` is outside ``[log_start_offset, log_end_offset]``.
             CorruptRecordError: a stored batch header does not parse.
             UnavailableError: an I/O error, repeated races with truncation, or a closed log.
         """
-        for _ in range(_READ_ATTEMPTS):
-            with self._lock:
-                self._check_open()
-                with io_errors(f"reading {self._dir}"):
+        try:
+            for _ in range(_READ_ATTEMPTS):
+                with self._lock:
+                    self._check_open()
                     seg, start, end = self._locate_locked(offset, max_bytes, max_offset)
-                    fd = seg.dup_fd() if end > start else -1
-                epoch = self._truncations
-                start_offset, end_offset = self._log_start_offset, self._segments[-1].next_offset
-            if fd < 0:
-                return ReadResult(b"", end_offset, start_offset, end_offset)
-            try:
-                with io_errors(f"reading {self._dir}"):
+                    start_offset, end_offset = self._log_start_offset, self._segments[-1].next_offset
+                    if end == start:
+                        return ReadResult(b"", end_offset, start_offset, end_offset)
+                    fd = seg.dup_fd()
+                    epoch = self._truncations
+                try:
                     data = os.pread(fd, end - start, start)
-            finally:
-                os.close(fd)
-            with self._lock:
+                finally:
+                    os.close(fd)
+                # a truncation bumps the counter before touching any file: unchanged means the bytes held
                 if epoch == self._truncations and len(data) == end - start:
                     return ReadResult(data, end_offset, start_offset, end_offset)
+        except OSError as err:
+            raise UnavailableError(f"I/O error while reading {self._dir}: {err}") from err
         raise UnavailableError(f"{self._dir} kept changing during a read; retry")
 
     def read_slice(self, offset: int, max_bytes: int, *, max_offset: int | None = None) -> FileSlice:
@@ -173,7 +175,7 @@ class PartitionLog(LogCore):
         """
         with self._lock:
             self._check_open()
-            with io_errors(f"reading {self._dir}"):
+            with io_errors("reading", self._dir):
                 seg, start, end = self._locate_locked(offset, max_bytes, max_offset)
                 fd = seg.dup_fd()
             end_offset = self._segments[-1].next_offset
@@ -191,7 +193,7 @@ class PartitionLog(LogCore):
         """
         with self._lock:
             self._check_open()
-            with io_errors(f"searching {self._dir} by time"):
+            with io_errors("searching by time", self._dir):
                 return first_at_or_after(self._segments, timestamp, self._log_start_offset)
 
     def segments(self) -> list[SegmentInfo]:
@@ -202,7 +204,7 @@ class PartitionLog(LogCore):
         """
         with self._lock:
             self._check_open()
-            with io_errors(f"listing {self._dir}"):
+            with io_errors("listing", self._dir):
                 return [seg.info() for seg in self._segments]
 
     def sealed_segments(self) -> list[SegmentInfo]:
@@ -220,7 +222,7 @@ class PartitionLog(LogCore):
             self._check_open()
             if not self._segments[-1].size:
                 return None
-            with io_errors(f"rolling {self._dir}"):
+            with io_errors("rolling", self._dir):
                 info = self._roll_locked(self._segments[-1].next_offset, self._clock.now_ms())
         self._notify([info])
         return info
@@ -237,7 +239,7 @@ class PartitionLog(LogCore):
             now = self._clock.now_ms()
             if not active.size or now - active.created_ms < self._config.segment_ms:
                 return None
-            with io_errors(f"rolling {self._dir}"):
+            with io_errors("rolling", self._dir):
                 info = self._roll_locked(active.next_offset, now)
         self._notify([info])
         return info
@@ -290,7 +292,7 @@ class PartitionLog(LogCore):
         limit_bytes = config.retention_bytes if retention_bytes is None else retention_bytes
         with self._lock:
             self._check_open()
-            with io_errors(f"applying retention to {self._dir}"):
+            with io_errors("applying retention to", self._dir):
                 sealed = [seg.info() for seg in self._segments[:-1]]
                 count = deletable_prefix(
                     sealed,
@@ -331,7 +333,7 @@ class PartitionLog(LogCore):
             if offset < self._log_start_offset:
                 self.truncate_fully_and_start_at(offset)
                 return
-            with io_errors(f"truncating {self._dir}"):
+            with io_errors("truncating", self._dir):
                 self._truncate_locked(offset)
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
@@ -347,7 +349,7 @@ class PartitionLog(LogCore):
         with self._lock:
             self._check_open()
             self._truncations += 1
-            with io_errors(f"resetting {self._dir}"):
+            with io_errors("resetting", self._dir):
                 for seg in self._segments:
                     for path in seg.rename_deleted():
                         path.unlink(missing_ok=True)
@@ -394,7 +396,7 @@ class PartitionLog(LogCore):
                     failure = failure or err
             if failure is not None:
                 raise UnavailableError(f"I/O error while closing {self._dir}: {failure}") from failure
-            with io_errors(f"closing {self._dir}"):
+            with io_errors("closing", self._dir):
                 self._recovery_point = self._segments[-1].next_offset
                 self._write_recovery_checkpoint()
                 self._write_start_checkpoint()
@@ -411,7 +413,7 @@ class PartitionLog(LogCore):
             if self._state == "deleted":
                 return
             self._state = "deleted"
-            with io_errors(f"deleting {self._dir}"):
+            with io_errors("deleting", self._dir):
                 for seg in self._segments:
                     with contextlib.suppress(OSError):
                         seg.close()

@@ -31,8 +31,8 @@ def locate(
         seg = segments[i]
         found = seg.locate(offset)
         if found is not None:
-            start, header = found
-            return seg, start, seg.end_position(start, header, max(max_bytes, 0), max_offset)
+            start, base, size = found
+            return seg, start, seg.end_position(start, base, size, max(max_bytes, 0), max_offset)
         i += 1
     active = segments[-1]
     return active, active.size, active.size

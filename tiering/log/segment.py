@@ -15,12 +15,11 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
-from tiering.codec.header import BatchHeader
 from tiering.errors import CorruptRecordError, InternalError
 from tiering.log import naming
 from tiering.log.index_file import IndexCorruptError
 from tiering.log.offset_index import OffsetIndex
-from tiering.log.scan import INT32_MAX, read_header, scan_batches
+from tiering.log.scan import INT32_MAX, read_header, read_span, scan_batches
 from tiering.log.time_index import ENTRY as TIME_ENTRY
 from tiering.log.time_index import TimeIndex
 from tiering.log.types import SegmentInfo
@@ -29,6 +28,7 @@ __all__ = ["LogSegment", "BatchMeta"]
 
 # (size, base_offset, last_offset, max_timestamp) of one batch about to be written
 BatchMeta = tuple[int, int, int, int]
+_IOV_MAX = 1024
 
 
 class LogSegment:
@@ -52,6 +52,7 @@ class LogSegment:
         self.bytes_since_index = 0
         self.sealed = False
         self.max_known = False
+        self._read_hint = (-1, 0)
 
     # ------------------------------------------------------------------ opening
     @classmethod
@@ -202,8 +203,9 @@ class LogSegment:
     def would_overflow_offsets(self, last_offset: int) -> bool:
         return last_offset - self.base_offset > INT32_MAX
 
-    def write(self, data: memoryview, metas: Sequence[BatchMeta]) -> None:
-        """Append ``data`` (whole batches described by ``metas``, offsets already assigned) and index them.
+    def write(self, buffers: Sequence[bytes | memoryview], metas: Sequence[BatchMeta]) -> None:
+        """Append the concatenation of ``buffers`` (whole batches described by ``metas``, offsets already
+        assigned) with ``pwritev`` and index the batches.
 
         A failed write is cut off the file again before the error propagates; readers never see it (they
         only read up to the size recorded under the partition lock).
@@ -212,12 +214,18 @@ class LogSegment:
             OSError: a write fails (disk full, I/O error).
         """
         position = self.size
-        view = data
         try:
-            while view:
-                written = os.pwrite(self.fd, view, position)
-                view = view[written:]
+            for first in range(0, len(buffers), _IOV_MAX):
+                chunk = buffers[first : first + _IOV_MAX]
+                wanted = sum(len(part) for part in chunk)
+                written = os.pwritev(self.fd, chunk, position)
                 position += written
+                if written < wanted:
+                    rest = memoryview(b"".join(chunk))[written:]
+                    while rest:
+                        step = os.pwrite(self.fd, rest, position)
+                        rest = rest[step:]
+                        position += step
         except BaseException:
             os.ftruncate(self.fd, self.size)
             raise
@@ -270,25 +278,32 @@ class LogSegment:
         return self.index.is_full or self.time_index.is_full
 
     # ----------------------------------------------------------------- reading
-    def locate(self, offset: int, limit: int | None = None) -> tuple[int, BatchHeader] | None:
-        """``(position, header)`` of the first batch whose last offset is >= ``offset``; ``None`` if none
-        below ``limit`` (default: the segment size).
+    def locate(self, offset: int) -> tuple[int, int, int] | None:
+        """``(position, base_offset, size)`` of the first batch whose last offset is >= ``offset``; ``None``
+        if the segment has none. A sequential reader's next offset is found without an index lookup.
 
         Raises:
             CorruptRecordError: a batch header on the way does not parse.
             OSError: a read fails.
         """
         self.ensure_loaded()
-        end = self.size if limit is None else limit
+        end = self.size
+        hint_offset, hint_position = self._read_hint
+        if hint_offset == offset and hint_position < end:
+            base, size, last = read_span(self.fd, hint_position)
+            if base == offset:
+                return hint_position, base, size
         _, position = self.index.lookup(offset)
         while position < end:
-            header = read_header(self.fd, position)
-            if header.last_offset >= offset:
-                return position, header
-            position += header.size
+            base, size, last = read_span(self.fd, position)
+            if last >= offset:
+                return position, base, size
+            position += size
         return None
 
-    def end_position(self, start: int, first: BatchHeader, max_bytes: int, max_offset: int | None) -> int:
+    def end_position(
+        self, start: int, first_base: int, first_size: int, max_bytes: int, max_offset: int | None
+    ) -> int:
         """End of the longest run of whole batches from ``start`` within ``max_bytes`` (at least the
         first batch) whose base offsets are below ``max_offset``.
 
@@ -296,24 +311,25 @@ class LogSegment:
             CorruptRecordError: a batch header on the way does not parse.
             OSError: a read fails.
         """
-        if max_offset is not None and first.base_offset >= max_offset:
+        if max_offset is not None and first_base >= max_offset:
             return start
-        end = start + first.size
+        end = start + first_size
         target = min(start + max_bytes, self.size)
         if max_offset is not None:
             bound = self.locate(max_offset)
             if bound is not None:
-                position, header = bound
-                target = min(target, position if header.base_offset >= max_offset else position + header.size)
+                position, base, size = bound
+                target = min(target, position if base >= max_offset else position + size)
         if target <= end:
             return end
         position = max(end, self.index.floor_position(target))
         end = position
         while position < target:
-            header = read_header(self.fd, position)
-            if position + header.size > target:
+            base, size, _ = read_span(self.fd, position)
+            if position + size > target:
+                self._read_hint = (base, position)
                 break
-            position += header.size
+            position += size
             end = position
         return end
 
@@ -345,11 +361,12 @@ class LogSegment:
         found = self.locate(offset)
         if found is None:
             return 0
-        position, header = found
+        position, base, _ = found
         removed = self.size - position
         os.ftruncate(self.fd, position)
+        self._read_hint = (-1, 0)
         self.size = position
-        self.next_offset = header.base_offset if position else self.base_offset
+        self.next_offset = base if position else self.base_offset
         self.index.truncate_to_position(position)
         self.time_index.truncate_to_offset(self.next_offset)
         self.max_timestamp, self.offset_of_max_timestamp = self.time_index.last_entry
