@@ -30,6 +30,7 @@ from service.rest_v2_convert import (
     assign_partitions,
     dump_json,
     parse_produce_body,
+    produce_offsets,
     records_to_json,
 )
 from service.rest_v2_http import count, int_param, offload, partition_index, read_body, topic_name
@@ -60,8 +61,6 @@ DEFAULT_FETCH_TIMEOUT_MS = 1000
 MAX_FETCH_TIMEOUT_MS = 300_000
 DEFAULT_FETCH_MAX_BYTES = 1024 * 1024
 MAX_FETCH_MAX_BYTES = 64 * 1024 * 1024
-KAFKA_ERROR = 50002
-KAFKA_RETRIABLE_ERROR = 50003
 
 
 def setup_routes(app: web.Application) -> None:
@@ -217,24 +216,13 @@ async def _produce(request: web.Request, *, fixed: int | None) -> web.Response:
     results = await asyncio.gather(
         *(topic.partition(p).append(built[p][1]) for p in order), return_exceptions=True
     )
-    offsets: list[dict[str, Any]] = [{} for _ in records]
+    outcomes: list[tuple[int, list[int], int | TierlogError]] = []
     for partition, result in zip(order, results, strict=True):
-        positions = built[partition][0]
-        if isinstance(result, TierlogError):
-            code = KAFKA_RETRIABLE_ERROR if result.retriable else KAFKA_ERROR
-            entry = {"partition": None, "offset": None, "error_code": code, "error": result.message}
-            for i in positions:
-                offsets[i] = entry
-        elif isinstance(result, BaseException):
+        if isinstance(result, BaseException) and not isinstance(result, TierlogError):
             raise result
-        else:
-            for n, i in enumerate(positions):
-                offsets[i] = {
-                    "partition": partition,
-                    "offset": result.base_offset + n,
-                    "error_code": None,
-                    "error": None,
-                }
+        outcome = result if isinstance(result, TierlogError) else result.base_offset
+        outcomes.append((partition, built[partition][0], outcome))
+    offsets = produce_offsets(len(records), outcomes)
     count(request, "tierlog_http_body_bytes_total", len(body), api="rest", direction="in", topic=name)
     answer = {"offsets": offsets, "key_schema_id": None, "value_schema_id": None}
     return _json(answer, content_type)

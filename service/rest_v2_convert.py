@@ -26,7 +26,7 @@ from typing import Any
 from service.errors import BadRequestError, UnsupportedMediaTypeError
 from service.rest_v2_media import EmbeddedFormat
 from tiering.codec.batch import iter_records
-from tiering.errors import InvalidRequestError, NotFoundError
+from tiering.errors import InvalidRequestError, NotFoundError, TierlogError
 from tiering.partitioner import StickyPartitioner, partition_for_key
 
 __all__ = [
@@ -35,12 +35,15 @@ __all__ = [
     "ProduceRecord",
     "parse_produce_body",
     "assign_partitions",
+    "produce_offsets",
     "records_to_json",
     "dump_json",
 ]
 
 KEY_ERROR = 42201
 VALUE_ERROR = 42202
+KAFKA_ERROR = 50002
+KAFKA_RETRIABLE_ERROR = 50003
 PARTITION_NOT_FOUND = 40402
 
 
@@ -181,6 +184,33 @@ def assign_partitions(
                 keyless = sticky.next_partition(topic, num_partitions)
             result.append(keyless)
     return result
+
+
+def produce_offsets(
+    total: int, outcomes: Sequence[tuple[int, Sequence[int], int | TierlogError]]
+) -> list[dict[str, Any]]:
+    """The ``offsets`` array of a produce answer, in request order.
+
+    ``outcomes`` holds, per partition, the request positions of its records and either the base offset
+    its batch got or the error its append raised. A failed append marks each of its records with
+    error_code 50003 when the error is retriable and 50002 otherwise, partition and offset null, as
+    Confluent's proxy reports producer errors. Pure.
+    """
+    offsets: list[dict[str, Any]] = [{} for _ in range(total)]
+    for partition, positions, outcome in outcomes:
+        if isinstance(outcome, TierlogError):
+            code = KAFKA_RETRIABLE_ERROR if outcome.retriable else KAFKA_ERROR
+            for i in positions:
+                offsets[i] = {"partition": None, "offset": None, "error_code": code, "error": outcome.message}
+        else:
+            for n, i in enumerate(positions):
+                offsets[i] = {
+                    "partition": partition,
+                    "offset": outcome + n,
+                    "error_code": None,
+                    "error": None,
+                }
+    return offsets
 
 
 def _embed(data: bytes | None, fmt: EmbeddedFormat, *, what: str, offset: int) -> Any:

@@ -17,12 +17,19 @@ from service.rest_v2_convert import (
     assign_partitions,
     dump_json,
     parse_produce_body,
+    produce_offsets,
     records_to_json,
 )
 from service.rest_v2_media import EmbeddedFormat
 from tiering.codec.batch import build_batch
 from tiering.codec.records import Record
-from tiering.errors import CorruptRecordError, InvalidRequestError, NotFoundError
+from tiering.errors import (
+    CorruptRecordError,
+    InvalidRequestError,
+    NotFoundError,
+    TierlogError,
+    UnavailableError,
+)
 from tiering.partitioner import StickyPartitioner, partition_for_key
 
 BINARY = EmbeddedFormat.BINARY
@@ -195,3 +202,18 @@ def test_binary_round_trip_through_a_batch(key: bytes | None, value: bytes | Non
     data = build_batch([Record(r.key, r.value) for r in records], base_offset=0)
     out = records_to_json(data, topic="t", partition=0, start_offset=0, high_watermark=1, fmt=BINARY)
     assert out[0]["key"] == encode(key) and out[0]["value"] == encode(value)
+
+
+def test_produce_offsets_in_request_order_with_per_record_errors() -> None:
+    outcomes: list[tuple[int, list[int], int | TierlogError]] = [
+        (2, [0, 3], 40),
+        (0, [1], UnavailableError("disk budget full")),
+        (1, [2, 4], NotFoundError("Topic t not found.")),
+    ]
+    assert produce_offsets(5, outcomes) == [
+        {"partition": 2, "offset": 40, "error_code": None, "error": None},
+        {"partition": None, "offset": None, "error_code": 50003, "error": "disk budget full"},
+        {"partition": None, "offset": None, "error_code": 50002, "error": "Topic t not found."},
+        {"partition": 2, "offset": 41, "error_code": None, "error": None},
+        {"partition": None, "offset": None, "error_code": 50002, "error": "Topic t not found."},
+    ]

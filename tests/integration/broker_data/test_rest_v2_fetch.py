@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 
 import pytest
 
@@ -122,3 +123,13 @@ async def test_fetch_counts_records_out(client: Client) -> None:
     metrics = await (await client.get("/metrics")).text()
     line = next(x for x in metrics.splitlines() if x.startswith("tierlog_records_out_total{"))
     assert 'topic="t"' in line and line.endswith(" 2")
+
+
+async def test_corrupt_data_on_disk_is_50002(client: Client, data_dir: Path) -> None:
+    await produce(client, "/topics/t/partitions/0", [{"value": b64(b"v" * 200)}])
+    segment = data_dir / "t-0" / f"{0:020d}.log"
+    data = bytearray(segment.read_bytes())
+    data[-50] ^= 0xFF
+    segment.write_bytes(bytes(data))
+    response = await client.get(RECORDS, params={"offset": "0", "timeout": "0"}, headers={"Accept": BINARY})
+    await expect_error(response, 500, 50002)
