@@ -137,15 +137,16 @@ async def test_acks_zero_answers_before_the_append(client: Client) -> None:
     answer = await post(client, batch, acks="0")
     assert answer == {"topic": "t", "partition": 0, "batch_count": 1, "record_count": 7, "acks": 0}
     response = await client.get(
-        f"{BASE}/batches", params={"offset": "1", "max_wait_ms": "60000", "min_bytes": "1"}
+        f"{BASE}/batches", params={"offset": "1", "max_wait_ms": "300000", "min_bytes": "1"}
     )
     assert await response.read() == batch
 
 
 async def test_long_poll_wakes_up_on_produce(client: Client) -> None:
+    """The fetch may wait up to 5 minutes: only the produce can end it before pytest's timeout does."""
     await post(client, build_batch(records(1)))
     waiting = asyncio.create_task(
-        client.get(f"{BASE}/batches", params={"offset": "1", "max_wait_ms": "60000"})
+        client.get(f"{BASE}/batches", params={"offset": "1", "max_wait_ms": "300000"})
     )
     batch = build_batch(records(2, start=1), base_offset=1)
     await post(client, batch)

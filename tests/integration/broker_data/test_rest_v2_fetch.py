@@ -64,8 +64,9 @@ async def test_max_bytes_bounds_the_batches_read(client: Client) -> None:
 
 
 async def test_long_poll_wakes_up_on_produce(client: Client) -> None:
+    """The fetch may wait up to 5 minutes: only the produce can end it before pytest's timeout does."""
     await produce(client, "/topics/t/partitions/0", [{"value": b64(b"old")}])
-    waiting = asyncio.create_task(fetch(client, BINARY, offset=1, timeout=60_000))
+    waiting = asyncio.create_task(fetch(client, BINARY, offset=1, timeout=300_000))
     await produce(client, "/topics/t/partitions/0", [{"value": b64(b"new")}])
     records = await waiting
     assert [(r["offset"], r["value"]) for r in records] == [(1, b64(b"new"))]
