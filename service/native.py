@@ -17,6 +17,7 @@ and only rewrites base offsets; a fetch sends bytes straight from the segment fi
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 from typing import IO, TYPE_CHECKING, Any, cast
 
@@ -44,6 +45,8 @@ __all__ = [
     "CorruptBatchError",
     "setup_routes",
 ]
+
+log = logging.getLogger("tierlog.native")
 
 BATCHES_TYPE = "application/vnd.tierlog.batches"
 HIGH_WATERMARK = "Tierlog-High-Watermark"
@@ -220,9 +223,13 @@ async def fetch_batches(request: web.Request) -> web.StreamResponse:
         response.content_type = BATCHES_TYPE
         response.content_length = region.size
         await response.prepare(request)
-        if region.size:
-            await _send_region(request, response, region)
-        await response.write_eof()
+        try:
+            if region.size:
+                await _send_region(request, response, region)
+            await response.write_eof()
+        except ConnectionError:
+            log.debug("client left during a fetch of %s-%d from offset %d", name, partition.index, offset)
+            return response
     count(request, "tierlog_http_body_bytes_total", region.size, api="native", direction="out", topic=name)
     return response
 
