@@ -95,6 +95,7 @@ async def test_corrupt_batch_is_rejected_whole(client: Client, acks: str) -> Non
         build_batch([Record(None, b"v")])[:-3],
         build_batch([Record(None, b"v")], is_control=True),
     ],
+    ids=["empty", "short-header", "truncated", "control"],
 )
 async def test_malformed_bodies_are_rejected(client: Client, body: bytes) -> None:
     await post(client, build_batch(records(1)))
