@@ -7,7 +7,7 @@ Kafka's: a committed offset is the offset of the next record to read; timestamps
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 __all__ = [
     "CREATE_TIME",
@@ -53,15 +53,18 @@ class RecordMetadata:
 
 @dataclass(frozen=True, slots=True)
 class ConsumerRecord:
-    """One consumed record. ``timestamp_type`` is :data:`CREATE_TIME` (0) or :data:`LOG_APPEND_TIME` (1)."""
+    """One consumed record. ``timestamp_type`` is :data:`CREATE_TIME` (0) or :data:`LOG_APPEND_TIME` (1).
+
+    ``key`` and ``value`` are ``bytes`` (or None), or what the consumer's deserializers made of them.
+    """
 
     topic: str
     partition: int
     offset: int
     timestamp: int
     timestamp_type: int
-    key: bytes | None
-    value: bytes | None
+    key: Any
+    value: Any
     headers: Headers
 
 
