@@ -101,19 +101,18 @@ class PartitionLog(LogCore):
             self._check_open()
             start = self._segments[-1].next_offset
             metas = assign(prepared, start, assign_offsets=assign_offsets)
-            with io_errors("appending to", self._dir):
-                try:
-                    write_batches(
-                        prepared,
-                        metas,
-                        now,
-                        config,
-                        lambda: self._segments[-1],
-                        lambda base: sealed.append(self._roll_locked(base, now)),
-                    )
-                except OSError:
-                    self._undo_append(start)
-                    raise
+            try:
+                write_batches(
+                    prepared,
+                    metas,
+                    now,
+                    config,
+                    lambda: self._segments[-1],
+                    lambda base: sealed.append(self._roll_locked(base, now)),
+                )
+            except OSError as err:
+                self._undo_append(start)
+                raise UnavailableError(f"I/O error while appending to {self._dir}: {err}") from err
             end = self._segments[-1].next_offset
             due = (
                 end - self._recovery_point >= config.flush_messages

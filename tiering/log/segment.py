@@ -217,7 +217,7 @@ class LogSegment:
         try:
             for first in range(0, len(buffers), _IOV_MAX):
                 chunk = buffers[first : first + _IOV_MAX]
-                wanted = sum(len(part) for part in chunk)
+                wanted = len(chunk[0]) if len(chunk) == 1 else sum(map(len, chunk))
                 written = os.pwritev(self.fd, chunk, position)
                 position += written
                 if written < wanted:
