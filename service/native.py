@@ -25,7 +25,15 @@ from aiohttp import web
 
 from service.errors import BadRequestError, NotAcceptableError, UnsupportedMediaTypeError, json_error
 from service.rest_v2_convert import dump_json
-from service.rest_v2_http import count, int_param, offload, partition_index, read_body, topic_name
+from service.rest_v2_http import (
+    count,
+    describe_metrics,
+    int_param,
+    offload,
+    partition_index,
+    read_body,
+    topic_name,
+)
 from service.rest_v2_media import Offer, negotiate
 from service.state import BROKER
 from tiering.codec.header import iter_batches
@@ -73,6 +81,7 @@ class CorruptBatchError(BadRequestError):
 
 def setup_routes(app: web.Application) -> None:
     """Register the native routes on ``app`` (before it starts). Not idempotent: call once per app."""
+    describe_metrics(app)
     base = "/native/v1/topics/{topic}"
     app.router.add_post(base + "/partitions/{partition}/batches", produce_batches)
     app.router.add_get(base + "/partitions/{partition}/batches", fetch_batches, allow_head=False)

@@ -33,7 +33,15 @@ from service.rest_v2_convert import (
     produce_offsets,
     records_to_json,
 )
-from service.rest_v2_http import count, int_param, offload, partition_index, read_body, topic_name
+from service.rest_v2_http import (
+    count,
+    describe_metrics,
+    int_param,
+    offload,
+    partition_index,
+    read_body,
+    topic_name,
+)
 from service.rest_v2_media import (
     METADATA_OFFERS,
     RECORDS_OFFERS,
@@ -66,6 +74,7 @@ MAX_FETCH_MAX_BYTES = 64 * 1024 * 1024
 def setup_routes(app: web.Application) -> None:
     """Register the v2 routes on ``app`` (before it starts). Not idempotent: call once per app."""
     app[STICKY] = StickyPartitioner()
+    describe_metrics(app)
     app.router.add_get("/brokers", list_brokers)
     app.router.add_get("/topics", list_topics)
     app.router.add_get("/topics/{topic}", get_topic)

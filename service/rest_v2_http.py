@@ -25,6 +25,7 @@ __all__ = [
     "read_body",
     "offload",
     "count",
+    "describe_metrics",
 ]
 
 PARTITION_NOT_FOUND = 40402
@@ -130,6 +131,15 @@ async def offload(size: int, fn: Callable[[], T]) -> T:
     if size > OFFLOAD_BYTES:
         return await asyncio.to_thread(fn)
     return fn()
+
+
+def describe_metrics(app: web.Application) -> None:
+    """Declare the counters the data-path routes add to the registry. Idempotent."""
+    metrics = app[METRICS]
+    metrics.describe(
+        "tierlog_http_body_bytes_total", "counter", "Bytes of data-path request and response bodies"
+    )
+    metrics.describe("tierlog_records_out_total", "counter", "Records delivered by REST records fetches")
 
 
 def count(request: web.Request, name: str, value: float, **labels: str) -> None:
