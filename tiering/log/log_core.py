@@ -159,11 +159,13 @@ class LogCore:
         self._group.sync(target, self._durable_offset, self._flush_once)
 
     def _durable_offset(self) -> int:
-        return self._recovery_point if self._state == "open" else 2**63
+        return self._recovery_point
 
     def _flush_once(self) -> None:
         with self._lock:
             if self._state != "open":
+                if self._recovery_point < self._segments[-1].next_offset:
+                    raise UnavailableError(f"partition log {self._dir} was closed before it could flush")
                 return
             end = self._segments[-1].next_offset
             epoch = self._truncations

@@ -227,7 +227,9 @@ class PartitionLog(LogCore):
         return info
 
     def maybe_roll(self) -> SegmentInfo | None:
-        """:meth:`roll` if the active segment is non-empty and older than ``segment.ms``. Thread-safe.
+        """:meth:`roll` if the active segment is non-empty and older than ``segment.ms``, its age counted
+        on the injected clock from the first append into it (from the open, for a segment found on disk).
+        Appends apply the same rule before writing. Thread-safe.
 
         Raises:
             UnavailableError: an I/O error or a closed log.

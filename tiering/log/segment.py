@@ -428,12 +428,15 @@ class LogSegment:
         return os.dup(self.fd)
 
     def close(self) -> None:
-        """Seal-trim the indexes and close the log descriptor. Idempotent.
+        """Record the max timestamp in the time index (as Kafka does on close), trim both indexes and close
+        the log descriptor. Idempotent.
 
         Raises:
             OSError: trimming fails.
         """
         try:
+            if self.time_index.active:
+                self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp, final=True)
             self.index.seal()
             self.time_index.seal()
         finally:
