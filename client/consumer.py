@@ -442,7 +442,7 @@ class AsyncConsumer:
 
     async def _stop_group(self, *, commit: bool) -> None:
         task, self._group_task = self._group_task, None
-        membership, self._membership = self._membership, None
+        membership = self._membership
         if task is None or membership is None:
             return
         task.cancel()
@@ -456,6 +456,7 @@ class AsyncConsumer:
             with contextlib.suppress(Exception):
                 await _call(self._listener.on_partitions_revoked, set(membership.assignment))
         await membership.leave()
+        self._membership = None
 
     async def close(self, autocommit: bool = True) -> None:
         """Commit positions (with auto-commit on), leave the group, stop prefetching, close connections.
