@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import sys
 
-from client import Consumer, OffsetAndMetadata, TopicPartition
+from client import Consumer, ConsumerRecord, OffsetAndMetadata, TopicPartition
 
 
 def main(url: str, topic: str, group: str, read: int, commit: int) -> None:
@@ -23,7 +23,7 @@ def main(url: str, topic: str, group: str, read: int, commit: int) -> None:
         auto_offset_reset="earliest",
         heartbeat_interval_ms=100,
     )
-    records = []
+    records: list[ConsumerRecord] = []
     while len(records) < read:
         records += consumer.poll(timeout=1.0, max_records=read - len(records))
     consumer.commit({TopicPartition(topic, 0): OffsetAndMetadata(commit, "crash test")})
