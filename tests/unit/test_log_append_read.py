@@ -256,3 +256,14 @@ def test_roll_before_relative_offsets_overflow_int32(tmp_path: Path) -> None:
     ]
     assert decode(log.read(2**31, 1000).data)[0][1] == b"b"
     assert decode(log.read(2**31 + 1, 1000).data)[0][1] == b"c"
+
+
+def test_file_slice_outlives_the_log_and_honours_max_offset(tmp_path: Path) -> None:
+    log = open_log(tmp_path)
+    for i in range(6):
+        log.append(make_batch([b"%d" % i, b"%d'" % i]))
+    piece = log.read_slice(2, 1 << 20, max_offset=8)
+    assert [r[0] for r in decode(piece.read())] == list(range(2, 8))
+    log.close()
+    assert [r[0] for r in decode(piece.read())] == list(range(2, 8))
+    piece.close()

@@ -206,3 +206,30 @@ def test_start_offset_and_log_start_checkpoint_survive_restart(tmp_path: Path) -
     third.close()
     fourth = PartitionLog.open(tmp_path / "r", CONFIG, clock=clock)
     assert (fourth.log_start_offset, fourth.log_end_offset) == (5000, 5000)
+
+
+def test_kafka_side_files_are_left_alone_and_a_kafka_style_index_is_read(tmp_path: Path) -> None:
+    log, model = filled(tmp_path / "p", count=12)
+    log.roll()
+    first = log.segments()[0]
+    log.close()
+    directory = tmp_path / "p"
+    side_files = {
+        "leader-epoch-checkpoint": b"0\n1\n0 0\n",
+        "partition.metadata": b"version: 0\n",
+        "00000000000000000000.snapshot": b"\x00\x01",
+    }
+    for name, body in side_files.items():
+        (directory / name).write_bytes(body)
+    # Kafka's append path indexes a whole produce request by its last offset at its first position;
+    # any strictly increasing entries that point inside the log are valid for lookups
+    raw = first.log_path.read_bytes()
+    positions = [pos for pos, _ in iter_batches(raw)]
+    first.index_path.write_bytes(struct.pack(">ii", 5, positions[2]) + struct.pack(">ii", 9, positions[4]))
+    again = PartitionLog.open(directory, CONFIG, clock=ManualClock(NOW))
+    assert everything(again) == as_model(model)
+    for offset in range(0, 24):
+        assert decode(again.read(offset, 1).data)[0][0] in (offset, offset - 1)
+    again.close()
+    for name, body in side_files.items():
+        assert (directory / name).read_bytes() == body
