@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.unit.test_log_support import NOW, decode, make_batch
-from tiering.errors import UnavailableError
+from tiering.errors import ConflictError, UnavailableError
 from tiering.log import LogConfig, ManualClock, PartitionLog, naming
 
 
@@ -82,3 +82,15 @@ def test_deleted_log_is_gone(tmp_path: Path) -> None:
     with pytest.raises(Exception) as err:
         log.read(0, 10)
     assert getattr(err.value, "code", None) == 40401
+
+
+def test_a_directory_is_open_once(tmp_path: Path) -> None:
+    log = PartitionLog.open(tmp_path / "p", LogConfig(), clock=ManualClock(NOW))
+    with pytest.raises(ConflictError):
+        PartitionLog.open(tmp_path / "p", LogConfig(), clock=ManualClock(NOW))
+    log.close()
+    again = PartitionLog.open(tmp_path / "p", LogConfig(), clock=ManualClock(NOW))
+    again.delete()
+    third = PartitionLog.open(tmp_path / "p", LogConfig(), clock=ManualClock(NOW))
+    assert third.log_end_offset == 0
+    third.close()

@@ -7,13 +7,14 @@ the caller to hold ``self._lock``.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import logging
 import os
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from tiering.errors import NotFoundError, OffsetOutOfRangeError, UnavailableError
+from tiering.errors import ConflictError, NotFoundError, OffsetOutOfRangeError, UnavailableError
 from tiering.log import naming
 from tiering.log.checkpoint import write_offset_checkpoint
 from tiering.log.clock import Clock
@@ -67,6 +68,7 @@ class LogCore:
         self._dir_dirty = False
         self._listeners: list[Callable[[SegmentInfo], None]] = []
         self._state = "open"
+        self._dir_lock_fd = -1
 
     @property
     def path(self) -> Path:
@@ -224,6 +226,27 @@ class LogCore:
         self._recovery_point = min(self._recovery_point, last.next_offset)
         if self._checkpointed_recovery_point > self._recovery_point:
             self._write_recovery_checkpoint()
+
+    def _lock_directory(self) -> None:
+        """Take an exclusive ``flock`` on the directory's lock file: one PartitionLog per directory.
+
+        Raises:
+            ConflictError: another PartitionLog (in this process or another) has the directory open.
+            OSError: the lock file cannot be created.
+        """
+        self._dir.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self._dir / naming.LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise ConflictError(f"partition directory {self._dir} is already open") from None
+        self._dir_lock_fd = fd
+
+    def _unlock_directory(self) -> None:
+        if self._dir_lock_fd >= 0:
+            os.close(self._dir_lock_fd)
+            self._dir_lock_fd = -1
 
     def _new_segment(self, base_offset: int, now_ms: int) -> LogSegment:
         return LogSegment.create(

@@ -26,6 +26,7 @@ __all__ = [
     "SWAP_SUFFIX",
     "TMP_SUFFIX",
     "CLEAN_SHUTDOWN_FILE",
+    "LOCK_FILE",
     "LOG_START_OFFSET_FILE",
     "RECOVERY_POINT_FILE",
     "filename_prefix",
@@ -44,6 +45,7 @@ SWAP_SUFFIX = ".swap"
 TMP_SUFFIX = ".tmp"
 
 CLEAN_SHUTDOWN_FILE = ".tierlog_cleanshutdown"
+LOCK_FILE = ".tierlog.lock"
 LOG_START_OFFSET_FILE = "log-start-offset-checkpoint"
 RECOVERY_POINT_FILE = "recovery-point-offset-checkpoint"
 

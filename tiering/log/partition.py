@@ -55,10 +55,16 @@ class PartitionLog(LogCore):
     ) -> PartitionLog:
         """Open or create the partition directory ``path``, running recovery (see :mod:`.recovery`).
 
-        ``start_offset`` opens a log that holds no batch at that offset (restore). ``fsync`` replaces
-        ``os.fsync`` for every data and directory sync (tests count calls with it).
+        ``start_offset`` opens a log that holds no batch at that offset (restore); it is ignored when the
+        log already holds batches. ``fsync`` replaces ``os.fsync`` for the flushes of appended data (flush
+        policy, :meth:`flush`, :meth:`close`); tests count calls with it.
+
+        Only one PartitionLog may have a directory open at a time (an exclusive ``flock`` on
+        ``.tierlog.lock``); the lock is released by :meth:`close`, :meth:`delete` or process exit.
+        Thread-safe; repairs files, so not idempotent in effect.
 
         Raises:
+            ConflictError: the directory is already open.
             UnavailableError: an I/O error.
             InvalidRequestError: a negative ``start_offset``.
         """
@@ -67,13 +73,18 @@ class PartitionLog(LogCore):
         clock = clock if clock is not None else SystemClock()
         log = cls(Path(path), config, clock, topic, partition, fsync if fsync is not None else os.fsync)
         with io_errors("opening", path):
-            loaded = load_log(log._dir, config, now_ms=clock.now_ms(), start_offset=start_offset)
-            log._segments = loaded.segments
-            log._bases = [seg.base_offset for seg in loaded.segments]
-            log._log_start_offset = loaded.log_start_offset
-            log._recovery_point = loaded.recovery_point
-            log._write_recovery_checkpoint()
-            log._write_start_checkpoint()
+            log._lock_directory()
+            try:
+                loaded = load_log(log._dir, config, now_ms=clock.now_ms(), start_offset=start_offset)
+                log._segments = loaded.segments
+                log._bases = [seg.base_offset for seg in loaded.segments]
+                log._log_start_offset = loaded.log_start_offset
+                log._recovery_point = loaded.recovery_point
+                log._write_recovery_checkpoint()
+                log._write_start_checkpoint()
+            except BaseException:
+                log._unlock_directory()
+                raise
         return log
 
     def append(self, batches: bytes | bytearray | memoryview, *, assign_offsets: bool = True) -> AppendInfo:
@@ -395,14 +406,17 @@ class PartitionLog(LogCore):
                     seg.close()
                 except OSError as err:
                     failure = failure or err
-            if failure is not None:
-                raise UnavailableError(f"I/O error while closing {self._dir}: {failure}") from failure
-            with io_errors("closing", self._dir):
-                self._recovery_point = self._segments[-1].next_offset
-                self._write_recovery_checkpoint()
-                self._write_start_checkpoint()
-                (self._dir / naming.CLEAN_SHUTDOWN_FILE).touch()
-                fsync_directory(self._dir)
+            try:
+                if failure is not None:
+                    raise UnavailableError(f"I/O error while closing {self._dir}: {failure}") from failure
+                with io_errors("closing", self._dir):
+                    self._recovery_point = self._segments[-1].next_offset
+                    self._write_recovery_checkpoint()
+                    self._write_start_checkpoint()
+                    (self._dir / naming.CLEAN_SHUTDOWN_FILE).touch()
+                    fsync_directory(self._dir)
+            finally:
+                self._unlock_directory()
 
     def delete(self) -> None:
         """Close the files and remove the whole partition directory. Thread-safe; idempotent.
@@ -418,7 +432,10 @@ class PartitionLog(LogCore):
                 for seg in self._segments:
                     with contextlib.suppress(OSError):
                         seg.close()
-                shutil.rmtree(self._dir, ignore_errors=False)
+                try:
+                    shutil.rmtree(self._dir, ignore_errors=False)
+                finally:
+                    self._unlock_directory()
 
     def __enter__(self) -> PartitionLog:
         return self
