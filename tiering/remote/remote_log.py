@@ -1,0 +1,289 @@
+"""The remote state of one partition: its manifest in memory, uploads, remote retention and deletion.
+
+A :class:`RemoteLog` pairs a local :class:`~tiering.log.PartitionLog` with its remote tier. It keeps the
+last committed manifest in memory, so the local-retention veto and the offset queries are cheap and
+never touch the network. All changes go through :mod:`tiering.remote.uploader`'s idempotent protocol.
+
+Threading: the coroutines run on one event loop and are serialised per partition by an asyncio lock
+(uploads, retention and deletion never overlap for one partition). The cheap queries (:meth:`covers`,
+:attr:`remote_next_offset`, ...) read immutable snapshots and are safe from worker threads too.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from tiering.log import Clock, PartitionLog, SegmentInfo
+from tiering.remote import manifest as mf
+from tiering.remote.layout import parse_manifest_key, partition_prefix
+from tiering.remote.manifest_store import ManifestStore
+from tiering.remote.store import ObjectStore
+from tiering.remote.uploader import clean_unfinished, delete_segments, upload_segment
+
+__all__ = ["RemoteLog", "UploadEvent", "remote_retention_plan"]
+
+log = logging.getLogger("tierlog.remote")
+
+# Coalesce append-time marks into buckets of this many ms (bounds memory under a long outage).
+_MARK_BUCKET_MS = 1000
+
+
+@dataclass(frozen=True, slots=True)
+class UploadEvent:
+    """What a listener hears: ``kind`` is uploaded, failed, deleted or cleaned."""
+
+    kind: str
+    segments: int = 0
+    bytes: int = 0
+
+
+def remote_retention_plan(
+    readable: tuple[mf.RemoteSegment, ...],
+    *,
+    now_ms: int,
+    retention_ms: int,
+    retention_bytes: int,
+    local_only_bytes: int,
+) -> list[mf.RemoteSegment]:
+    """The oldest readable remote segments whole-log retention deletes (-1 limits mean unlimited).
+
+    By time: a segment whose max timestamp (its creation time when it has none) is more than
+    ``retention_ms`` old. By size: the oldest while remote bytes plus ``local_only_bytes`` (local data
+    not in the remote tier) stay at or above ``retention_bytes`` without them. A prefix only. Pure.
+    """
+    total = sum(s.size_bytes for s in readable) + local_only_bytes
+    doomed: list[mf.RemoteSegment] = []
+    for segment in readable:
+        reference = segment.max_timestamp if segment.max_timestamp >= 0 else segment.created_ms
+        by_time = retention_ms >= 0 and now_ms - reference > retention_ms
+        by_size = retention_bytes >= 0 and total - segment.size_bytes >= retention_bytes
+        if not (by_time or by_size):
+            break
+        total -= segment.size_bytes
+        doomed.append(segment)
+    return doomed
+
+
+class RemoteLog:
+    """One partition's remote tier. Create, then :meth:`open` once before anything else."""
+
+    def __init__(
+        self,
+        store: ObjectStore,
+        manifests: ManifestStore,
+        partition_log: PartitionLog,
+        topic: str,
+        partition: int,
+        clock: Clock,
+        *,
+        listener: Callable[[UploadEvent], None] | None = None,
+    ) -> None:
+        self.store = store
+        self.manifests = manifests
+        self.log = partition_log
+        self.topic = topic
+        self.partition = partition
+        self._clock = clock
+        self._listener = listener
+        self._manifest = mf.empty(topic, partition)
+        self._lock = asyncio.Lock()
+        self._marks: collections.deque[tuple[int, int]] = collections.deque()  # (first offset, ms)
+        self.last_error: str | None = None
+        self.uploaded_segments = 0
+        self.uploaded_bytes = 0
+        self.failures = 0
+
+    # ---- state ------------------------------------------------------------------------------------------
+
+    @property
+    def manifest(self) -> mf.Manifest:
+        """The last manifest this broker loaded or committed (immutable)."""
+        return self._manifest
+
+    @property
+    def remote_next_offset(self) -> int | None:
+        """One past the last offset held by a ``copy_finished`` segment, or None if none is."""
+        finished = [
+            s.last_offset for s in self._manifest.segments if s.state is mf.SegmentState.COPY_FINISHED
+        ]
+        return max(finished) + 1 if finished else None
+
+    @property
+    def remote_start_offset(self) -> int | None:
+        """The first offset readable from the remote tier, or None when it holds nothing readable."""
+        readable = mf.readable_segments(self._manifest)
+        if not readable:
+            return None
+        return max(readable[0].base_offset, self._manifest.log_start_offset)
+
+    @property
+    def remote_bytes(self) -> int:
+        return sum(s.size_bytes for s in mf.readable_segments(self._manifest))
+
+    def covers(self, info: SegmentInfo) -> bool:
+        """Whether the remote tier holds every offset of local segment ``info`` (so it may go locally).
+
+        Cheap, no I/O; safe from any thread (the local-retention veto calls it under the log lock).
+        """
+        remote_next = self.remote_next_offset
+        return remote_next is not None and info.next_offset <= remote_next
+
+    def note_append(self, first_offset: int) -> None:
+        """Remember when data from ``first_offset`` on arrived (for upload lag in seconds and the idle
+        roll). Event-loop only; cheap."""
+        now = self._clock.now_ms()
+        if not self._marks or now - self._marks[-1][1] >= _MARK_BUCKET_MS:
+            self._marks.append((first_offset, now))
+
+    def pending_since_ms(self) -> int | None:
+        """Clock time of the oldest appended data not yet in the remote tier, or None if all is there."""
+        done = self.remote_next_offset or 0
+        while len(self._marks) > 1 and self._marks[1][0] <= done:
+            self._marks.popleft()
+        if self._marks and self.log.log_end_offset <= done:
+            self._marks.clear()
+        return self._marks[0][1] if self._marks else None
+
+    def lag(self, segments: list[SegmentInfo]) -> tuple[int, int]:
+        """``(bytes, ms)`` not yet uploaded, from a snapshot of the local segments. Pure apart from
+        reading the clock."""
+        done = self.remote_next_offset or 0
+        pending = sum(s.size_bytes for s in segments if s.next_offset > done and s.size_bytes)
+        since = self.pending_since_ms() if pending else None
+        return pending, (max(0, self._clock.now_ms() - since) if since is not None else 0)
+
+    # ---- lifecycle ---------------------------------------------------------------------------------------
+
+    async def open(self) -> mf.Manifest:
+        """Load the manifest, finish interrupted deletions and drop abandoned uploads (their objects
+        deleted), and start an empty local log after the remote data if the local log is behind it
+        (a lost disk, a restore). Idempotent.
+
+        Raises:
+            UnavailableError: the store is down (the caller retries later).
+            CorruptRecordError: the newest manifest does not decode.
+        """
+        async with self._lock:
+            manifest, cleaned = await clean_unfinished(self.store, self.manifests, self.topic, self.partition)
+            self._manifest = manifest
+            if cleaned:
+                log.info("%s-%d: cleaned %d unfinished remote segments", self.topic, self.partition, cleaned)
+                self._emit(UploadEvent("cleaned", cleaned))
+            remote_next = self.remote_next_offset
+            if remote_next is not None and self.log.log_end_offset < remote_next:
+                log.info(
+                    "%s-%d: local log ends at %d, remote at %d: starting the local log after the remote data",
+                    self.topic, self.partition, self.log.log_end_offset, remote_next,
+                )  # fmt: skip
+                await asyncio.to_thread(self.log.truncate_fully_and_start_at, remote_next)
+            if self.log.log_end_offset > (remote_next or 0):
+                self._marks.append((max(remote_next or 0, self.log.log_start_offset), self._clock.now_ms()))
+            return manifest
+
+    async def sync(self, *, idle_roll_ms: int = -1) -> int:
+        """Roll the active segment if its oldest unuploaded data is ``idle_roll_ms`` old (-1: never),
+        then upload every sealed segment past the remote data, oldest first. Returns how many were
+        uploaded. Safe concurrently (serialised per partition); idempotent.
+
+        Raises:
+            UnavailableError, ConflictError, NotFoundError: the upload that failed (earlier ones stay).
+        """
+        async with self._lock:
+            if idle_roll_ms >= 0:
+                since = self.pending_since_ms()
+                if since is not None and self._clock.now_ms() - since >= idle_roll_ms:
+                    await asyncio.to_thread(self.log.roll)
+            uploaded = 0
+            if any(s.state is not mf.SegmentState.COPY_FINISHED for s in self._manifest.segments):
+                self._manifest, _ = await clean_unfinished(
+                    self.store, self.manifests, self.topic, self.partition
+                )
+            for info in await asyncio.to_thread(self.log.sealed_segments):
+                done = self.remote_next_offset
+                if info.size_bytes == 0 or (done is not None and info.next_offset <= done):
+                    continue
+                if done is not None and info.base_offset < done:
+                    log.warning("%s-%d: segment %d straddles the remote end %d; skipped",
+                                self.topic, self.partition, info.base_offset, done)  # fmt: skip
+                    continue
+                try:
+                    result = await upload_segment(
+                        self.store, self.manifests, self.topic, self.partition, info, self._clock
+                    )
+                except Exception as err:
+                    self.failures += 1
+                    self.last_error = f"{type(err).__name__}: {err}"
+                    self._emit(UploadEvent("failed"))
+                    raise
+                self._manifest = result.manifest
+                self.last_error = None
+                uploaded += 1
+                self.uploaded_segments += 1
+                self.uploaded_bytes += result.bytes_uploaded
+                self._emit(UploadEvent("uploaded", 1, result.bytes_uploaded))
+            return uploaded
+
+    async def apply_retention(self, *, retention_ms: int, retention_bytes: int, local_only_bytes: int) -> int:
+        """Whole-log retention of the remote tier: delete the oldest remote segments past the limits,
+        raising the manifest's log start offset. Returns the new remote start offset (or -1 when nothing
+        was deleted). Idempotent; serialised per partition.
+
+        Raises:
+            UnavailableError, ConflictError: the store or the manifest commit failed; re-run to finish.
+        """
+        async with self._lock:
+            doomed = remote_retention_plan(
+                mf.readable_segments(self._manifest),
+                now_ms=self._clock.now_ms(),
+                retention_ms=retention_ms,
+                retention_bytes=retention_bytes,
+                local_only_bytes=local_only_bytes,
+            )
+            if not doomed:
+                return -1
+            start = doomed[-1].last_offset + 1
+            self._manifest = await delete_segments(
+                self.store,
+                self.manifests,
+                self.topic,
+                self.partition,
+                [s.segment_uuid for s in doomed],
+                log_start_offset=start,
+            )
+            self._emit(UploadEvent("deleted", len(doomed), sum(s.size_bytes for s in doomed)))
+            return start
+
+    async def delete_all(self) -> int:
+        """Delete every remote object of the partition: segments through the deletion protocol, then
+        every key under the partition's prefix (manifests and any stray object) last. Returns how many
+        objects were removed by the final sweep. Idempotent.
+
+        Raises:
+            UnavailableError: the store failed; re-run (or ``tierlog tiering check``) to finish.
+        """
+        async with self._lock:
+            manifest = await self.manifests.load(self.topic, self.partition)
+            live = [s.segment_uuid for s in manifest.segments]
+            if live:
+                await delete_segments(self.store, self.manifests, self.topic, self.partition, live)
+                self._emit(UploadEvent("deleted", len(live), sum(s.size_bytes for s in manifest.segments)))
+            keys = [info.key async for info in self.store.list(partition_prefix(self.topic, self.partition))]
+            manifests = [key for key in keys if parse_manifest_key(key) is not None]
+            others = [key for key in keys if parse_manifest_key(key) is None]
+            if others:  # segment objects first: a crash here leaves a manifest that still lists nothing
+                await self.store.delete_many(others)
+            if manifests:
+                await self.store.delete_many(manifests)
+            self._manifest = mf.empty(self.topic, self.partition)
+            return len(keys)
+
+    def _emit(self, event: UploadEvent) -> None:
+        if self._listener is not None:
+            try:
+                self._listener(event)
+            except Exception:
+                log.exception("remote log listener failed")
