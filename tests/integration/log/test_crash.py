@@ -17,7 +17,7 @@ from tiering.log import LogConfig, PartitionLog
 
 CHILD = Path(__file__).with_name("crash_child.py")
 ROOT = Path(__file__).resolve().parents[3]
-ITERATIONS = 25
+ITERATIONS = 20
 
 
 def verify(directory: Path) -> int:
