@@ -1,0 +1,160 @@
+"""The index cache of the remote read path: decoded ``.index`` / ``.timeindex`` objects, LRU-bounded by
+count and by bytes, each loaded by one shared GET (single-flight) owned by the cache.
+
+A missing index object (``NotFoundError``) or one that fails its checks (:class:`IndexInvalid`) is
+replaced by an empty stand-in marked ``missing``: lookups then start at position 0 and the reader scans
+the segment (slower, still correct). Those stand-ins are cached like real indexes (the object will not
+appear later under the same key: segment objects are written before the manifest lists them). A transient
+failure (``UnavailableError``) also yields the stand-in, but it is not cached, so the next read tries again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from array import array
+from collections import OrderedDict
+from collections.abc import Callable
+from typing import TypeVar
+
+from tiering.errors import InvalidRequestError, NotFoundError, UnavailableError
+from tiering.remote.manifest import RemoteSegment
+from tiering.remote.read_errors import ReadStats
+from tiering.remote.read_index import (
+    IndexInvalid,
+    RemoteOffsetIndex,
+    RemoteTimeIndex,
+    decode_offset_index,
+    decode_time_index,
+)
+from tiering.remote.store import ObjectStore
+
+__all__ = ["IndexCache"]
+
+_log = logging.getLogger(__name__)
+
+AnyIndex = RemoteOffsetIndex | RemoteTimeIndex
+_I = TypeVar("_I", RemoteOffsetIndex, RemoteTimeIndex)
+
+
+class IndexCache:
+    """Decoded indexes keyed by object key. Safe to call concurrently on one event loop (no lock is held
+    across an await). Raises nothing for a missing or invalid index; ``UnauthorizedError`` and other
+    non-transient store errors propagate.
+    """
+
+    def __init__(self, store: ObjectStore, *, max_entries: int, max_bytes: int, stats: ReadStats) -> None:
+        if max_entries < 0 or max_bytes < 0:
+            raise InvalidRequestError("index cache bounds must not be negative")
+        self.store = store
+        self.max_entries = max_entries
+        self.max_bytes = max_bytes
+        self._stats = stats
+        self._entries: OrderedDict[str, AnyIndex] = OrderedDict()
+        self._size = 0
+        self._inflight: dict[str, asyncio.Task[tuple[AnyIndex, bool]]] = {}
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    async def offset_index(self, key: str, segment: RemoteSegment) -> RemoteOffsetIndex:
+        """The offset index object ``key`` of ``segment`` (or the empty stand-in). Idempotent."""
+
+        def decode(data: bytes) -> RemoteOffsetIndex:
+            return decode_offset_index(data, segment.base_offset, segment.last_offset, segment.size_bytes)
+
+        def stand_in() -> RemoteOffsetIndex:
+            return RemoteOffsetIndex(segment.base_offset, array("q"), array("q"), missing=True)
+
+        return await self._get(key, RemoteOffsetIndex, decode, stand_in)
+
+    async def time_index(self, key: str, segment: RemoteSegment) -> RemoteTimeIndex:
+        """The time index object ``key`` of ``segment`` (or the empty stand-in). Idempotent."""
+
+        def decode(data: bytes) -> RemoteTimeIndex:
+            return decode_time_index(data, segment.base_offset, segment.last_offset)
+
+        def stand_in() -> RemoteTimeIndex:
+            return RemoteTimeIndex(segment.base_offset, array("q"), array("q"), missing=True)
+
+        return await self._get(key, RemoteTimeIndex, decode, stand_in)
+
+    def forget(self, key: str) -> None:
+        """Drop a cached index (it disagreed with its log). Idempotent."""
+        entry = self._entries.pop(key, None)
+        if entry is not None:
+            self._size -= entry.nbytes
+
+    async def close(self) -> None:
+        """Cancel and await the loads in flight and drop the cache. Idempotent."""
+        tasks = list(self._inflight.values())
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        self._inflight.clear()
+        self._entries.clear()
+        self._size = 0
+
+    # -- internals ---------------------------------------------------------------------------------
+
+    async def _get(
+        self, key: str, kind: type[_I], decode: Callable[[bytes], _I], stand_in: Callable[[], _I]
+    ) -> _I:
+        cached = self._entries.get(key)
+        if isinstance(cached, kind):
+            self._entries.move_to_end(key)
+            self._stats.index_hits += 1
+            return cached
+        task = self._inflight.get(key)
+        if task is None:
+            task = asyncio.get_running_loop().create_task(self._load(key, decode, stand_in))
+            self._inflight[key] = task
+            task.add_done_callback(lambda done: self._finished(key, done))
+        index, _ = await asyncio.shield(task)
+        assert isinstance(index, kind)
+        return index
+
+    def _finished(self, key: str, task: asyncio.Task[tuple[AnyIndex, bool]]) -> None:
+        if self._inflight.get(key) is task:
+            del self._inflight[key]
+        if task.cancelled() or task.exception() is not None:
+            return
+        index, cacheable = task.result()
+        if cacheable:
+            self._store(key, index)
+
+    async def _load(
+        self, key: str, decode: Callable[[bytes], AnyIndex], stand_in: Callable[[], AnyIndex]
+    ) -> tuple[AnyIndex, bool]:
+        self._stats.remote_requests += 1
+        try:
+            data = await self.store.get(key)
+        except NotFoundError:
+            self._stats.remote_errors += 1
+            self._stats.index_missing += 1
+            _log.warning("remote index %s is missing: reads of its segment scan from the start", key)
+            return stand_in(), True
+        except UnavailableError as err:
+            self._stats.remote_errors += 1
+            _log.info("remote index %s unavailable (%s): scanning this time", key, err)
+            return stand_in(), False
+        self._stats.remote_bytes += len(data)
+        self._stats.index_loads += 1
+        try:
+            return decode(data), True
+        except IndexInvalid as err:
+            self._stats.index_invalid += 1
+            _log.warning(
+                "remote index %s is invalid (%s): reads of its segment scan from position 0", key, err
+            )
+            return stand_in(), True
+
+    def _store(self, key: str, index: AnyIndex) -> None:
+        if index.nbytes > self.max_bytes or self.max_entries == 0:
+            return
+        self.forget(key)
+        self._entries[key] = index
+        self._size += index.nbytes
+        while len(self._entries) > self.max_entries or self._size > self.max_bytes:
+            _, evicted = self._entries.popitem(last=False)
+            self._size -= evicted.nbytes

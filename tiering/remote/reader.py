@@ -1,0 +1,381 @@
+"""The remote read path: serve fetches below the local log start offset from the bucket.
+
+One :class:`RemoteReader` per broker, shared by every partition. A read goes::
+
+    manifest --(segment holding the offset)--> .index object (cached) --(largest entry <= offset)-->
+    position --(walk batch headers in cached chunks)--> batch holding the offset --(whole batches up to
+    max_bytes, never past the segment's end)--> CRC check of every batch --> bytes
+
+The bytes are the segment's batches unmodified, exactly what a local read of the same segment returns,
+so a consumer cannot tell the two apart except by speed. Design: ``docs/design/0003-remote-reads.md``.
+
+Caching: ``.log`` objects are read in aligned chunks through a byte-bounded LRU with single-flight
+fetches (:mod:`tiering.remote.read_cache`); indexes through a bounded LRU of decoded entries
+(:mod:`tiering.remote.read_index_cache`). Read-ahead: when a partition's reads are sequential (each starts
+where the previous one ended), the next ``readahead_chunks`` chunks after the read, continuing into the next
+segment, are fetched in the background by tasks the cache owns. Nothing holds a lock across an await, so
+reads of many partitions proceed concurrently.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections import OrderedDict
+from dataclasses import dataclass
+
+from tiering.codec.header import HEADER_SIZE, BatchHeader, decode_header, verify_batch
+from tiering.errors import CorruptRecordError, InvalidRequestError, OffsetOutOfRangeError
+from tiering.remote import layout
+from tiering.remote.manifest import Manifest, RemoteSegment, readable_segments
+from tiering.remote.read_cache import ChunkCache
+from tiering.remote.read_errors import ReadStats, RemoteObjectCorruptError, RemoteObjectMissingError
+from tiering.remote.read_index_cache import IndexCache
+from tiering.remote.store import ObjectStore
+
+__all__ = ["RemoteReader", "RemoteReadResult", "RemoteObjectCorruptError", "RemoteObjectMissingError"]
+
+_MAX_TRACKED_PARTITIONS = 1 << 14
+
+
+@dataclass(frozen=True, slots=True)
+class RemoteReadResult:
+    """Whole, CRC-checked batches of one remote segment; ``data`` may begin with a batch below the
+    requested offset (the one holding it). ``next_offset`` is where the next sequential read starts.
+    """
+
+    data: bytes
+    next_offset: int
+    segment_uuid: uuid.UUID
+
+
+class _SegmentView:
+    """One read's window on a ``.log`` object: chunks fetched through the cache are kept for the rest of
+    the read, so walking many batch headers costs one cache lookup per chunk, not per header.
+    """
+
+    def __init__(self, cache: ChunkCache, key: str, segment: RemoteSegment) -> None:
+        self.cache = cache
+        self.key = key
+        self.segment = segment
+        self.size = segment.size_bytes
+        self.chunk_bytes = cache.chunk_bytes
+        self._local: dict[int, bytes] = {}
+
+    def corrupt(self, message: str) -> RemoteObjectCorruptError:
+        return RemoteObjectCorruptError(self.key, message)
+
+    async def _ensure(self, first: int, last: int) -> None:
+        missing = [i for i in range(first, last + 1) if i not in self._local]
+        if len(missing) == 1:
+            self._local[missing[0]] = await self.cache.chunk(self.key, missing[0], self.size)
+        elif missing:
+            fetched = await asyncio.gather(*(self.cache.chunk(self.key, i, self.size) for i in missing))
+            self._local.update(zip(missing, fetched, strict=True))
+
+    async def read(self, start: int, end: int) -> bytes:
+        """Bytes ``[start, end)`` of the object (``end <= size``), stitched from chunks."""
+        first, last = start // self.chunk_bytes, (end - 1) // self.chunk_bytes
+        await self._ensure(first, last)
+        base = first * self.chunk_bytes
+        if first == last:
+            return self._local[first][start - base : end - base]
+        joined = b"".join(self._local[i] for i in range(first, last + 1))
+        return joined[start - base : end - base]
+
+    async def header(self, position: int) -> BatchHeader:
+        """The batch header at ``position``; raises :class:`RemoteObjectCorruptError` if it is torn or
+        malformed.
+        """
+        if position + HEADER_SIZE > self.size:
+            raise self.corrupt(f"the object ends inside a batch header at position {position}")
+        index, within = divmod(position, self.chunk_bytes)
+        await self._ensure(index, index)
+        chunk = self._local[index]
+        buf, at = (
+            (chunk, within)
+            if within + HEADER_SIZE <= len(chunk)
+            else (
+                await self.read(position, position + HEADER_SIZE),
+                0,
+            )
+        )
+        try:
+            header = decode_header(buf, at)
+        except CorruptRecordError as err:
+            raise self.corrupt(f"bad batch header at position {position}: {err}") from err
+        segment = self.segment
+        if header.base_offset < segment.base_offset or header.last_offset > segment.last_offset:
+            raise self.corrupt(
+                f"batch at position {position} holds offsets {header.base_offset}..{header.last_offset}, "
+                f"outside the segment's {segment.base_offset}..{segment.last_offset}"
+            )
+        if position + header.size > self.size:
+            raise self.corrupt(
+                f"torn object: the batch at position {position} needs {header.size} bytes, "
+                f"{self.size - position} remain"
+            )
+        return header
+
+
+class RemoteReader:
+    """Reads remote segments for every partition of a broker (see the module docstring).
+
+    ``cache_bytes`` bounds the chunk cache, ``chunk_bytes`` is the unit of GETs, ``readahead_chunks``
+    how far ahead a sequential reader is prefetched (0: no read-ahead), ``index_cache_entries`` /
+    ``index_cache_bytes`` bound the index cache, ``readahead_tasks`` the read-ahead GETs running at once
+    (default ``4 * readahead_chunks``, at least 8).
+
+    Every public coroutine is safe to call concurrently from one event loop. Pass the store that is read
+    (typically retrying and instrumented); the reader adds its own caching and does not close it.
+    """
+
+    def __init__(
+        self,
+        store: ObjectStore,
+        *,
+        cache_bytes: int = 256 * 2**20,
+        chunk_bytes: int = 4 * 2**20,
+        readahead_chunks: int = 2,
+        index_cache_entries: int = 1024,
+        index_cache_bytes: int = 64 * 2**20,
+        readahead_tasks: int | None = None,
+    ) -> None:
+        if chunk_bytes < HEADER_SIZE or readahead_chunks < 0:
+            raise InvalidRequestError(f"chunk_bytes must be >= {HEADER_SIZE}, readahead_chunks >= 0")
+        self.store = store
+        self.readahead_chunks = readahead_chunks
+        self._stats = ReadStats()
+        tasks = readahead_tasks if readahead_tasks is not None else max(8, 4 * readahead_chunks)
+        self._chunks = ChunkCache(
+            store, chunk_bytes=chunk_bytes, capacity_bytes=cache_bytes, max_prefetch=tasks, stats=self._stats
+        )
+        self._indexes = IndexCache(
+            store, max_entries=index_cache_entries, max_bytes=index_cache_bytes, stats=self._stats
+        )
+        self._expected: OrderedDict[tuple[str, int], int] = OrderedDict()  # a sequential reader's next offset
+        self._closed = False
+
+    @property
+    def chunk_bytes(self) -> int:
+        return self._chunks.chunk_bytes
+
+    def stats(self) -> dict[str, int]:
+        """Counters (see :class:`ReadStats`) plus the caches' current sizes. Safe to call at any time."""
+        out = self._stats.as_dict()
+        out["cache_bytes"] = self._chunks.cached_bytes
+        out["cache_chunks"] = self._chunks.cached_chunks
+        out["index_cache_entries"] = len(self._indexes)
+        return out
+
+    async def read(self, manifest: Manifest, offset: int, max_bytes: int) -> RemoteReadResult:
+        """Whole batches from the one holding ``offset``: at least one, otherwise at most ``max_bytes``,
+        never past the end of that segment (the caller asks again from ``next_offset``). An offset in a
+        gap between segments reads from the next segment. Idempotent; safe to call concurrently.
+
+        Raises:
+            OffsetOutOfRangeError: no readable remote segment holds ``offset`` or anything after it.
+            RemoteObjectCorruptError (a CorruptRecordError): a batch fails its CRC or framing, the object is
+                torn, or the index or the log disagrees with the manifest. No data is returned.
+            RemoteObjectMissingError (a NotFoundError): the ``.log`` object is missing.
+            UnavailableError: the store keeps failing (after the store's own retries).
+        """
+        self._check_open()
+        segment = self._segment_for(manifest, offset)
+        keys = layout.segment_keys(
+            manifest.topic, manifest.partition, segment.base_offset, segment.segment_uuid
+        )
+        view = _SegmentView(self._chunks, keys["log"], segment)
+        try:
+            start, first = await self._locate(view, keys["index"], offset)
+            end, headers = await self._extent(view, start, first, max_bytes)
+            if first.size > self.chunk_bytes:
+                data = await self._chunks.fetch_range(view.key, start, end)
+            else:
+                data = await view.read(start, end)
+            self._verify(view, data, start, headers)
+        except RemoteObjectCorruptError:
+            self._stats.corrupt_errors += 1
+            raise
+        self._stats.reads += 1
+        self._stats.bytes_served += len(data)
+        next_offset = headers[-1].next_offset
+        self._after_read(manifest, segment, offset, next_offset, view.key, end)
+        return RemoteReadResult(data, next_offset, segment.segment_uuid)
+
+    async def offset_for_timestamp(self, manifest: Manifest, timestamp: int) -> tuple[int, int] | None:
+        """``(offset, max_timestamp)`` of the first remote batch whose max timestamp is >= ``timestamp``:
+        its base offset (at least the manifest's log start offset) and its max timestamp, as the local log
+        answers; ``None`` if no readable remote segment has one. The batch is CRC-checked first.
+        Idempotent; safe to call concurrently.
+
+        Raises:
+            RemoteObjectCorruptError, RemoteObjectMissingError, UnavailableError: as :meth:`read`.
+        """
+        self._check_open()
+        for segment in readable_segments(manifest):
+            if segment.max_timestamp < timestamp:
+                continue
+            keys = layout.segment_keys(
+                manifest.topic, manifest.partition, segment.base_offset, segment.segment_uuid
+            )
+            view = _SegmentView(self._chunks, keys["log"], segment)
+            time_index = await self._indexes.time_index(keys["timeindex"], segment)
+            position, header = await self._locate(view, keys["index"], time_index.lookup(timestamp))
+            while True:
+                if header.max_timestamp >= timestamp:
+                    end = position + header.size
+                    data = await (
+                        self._chunks.fetch_range(view.key, position, end)
+                        if header.size > self.chunk_bytes
+                        else view.read(position, end)
+                    )
+                    self._verify(view, data, position, [header])
+                    return max(header.base_offset, manifest.log_start_offset), header.max_timestamp
+                position += header.size
+                if position >= view.size:
+                    break
+                header = await self._next_header(view, position, header)
+        return None
+
+    async def wait_readahead(self) -> None:
+        """Wait for the read-ahead (and other) fetches running now to finish. For tests and benchmarks:
+        it makes "the next read is a cache hit" deterministic. Never raises (failures are counted).
+        """
+        await self._chunks.drain()
+
+    async def close(self) -> None:
+        """Cancel and await read-ahead and every fetch in flight; drop the caches. Idempotent. Does not
+        close the store (the caller owns it).
+        """
+        self._closed = True
+        await self._chunks.close()
+        await self._indexes.close()
+
+    # -- finding the bytes -------------------------------------------------------------------------
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise InvalidRequestError("the remote reader is closed")
+
+    def _segment_for(self, manifest: Manifest, offset: int) -> RemoteSegment:
+        segments = readable_segments(manifest)
+        start = (
+            max(manifest.log_start_offset, segments[0].base_offset) if segments else manifest.log_start_offset
+        )
+        end = segments[-1].last_offset + 1 if segments else start
+        if offset >= start:
+            for segment in segments:
+                if segment.last_offset >= offset:
+                    return segment
+        raise OffsetOutOfRangeError(
+            f"offset {offset} of {manifest.topic}-{manifest.partition} is not in the remote tier "
+            f"(remote offsets {start}..{end - 1})",
+            log_start_offset=start,
+            log_end_offset=end,
+        )
+
+    async def _locate(self, view: _SegmentView, index_key: str, offset: int) -> tuple[int, BatchHeader]:
+        """Position and header of the first batch whose last offset is >= ``offset``."""
+        index = await self._indexes.offset_index(index_key, view.segment)
+        if index.missing:
+            self._stats.index_fallbacks += 1
+        entry_offset, position = index.lookup(offset)
+        header = await view.header(position)
+        if position and header.last_offset != entry_offset:
+            self._indexes.forget(index_key)
+            raise RemoteObjectCorruptError(
+                index_key,
+                f"entry ({entry_offset}, {position}) disagrees with the log: the batch at that position "
+                f"ends at offset {header.last_offset}",
+            )
+        while header.last_offset < offset:
+            position += header.size
+            if position >= view.size:
+                raise view.corrupt(
+                    f"the object ends at offset {header.last_offset}, before offset {offset} that the "
+                    f"manifest says the segment holds"
+                )
+            header = await self._next_header(view, position, header)
+        return position, header
+
+    async def _next_header(self, view: _SegmentView, position: int, previous: BatchHeader) -> BatchHeader:
+        header = await view.header(position)
+        if header.base_offset < previous.next_offset:
+            raise view.corrupt(
+                f"offsets go backwards at position {position}: batch {header.base_offset} follows one "
+                f"ending at {previous.last_offset}"
+            )
+        return header
+
+    async def _extent(
+        self, view: _SegmentView, start: int, first: BatchHeader, max_bytes: int
+    ) -> tuple[int, list[BatchHeader]]:
+        """End position and headers of the whole batches to return from ``start``."""
+        headers = [first]
+        end = start + first.size
+        if first.size > self.chunk_bytes:
+            return end, headers
+        while end < view.size and max_bytes - (end - start) >= HEADER_SIZE:
+            header = await self._next_header(view, end, headers[-1])
+            if end - start + header.size > max_bytes or header.size > self.chunk_bytes:
+                break
+            headers.append(header)
+            end += header.size
+        if end == view.size and headers[-1].last_offset != view.segment.last_offset:
+            raise view.corrupt(
+                f"the object's last batch ends at offset {headers[-1].last_offset}, the manifest says "
+                f"{view.segment.last_offset}"
+            )
+        return end, headers
+
+    def _verify(self, view: _SegmentView, data: bytes, start: int, headers: list[BatchHeader]) -> None:
+        position = 0
+        for expected in headers:
+            try:
+                header = verify_batch(data, position)
+            except CorruptRecordError as err:
+                raise view.corrupt(f"batch at position {start + position}: {err}") from err
+            if header != expected:
+                raise view.corrupt(f"batch at position {start + position} changed while being read")
+            position += header.size
+        if position != len(data):
+            raise view.corrupt(f"{len(data) - position} stray bytes after the batches read at {start}")
+
+    # -- read-ahead --------------------------------------------------------------------------------
+
+    def _after_read(
+        self, manifest: Manifest, segment: RemoteSegment, offset: int, next_offset: int, key: str, end: int
+    ) -> None:
+        partition = (manifest.topic, manifest.partition)
+        sequential = self._expected.pop(partition, None) == offset
+        self._expected[partition] = next_offset
+        if len(self._expected) > _MAX_TRACKED_PARTITIONS:
+            self._expected.popitem(last=False)
+        if sequential and self.readahead_chunks and not self._closed:
+            self._readahead(manifest, segment, key, end)
+
+    def _readahead(self, manifest: Manifest, segment: RemoteSegment, key: str, end: int) -> None:
+        """Prefetch the chunks overlapping ``readahead_chunks * chunk_bytes`` bytes after ``end``,
+        continuing into the following readable segment(s). Never raises.
+        """
+        budget = self.readahead_chunks * self.chunk_bytes
+        position = end
+        following = iter(s for s in readable_segments(manifest) if s.base_offset > segment.last_offset)
+        while budget > 0:
+            size = segment.size_bytes
+            if position < size:
+                first, last = (
+                    position // self.chunk_bytes,
+                    (min(position + budget, size) - 1) // self.chunk_bytes,
+                )
+                for index in range(first, last + 1):
+                    self._chunks.prefetch(key, index, size)
+                budget -= size - position
+            next_segment = next(following, None)
+            if next_segment is None:
+                return
+            segment, position = next_segment, 0
+            key = layout.segment_key(
+                manifest.topic, manifest.partition, segment.base_offset, segment.segment_uuid, "log"
+            )
