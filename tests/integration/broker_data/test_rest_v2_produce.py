@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import json
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -144,6 +145,20 @@ async def test_body_over_max_request_size_is_413(make_client: MakeClient) -> Non
     response = await client.post(
         "/topics/t", data=json.dumps({"records": records}), headers={"Content-Type": BINARY}
     )
+    await expect_error(response, 413, 41301)
+    assert await (await client.get("/topics")).json(content_type=None) == []
+
+
+async def test_chunked_body_over_max_request_size_is_413(make_client: MakeClient) -> None:
+    client = await make_client(**{"max.request.size": "2048"})
+    body = json.dumps({"records": [{"value": b64(b"x" * 3000)}]}).encode()
+
+    async def chunks() -> AsyncIterator[bytes]:
+        for start in range(0, len(body), 500):
+            yield body[start : start + 500]
+
+    response = await client.post("/topics/t", data=chunks(), headers={"Content-Type": BINARY})
+    assert response.request_info.headers.get("Transfer-Encoding") == "chunked"
     await expect_error(response, 413, 41301)
     assert await (await client.get("/topics")).json(content_type=None) == []
 
