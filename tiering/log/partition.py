@@ -390,6 +390,7 @@ class PartitionLog(LogCore):
         """
         with self._lock:
             if self._state != "open":
+                self._unlock_directory()
                 return
             self._state = "closed"
             failure: OSError | None = None
