@@ -119,6 +119,7 @@ class RecordAccumulator:
         self._queues: dict[TopicPartition, deque[ProducerBatch]] = {}
         self._memory = buffer_memory
         self._used = 0
+        self._waiting = 0
         self._space = asyncio.Condition()
         self.wakeup = asyncio.Event()
         self.incomplete: set[ProducerBatch] = set()
@@ -135,6 +136,16 @@ class RecordAccumulator:
         Raises:
             BufferExhaustedError: no room by the deadline.
         """
+        if not self._waiting and self._used + size <= self._memory:
+            self._used += size
+            return
+        self._waiting += 1
+        try:
+            await self._wait_for_room(size, deadline)
+        finally:
+            self._waiting -= 1
+
+    async def _wait_for_room(self, size: int, deadline: float) -> None:
         async with self._space:
             while self._used + size > self._memory:
                 remaining = deadline - self._clock()
@@ -151,9 +162,10 @@ class RecordAccumulator:
 
     async def release(self, size: int) -> None:
         """Give back ``size`` bytes and wake waiting senders."""
-        async with self._space:
-            self._used -= size
-            self._space.notify_all()
+        self._used -= size
+        if self._waiting:
+            async with self._space:
+                self._space.notify_all()
 
     def has_open_batch(self, tp: TopicPartition) -> bool:
         """Whether ``tp`` has a queued batch that still takes records."""

@@ -106,10 +106,10 @@ class AsyncProducer:
 
     async def start(self) -> None:
         """Open the connection pool and start the sender task. Idempotent; ``send`` calls it."""
-        if self._closed:
-            raise ClientClosedError("the producer is closed")
         if self._sender_task is not None:
             return
+        if self._closed:
+            raise ClientClosedError("the producer is closed")
         clock = asyncio.get_running_loop().time
         self._acc = RecordAccumulator(
             batch_size=self.config.batch_size,
@@ -149,10 +149,17 @@ class AsyncProducer:
         """
         if self._closed:
             raise ClientClosedError("the producer is closed")
-        await self.start()
-        assert self._acc is not None
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + self.config.max_block_ms / 1000
+        record, size = self.build_record(value, key, headers, timestamp)
+        return await self.send_record(topic, record, size, partition, callback)
+
+    def build_record(
+        self, value: Any, key: Any = None, headers: HeadersArg = None, timestamp: int | None = None
+    ) -> tuple[Record, int]:
+        """Serialize one record and check its size; answer the record and its size estimate.
+
+        Pure apart from reading the wall clock; runs the configured serializers, so it may be called from any
+        thread. Raises TypeError (unserializable key, value or header) and RecordTooLargeError.
+        """
         key_bytes = to_bytes(self.config.key_serializer(key) if self.config.key_serializer else key, "key")
         value_bytes = to_bytes(
             self.config.value_serializer(value) if self.config.value_serializer else value, "value"
@@ -165,9 +172,26 @@ class AsyncProducer:
                 f"a record of about {size} bytes exceeds max_request_size={self.config.max_request_size} "
                 f"or buffer_memory={self.config.buffer_memory}"
             )
+        return record, size
+
+    async def send_record(
+        self,
+        topic: str,
+        record: Record,
+        size: int,
+        partition: int | None = None,
+        callback: Callback | None = None,
+    ) -> asyncio.Future[RecordMetadata]:
+        """Queue a record made by :meth:`build_record`; see :meth:`send` for what it waits for and raises."""
+        if self._closed:
+            raise ClientClosedError("the producer is closed")
+        await self.start()
+        assert self._acc is not None
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.config.max_block_ms / 1000
         count = await self._partition_count(topic, deadline)
         if partition is None:
-            partition = self._choose_partition(topic, key_bytes, count)
+            partition = self._choose_partition(topic, record.key, count)
         elif not 0 <= partition < count:
             raise UnknownPartitionError(
                 f"topic {topic} has {count} partitions; partition {partition} is invalid"

@@ -1,7 +1,7 @@
 """The synchronous producer: :class:`~client.producer.AsyncProducer` on a loop thread it owns.
 
-``send`` returns a :class:`RecordFuture` (a ``concurrent.futures.Future``) at once, after waiting only for
-metadata and buffer room (``max_block_ms``), exactly as Kafka's producer does:
+``send`` returns a :class:`RecordFuture` (a ``concurrent.futures.Future``) at once, waiting only while the
+buffers are full (``max_block_ms``), as Kafka's producer does:
 
     producer.send("t", b"v")                          # fire and forget
     producer.send("t", b"v").get(timeout=10)           # synchronous send: wait for the metadata
@@ -13,16 +13,23 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import threading
+import time
+from collections import deque
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from client.accumulator import Callback
-from client.errors import ClientClosedError
+from client.errors import BufferExhaustedError, ClientClosedError, TierlogError
 from client.loop_thread import LoopThread
 from client.producer import AsyncProducer, HeadersArg
 from client.types import RecordMetadata
+from tiering.codec.records import Record
 
-__all__ = ["Producer", "RecordFuture"]
+__all__ = ["HANDOFF_BYTES", "Producer", "RecordFuture"]
+
+HANDOFF_BYTES = 4 * 2**20
 
 
 class RecordFuture(concurrent.futures.Future[RecordMetadata]):
@@ -71,8 +78,24 @@ def _chain(source: asyncio.Future[RecordMetadata], target: RecordFuture) -> None
     source.add_done_callback(copy)
 
 
+@dataclass(slots=True)
+class _Handoff:
+    topic: str
+    record: Record
+    size: int
+    partition: int | None
+    callback: Callback | None
+    target: RecordFuture
+
+
 class Producer:
     """Sends records to tierlog from synchronous code; the options are :class:`AsyncProducer`'s.
+
+    ``send`` serializes the record in the calling thread and hands it to the I/O thread through a queue of
+    at most :data:`HANDOFF_BYTES` (or ``buffer_memory``, if smaller) without waiting for the loop; the I/O
+    thread moves records into the producer's buffer. When both are full, ``send`` blocks up to
+    ``max_block_ms`` and then raises BufferExhaustedError. Errors found on the I/O thread (unknown topic or
+    partition, no metadata) fail the record's future and run its callback.
 
     Every method is thread-safe (several threads may ``send`` at once). ``close`` flushes, stops the I/O
     thread and joins it; it is idempotent.
@@ -83,12 +106,24 @@ class Producer:
     def __init__(self, bootstrap_servers: str | list[str] | None = None, **configs: Any) -> None:
         self._core = AsyncProducer(bootstrap_servers, **configs)
         self.config = self._core.config
+        self._handoff: deque[_Handoff] = deque()
+        self._handoff_limit = min(self.config.buffer_memory, HANDOFF_BYTES)
+        self._handoff_bytes = 0
+        self._room = threading.Condition()
+        self._closed = False
+        self._wake = asyncio.Event()
+        self._drain_lock = asyncio.Lock()
+        self._drainer: asyncio.Task[None] | None = None
         self._thread = LoopThread("tierlog-producer")
         try:
-            self._thread.run(self._core.start())
+            self._thread.run(self._start())
         except BaseException:
             self._thread.close()
             raise
+
+    async def _start(self) -> None:
+        await self._core.start()
+        self._drainer = asyncio.create_task(self._drain_forever(), name="tierlog producer hand-off")
 
     def __enter__(self) -> Producer:
         return self
@@ -107,32 +142,91 @@ class Producer:
         *,
         callback: Callback | None = None,
     ) -> RecordFuture:
-        """Queue one record and answer the future of its metadata (see :meth:`AsyncProducer.send`).
+        """Queue one record and answer the future of its :class:`RecordMetadata`.
 
-        Blocks at most ``max_block_ms``. Raises what :meth:`AsyncProducer.send` raises.
+        Blocks only while the hand-off queue is full, at most ``max_block_ms``. Not idempotent.
+
+        Raises:
+            ClientClosedError: the producer is closed.
+            BufferExhaustedError: no room within ``max_block_ms``.
+            RecordTooLargeError: the record alone exceeds ``max_request_size`` or ``buffer_memory``.
+            TypeError: key, value or a header value is neither bytes nor str and no serializer is set.
         """
+        if self._closed:
+            raise ClientClosedError("the producer is closed")
+        record, size = self._core.build_record(value, key, headers, timestamp)
         target = RecordFuture()
-
-        async def go() -> None:
-            source = await self._core.send(
-                topic, value, key, partition, headers, timestamp, callback=callback
-            )
-            _chain(source, target)
-
-        self._thread.run(go())
+        deadline = time.monotonic() + self.config.max_block_ms / 1000
+        with self._room:
+            while self._handoff_bytes and self._handoff_bytes + size > self._handoff_limit:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise BufferExhaustedError(
+                        f"buffer_memory stayed full for max_block_ms={self.config.max_block_ms}"
+                    )
+                self._room.wait(remaining)
+            if self._closed:
+                raise ClientClosedError("the producer is closed")
+            self._handoff_bytes += size
+            wake = not self._handoff
+            self._handoff.append(_Handoff(topic, record, size, partition, callback, target))
+        if wake:
+            self._thread.loop.call_soon_threadsafe(self._wake.set)
         return target
+
+    async def _drain_forever(self) -> None:
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            async with self._drain_lock:
+                await self._drain()
+
+    async def _drain(self) -> None:
+        while self._handoff:
+            item = self._handoff.popleft()
+            try:
+                source = await self._core.send_record(
+                    item.topic, item.record, item.size, item.partition, item.callback
+                )
+            except TierlogError as err:
+                item.target.set_exception(err)
+                if item.callback is not None:
+                    item.callback(None, err)
+            else:
+                _chain(source, item.target)
+            finally:
+                with self._room:
+                    self._handoff_bytes -= item.size
+                    self._room.notify_all()
+
+    async def _flush(self, timeout: float | None) -> None:  # noqa: ASYNC109 - passed on to flush()
+        async with self._drain_lock:
+            await self._drain()
+        await self._core.flush(timeout)
 
     def flush(self, timeout: float | None = None) -> None:
         """Send everything queued and wait until it completes. Raises TimeoutError after ``timeout`` s."""
-        self._thread.run(self._core.flush(timeout))
+        self._thread.run(self._flush(timeout))
 
     def partitions_for(self, topic: str) -> set[int]:
         """The partition ids of ``topic``. Raises as :meth:`AsyncProducer.partitions_for`."""
         return self._thread.run(self._core.partitions_for(topic))
 
+    async def _close(self, timeout: float | None) -> None:  # noqa: ASYNC109 - passed on to close()
+        async with self._drain_lock:
+            await self._drain()
+        drainer, self._drainer = self._drainer, None
+        if drainer is not None:
+            drainer.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await drainer
+        await self._core.close(timeout)
+
     def close(self, timeout: float | None = None) -> None:
         """Flush (up to ``timeout`` seconds), stop the I/O thread and join it. Idempotent."""
+        with self._room:
+            self._closed = True
         if not self._thread.in_loop_thread:
             with contextlib.suppress(ClientClosedError):
-                self._thread.run(self._core.close(timeout))
+                self._thread.run(self._close(timeout))
         self._thread.close()

@@ -1,0 +1,216 @@
+"""Python client benchmark: records/s and MiB/s one client process produces and consumes through tierlog.
+
+For 100 B and 1 KiB records, without compression and with zstd, the asyncio client (the implementation) and
+the synchronous ``Producer`` (the same core behind a thread hand-off) produce for ``--seconds`` into a fresh
+4-partition topic of one broker child process, then an ``AsyncConsumer`` reads everything back from offset 0.
+Values are text with repeated words (about 3:1 under zstd). The broker-side ceiling comes from
+``infra/bench/http_bench.py`` in the same run: its native path (prebuilt 1 MiB batches of 1 KiB records, no
+client-side batching or decoding) and its minimal aiohttp server, both with one client.
+
+    .venv/bin/python infra/bench/client_bench.py [--quick] [--seconds 3] [--output docs/benchmarks-client.md]
+
+Not a test: it never fails on a timing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import platform
+import random
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parents[1]))
+sys.path.insert(0, str(HERE))
+
+import http_bench  # noqa: E402
+
+from client import AsyncAdmin, AsyncConsumer, AsyncProducer, Producer, TopicPartition  # noqa: E402
+
+PARTITIONS = 4
+WORDS = [
+    w.encode() for w in "order user cart paid shipped item price total region eu us apac 42 17 3".split()
+]
+
+
+def values(size: int, count: int = 512, seed: int = 7) -> list[bytes]:
+    """``count`` distinct text values of exactly ``size`` bytes."""
+    rng = random.Random(seed)
+    out = []
+    for i in range(count):
+        text = b"%d " % i + b" ".join(rng.choice(WORDS) for _ in range(size // 3 + 2))
+        out.append(text[:size])
+    return out
+
+
+@dataclass
+class Figure:
+    records: int
+    seconds: float
+    size: int
+
+    @property
+    def records_per_s(self) -> float:
+        return self.records / self.seconds if self.seconds else 0.0
+
+    @property
+    def mib_per_s(self) -> float:
+        return self.records * self.size / 2**20 / self.seconds if self.seconds else 0.0
+
+
+PRODUCER_OPTIONS: dict[str, Any] = {
+    "linger_ms": 5,
+    "batch_size": 512 * 1024,
+    "max_request_size": 4 * 2**20,
+    "buffer_memory": 64 * 2**20,
+}
+
+
+async def produce_async(url: str, topic: str, size: int, codec: str, seconds: float) -> Figure:
+    pool = values(size)
+    sent = 0
+    async with AsyncProducer(url, compression_type=codec, **PRODUCER_OPTIONS) as producer:
+        await producer.partitions_for(topic)
+        start = time.perf_counter()
+        deadline = start + seconds
+        while time.perf_counter() < deadline:
+            for _ in range(1000):
+                await producer.send(topic, pool[sent % len(pool)])
+                sent += 1
+        await producer.flush()
+        elapsed = time.perf_counter() - start
+    return Figure(sent, elapsed, size)
+
+
+def produce_sync(url: str, topic: str, size: int, codec: str, seconds: float) -> Figure:
+    pool = values(size)
+    sent = 0
+    with Producer(url, compression_type=codec, **PRODUCER_OPTIONS) as producer:
+        producer.partitions_for(topic)
+        start = time.perf_counter()
+        deadline = start + seconds
+        while time.perf_counter() < deadline:
+            for _ in range(1000):
+                producer.send(topic, pool[sent % len(pool)])
+                sent += 1
+        producer.flush()
+        elapsed = time.perf_counter() - start
+    return Figure(sent, elapsed, size)
+
+
+async def consume(url: str, topic: str, size: int, expected: int) -> Figure:
+    got = 0
+    options = {"auto_offset_reset": "earliest", "max_poll_records": 10_000, "prefetch_batches": 4}
+    async with AsyncConsumer(bootstrap_servers=url, **options) as consumer:
+        consumer.assign([TopicPartition(topic, p) for p in range(PARTITIONS)])
+        start = time.perf_counter()
+        while got < expected:
+            got += len(await consumer.poll(timeout=5.0))
+        elapsed = time.perf_counter() - start
+    return Figure(got, elapsed, size)
+
+
+@dataclass
+class Row:
+    name: str
+    produced: Figure
+    consumed: Figure | None
+
+
+async def measure_client(url: str, seconds: float, *, sync_rows: bool) -> list[Row]:
+    rows: list[Row] = []
+    async with AsyncAdmin(url) as admin:
+        for size in (100, 1024):
+            for codec in ("none", "zstd"):
+                topic = f"bench-{size}-{codec}"
+                await admin.create_topic(topic, PARTITIONS, {"max.message.bytes": str(16 * 2**20)})
+                produced = await produce_async(url, topic, size, codec, seconds)
+                consumed = await consume(url, topic, size, produced.records)
+                rows.append(Row(f"async, {size} B, {codec}", produced, consumed))
+                print(f"measured {rows[-1].name}", file=sys.stderr, flush=True)
+                if sync_rows and codec == "none":
+                    topic = f"bench-sync-{size}"
+                    await admin.create_topic(topic, PARTITIONS)
+                    figure = await asyncio.to_thread(produce_sync, url, topic, size, codec, seconds)
+                    rows.append(Row(f"sync Producer, {size} B, {codec}", figure, None))
+    return rows
+
+
+def table(rows: list[Row], ceiling: dict[str, Any]) -> list[str]:
+    lines = [
+        "| client, record size, codec | produce records/s | produce MiB/s "
+        "| consume records/s | consume MiB/s |",
+        "| --- | ---: | ---: | ---: | ---: |",
+    ]
+    for row in rows:
+        consumed = (
+            f"{row.consumed.records_per_s:,.0f} | {row.consumed.mib_per_s:.1f}" if row.consumed else "- | -"
+        )
+        lines.append(
+            f"| {row.name} | {row.produced.records_per_s:,.0f} | {row.produced.mib_per_s:.1f} | {consumed} |"
+        )
+    for name, label in (
+        ("native", "broker ceiling: native path, prebuilt batches"),
+        ("ceiling", "HTTP ceiling"),
+    ):
+        if name in ceiling:
+            f = ceiling[name]
+            lines.append(
+                f"| {label}, 1 KiB | {f.produce.records / f.produce.seconds:,.0f} "
+                f"| {f.produce.mib_per_s:.1f} "
+                f"| {f.fetch.records / f.fetch.seconds:,.0f} | {f.fetch.mib_per_s:.1f} |"
+            )
+    return lines
+
+
+async def main(args: argparse.Namespace) -> str:
+    seconds = 1.0 if args.quick else args.seconds
+    data_root = Path(args.data_root)
+    with tempfile.TemporaryDirectory(dir=data_root) as data_dir:
+        async with http_bench.Server("broker", Path(data_dir), PARTITIONS) as server:
+            rows = await measure_client(server.url, seconds, sync_rows=not args.no_sync)
+    ceiling = await http_bench.measure(1, seconds, 1, data_root)
+    lines = table(rows, ceiling)
+    print("\n".join(lines))
+    header = [
+        "# Python client benchmark",
+        "",
+        f"`infra/bench/client_bench.py {'--quick ' if args.quick else ''}--seconds {seconds:g}`, "
+        f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, Python {platform.python_version()}, "
+        f"{os.cpu_count()} CPUs shared with other work; the broker is one child process on loopback.",
+        "",
+        f"One client process. Producers send keyless records to a {PARTITIONS}-partition topic for "
+        f"{seconds:g} s (`linger_ms` 5, `batch_size` 512 KiB), then flush; an `AsyncConsumer` reads "
+        "everything back from offset 0 with CRC checks on. MiB/s count record values. The last two rows come from "
+        "`infra/bench/http_bench.py` run in the same process with one client: the broker's native path fed "
+        "prebuilt 1 MiB batches (no client-side batching, encoding or decoding), and a minimal aiohttp "
+        "server that only appends bodies to a file.",
+        "",
+    ]
+    return "\n".join([*header, *lines, ""])
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--quick", action="store_true", help="1 s phases: a smoke run")
+    parser.add_argument("--seconds", type=float, default=3.0, help="seconds of producing per row (default 3)")
+    parser.add_argument("--no-sync", action="store_true", help="skip the synchronous Producer rows")
+    parser.add_argument("--output", help="also write the markdown page to this file")
+    parser.add_argument("--data-root", default=tempfile.gettempdir(), help="where the broker keeps data")
+    return parser.parse_args(argv)
+
+
+if __name__ == "__main__":
+    arguments = parse_args(sys.argv[1:])
+    page = asyncio.run(main(arguments))
+    if arguments.output:
+        Path(arguments.output).write_text(page, encoding="utf-8")
