@@ -142,7 +142,7 @@ async def replay(
     max_bytes: int = 4096,
     after_read: Callable[[], Awaitable[None]] | None = None,
 ) -> tuple[list[Produced], int]:
-    """Read sequentially from ``start`` to the end of the remote log; ``(records at or after start, reads)``."""
+    """Read sequentially from ``start`` to the remote end: ``(records at or after start, reads)``."""
     end = max(s.last_offset for s in mf.readable_segments(manifest)) + 1
     offset, out, reads = start, [], 0
     while offset < end:

@@ -115,9 +115,7 @@ async def test_read_ahead_makes_sequential_reads_hits(
     assert uploaded.manifest is not None
     reader = RemoteReader(read_store, chunk_bytes=CHUNK, cache_bytes=1 << 20, readahead_chunks=2)
     try:
-        records, reads = await replay(
-            reader, uploaded.manifest, max_bytes=1000, after_read=reader.wait_readahead
-        )
+        records, _ = await replay(reader, uploaded.manifest, max_bytes=1000, after_read=reader.wait_readahead)
         assert records == uploaded.records
         stats = reader.stats()
         chunks = total_chunks(uploaded, CHUNK)
