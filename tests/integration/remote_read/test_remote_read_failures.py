@@ -41,15 +41,12 @@ async def test_flipped_byte_is_a_corrupt_error_naming_the_key(
     batches = await batch_positions(read_store, key)
     position, base, last = batches[len(batches) // 2]
     end = batches[len(batches) // 2 + 1][0]
-    flip = (
-        {"attributes": position + ATTRIBUTES_OFFSET, "payload": position + HEADER_SIZE + 3}[where]
-        if where
-        in (
-            "attributes",
-            "payload",
-        )
-        else (end - 1 if where == "last byte" else position + 16)
-    )
+    flip = {
+        "attributes": position + ATTRIBUTES_OFFSET,
+        "payload": position + HEADER_SIZE + 3,
+        "last byte": end - 1,
+        "magic": position + 16,
+    }[where]
     data[flip] ^= 0x40
     await read_store.put(key, bytes(data))
     assert uploaded.manifest is not None
@@ -151,7 +148,7 @@ async def test_index_disagreeing_with_the_log_is_a_corrupt_error_naming_the_inde
     segment = third_segment(uploaded)
     keys = uploaded.keys(segment)
     batches = await batch_positions(read_store, keys["log"])
-    position, _, last = batches[3]
+    _, _, last = batches[3]
     # a well-formed entry whose position is one batch off
     wrong = struct.pack(">ii", last - segment.base_offset, batches[2][0])
     await read_store.put(keys["index"], wrong)
