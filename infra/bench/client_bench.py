@@ -196,12 +196,16 @@ async def main(args: argparse.Namespace) -> str:
         f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, Python {platform.python_version()}, "
         f"{os.cpu_count()} CPUs shared with other work; the broker is one child process on loopback.",
         "",
-        f"One client process. Producers send keyless records to a {PARTITIONS}-partition topic for "
-        f"{seconds:g} s (`linger_ms` 5, `batch_size` 512 KiB), then flush; an `AsyncConsumer` reads "
-        "everything back from offset 0 with CRC checks on. MiB/s count record values. The last two rows "
-        "come from `infra/bench/http_bench.py` run in the same process with one client: the broker's "
-        "native path fed prebuilt 1 MiB batches (no client-side batching, encoding or decoding), and a minimal aiohttp "
-        "server that only appends bodies to a file.",
+        " ".join(
+            [
+                f"One client process. Producers send keyless records to a {PARTITIONS}-partition topic",
+                f"for {seconds:g} s (`linger_ms` 5, `batch_size` 512 KiB), then flush; an `AsyncConsumer`",
+                "reads everything back from offset 0 with CRC checks on. MiB/s count record values.",
+                "The last two rows come from `infra/bench/http_bench.py` run in the same process with one",
+                "client: the broker's native path fed prebuilt 1 MiB batches (no client-side batching,",
+                "encoding or decoding), and a minimal aiohttp server that only appends bodies to a file.",
+            ]
+        ),
         "",
     ]
     return "\n".join([*header, *lines, ""])
