@@ -22,6 +22,7 @@ from service.tasks import setup_maintenance
 
 if TYPE_CHECKING:
     from tiering.log import Clock
+    from tiering.remote.store import ObjectStore
 
 __all__ = ["OPEN_TASK", "create_app", "documented_modules", "route_modules"]
 
@@ -58,13 +59,18 @@ def documented_modules() -> list[ModuleType]:
 
 
 def create_app(
-    settings: Settings, *, clock: Clock | None = None, startup_gate: asyncio.Event | None = None
+    settings: Settings,
+    *,
+    clock: Clock | None = None,
+    startup_gate: asyncio.Event | None = None,
+    remote_store: ObjectStore | None = None,
 ) -> web.Application:
     """Build the broker application. Opening the logs starts with the app and runs in the background
     (``/ready`` answers 503 until it is done); shutdown closes them and writes the clean-shutdown marker.
 
     ``clock`` drives segment rolling and retention (tests pass a ManualClock); ``startup_gate`` delays
-    opening the logs until it is set (tests observe ``/ready`` before the logs are open).
+    opening the logs until it is set (tests observe ``/ready`` before the logs are open); ``remote_store``
+    replaces the store ``remote.uri`` names (tests wrap a real store in fault injection).
     """
     metrics = Metrics()
     app = web.Application(
@@ -73,7 +79,7 @@ def create_app(
     )
     app[SETTINGS] = settings
     app[METRICS] = metrics
-    app[BROKER] = Broker(settings, metrics, clock=clock)
+    app[BROKER] = Broker(settings, metrics, clock=clock, remote_store=remote_store)
     for module in route_modules():
         module.setup_routes(app)
     openapi.setup_routes(app)

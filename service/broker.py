@@ -18,6 +18,7 @@ from service import metadata as meta
 from service.errors import PARTITION_NOT_FOUND, TOPIC_NOT_FOUND, InvalidConfigError
 from service.metrics import Metrics, Sample
 from service.partition import Partition
+from service.remote_tier import RemoteTier
 from service.tasks import TaskSet
 from service.topic_configs import TOPIC_CONFIGS, effective_configs, validate_overrides
 from tiering.errors import NotFoundError, TierlogError, UnavailableError
@@ -25,6 +26,7 @@ from tiering.log import AppendInfo, Clock, LogConfig, PartitionLog, SystemClock
 
 if TYPE_CHECKING:
     from service.config import Settings
+    from tiering.remote.store import ObjectStore
 
 __all__ = ["AppendInfo", "Broker", "Partition", "Topic"]
 
@@ -72,7 +74,14 @@ class Broker:
     concurrently with each other.
     """
 
-    def __init__(self, settings: Settings, metrics: Metrics, *, clock: Clock | None = None) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        metrics: Metrics,
+        *,
+        clock: Clock | None = None,
+        remote_store: ObjectStore | None = None,
+    ) -> None:
         self.settings = settings
         self.metrics = metrics
         self._clock = clock
@@ -88,6 +97,7 @@ class Broker:
         self._ready = asyncio.Event()
         self._failed: BaseException | None = None
         self._closed = False
+        self.remote = RemoteTier(settings, metrics, lambda: self.clock, store=remote_store)
         metrics.add_collector(self._collect)
         for name, help_text in (
             ("tierlog_bytes_in_total", "Record batch bytes appended, by topic"),
@@ -147,6 +157,13 @@ class Broker:
         self.cluster_id = state.cluster_id
         self.broker_id = state.broker_id
         self.clean_start = clean
+        await self.remote.start()
+        if self.settings.remote_restore_on_start:
+            from service.remote_restore import restore_missing_topics
+
+            restored = await restore_missing_topics(self.remote.manifests, state, self.data_dir)
+            if restored:
+                log.info("restored topics from the remote tier: %s", ", ".join(restored))
         for path in stale:
             self.background.spawn(asyncio.to_thread(meta.remove_tree, path), name=f"tierlog-rm-{path.name}")
         for record in list(state.topics.values()):
@@ -196,6 +213,7 @@ class Broker:
             except (TierlogError, OSError):
                 failures += 1
                 log.exception("closing %s failed", partition.label)
+        await self.remote.close()
         if was_ready and not failures:
             await asyncio.to_thread(meta.write_marker, self.data_dir / meta.CLEAN_SHUTDOWN_MARKER)
             log.info("broker closed cleanly: logs flushed and closed")
@@ -347,6 +365,12 @@ class Broker:
                 raise
             del self._topics[name]
             await self._discard(topic.partitions)
+            for partition in topic.partitions:
+                remote = self.remote.detach(partition)
+                if remote is not None:  # remote data goes after the local data
+                    self.background.spawn(
+                        self.remote.delete_partition_data(remote), name=f"tierlog-rm-remote-{partition.label}"
+                    )
         log.info("deleted topic %s", name)
 
     async def alter_topic_configs(
@@ -372,6 +396,15 @@ class Broker:
                 else:
                     merged[key] = value
             merged = validate_overrides(self.settings.topic_defaults, merged)
+            was_remote = topic.configs()["remote.storage.enable"] == "true"
+            if (
+                was_remote
+                and effective_configs(self.settings.topic_defaults, merged)["remote.storage.enable"] != "true"
+            ):
+                raise InvalidConfigError(
+                    "Invalid value false for configuration remote.storage.enable: remote storage cannot be "
+                    "disabled once enabled; delete the topic instead"
+                )
             if validate_only:
                 return
             previous = record.configs
@@ -384,6 +417,8 @@ class Broker:
             config = self._log_config(record)
             for partition in topic.partitions:
                 await partition.update_config(config)
+                if not was_remote and topic.configs()["remote.storage.enable"] == "true":
+                    await self.remote.attach(partition, reset_local=False)
         log.info("altered configs of topic %s: %s", name, dict(updates))
 
     async def add_partitions(self, name: str, count: int) -> Topic:
@@ -445,7 +480,10 @@ class Broker:
         opened: PartitionLog = await asyncio.to_thread(
             PartitionLog.open, path, config, clock=self.clock, topic=record.name, partition=index
         )
-        return Partition(record.name, index, opened, path, self.metrics, self._spawn)
+        partition = Partition(record.name, index, opened, path, self.metrics, self._spawn, config)
+        if effective_configs(self.settings.topic_defaults, record.configs)["remote.storage.enable"] == "true":
+            await self.remote.attach(partition)
+        return partition
 
     def _spawn(self, coro: Coroutine[Any, Any, None], name: str) -> object:
         return self.background.spawn(coro, name=name)

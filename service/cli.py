@@ -67,6 +67,7 @@ DELEGATED = {
     "produce": "produce lines from stdin or a file",
     "consume": "consume records as JSON lines",
     "groups": "list and describe consumer groups, with lag",
+    "tiering": "remote tier tools: check (list leaked objects), restore (recreate topics from a bucket)",
 }
 
 
@@ -77,6 +78,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from tiering.tools import dump_log
 
         return dump_log.main(raw[1:])
+    if raw and raw[0] == "tiering":
+        from service import tiering_cli
+
+        return tiering_cli.main(raw[1:])
     if raw and raw[0] in DELEGATED:
         return _client_command(raw)
     parser = _parser()

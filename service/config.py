@@ -131,6 +131,21 @@ _TABLE: tuple[SettingSpec, ...] = (
                 "remote tier: a local directory (default <data.dir>/remote) or s3://bucket/prefix"),
     SettingSpec("s3.endpoint.url", None, "S3 endpoint for s3:// remote URIs (default $AWS_ENDPOINT_URL)",
                 _url),
+    SettingSpec("remote.upload.concurrency", "4", "partitions uploading to the remote tier at the same time",
+                _int(1, 1024)),
+    SettingSpec("remote.upload.interval.ms", "10000",
+                "how often the uploader looks for sealed segments besides when a segment rolls",
+                _int(1, 2**31 - 1)),
+    SettingSpec("remote.max.upload.interval.ms", "3600000",
+                "roll an active segment whose oldest unuploaded data is this old (-1 never)",
+                _int(-1, 2**63 - 1)),
+    SettingSpec("remote.local.disk.budget.bytes", "-1",
+                "refuse produce (503) to remote topics past this many local bytes while uploads are behind; "
+                "-1 unlimited", _int(-1, 2**63 - 1)),
+    SettingSpec("remote.cache.bytes", "268435456", "memory for cached chunks of remote segments",
+                _int(0, 2**63 - 1)),
+    SettingSpec("remote.restore.on.start", "false",
+                "at start, recreate topics found in the remote tier that this broker does not have", _bool),
     SettingSpec("num.partitions", "1", "partitions of a topic created without a count", _int(1, 100_000)),
     SettingSpec("auto.create.topics.enable", "true", "create a topic on first produce", _bool),
     SettingSpec("max.request.size", "10485760", "largest HTTP request body in bytes", _int(1024, 2**31 - 1)),
@@ -196,6 +211,12 @@ class Settings:
     offsets_retention_minutes: int = 10080
     consumer_instance_timeout_ms: int = 300_000
     group_default_assignor: str = "range"
+    remote_upload_concurrency: int = 4
+    remote_upload_interval_ms: int = 10_000
+    remote_max_upload_interval_ms: int = 3_600_000
+    remote_local_disk_budget_bytes: int = -1
+    remote_cache_bytes: int = 256 * 2**20
+    remote_restore_on_start: bool = False
     sources: Mapping[str, str] = field(default_factory=dict)
 
     def describe(self) -> str:
@@ -292,6 +313,12 @@ def build_settings(values: Mapping[str, object], sources: Mapping[str, str] | No
         offsets_retention_minutes=int(str(parsed["offsets.retention.minutes"])),
         consumer_instance_timeout_ms=int(str(parsed["consumer.instance.timeout.ms"])),
         group_default_assignor=str(parsed["group.default.assignor"]),
+        remote_upload_concurrency=int(str(parsed["remote.upload.concurrency"])),
+        remote_upload_interval_ms=int(str(parsed["remote.upload.interval.ms"])),
+        remote_max_upload_interval_ms=int(str(parsed["remote.max.upload.interval.ms"])),
+        remote_local_disk_budget_bytes=int(str(parsed["remote.local.disk.budget.bytes"])),
+        remote_cache_bytes=int(str(parsed["remote.cache.bytes"])),
+        remote_restore_on_start=bool(parsed["remote.restore.on.start"]),
         sources=MappingProxyType(sources),
     )
 

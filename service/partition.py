@@ -15,10 +15,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from service.errors import TOPIC_NOT_FOUND
-from tiering.errors import NotFoundError, TierlogError
+from tiering.errors import NotFoundError, OffsetOutOfRangeError, TierlogError
 
 if TYPE_CHECKING:
     from service.metrics import Metrics
+    from service.remote_partition import RemotePartition
     from tiering.log import AppendInfo, FileSlice, LogConfig, PartitionLog, ReadResult
 
 __all__ = ["Partition"]
@@ -36,7 +37,14 @@ class Partition:
     """
 
     def __init__(
-        self, topic: str, index: int, partition_log: PartitionLog, path: Path, metrics: Metrics, spawn: Spawn
+        self,
+        topic: str,
+        index: int,
+        partition_log: PartitionLog,
+        path: Path,
+        metrics: Metrics,
+        spawn: Spawn,
+        config: LogConfig | None = None,
     ) -> None:
         self.topic = topic
         self.index = index
@@ -51,6 +59,8 @@ class Partition:
         self._idle = asyncio.Event()
         self._idle.set()
         self._background = asyncio.Lock()
+        self.config = config
+        self.remote: RemotePartition | None = None
 
     @property
     def label(self) -> str:
@@ -65,8 +75,18 @@ class Partition:
     def closed(self) -> bool:
         return self._closed
 
+    def attach_remote(self, remote: RemotePartition) -> None:
+        """Serve reads below the local log start from ``remote`` and apply tiered retention. Idempotent."""
+        self.remote = remote
+
     @property
     def log_start_offset(self) -> int:
+        """The first offset a fetch may ask for: the remote tier's when it holds data, else the local one."""
+        local = int(self._log.log_start_offset)
+        return local if self.remote is None else self.remote.log_start_offset(local)
+
+    @property
+    def local_log_start_offset(self) -> int:
         return int(self._log.log_start_offset)
 
     @property
@@ -91,8 +111,14 @@ class Partition:
             RecordTooLargeError: a batch exceeds ``max.message.bytes`` (nothing is appended).
             NotFoundError: the topic was deleted.
         """
+        remote = self.remote
+        if remote is not None:
+            remote.check_budget(len(batches))
         async with self._operation():
             info = await asyncio.to_thread(self._log.append, batches)
+            if remote is not None:
+                size, end = await asyncio.to_thread(self._size_and_end)
+                remote.note_append(info.base_offset, size, end)
         self._metrics.inc("tierlog_bytes_in_total", len(batches), topic=self.topic)
         self._metrics.inc("tierlog_records_in_total", info.record_count, topic=self.topic)
         self._wake()
@@ -117,13 +143,24 @@ class Partition:
         Idempotent. Raises:
             OffsetOutOfRangeError: ``offset`` is outside ``[log_start_offset, log_end_offset]``.
             NotFoundError: the topic was deleted.
+            CorruptRecordError, UnavailableError: a remote read failed (the bytes or the store).
         """
-        result: ReadResult = await self._poll(
-            lambda: self._log.read(offset, max_bytes),
-            lambda r: len(r.data),
-            max_wait_ms,
-            min(min_bytes, max_bytes),
-        )
+        remote = self._remote_for(offset)
+        if remote is None:
+            try:
+                result: ReadResult = await self._poll(
+                    lambda: self._log.read(offset, max_bytes),
+                    lambda r: len(r.data),
+                    max_wait_ms,
+                    min(min_bytes, max_bytes),
+                )
+            except OffsetOutOfRangeError as err:  # local retention may have just passed ``offset``
+                remote = self._remote_for(offset)
+                if remote is None:
+                    raise self._widen(err) from err
+        if remote is not None:
+            async with self._operation():
+                result = await remote.read(offset, max_bytes, self._ranges)
         self._metrics.inc("tierlog_bytes_out_total", len(result.data), topic=self.topic)
         return result
 
@@ -132,15 +169,25 @@ class Partition:
     ) -> FileSlice:
         """As :meth:`read`, but the bytes as a file region for ``sendfile``; the caller closes the slice.
 
-        Raises: as :meth:`read`.
+        Remote bytes come in an anonymous memory file. Raises: as :meth:`read`.
         """
-        result: FileSlice = await self._poll(
-            lambda: self._log.read_slice(offset, max_bytes),
-            lambda s: int(s.size),
-            max_wait_ms,
-            min(min_bytes, max_bytes),
-            discard=lambda s: s.close(),
-        )
+        remote = self._remote_for(offset)
+        if remote is None:
+            try:
+                result: FileSlice = await self._poll(
+                    lambda: self._log.read_slice(offset, max_bytes),
+                    lambda s: int(s.size),
+                    max_wait_ms,
+                    min(min_bytes, max_bytes),
+                    discard=lambda s: s.close(),
+                )
+            except OffsetOutOfRangeError as err:  # local retention may have just passed ``offset``
+                remote = self._remote_for(offset)
+                if remote is None:
+                    raise self._widen(err) from err
+        if remote is not None:
+            async with self._operation():
+                result = await remote.read_slice(offset, max_bytes, self._ranges)
         self._metrics.inc("tierlog_bytes_out_total", result.size, topic=self.topic)
         return result
 
@@ -150,13 +197,16 @@ class Partition:
         Idempotent. Raises NotFoundError if the topic was deleted.
         """
         async with self._operation():
-            found = await asyncio.to_thread(self._log.offset_for_timestamp, ts)
+            found = None if self.remote is None else await self.remote.offset_for_timestamp(ts)
+            if found is None:
+                found = await asyncio.to_thread(self._log.offset_for_timestamp, ts)
         return None if found is None else (int(found[0]), int(found[1]))
 
     async def update_config(self, config: LogConfig) -> None:
         """Apply a new config to the live log. Idempotent. Raises NotFoundError if the topic was deleted."""
         async with self._operation():
             await asyncio.to_thread(self._log.update_config, config)
+        self.config = config
 
     async def maybe_roll_and_flush(self) -> None:
         """Roll by ``segment.ms`` and fsync by ``flush.ms`` if due. Idempotent; no-op once closed."""
@@ -170,7 +220,10 @@ class Partition:
         if self._closed:
             return 0
         async with self._operation():
-            deleted = await asyncio.to_thread(self._log.apply_retention)
+            if self.remote is not None and self.config is not None:
+                deleted = await self.remote.apply_retention(self.config)
+            else:
+                deleted = await asyncio.to_thread(self._log.apply_retention)
         if deleted:
             self._metrics.inc("tierlog_segments_deleted_total", len(deleted), topic=self.topic)
             self._wake()
@@ -195,6 +248,27 @@ class Partition:
         self._wake()
         await self._idle.wait()
         await asyncio.to_thread(self._log.close)
+
+    def _remote_for(self, offset: int) -> RemotePartition | None:
+        remote = self.remote
+        if remote is not None and remote.serves(offset, int(self._log.log_start_offset)):
+            return remote
+        return None
+
+    def _widen(self, err: OffsetOutOfRangeError) -> OffsetOutOfRangeError:
+        """``err`` with the partition's (tiered) log start offset, when a remote tier is attached."""
+        if self.remote is None or self.remote.remote_log.remote_start_offset is None:
+            return err
+        start, end = self.log_start_offset, self.log_end_offset
+        return OffsetOutOfRangeError(
+            f"offset is outside [{start}, {end}] of {self.label}", log_start_offset=start, log_end_offset=end
+        )
+
+    def _ranges(self) -> tuple[int, int, int]:
+        return self.high_watermark, self.log_start_offset, self.log_end_offset
+
+    def _size_and_end(self) -> tuple[int, int]:
+        return int(self._log.size_bytes), int(self._log.log_end_offset)
 
     def _roll_and_flush(self) -> None:
         self._log.maybe_roll()

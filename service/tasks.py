@@ -98,6 +98,15 @@ class Maintenance:
             await asyncio.sleep(interval_s)
             await step()
 
+    async def run_uploads(self, interval_s: float) -> None:
+        """Run the remote tier's uploader until cancelled (see :meth:`RemoteTier.run`); nothing if opening
+        failed."""
+        try:
+            await self._broker.wait_ready()
+        except UnavailableError:
+            return
+        await self._broker.remote.run(interval_s)
+
     async def _guard(self, kind: str, label: str, call: Callable[[], Awaitable[int | None]]) -> int | None:
         try:
             return await call()
@@ -118,7 +127,7 @@ MAINTENANCE: web.AppKey[Maintenance] = web.AppKey("tierlog.maintenance", Mainten
 
 
 async def maintenance_ctx(app: web.Application) -> AsyncIterator[None]:
-    """cleanup_ctx entry: start the flush and retention loops; cancel and await them on shutdown."""
+    """cleanup_ctx entry: start the flush, retention and upload loops; cancel and await them on shutdown."""
     settings = app[SETTINGS]
     maintenance = app[MAINTENANCE]
     loops = [
@@ -128,6 +137,9 @@ async def maintenance_ctx(app: web.Application) -> AsyncIterator[None]:
         asyncio.create_task(
             maintenance.run("retention", settings.log_retention_check_interval_ms / 1000),
             name="tierlog-retention",
+        ),
+        asyncio.create_task(
+            maintenance.run_uploads(settings.remote_upload_interval_ms / 1000), name="tierlog-upload"
         ),
     ]
     try:

@@ -140,13 +140,26 @@ class RemoteLog:
             self._marks.append((first_offset, now))
 
     def pending_since_ms(self) -> int | None:
-        """Clock time of the oldest appended data not yet in the remote tier, or None if all is there."""
+        """Clock time of the oldest appended data not yet in the remote tier, or None if all is there.
+
+        Reads a snapshot: safe from any thread (the metrics collector calls it from a worker)."""
+        done = self.remote_next_offset or 0
+        marks = list(self._marks)
+        if not marks or self.log.log_end_offset <= done:
+            return None
+        oldest = marks[0][1]
+        for first, at in marks[1:]:
+            if first > done:
+                break
+            oldest = at
+        return oldest
+
+    def _prune_marks(self) -> None:
         done = self.remote_next_offset or 0
         while len(self._marks) > 1 and self._marks[1][0] <= done:
             self._marks.popleft()
         if self._marks and self.log.log_end_offset <= done:
             self._marks.clear()
-        return self._marks[0][1] if self._marks else None
 
     def lag(self, segments: list[SegmentInfo]) -> tuple[int, int]:
         """``(bytes, ms)`` not yet uploaded, from a snapshot of the local segments. Pure apart from
@@ -158,10 +171,11 @@ class RemoteLog:
 
     # ---- lifecycle ---------------------------------------------------------------------------------------
 
-    async def open(self) -> mf.Manifest:
+    async def open(self, *, reset_local: bool = True) -> mf.Manifest:
         """Load the manifest, finish interrupted deletions and drop abandoned uploads (their objects
-        deleted), and start an empty local log after the remote data if the local log is behind it
-        (a lost disk, a restore). Idempotent.
+        deleted), and, with ``reset_local``, start an empty local log after the remote data if the local
+        log ends before it (a lost disk, a restore). Only pass ``reset_local`` before anything was
+        appended since the local log opened. Idempotent.
 
         Raises:
             UnavailableError: the store is down (the caller retries later).
@@ -174,7 +188,12 @@ class RemoteLog:
                 log.info("%s-%d: cleaned %d unfinished remote segments", self.topic, self.partition, cleaned)
                 self._emit(UploadEvent("cleaned", cleaned))
             remote_next = self.remote_next_offset
-            if remote_next is not None and self.log.log_end_offset < remote_next:
+            if remote_next is not None and self.log.log_end_offset < remote_next and not reset_local:
+                log.error(
+                    "%s-%d: local log ends at %d, before the remote data (%d): not uploading",
+                    self.topic, self.partition, self.log.log_end_offset, remote_next,
+                )  # fmt: skip
+            elif remote_next is not None and self.log.log_end_offset < remote_next:
                 log.info(
                     "%s-%d: local log ends at %d, remote at %d: starting the local log after the remote data",
                     self.topic, self.partition, self.log.log_end_offset, remote_next,
@@ -225,6 +244,7 @@ class RemoteLog:
                 self.uploaded_segments += 1
                 self.uploaded_bytes += result.bytes_uploaded
                 self._emit(UploadEvent("uploaded", 1, result.bytes_uploaded))
+            self._prune_marks()
             return uploaded
 
     async def apply_retention(self, *, retention_ms: int, retention_bytes: int, local_only_bytes: int) -> int:

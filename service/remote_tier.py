@@ -1,0 +1,363 @@
+"""The broker's remote tier: the object store, the uploader loop, remote reads, the disk budget, metrics.
+
+One :class:`RemoteTier` per broker. The store comes from ``remote.uri`` (``<data.dir>/remote`` by default,
+or ``s3://bucket/prefix`` at ``s3.endpoint.url``), stacked as backend -> retrying -> instrumented. Every
+partition of a topic with ``remote.storage.enable=true`` gets a :class:`RemotePartition`. The uploader
+loop (owned by the maintenance ``cleanup_ctx``, see :mod:`service.tasks`) runs an upload pass when a
+segment rolls and every ``remote.upload.interval.ms``; partitions upload in parallel, at most
+``remote.upload.concurrency`` at a time, each partition's segments one after another in offset order.
+Design: ``docs/design/0004-uploader.md``; operations: ``docs/tiering.md``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from service.remote_partition import RemotePartition
+from tiering.errors import TierlogError, UnavailableError
+from tiering.log import Clock
+from tiering.remote.factory import open_object_store
+from tiering.remote.instrumented import InstrumentedStore
+from tiering.remote.manifest_store import ManifestStore
+from tiering.remote.remote_log import RemoteLog, UploadEvent
+from tiering.remote.retrying import RetryingStore, RetryPolicy
+from tiering.remote.store import ObjectStore
+
+if TYPE_CHECKING:
+    from service.config import Settings
+    from service.metrics import Metrics, Sample
+    from service.partition import Partition
+
+__all__ = ["RemoteTier", "open_remote_store"]
+
+log = logging.getLogger("tierlog.remote")
+
+_OPEN_TIMEOUT_S = 10.0
+
+_COUNTERS = (
+    ("tierlog_remote_uploaded_bytes_total", "Bytes uploaded to the remote tier (with indexes), by partition"),
+    ("tierlog_remote_uploaded_segments_total", "Segments uploaded to the remote tier, by partition"),
+    ("tierlog_remote_upload_failures_total", "Segment uploads that failed (retried on the next pass)"),
+    ("tierlog_remote_deleted_segments_total", "Remote segments deleted (retention, topic deletion)"),
+    ("tierlog_remote_cleaned_segments_total", "Abandoned uploads and interrupted deletions cleaned up"),
+    ("tierlog_remote_read_bytes_total", "Record batch bytes served from the remote tier, by topic"),
+    ("tierlog_produce_refused_disk_budget_total", "Produces refused: local disk budget full, uploads behind"),
+)
+_GAUGES = (
+    ("tierlog_remote_upload_lag_bytes", "Local bytes not yet in the remote tier, by partition"),
+    ("tierlog_remote_upload_lag_seconds", "Age of the oldest data not yet in the remote tier, by partition"),
+    ("tierlog_remote_log_start_offset", "First offset readable from the remote tier, by partition"),
+    ("tierlog_remote_next_offset", "One past the last offset in the remote tier, by partition"),
+    ("tierlog_remote_size_bytes", "Bytes of readable remote segments, by partition"),
+    ("tierlog_remote_segments", "Readable remote segments, by partition"),
+    ("tierlog_remote_store_retries", "Object-store requests retried by the broker (since start)"),
+    ("tierlog_remote_store_requests", "Object-store requests, by operation (since start)"),
+    ("tierlog_remote_store_errors", "Object-store request errors, by operation (since start)"),
+    ("tierlog_remote_reader_stat", "Remote read path counters (cache hits/misses, remote bytes), by stat"),
+)
+
+
+def open_remote_store(settings: Settings) -> ObjectStore:
+    """The backend ``remote.uri`` names, without wrappers. Blocking for a local directory (creates it).
+
+    Raises:
+        InvalidRequestError: a malformed URI.
+    """
+    return open_object_store(str(settings.remote_uri), endpoint_url=settings.s3_endpoint_url, retry=None)
+
+
+class RemoteTier:
+    """The remote tier of one broker. Event-loop only (the metrics collector also runs in threads)."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        metrics: Metrics,
+        clock: Callable[[], Clock],
+        *,
+        store: ObjectStore | None = None,
+        retry: RetryPolicy | None = None,
+    ) -> None:
+        self.settings = settings
+        self.metrics = metrics
+        self._clock = clock
+        self._given_store = store
+        self._retry = retry or RetryPolicy()
+        self._retrying: RetryingStore | None = None
+        self._store: InstrumentedStore | None = None
+        self._manifests: ManifestStore | None = None
+        self._reader: Any = None
+        self._parts: dict[tuple[str, int], tuple[Partition, RemotePartition]] = {}
+        self._store_down = False
+        self._wake = asyncio.Event()
+        self._changed = asyncio.Condition()
+        self.passes = 0
+        metrics.add_collector(self._collect)
+        for name, help_text in _COUNTERS:
+            metrics.describe(name, "counter", help_text)
+        for name, help_text in _GAUGES:
+            metrics.describe(name, "gauge", help_text)
+
+    # ---- lifecycle -------------------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Open the store (no network I/O yet). Idempotent.
+
+        Raises:
+            InvalidRequestError: a malformed ``remote.uri``.
+        """
+        if self._store is not None:
+            return
+        backend = self._given_store
+        if backend is None:
+            backend = await asyncio.to_thread(open_remote_store, self.settings)
+        self._retrying = RetryingStore(backend, self._retry)
+        self._store = InstrumentedStore(self._retrying)
+        self._manifests = ManifestStore(self._store)
+
+    @property
+    def store(self) -> InstrumentedStore:
+        """The broker's store (retrying, instrumented). Raises UnavailableError before :meth:`start`."""
+        if self._store is None:
+            raise UnavailableError("the remote tier is not started")
+        return self._store
+
+    @property
+    def manifests(self) -> ManifestStore:
+        if self._manifests is None:
+            raise UnavailableError("the remote tier is not started")
+        return self._manifests
+
+    def reader(self) -> Any:
+        """The shared remote reader (created on first use).
+
+        Raises:
+            UnavailableError: the read path is not installed.
+        """
+        if self._reader is None:
+            try:
+                from tiering.remote.reader import RemoteReader
+            except ModuleNotFoundError as err:
+                raise UnavailableError("remote reads are not available in this build") from err
+            self._reader = RemoteReader(self.store, cache_bytes=self.settings.remote_cache_bytes)
+        return self._reader
+
+    async def close(self) -> None:
+        """Close the reader and the store. Idempotent. The uploader loop must be stopped first."""
+        reader, self._reader = self._reader, None
+        if reader is not None:
+            await reader.close()
+        store, self._store = self._store, None
+        if store is not None:
+            await store.close()
+
+    # ---- partitions ----------------------------------------------------------------------------------
+
+    async def attach(self, partition: Partition, *, reset_local: bool = True) -> RemotePartition:
+        """Give ``partition`` its remote side: load the manifest, clean unfinished uploads and (with
+        ``reset_local``, for a partition just opened) start the local log after the remote data when it
+        ends before it (a restore, a lost disk). A store that is down is logged and retried by the next
+        upload pass. Idempotent per partition.
+
+        Raises:
+            CorruptRecordError: the newest manifest does not decode (the partition stays local-only).
+        """
+        key = (partition.topic, partition.index)
+        existing = self._parts.get(key)
+        if existing is not None and existing[0] is partition:
+            return existing[1]
+        remote_log = RemoteLog(
+            self.store,
+            self.manifests,
+            partition.log,
+            partition.topic,
+            partition.index,
+            self._clock(),
+            listener=lambda event: self._on_event(partition, event),
+        )
+        remote = RemotePartition(self, remote_log)
+        if not self._store_down:  # one timeout at start-up is enough: the upload passes retry the rest
+            try:
+                await asyncio.wait_for(remote_log.open(reset_local=reset_local), _OPEN_TIMEOUT_S)
+                remote.opened = True
+            except (UnavailableError, TimeoutError) as err:
+                self._store_down = True
+                log.warning("%s: remote tier unavailable at open (%s); will retry", partition.label, err)
+        remote.local_bytes = partition.size_bytes
+        remote.local_end = partition.log_end_offset
+        loop = asyncio.get_running_loop()
+        partition.log.add_roll_listener(lambda _info: self._wake_from_thread(loop))
+        partition.attach_remote(remote)
+        self._parts[key] = (partition, remote)
+        self._wake.set()
+        return remote
+
+    def detach(self, partition: Partition) -> RemotePartition | None:
+        """Forget ``partition`` (closed or deleted). Idempotent."""
+        found = self._parts.get((partition.topic, partition.index))
+        if found is None or found[0] is not partition:
+            return None
+        del self._parts[(partition.topic, partition.index)]
+        return found[1]
+
+    async def delete_partition_data(self, remote: RemotePartition) -> None:
+        """Delete every remote object of a deleted partition. Never raises: failures are logged (the
+        leak check ``tierlog tiering check`` lists what is left)."""
+        label = f"{remote.remote_log.topic}-{remote.remote_log.partition}"
+        try:
+            removed = await remote.remote_log.delete_all()
+            log.info("%s: deleted its remote data (%d objects swept)", label, removed)
+        except Exception:
+            log.exception("%s: deleting remote data failed; run `tierlog tiering check`", label)
+
+    def remote_of(self, topic: str, index: int) -> RemotePartition | None:
+        found = self._parts.get((topic, index))
+        return None if found is None else found[1]
+
+    # ---- uploads ---------------------------------------------------------------------------------------
+
+    def wake(self) -> None:
+        """Ask for an upload pass now. Event-loop only."""
+        self._wake.set()
+
+    def _wake_from_thread(self, loop: asyncio.AbstractEventLoop) -> None:
+        with contextlib.suppress(RuntimeError):  # a closed loop: the broker is gone
+            loop.call_soon_threadsafe(self._wake.set)
+
+    async def run(self, interval_s: float) -> None:
+        """Run upload passes on every wake-up and every ``interval_s`` until cancelled."""
+        while True:
+            self._wake.clear()
+            await self.upload_pass()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), interval_s)
+
+    async def upload_pass(self) -> int:
+        """One pass: every remote partition rolls if idle too long and uploads its sealed segments,
+        ``remote.upload.concurrency`` partitions at a time. Returns segments uploaded. Never raises
+        (failures are logged and counted and retried next pass)."""
+        gate = asyncio.Semaphore(self.settings.remote_upload_concurrency)
+        parts = [pair for pair in self._parts.values() if not pair[0].closed]
+        results = await asyncio.gather(*(self._sync(partition, remote, gate) for partition, remote in parts))
+        async with self._changed:
+            self.passes += 1
+            self._changed.notify_all()
+        return sum(results)
+
+    async def _sync(self, partition: Partition, remote: RemotePartition, gate: asyncio.Semaphore) -> int:
+        async with gate:
+            try:
+                if not remote.opened:
+                    await remote.remote_log.open(reset_local=False)
+                    remote.opened = True
+                    self._store_down = False
+                return await remote.remote_log.sync(idle_roll_ms=self.settings.remote_max_upload_interval_ms)
+            except asyncio.CancelledError:
+                raise
+            except TierlogError as err:
+                log.warning("%s: upload failed: %s", partition.label, err.message)
+            except Exception:
+                log.exception("%s: upload failed", partition.label)
+            return 0
+
+    async def wait_for(self, predicate: Callable[[], bool]) -> None:
+        """Return once ``predicate()`` holds after some upload pass (or now). Safe concurrently."""
+        async with self._changed:
+            await self._changed.wait_for(predicate)
+
+    def _on_event(self, partition: Partition, event: UploadEvent) -> None:
+        labels = {"topic": partition.topic, "partition": str(partition.index)}
+        if event.kind == "uploaded":
+            self.metrics.inc("tierlog_remote_uploaded_segments_total", event.segments, **labels)
+            self.metrics.inc("tierlog_remote_uploaded_bytes_total", event.bytes, **labels)
+        elif event.kind == "failed":
+            self.metrics.inc("tierlog_remote_upload_failures_total", 1, **labels)
+        elif event.kind == "deleted":
+            self.metrics.inc("tierlog_remote_deleted_segments_total", event.segments, **labels)
+        elif event.kind == "cleaned":
+            self.metrics.inc("tierlog_remote_cleaned_segments_total", event.segments, **labels)
+
+    # ---- produce and fetch hooks ---------------------------------------------------------------------
+
+    def check_budget(self, size: int) -> None:
+        """Raises UnavailableError (503, retriable) when ``size`` more bytes would take the local bytes of
+        remote-enabled partitions past ``remote.local.disk.budget.bytes`` while uploads are behind."""
+        budget = self.settings.remote_local_disk_budget_bytes
+        if budget < 0:
+            return
+        remotes = [remote for _, remote in self._parts.values()]
+        used = sum(remote.local_bytes for remote in remotes)
+        if used + size <= budget:
+            return
+        behind = sum(1 for remote in remotes if remote.behind)
+        if not behind:
+            return
+        self.metrics.inc("tierlog_produce_refused_disk_budget_total")
+        raise UnavailableError(
+            f"local disk budget full: {used} of remote.local.disk.budget.bytes={budget} used and uploads to "
+            f"the remote tier are behind on {behind} partitions; retry when the object store catches up"
+        )
+
+    def count_read(self, topic: str, size: int) -> None:
+        self.metrics.inc("tierlog_remote_read_bytes_total", size, topic=topic)
+
+    # ---- describe and metrics ------------------------------------------------------------------------
+
+    def describe(self, partition: Partition) -> dict[str, Any]:
+        """The remote state of ``partition`` for the v3 describe output (cheap; no I/O)."""
+        remote = self.remote_of(partition.topic, partition.index)
+        if remote is None or remote.remote_log.log is not partition.log:
+            return {"enabled": False}
+        rl = remote.remote_log
+        manifest = rl.manifest
+        return {
+            "enabled": True,
+            "manifest_version": manifest.version,
+            "log_start_offset": rl.remote_start_offset,
+            "next_offset": rl.remote_next_offset,
+            "size_bytes": rl.remote_bytes,
+            "segments": len([s for s in manifest.segments if s.state.value == "copy_finished"]),
+            "uploaded_segments": rl.uploaded_segments,
+            "uploaded_bytes": rl.uploaded_bytes,
+            "upload_failures": rl.failures,
+            "last_error": rl.last_error,
+        }
+
+    def _collect(self) -> list[Sample]:
+        from service.metrics import Sample
+
+        samples: list[Sample] = []
+        for partition, remote in list(self._parts.values()):
+            if partition.closed:
+                continue
+            rl = remote.remote_log
+            labels = {"topic": partition.topic, "partition": str(partition.index)}
+            try:
+                lag_bytes, lag_ms = rl.lag(rl.log.segments())
+            except TierlogError:
+                continue
+            readable = [s for s in rl.manifest.segments if s.state.value == "copy_finished"]
+            samples += [
+                Sample("tierlog_remote_upload_lag_bytes", lag_bytes, labels),
+                Sample("tierlog_remote_upload_lag_seconds", lag_ms / 1000, labels),
+                Sample("tierlog_remote_log_start_offset", rl.remote_start_offset or 0, labels),
+                Sample("tierlog_remote_next_offset", rl.remote_next_offset or 0, labels),
+                Sample("tierlog_remote_size_bytes", rl.remote_bytes, labels),
+                Sample("tierlog_remote_segments", len(readable), labels),
+            ]
+        if self._retrying is not None:
+            samples.append(Sample("tierlog_remote_store_retries", self._retrying.stats.retries, {}))
+        store = self._store
+        if store is not None:
+            for op, stats in store.snapshot()["ops"].items():
+                samples.append(Sample("tierlog_remote_store_requests", stats["requests"], {"op": op}))
+                samples.append(Sample("tierlog_remote_store_errors", stats["errors"], {"op": op}))
+        reader = self._reader
+        if reader is not None:
+            for stat, value in reader.stats().items():
+                samples.append(Sample("tierlog_remote_reader_stat", value, {"stat": stat}))
+        return samples
