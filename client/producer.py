@@ -90,7 +90,10 @@ class AsyncProducer:
         self._admin = AsyncAdmin.over(self._broker)
         self._sticky = StickyPartitioner()
         self._sticky_current: dict[str, int] = {}
-        self._metadata: dict[str, tuple[int, float]] = {}
+        self._metadata: dict[
+            str, tuple[int, float]
+        ] = {}  # topic -> (partition count, expiry on the loop clock)
+        self._max_block = self.config.max_block_ms / 1000
         self._metadata_locks: dict[str, asyncio.Lock] = {}
         self._acc: RecordAccumulator | None = None
         self._sender: Sender | None = None
@@ -185,11 +188,17 @@ class AsyncProducer:
         """Queue a record made by :meth:`build_record`; see :meth:`send` for what it waits for and raises."""
         if self._closed:
             raise ClientClosedError("the producer is closed")
-        await self.start()
+        if self._acc is None:
+            await self.start()
         assert self._acc is not None
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + self.config.max_block_ms / 1000
-        count = await self._partition_count(topic, deadline)
+        now = loop.time()
+        deadline = now + self._max_block
+        cached = self._metadata.get(topic)
+        if cached is not None and cached[1] > now:
+            count = cached[0]
+        else:
+            count = await self._partition_count(topic, deadline)
         if partition is None:
             partition = self._choose_partition(topic, record.key, count)
         elif not 0 <= partition < count:
@@ -233,17 +242,18 @@ class AsyncProducer:
         return set(range(count))
 
     async def _partition_count(self, topic: str, deadline: float) -> int:
+        """The partition count of ``topic``, from the cache while it is younger than metadata_max_age_ms."""
         loop = asyncio.get_running_loop()
         cached = self._metadata.get(topic)
-        if cached is not None and loop.time() - cached[1] < self.config.metadata_max_age_ms / 1000:
+        if cached is not None and cached[1] > loop.time():
             return cached[0]
         lock = self._metadata_locks.setdefault(topic, asyncio.Lock())
         async with lock:
             cached = self._metadata.get(topic)
-            if cached is not None and loop.time() - cached[1] < self.config.metadata_max_age_ms / 1000:
+            if cached is not None and cached[1] > loop.time():
                 return cached[0]
             count = await self._fetch_partition_count(topic, deadline)
-            self._metadata[topic] = (count, loop.time())
+            self._metadata[topic] = (count, loop.time() + self.config.metadata_max_age_ms / 1000)
             return count
 
     async def _fetch_partition_count(self, topic: str, deadline: float) -> int:
