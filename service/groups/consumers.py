@@ -22,13 +22,13 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from service.groups.consumer_config import INVALID_CONSUMER_CONFIG, ConsumerSettings
 from service.groups.coordinator import Clock, GroupCoordinator
 from service.rest_v2_convert import records_to_json
-from service.rest_v2_media import EmbeddedFormat
 from tiering.codec.header import iter_batches
 from tiering.errors import ConflictError, InvalidRequestError, NotFoundError, OffsetOutOfRangeError
 
-__all__ = ["ConsumerManager", "ConsumerInstance", "ConsumerSettings", "PartitionReader"]
+__all__ = ["ConsumerManager", "ConsumerInstance", "PartitionReader"]
 
 log = logging.getLogger(__name__)
 
@@ -37,7 +37,6 @@ TopicPartition = tuple[str, int]
 INSTANCE_NOT_FOUND = 40403
 INSTANCE_EXISTS = 40902
 ILLEGAL_STATE = 40903
-INVALID_CONSUMER_CONFIG = 42204
 
 
 class ReadLike(Protocol):
@@ -61,58 +60,6 @@ class PartitionReader(Protocol):
     async def read(
         self, topic: str, partition: int, offset: int, max_bytes: int, max_wait_ms: int, min_bytes: int
     ) -> ReadLike: ...
-
-
-@dataclass(frozen=True)
-class ConsumerSettings:
-    """The consumer configs a REST client may set when creating an instance."""
-
-    format: EmbeddedFormat = EmbeddedFormat.BINARY
-    auto_offset_reset: str = "latest"
-    auto_commit_enable: bool = True
-    fetch_min_bytes: int = 1
-    request_timeout_ms: int = 1_000
-
-    @classmethod
-    def from_request(cls, body: Mapping[str, Any]) -> ConsumerSettings:
-        """Parse the create-instance body (Confluent's names and string-or-native values).
-
-        Raises:
-            InvalidRequestError: (42204) an unknown format or an invalid value.
-        """
-
-        def bad(message: str) -> InvalidRequestError:
-            return InvalidRequestError(message, code=INVALID_CONSUMER_CONFIG)
-
-        raw_format = str(body.get("format", "binary")).lower()
-        if raw_format not in ("binary", "json"):
-            raise bad(f"unsupported consumer format {raw_format!r}: tierlog serves binary and json")
-        reset = str(body.get("auto.offset.reset", "latest")).lower()
-        if reset not in ("earliest", "latest", "none"):
-            raise bad(f"auto.offset.reset must be earliest, latest or none, not {reset!r}")
-        commit = str(body.get("auto.commit.enable", "true")).lower()
-        if commit not in ("true", "false"):
-            raise bad(f"auto.commit.enable must be true or false, not {commit!r}")
-
-        def number(name: str, default: int, low: int) -> int:
-            value = body.get(name)
-            if value is None:
-                return default
-            try:
-                parsed = int(str(value))
-            except ValueError:
-                raise bad(f"{name} must be an integer, not {value!r}") from None
-            if parsed < low:
-                raise bad(f"{name} must be at least {low}")
-            return parsed
-
-        return cls(
-            format=EmbeddedFormat(raw_format),
-            auto_offset_reset=reset,
-            auto_commit_enable=commit == "true",
-            fetch_min_bytes=max(1, number("fetch.min.bytes", 1, -1)),
-            request_timeout_ms=number("consumer.request.timeout.ms", 1_000, 0),
-        )
 
 
 @dataclass
@@ -367,9 +314,10 @@ class ConsumerManager:
             InvalidRequestError: (42201/42202) a json-format instance met a record that is not JSON.
         """
         timeout = instance.settings.request_timeout_ms if timeout_ms is None else timeout_ms
+        partitions = self.assignment(instance)
+        self._forget_revoked(instance, partitions)
         instance.acknowledged = dict(instance.positions)
         await self._maybe_auto_commit(instance)
-        partitions = self.assignment(instance)
         if not partitions:
             instance.changed.clear()
             with contextlib.suppress(TimeoutError):
@@ -463,6 +411,16 @@ class ConsumerManager:
             instance.positions[tp] = max(position, min(last_next, result.high_watermark))
         return len(result.data)
 
+    @staticmethod
+    def _forget_revoked(instance: ConsumerInstance, partitions: list[TopicPartition]) -> None:
+        """Drop positions of partitions a rebalance gave to another member, without committing them: the
+        new owner resumes from the last commit (at least once), and this instance can never overwrite the
+        new owner's progress."""
+        owned = set(partitions)
+        for tp in [tp for tp in instance.positions if tp not in owned]:
+            del instance.positions[tp]
+            instance.acknowledged.pop(tp, None)
+
     def _initial_position(self, instance: ConsumerInstance, tp: TopicPartition) -> int:
         committed = self._coordinator.committed(instance.group, [tp]).get(tp)
         if committed is not None:
@@ -525,6 +483,8 @@ class ConsumerManager:
     async def _commit_positions(
         self, instance: ConsumerInstance, positions: Mapping[TopicPartition, int]
     ) -> None:
+        owned = set(self.assignment(instance))
+        positions = {tp: offset for tp, offset in positions.items() if tp in owned}
         if positions:
             await self._commit(instance, {tp: (offset, "") for tp, offset in positions.items()})
 
@@ -545,23 +505,3 @@ class ConsumerManager:
             raise NotFoundError(f"Topic {topic} not found.", code=40401)
         if not 0 <= partition < counts[topic]:
             raise NotFoundError(f"Partition {partition} of topic {topic} not found.", code=40402)
-
-
-def parse_partitions(body: Mapping[str, Any], key: str = "partitions") -> list[TopicPartition]:
-    """``[{"topic": ..., "partition": ...}, ...]`` under ``key`` as a list of pairs.
-
-    Raises:
-        InvalidRequestError: (42204) a missing list or malformed entries.
-    """
-    entries = body.get(key)
-    if not isinstance(entries, list):
-        raise InvalidRequestError(f"expected a list under {key!r}", code=INVALID_CONSUMER_CONFIG)
-    result = []
-    for entry in entries:
-        if not isinstance(entry, dict) or not isinstance(entry.get("topic"), str):
-            raise InvalidRequestError(f"malformed partition entry {entry!r}", code=INVALID_CONSUMER_CONFIG)
-        partition = entry.get("partition")
-        if not isinstance(partition, int) or isinstance(partition, bool):
-            raise InvalidRequestError(f"malformed partition entry {entry!r}", code=INVALID_CONSUMER_CONFIG)
-        result.append((entry["topic"], partition))
-    return result

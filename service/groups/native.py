@@ -17,7 +17,7 @@ from typing import Any
 from aiohttp import web
 
 from service.errors import BadRequestError
-from service.groups.consumers import parse_partitions
+from service.groups.consumer_config import parse_partitions
 from service.groups.coordinator import GroupCoordinator, JoinResult
 from service.groups.lag import group_lag
 from service.groups.state import CONSUMERS, COORDINATOR, require_ready

@@ -13,7 +13,8 @@ from typing import Any
 from aiohttp import web
 
 from service.errors import BadRequestError, NotAcceptableError, UnsupportedMediaTypeError
-from service.groups.consumers import ConsumerManager, ConsumerSettings, parse_partitions
+from service.groups.consumer_config import ConsumerSettings, parse_partitions
+from service.groups.consumers import ConsumerManager
 from service.groups.state import CONSUMERS, require_ready
 from service.rest_v2_media import (
     KAFKA_V2_BINARY,

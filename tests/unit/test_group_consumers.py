@@ -11,7 +11,8 @@ from dataclasses import dataclass
 
 import pytest
 
-from service.groups.consumers import ConsumerManager, ConsumerSettings
+from service.groups.consumer_config import ConsumerSettings
+from service.groups.consumers import ConsumerManager
 from service.groups.coordinator import GroupCoordinator
 from service.groups.offsets import MemoryOffsetStore
 from service.rest_v2_media import EmbeddedFormat
@@ -189,3 +190,26 @@ async def test_out_of_range_position_resets(manager: ConsumerManager, partitions
     manager.seek(instance, {("t", 0): 99})
     assert await manager.poll(instance, 0, 1 << 20) == []
     assert values(await manager.poll(instance, 0, 1 << 20)) == [b"x"]
+
+
+async def test_revoked_partitions_are_never_committed(
+    manager: ConsumerManager, partitions: MemoryPartitions
+) -> None:
+    await partitions.append("t", 0, [b"a"])
+    await partitions.append("t", 1, [b"b"])
+    settings = ConsumerSettings(auto_offset_reset="earliest", auto_commit_enable=True)
+    first = manager.create("g", "first", settings, "http://x")
+    await manager.subscribe(first, ["t"], None)
+    assert len(await manager.poll(first, 0, 1 << 20)) == 2
+    second = manager.create("g", "second", settings, "http://x")
+    await manager.subscribe(second, ["t"], None)  # takes one partition away from the first
+    kept = manager.assignment(first)
+    assert len(kept) == 1
+    await manager.poll(first, 0, 1 << 20)  # acknowledges, auto-commits owned partitions only
+    committed = {
+        (c["topic"], c["partition"]): c["offset"] for c in manager.committed(first, [("t", 0), ("t", 1)])
+    }
+    (lost,) = {("t", 0), ("t", 1)} - set(kept)
+    assert committed[kept[0]] == 1
+    assert committed[lost] == -1  # the new owner starts from the last commit: nothing is overwritten
+    assert lost not in first.positions

@@ -1,0 +1,91 @@
+"""Configuration of REST consumer instances and the request-body helpers of the consumer APIs.
+
+Pure functions and values: no I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from service.rest_v2_media import EmbeddedFormat
+from tiering.errors import InvalidRequestError
+
+__all__ = ["ConsumerSettings", "parse_partitions", "INVALID_CONSUMER_CONFIG"]
+
+TopicPartition = tuple[str, int]
+
+INVALID_CONSUMER_CONFIG = 42204
+
+
+@dataclass(frozen=True)
+class ConsumerSettings:
+    """The consumer configs a REST client may set when creating an instance."""
+
+    format: EmbeddedFormat = EmbeddedFormat.BINARY
+    auto_offset_reset: str = "latest"
+    auto_commit_enable: bool = True
+    fetch_min_bytes: int = 1
+    request_timeout_ms: int = 1_000
+
+    @classmethod
+    def from_request(cls, body: Mapping[str, Any]) -> ConsumerSettings:
+        """Parse the create-instance body (Confluent's names and string-or-native values).
+
+        Raises:
+            InvalidRequestError: (42204) an unknown format or an invalid value.
+        """
+
+        def bad(message: str) -> InvalidRequestError:
+            return InvalidRequestError(message, code=INVALID_CONSUMER_CONFIG)
+
+        raw_format = str(body.get("format", "binary")).lower()
+        if raw_format not in ("binary", "json"):
+            raise bad(f"unsupported consumer format {raw_format!r}: tierlog serves binary and json")
+        reset = str(body.get("auto.offset.reset", "latest")).lower()
+        if reset not in ("earliest", "latest", "none"):
+            raise bad(f"auto.offset.reset must be earliest, latest or none, not {reset!r}")
+        commit = str(body.get("auto.commit.enable", "true")).lower()
+        if commit not in ("true", "false"):
+            raise bad(f"auto.commit.enable must be true or false, not {commit!r}")
+
+        def number(name: str, default: int, low: int) -> int:
+            value = body.get(name)
+            if value is None:
+                return default
+            try:
+                parsed = int(str(value))
+            except ValueError:
+                raise bad(f"{name} must be an integer, not {value!r}") from None
+            if parsed < low:
+                raise bad(f"{name} must be at least {low}")
+            return parsed
+
+        return cls(
+            format=EmbeddedFormat(raw_format),
+            auto_offset_reset=reset,
+            auto_commit_enable=commit == "true",
+            fetch_min_bytes=max(1, number("fetch.min.bytes", 1, -1)),
+            request_timeout_ms=number("consumer.request.timeout.ms", 1_000, 0),
+        )
+
+
+def parse_partitions(body: Mapping[str, Any], key: str = "partitions") -> list[TopicPartition]:
+    """``[{"topic": ..., "partition": ...}, ...]`` under ``key`` as a list of pairs.
+
+    Raises:
+        InvalidRequestError: (42204) a missing list or malformed entries.
+    """
+    entries = body.get(key)
+    if not isinstance(entries, list):
+        raise InvalidRequestError(f"expected a list under {key!r}", code=INVALID_CONSUMER_CONFIG)
+    result = []
+    for entry in entries:
+        if not isinstance(entry, dict) or not isinstance(entry.get("topic"), str):
+            raise InvalidRequestError(f"malformed partition entry {entry!r}", code=INVALID_CONSUMER_CONFIG)
+        partition = entry.get("partition")
+        if not isinstance(partition, int) or isinstance(partition, bool):
+            raise InvalidRequestError(f"malformed partition entry {entry!r}", code=INVALID_CONSUMER_CONFIG)
+        result.append((entry["topic"], partition))
+    return result
