@@ -61,9 +61,13 @@ class ConsumerRebalanceListener:
 
 
 async def _call(hook: Callable[[set[TopicPartition]], Any], partitions: set[TopicPartition]) -> None:
-    result = hook(partitions)
-    if inspect.isawaitable(result):
-        await result
+    """Run a listener method; its errors are logged, never allowed to stop group membership."""
+    try:
+        result = hook(partitions)
+        if inspect.isawaitable(result):
+            await result
+    except Exception:
+        log.exception("rebalance listener %s raised", getattr(hook, "__qualname__", hook))
 
 
 class AsyncConsumer:
@@ -152,7 +156,7 @@ class AsyncConsumer:
         if listener is not None:
             self._listener = listener
         subscription = Subscription(topic_list, pattern)
-        if self._membership is not None:
+        if self._membership is not None and self._group_task is not None and not self._group_task.done():
             self._membership.resubscribe(subscription)
             return
         self._membership = GroupMembership(
@@ -453,8 +457,7 @@ class AsyncConsumer:
                 await self._try_commit(
                     {tp: s.position for tp, s in self._fetcher.states.items() if s.position is not None}
                 )
-            with contextlib.suppress(Exception):
-                await _call(self._listener.on_partitions_revoked, set(membership.assignment))
+            await _call(self._listener.on_partitions_revoked, set(membership.assignment))
         await membership.leave()
         self._membership = None
 

@@ -195,3 +195,23 @@ async def test_auto_commit_commits_what_the_previous_poll_returned(broker: Runni
         while not await all_committed():
             assert loop.time() < deadline, f"auto-commit did not catch up: {committed}"
             await asyncio.sleep(0.02)
+
+
+class Faulty(ConsumerRebalanceListener):
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None:
+        self.calls += 1
+        raise RuntimeError("listener bug")
+
+
+async def test_a_raising_listener_does_not_stop_membership(broker: RunningBroker) -> None:
+    await produce(broker.url, "faulty", 5)
+    listener = Faulty()
+    async with AsyncConsumer(bootstrap_servers=broker.url, group_id="faulty", **FAST) as consumer:
+        consumer.subscribe(["faulty"], listener=listener)
+        records = (await drain([consumer], 5))[0]
+        assert sorted(int(r.value) for r in records) == [0, 1, 2, 3, 4]
+        assert listener.calls >= 1
+        assert consumer._group_task is not None and not consumer._group_task.done()
