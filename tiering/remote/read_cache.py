@@ -56,7 +56,8 @@ class ChunkCache:
         self._chunks: OrderedDict[ChunkKey, bytes] = OrderedDict()
         self._size = 0
         self._inflight: dict[ChunkKey, asyncio.Task[bytes]] = {}
-        self._prefetching: set[ChunkKey] = set()  # in flight, started by read-ahead, nobody waiting yet
+        self._unjoined: set[asyncio.Task[bytes]] = set()  # read-ahead fetches nobody waits for yet
+        self._prefetch_running = 0
         self._prefetched: set[ChunkKey] = set()  # cached by read-ahead, not used yet
         self._closed = False
 
@@ -98,12 +99,12 @@ class ChunkCache:
             self._stats.cache_misses += 1
             task = self._inflight.get(ck)
             joined_prefetch = False
-            if task is None:
+            if task is None or task.done():  # a done task still listed failed; its callback is pending
                 task = self._start(key, index, object_size, prefetch=False)
             else:
                 self._stats.singleflight_joins += 1
-                if ck in self._prefetching:
-                    self._prefetching.discard(ck)
+                if task in self._unjoined:
+                    self._unjoined.discard(task)
                     self._stats.readahead_hits += 1
                     joined_prefetch = True
             try:
@@ -120,7 +121,7 @@ class ChunkCache:
         """
         if self._closed or self.is_present(key, index) or index * self.chunk_bytes >= object_size:
             return False
-        if len(self._prefetching) >= self.max_prefetch:
+        if self._prefetch_running >= self.max_prefetch:
             self._stats.readahead_skipped += 1
             return False
         self._stats.readahead_fetches += 1
@@ -150,7 +151,7 @@ class ChunkCache:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         self._inflight.clear()
-        self._prefetching.clear()
+        self._unjoined.clear()
         self._prefetched.clear()
         self._chunks.clear()
         self._size = 0
@@ -162,24 +163,27 @@ class ChunkCache:
         task = asyncio.get_running_loop().create_task(self._fetch(key, index, object_size))
         self._inflight[ck] = task
         if prefetch:
-            self._prefetching.add(ck)
-        task.add_done_callback(lambda done: self._finished(ck, done))
+            self._unjoined.add(task)
+            self._prefetch_running += 1
+        task.add_done_callback(lambda done: self._finished(ck, done, prefetch))
         return task
 
-    def _finished(self, ck: ChunkKey, task: asyncio.Task[bytes]) -> None:
+    def _finished(self, ck: ChunkKey, task: asyncio.Task[bytes], prefetch: bool) -> None:
         if self._inflight.get(ck) is task:
             del self._inflight[ck]
-        was_prefetch = ck in self._prefetching
-        self._prefetching.discard(ck)
+        unjoined = task in self._unjoined
+        self._unjoined.discard(task)
+        if prefetch:
+            self._prefetch_running -= 1
         if task.cancelled():
             return
         error = task.exception()  # retrieved here, so an unawaited read-ahead failure is never "lost"
         if error is not None:
-            if was_prefetch:
+            if prefetch:
                 self._stats.readahead_errors += 1
                 _log.info("read-ahead of %s chunk %d failed: %s", ck[0], ck[1], error)
             return
-        if was_prefetch and ck in self._chunks:
+        if unjoined and ck in self._chunks:
             self._prefetched.add(ck)
 
     async def _fetch(self, key: str, index: int, object_size: int) -> bytes:

@@ -1,0 +1,181 @@
+"""The chunk cache of the remote read path on a real local-directory store: aligned chunks, LRU bound,
+single-flight, read-ahead failures only counted, a torn object detected, close cancelling fetches.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from tiering.errors import UnavailableError
+from tiering.remote.faults import FaultInjectingStore
+from tiering.remote.instrumented import InstrumentedStore
+from tiering.remote.local import LocalObjectStore
+from tiering.remote.read_cache import ChunkCache
+from tiering.remote.read_errors import ReadStats, RemoteObjectCorruptError, RemoteObjectMissingError
+
+DATA = bytes(range(256)) * 40  # 10240 bytes: 10 chunks of 1024
+KEY = "t/0/obj.log"
+
+
+@pytest.fixture
+async def store(tmp_path: Path) -> AsyncIterator[InstrumentedStore]:
+    inner = LocalObjectStore(tmp_path / "bucket", fsync=False)
+    await inner.put(KEY, DATA)
+    instrumented = InstrumentedStore(FaultInjectingStore(inner))
+    yield instrumented
+    await instrumented.close()
+
+
+def faults(store: InstrumentedStore) -> FaultInjectingStore:
+    assert isinstance(store.inner, FaultInjectingStore)
+    return store.inner
+
+
+def new_cache(store: InstrumentedStore, capacity: int = 1 << 20, max_prefetch: int = 8) -> ChunkCache:
+    return ChunkCache(
+        store, chunk_bytes=1024, capacity_bytes=capacity, max_prefetch=max_prefetch, stats=ReadStats()
+    )
+
+
+async def test_chunks_are_aligned_and_cached(store: InstrumentedStore) -> None:
+    cache = new_cache(store)
+    try:
+        for index in range(10):
+            assert await cache.chunk(KEY, index, len(DATA)) == DATA[index * 1024 : (index + 1) * 1024]
+        assert store.requests("get_range") == 10
+        for index in range(10):
+            await cache.chunk(KEY, index, len(DATA))
+        assert store.requests("get_range") == 10
+        assert cache.cached_bytes == len(DATA)
+    finally:
+        await cache.close()
+
+
+async def test_capacity_is_a_hard_bound(store: InstrumentedStore) -> None:
+    stats = ReadStats()
+    cache = ChunkCache(store, chunk_bytes=1024, capacity_bytes=3000, max_prefetch=8, stats=stats)
+    try:
+        for index in range(10):
+            await cache.chunk(KEY, index, len(DATA))
+            assert cache.cached_bytes <= 3000
+        assert stats.cache_evictions == 8 and cache.cached_chunks == 2
+        await cache.chunk(KEY, 9, len(DATA))  # most recent: still there
+        assert store.requests("get_range") == 10
+        await cache.chunk(KEY, 0, len(DATA))  # evicted long ago: fetched again
+        assert store.requests("get_range") == 11
+    finally:
+        await cache.close()
+
+
+async def test_concurrent_readers_share_one_fetch(store: InstrumentedStore) -> None:
+    stats = ReadStats()
+    cache = ChunkCache(store, chunk_bytes=1024, capacity_bytes=1 << 20, max_prefetch=8, stats=stats)
+    try:
+        results = await asyncio.gather(*(cache.chunk(KEY, 4, len(DATA)) for _ in range(20)))
+        assert set(results) == {DATA[4096:5120]}
+        assert store.requests("get_range") == 1
+        assert stats.singleflight_joins == 19
+    finally:
+        await cache.close()
+
+
+async def test_a_cancelled_reader_does_not_cancel_the_shared_fetch(store: InstrumentedStore) -> None:
+    cache = new_cache(store)
+    try:
+        first = asyncio.create_task(cache.chunk(KEY, 2, len(DATA)))
+        second = asyncio.create_task(cache.chunk(KEY, 2, len(DATA)))
+        await asyncio.sleep(0)  # both are now waiting on the one fetch
+        first.cancel()
+        assert await second == DATA[2048:3072]
+        assert first.cancelled()
+        assert store.requests("get_range") == 1
+    finally:
+        await cache.close()
+
+
+async def test_failed_read_ahead_is_counted_and_the_reader_fetches_again(store: InstrumentedStore) -> None:
+    stats = ReadStats()
+    cache = ChunkCache(store, chunk_bytes=1024, capacity_bytes=1 << 20, max_prefetch=8, stats=stats)
+    try:
+        faults(store).fail_next("get_range", 1, lambda: UnavailableError("injected"))
+        assert cache.prefetch(KEY, 5, len(DATA))
+        joined = asyncio.create_task(cache.chunk(KEY, 5, len(DATA)))  # joins the doomed read-ahead
+        assert await joined == DATA[5120:6144]
+        assert stats.readahead_errors == 1 and stats.readahead_fetches == 1
+        assert store.requests("get_range") == 2
+        await cache.drain()
+        # a successful read-ahead makes the next lookup a hit
+        assert cache.prefetch(KEY, 6, len(DATA))
+        assert not cache.prefetch(KEY, 6, len(DATA))  # already in flight
+        await cache.drain()
+        await cache.chunk(KEY, 6, len(DATA))
+        assert stats.readahead_hits == 1 and stats.cache_hits == 1  # the failed one was no hit
+    finally:
+        await cache.close()
+
+
+async def test_read_ahead_is_bounded(store: InstrumentedStore) -> None:
+    stats = ReadStats()
+    cache = ChunkCache(store, chunk_bytes=1024, capacity_bytes=1 << 20, max_prefetch=2, stats=stats)
+    try:
+        started = [cache.prefetch(KEY, i, len(DATA)) for i in range(5)]
+        assert started == [True, True, False, False, False]
+        assert stats.readahead_skipped == 3
+        assert not cache.prefetch(KEY, 10, len(DATA))  # past the end of the object
+        await cache.drain()
+        assert store.requests("get_range") == 2
+    finally:
+        await cache.close()
+
+
+async def test_torn_and_missing_objects(store: InstrumentedStore) -> None:
+    stats = ReadStats()
+    cache = ChunkCache(store, chunk_bytes=1024, capacity_bytes=1 << 20, max_prefetch=8, stats=stats)
+    try:
+        with pytest.raises(RemoteObjectCorruptError) as torn:
+            await cache.chunk(KEY, 10, len(DATA) + 100)  # the manifest claims 100 more bytes
+        assert torn.value.key == KEY and "torn" in str(torn.value)
+        with pytest.raises(RemoteObjectMissingError) as missing:
+            await cache.chunk("t/0/gone.log", 0, 500)
+        assert missing.value.key == "t/0/gone.log"
+        assert not cache.is_present("t/0/gone.log", 0)  # failures are not cached
+        assert stats.corrupt_errors == 1 and stats.missing_errors == 1
+    finally:
+        await cache.close()
+
+
+async def test_close_cancels_fetches_in_flight(store: InstrumentedStore) -> None:
+    release = asyncio.Event()
+    entered = asyncio.Event()
+    inner = faults(store)
+
+    cancelled = []
+
+    async def stuck() -> bytes:
+        entered.set()
+        try:
+            await release.wait()
+        except asyncio.CancelledError:
+            cancelled.append(True)
+            raise
+        return b""
+
+    original = inner.get_range
+
+    async def gated(key: str, start: int, end: int | None = None) -> bytes:
+        if start >= 3072:
+            return await stuck()
+        return await original(key, start, end)
+
+    inner.get_range = gated  # type: ignore[method-assign]
+    cache = new_cache(store)
+    assert cache.prefetch(KEY, 3, len(DATA))
+    await entered.wait()
+    assert cache.is_present(KEY, 3)
+    await cache.close()
+    assert not cache.is_present(KEY, 3)
+    assert cancelled == [True]  # the fetch was cancelled and awaited, not left running
