@@ -24,7 +24,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import aiohttp
@@ -42,7 +42,6 @@ REST_RECORDS = 512
 FETCH_BYTES = 1024 * 1024
 BATCHES = "application/vnd.tierlog.batches"
 REST_TYPE = "application/vnd.kafka.binary.v2+json"
-Op = Callable[[aiohttp.ClientSession, int], Awaitable[int]]
 
 
 # ---- servers (run in child processes) ---------------------------------------------------------------
@@ -158,7 +157,7 @@ class Server:
             await self._proc.wait()
 
 
-# ---- load ---------------------------------------------------------------------------------------------
+# ---- load: one client process per concurrent client ----------------------------------------------------
 
 
 @dataclass
@@ -182,47 +181,47 @@ class Result:
         ordered = sorted(self.latencies)
         return ordered[min(len(ordered) - 1, int(p * len(ordered)))] * 1000 if ordered else float("nan")
 
+    @classmethod
+    def merge(cls, parts: list[Result]) -> Result:
+        """The clients' results as one: totals over the longest client's elapsed time."""
+        merged = cls(seconds=max(part.seconds for part in parts))
+        for part in parts:
+            merged.ops += part.ops
+            merged.records += part.records
+            merged.latencies += part.latencies
+        return merged
 
-async def closed_loop(session: aiohttp.ClientSession, clients: int, seconds: float, op: Op) -> Result:
-    """``clients`` workers each issue ``op`` back to back until ``seconds`` have passed."""
+
+async def closed_loop(seconds: float, op: Callable[[], Awaitable[int]]) -> Result:
+    """Issue ``op`` back to back until ``seconds`` have passed."""
     result = Result()
-    deadline = time.perf_counter() + seconds
-
-    async def worker(index: int) -> None:
-        while time.perf_counter() < deadline:
-            start = time.perf_counter()
-            result.records += await op(session, index)
-            result.ops += 1
-            result.latencies.append(time.perf_counter() - start)
-
     start = time.perf_counter()
-    async with asyncio.TaskGroup() as group:
-        for index in range(clients):
-            group.create_task(worker(index))
+    deadline = start + seconds
+    while (now := time.perf_counter()) < deadline:
+        result.records += await op()
+        result.ops += 1
+        result.latencies.append(time.perf_counter() - now)
     result.seconds = time.perf_counter() - start
     return result
 
 
-async def open_loop(
-    session: aiohttp.ClientSession, clients: int, seconds: float, rate: float, op: Op
-) -> Result:
-    """Issue ``op`` at ``rate`` per second, round-robin over clients; latency counts from the due time."""
+async def open_loop(seconds: float, rate: float, op: Callable[[], Awaitable[int]]) -> Result:
+    """Issue ``op`` at ``rate`` per second whatever the answers' pace; latency counts from the due time."""
     result = Result()
     start = time.perf_counter()
-    total = max(1, int(rate * seconds))
 
-    async def one(k: int, due: float) -> None:
-        result.records += await op(session, k % clients)
+    async def one(due: float) -> None:
+        result.records += await op()
         result.ops += 1
         result.latencies.append(time.perf_counter() - due)
 
     async with asyncio.TaskGroup() as group:
-        for k in range(total):
+        for k in range(max(1, int(rate * seconds))):
             due = start + k / rate
             delay = due - time.perf_counter()
             if delay > 0:
                 await asyncio.sleep(delay)
-            group.create_task(one(k, due))
+            group.create_task(one(due))
     result.seconds = time.perf_counter() - start
     return result
 
@@ -232,62 +231,126 @@ def _value(i: int) -> bytes:
 
 
 class Workload:
-    """The request bodies and the produce/fetch operations of one path against one server."""
+    """The request bodies and the produce/fetch operations of one path for one client and partition."""
 
-    def __init__(self, path: str, url: str, clients: int) -> None:
-        self.path, self.url = path, url
-        self.positions = [0] * clients
+    def __init__(self, path: str, url: str, partition: int) -> None:
+        self.path, self.url, self.partition = path, url, partition
+        self.position = 0
         self.batch = build_batch([Record(b"key-%d" % i, _value(i)) for i in range(NATIVE_RECORDS)])
         records = [{"key": None, "value": base64.b64encode(_value(i)).decode()} for i in range(REST_RECORDS)]
         self.rest_body = json.dumps({"records": records}).encode()
-        self.ends = [0] * clients
 
-    async def produce(self, session: aiohttp.ClientSession, index: int) -> int:
+    async def produce(self, session: aiohttp.ClientSession) -> int:
         if self.path == "rest":
-            url = f"{self.url}/topics/rest/partitions/{index}"
-            async with session.post(
-                url, data=self.rest_body, headers={"Content-Type": REST_TYPE}
-            ) as response:
+            url = f"{self.url}/topics/rest/partitions/{self.partition}"
+            headers = {"Content-Type": REST_TYPE}
+            async with session.post(url, data=self.rest_body, headers=headers) as response:
                 assert response.status == 200, await response.text()
                 await response.read()
             return REST_RECORDS
         if self.path == "native":
-            url = f"{self.url}/native/v1/topics/native/partitions/{index}/batches"
+            url = f"{self.url}/native/v1/topics/native/partitions/{self.partition}/batches"
             headers = {"Content-Type": BATCHES}
         else:
-            url, headers = f"{self.url}/append/{index}", {}
+            url, headers = f"{self.url}/append/{self.partition}", {}
         async with session.post(url, data=self.batch, headers=headers) as response:
             assert response.status == 200, await response.text()
             await response.read()
-        self.ends[index] += len(self.batch)
         return NATIVE_RECORDS
 
-    async def fetch(self, session: aiohttp.ClientSession, index: int) -> int:
-        position = self.positions[index]
+    async def fetch(self, session: aiohttp.ClientSession) -> int:
         if self.path == "rest":
-            url = f"{self.url}/topics/rest/partitions/{index}/records"
-            params = {"offset": str(position), "timeout": "0", "max_bytes": str(FETCH_BYTES)}
+            url = f"{self.url}/topics/rest/partitions/{self.partition}/records"
+            params = {"offset": str(self.position), "timeout": "0", "max_bytes": str(FETCH_BYTES)}
             async with session.get(url, params=params, headers={"Accept": REST_TYPE}) as response:
                 records = await response.json(content_type=None)
-            self.positions[index] = records[-1]["offset"] + 1 if records else 0
+            self.position = records[-1]["offset"] + 1 if records else 0
             return len(records)
         if self.path == "native":
-            url = f"{self.url}/native/v1/topics/native/partitions/{index}/batches"
-            params = {"offset": str(position), "max_bytes": str(FETCH_BYTES)}
+            url = f"{self.url}/native/v1/topics/native/partitions/{self.partition}/batches"
+            params = {"offset": str(self.position), "max_bytes": str(FETCH_BYTES)}
         else:
-            url = f"{self.url}/range/{index}"
-            params = {"offset": str(position), "length": str(len(self.batch))}
+            url = f"{self.url}/range/{self.partition}"
+            params = {"offset": str(self.position), "length": str(len(self.batch))}
         async with session.get(url, params=params) as response:
             data = await response.read()
         if not data:
-            self.positions[index] = 0
+            self.position = 0
             return 0
-        count, next_offset = 0, position
+        count, next_offset = 0, self.position
         for _, header in iter_batches(data, verify=False):
             count += header.records_count
             next_offset = header.next_offset
-        self.positions[index] = next_offset if self.path == "native" else position + len(data)
+        self.position = next_offset if self.path == "native" else self.position + len(data)
         return count
+
+
+async def run_client(ceiling_url: str, broker_url: str, partition: int) -> None:
+    """Child-process entry: run the phases the driver writes on stdin (one JSON line each), answering
+    each with its Result as one JSON line on stdout, until stdin closes."""
+    urls = {"ceiling": ceiling_url, "native": broker_url, "rest": broker_url}
+    works = {path: Workload(path, url, partition) for path, url in urls.items()}
+    async with aiohttp.ClientSession() as session:
+        while line := await asyncio.to_thread(sys.stdin.readline):
+            command = json.loads(line)
+            work = works[command["path"]]
+            call = work.produce if command["op"] == "produce" else work.fetch
+
+            async def op(call: Callable[[aiohttp.ClientSession], Awaitable[int]] = call) -> int:
+                return await call(session)
+
+            if command.get("rate"):
+                result = await open_loop(command["seconds"], command["rate"], op)
+            else:
+                result = await closed_loop(command["seconds"], op)
+            print(json.dumps(asdict(result)), flush=True)
+
+
+class Clients:
+    """``count`` client processes, one per partition; ``async with`` starts them and awaits their exit."""
+
+    def __init__(self, count: int, ceiling_url: str, broker_url: str) -> None:
+        self.count, self.ceiling_url, self.broker_url = count, ceiling_url, broker_url
+        self._procs: list[asyncio.subprocess.Process] = []
+
+    async def __aenter__(self) -> Clients:
+        for partition in range(self.count):
+            self._procs.append(
+                await asyncio.create_subprocess_exec(
+                    sys.executable,
+                    __file__,
+                    "--client",
+                    self.ceiling_url,
+                    self.broker_url,
+                    str(partition),
+                    stdin=asyncio.subprocess.PIPE,
+                    stdout=asyncio.subprocess.PIPE,
+                    limit=64 * 1024 * 1024,
+                )
+            )
+        return self
+
+    async def run(self, path: str, op: str, seconds: float, rate: float = 0.0) -> Result:
+        """Run one phase on every client at once (``rate`` is the total for open-loop phases)."""
+        command = json.dumps({"path": path, "op": op, "seconds": seconds, "rate": rate / self.count})
+        for proc in self._procs:
+            assert proc.stdin is not None
+            proc.stdin.write(command.encode() + b"\n")
+        parts = []
+        for proc in self._procs:
+            assert proc.stdout is not None
+            line = await proc.stdout.readline()
+            if not line:
+                raise RuntimeError("a client process died")
+            parts.append(Result(**json.loads(line)))
+        return Result.merge(parts)
+
+    async def __aexit__(self, *exc: object) -> None:
+        for proc in self._procs:
+            if proc.stdin is not None:
+                proc.stdin.close()
+        for proc in self._procs:
+            await proc.wait()
 
 
 @dataclass
@@ -304,8 +367,11 @@ def _median(results: list[Result]) -> Result:
 
 
 async def measure(clients: int, seconds: float, rounds: int, data_root: Path) -> dict[str, PathFigures]:
-    """Peak produce then fetch for every path, interleaved over ``rounds`` so that background load
-    drifts hit every path alike; then produce latency at half of each path's median peak rate."""
+    """Peak produce then fetch for every path, interleaved over ``rounds`` (each round starting with a
+    different path) so that background load drifts hit every path alike; then produce latency at half of
+    each path's median peak rate. Dirty pages are flushed before each produce phase, so no path pays
+    for writing back another's data."""
+    paths = ("ceiling", "native", "rest")
     with tempfile.TemporaryDirectory(dir=data_root) as data_dir:
         root = Path(data_dir)
         (root / "ceiling").mkdir()
@@ -313,27 +379,22 @@ async def measure(clients: int, seconds: float, rounds: int, data_root: Path) ->
         async with (
             Server("baseline", root / "ceiling", clients) as ceiling,
             Server("broker", root / "broker", clients) as broker,
+            Clients(clients, ceiling.url, broker.url) as pool,
         ):
-            connector = aiohttp.TCPConnector(limit=clients * 4)
-            async with aiohttp.ClientSession(connector=connector) as session:
-                works = {
-                    "ceiling": Workload("ceiling", ceiling.url, clients),
-                    "native": Workload("native", broker.url, clients),
-                    "rest": Workload("rest", broker.url, clients),
-                }
-                produced: dict[str, list[Result]] = {path: [] for path in works}
-                fetched: dict[str, list[Result]] = {path: [] for path in works}
-                for _ in range(rounds):
-                    for path, work in works.items():
-                        produced[path].append(await closed_loop(session, clients, seconds, work.produce))
-                        fetched[path].append(await closed_loop(session, clients, seconds, work.fetch))
-                figures: dict[str, PathFigures] = {}
-                for path, work in works.items():
-                    peak = _median(produced[path])
-                    rate = max(peak.ops_per_s / 2, 1.0)
-                    latency = await open_loop(session, clients, seconds, rate, work.produce)
-                    figures[path] = PathFigures(peak, _median(fetched[path]), latency)
-                    print(f"measured {path}", file=sys.stderr, flush=True)
+            produced: dict[str, list[Result]] = {path: [] for path in paths}
+            fetched: dict[str, list[Result]] = {path: [] for path in paths}
+            for round_ in range(rounds):
+                for path in paths[round_ % 3 :] + paths[: round_ % 3]:
+                    await asyncio.to_thread(os.sync)
+                    produced[path].append(await pool.run(path, "produce", seconds))
+                    fetched[path].append(await pool.run(path, "fetch", seconds))
+            figures: dict[str, PathFigures] = {}
+            for path in paths:
+                await asyncio.to_thread(os.sync)
+                peak = _median(produced[path])
+                latency = await pool.run(path, "produce", seconds, rate=max(peak.ops_per_s / 2, 1.0))
+                figures[path] = PathFigures(peak, _median(fetched[path]), latency)
+                print(f"measured {path}", file=sys.stderr, flush=True)
     return figures
 
 
@@ -356,32 +417,34 @@ def table(figures: dict[str, PathFigures]) -> list[str]:
     return lines
 
 
-async def main(args: argparse.Namespace) -> str | None:
-    """Run every phase, print the table, and return the markdown page when ``--output`` is set."""
+async def main(args: argparse.Namespace) -> str:
+    """Run every phase for each client count, print the tables, and return them as a markdown page."""
     seconds = 1.0 if args.quick else args.seconds
     rounds = 1 if args.quick else args.rounds
-    figures = await measure(args.clients, seconds, rounds, Path(args.data_root))
-    rows = table(figures)
-    print("\n".join(rows))
-    if args.output:
-        header = [
-            "# HTTP data-path benchmark",
-            "",
-            f"`infra/bench/http_bench.py {'--quick ' if args.quick else ''}--clients {args.clients}`: "
-            f"{seconds:g} s per phase, median of {rounds} interleaved rounds, "
-            f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, "
-            f"Python {platform.python_version()}, {os.cpu_count()} CPUs shared with other work.",
-            "",
-            f"Native: {NATIVE_RECORDS} records of {RECORD_BYTES} B per batch (about 1 MiB), one batch per "
-            f"request, each client on its own partition. REST: {REST_RECORDS} base64 records per produce "
-            "request (binary embedded format) and `max_bytes` 1 MiB per records fetch. Ceiling: a minimal "
-            "aiohttp server that appends the body to a file and serves byte ranges with sendfile. MiB/s "
-            "count record values delivered; latency is measured from the scheduled send time at half the "
-            "peak request rate.",
-            "",
-        ]
-        return "\n".join([*header, *rows, ""]) + "\n"
-    return None
+    counts = [int(n) for n in str(args.clients).split(",")]
+    sections: list[str] = []
+    for clients in counts:
+        figures = await measure(clients, seconds, rounds, Path(args.data_root))
+        rows = table(figures)
+        print(f"{clients} client(s)\n" + "\n".join(rows))
+        sections += [f"### {clients} concurrent client{'s' if clients > 1 else ''}", "", *rows, ""]
+    header = [
+        "# HTTP data-path benchmark",
+        "",
+        f"`infra/bench/http_bench.py {'--quick ' if args.quick else ''}--clients {args.clients}`: "
+        f"{seconds:g} s per phase, median of {rounds} interleaved rounds, "
+        f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, "
+        f"Python {platform.python_version()}, {os.cpu_count()} CPUs shared with other work.",
+        "",
+        f"Native: {NATIVE_RECORDS} records of {RECORD_BYTES} B per batch (about 1 MiB), one batch per "
+        f"request, each client on its own partition. REST: {REST_RECORDS} base64 records per produce "
+        "request (binary embedded format) and `max_bytes` 1 MiB per records fetch. Ceiling: a minimal "
+        "aiohttp server that appends the body to a file and serves byte ranges with sendfile. MiB/s "
+        "count record values delivered; latency is measured from the scheduled send time at half the "
+        "peak request rate.",
+        "",
+    ]
+    return "\n".join([*header, *sections])
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -391,10 +454,13 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--quick", action="store_true", help="one round of 1 s phases: a smoke run")
     parser.add_argument("--seconds", type=float, default=2.0, help="seconds per phase (default 2)")
     parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds; the median is kept")
-    parser.add_argument("--clients", type=int, default=4, help="concurrent clients, one partition each")
+    parser.add_argument(
+        "--clients", default="4", help="concurrent clients, one partition each; a comma list runs several"
+    )
     parser.add_argument("--output", help="write the markdown table to this file")
     parser.add_argument("--data-root", default=tempfile.gettempdir(), help="where the servers keep data")
     parser.add_argument("--serve", choices=("broker", "baseline"), help=argparse.SUPPRESS)
+    parser.add_argument("--client", nargs=3, help=argparse.SUPPRESS)
     parser.add_argument("--data-dir", help=argparse.SUPPRESS)
     return parser.parse_args(argv)
 
@@ -402,8 +468,11 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 if __name__ == "__main__":
     arguments = parse_args(sys.argv[1:])
     if arguments.serve:
-        run_server(arguments.serve, Path(arguments.data_dir), arguments.clients)
+        run_server(arguments.serve, Path(arguments.data_dir), int(arguments.clients))
+    elif arguments.client:
+        ceiling_url, broker_url, partition = arguments.client
+        asyncio.run(run_client(ceiling_url, broker_url, int(partition)))
     else:
         page = asyncio.run(main(arguments))
-        if page is not None and arguments.output:
+        if arguments.output:
             Path(arguments.output).write_text(page)
