@@ -16,12 +16,13 @@ import itertools
 from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from client.errors import BufferExhaustedError, TierlogError
 from client.types import RecordMetadata, TopicPartition
 from tiering.codec.records import Record
 
-__all__ = ["PendingRecord", "ProducerBatch", "RecordAccumulator", "record_size"]
+__all__ = ["DeliveryFuture", "PendingRecord", "ProducerBatch", "RecordAccumulator", "record_size"]
 
 # length, attributes, deltas and the key/value/header-count varints of one record, at worst.
 RECORD_OVERHEAD = 21
@@ -36,13 +37,23 @@ def record_size(record: Record) -> int:
     return size
 
 
+class DeliveryFuture(Protocol):
+    """What the sender completes: an ``asyncio.Future`` or a ``concurrent.futures.Future`` of the metadata."""
+
+    def done(self) -> bool: ...
+
+    def set_result(self, result: RecordMetadata) -> None: ...
+
+    def set_exception(self, exception: BaseException) -> None: ...
+
+
 @dataclass(slots=True)
 class PendingRecord:
     """A record waiting for its batch, and what to complete when the batch is answered."""
 
     record: Record
     size: int
-    future: asyncio.Future[RecordMetadata]
+    future: DeliveryFuture
     callback: Callback | None = None
 
 
@@ -81,8 +92,9 @@ class ProducerBatch:
         for pending in self.records:
             if not pending.future.done():
                 pending.future.set_exception(error)
-                # A fire-and-forget caller may never look at the future: do not warn about it.
-                pending.future.exception()
+                if isinstance(pending.future, asyncio.Future):
+                    # A fire-and-forget caller may never look at the future: do not warn about it.
+                    pending.future.exception()
             _run_callback(pending.callback, None, error)
         self.done.set()
 

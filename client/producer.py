@@ -21,7 +21,7 @@ import time
 from collections.abc import Iterable
 from typing import Any
 
-from client.accumulator import Callback, PendingRecord, RecordAccumulator, record_size
+from client.accumulator import Callback, DeliveryFuture, PendingRecord, RecordAccumulator, record_size
 from client.admin import AsyncAdmin
 from client.backoff import backoff_seconds
 from client.config import ProducerConfig
@@ -186,6 +186,23 @@ class AsyncProducer:
         callback: Callback | None = None,
     ) -> asyncio.Future[RecordMetadata]:
         """Queue a record made by :meth:`build_record`; see :meth:`send` for what it waits for and raises."""
+        future: asyncio.Future[RecordMetadata] = asyncio.get_running_loop().create_future()
+        await self.enqueue(topic, record, size, future, partition, callback)
+        return future
+
+    async def enqueue(
+        self,
+        topic: str,
+        record: Record,
+        size: int,
+        future: DeliveryFuture,
+        partition: int | None = None,
+        callback: Callback | None = None,
+    ) -> None:
+        """Queue a record made by :meth:`build_record`, to complete ``future`` (any future type).
+
+        Waits and raises as :meth:`send`.
+        """
         if self._closed:
             raise ClientClosedError("the producer is closed")
         if self._acc is None:
@@ -209,9 +226,7 @@ class AsyncProducer:
         if self._closed:
             await self._acc.release(size)
             raise ClientClosedError("the producer was closed while send waited")
-        future: asyncio.Future[RecordMetadata] = loop.create_future()
         self._acc.append(TopicPartition(topic, partition), PendingRecord(record, size, future, callback))
-        return future
 
     async def send_and_wait(
         self, topic: str, value: Any = None, key: Any = None, **kwargs: Any

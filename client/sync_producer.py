@@ -67,17 +67,6 @@ class RecordFuture(concurrent.futures.Future[RecordMetadata]):
         return self
 
 
-def _chain(source: asyncio.Future[RecordMetadata], target: RecordFuture) -> None:
-    def copy(done: asyncio.Future[RecordMetadata]) -> None:
-        error = done.exception()
-        if error is not None:
-            target.set_exception(error)
-        else:
-            target.set_result(done.result())
-
-    source.add_done_callback(copy)
-
-
 @dataclass(slots=True)
 class _Handoff:
     topic: str
@@ -185,15 +174,13 @@ class Producer:
         while self._handoff:
             item = self._handoff.popleft()
             try:
-                source = await self._core.send_record(
-                    item.topic, item.record, item.size, item.partition, item.callback
+                await self._core.enqueue(
+                    item.topic, item.record, item.size, item.target, item.partition, item.callback
                 )
             except TierlogError as err:
                 item.target.set_exception(err)
                 if item.callback is not None:
                     item.callback(None, err)
-            else:
-                _chain(source, item.target)
             finally:
                 with self._room:
                     self._handoff_bytes -= item.size

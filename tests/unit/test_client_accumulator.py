@@ -39,6 +39,11 @@ def pending(value: bytes = b"v" * 10) -> PendingRecord:
     return PendingRecord(record, record_size(record), asyncio.get_running_loop().create_future())
 
 
+def future_of(record: PendingRecord) -> asyncio.Future[RecordMetadata]:
+    assert isinstance(record.future, asyncio.Future)
+    return record.future
+
+
 async def test_a_batch_is_ready_when_full_or_lingered() -> None:
     clock = Clock()
     acc = make(clock)
@@ -123,7 +128,7 @@ async def test_batch_completion_sets_offsets_and_runs_callbacks() -> None:
         acc.append(TP, record)
     (batch,) = acc.drain(TP, 10_000)
     batch.complete(40, -1)
-    assert [p.future.result().offset for p in batch.records] == [40, 41]
+    assert [future_of(p).result().offset for p in batch.records] == [40, 41]
     assert seen == [(RecordMetadata("t", 0, 40, 1), None), (RecordMetadata("t", 0, 41, 1), None)]
     assert batch.done.is_set()
 
@@ -134,7 +139,7 @@ async def test_failed_batches_fail_every_future() -> None:
     acc.append(TP, pending())
     acc.append(TP, pending())
     gone = acc.abort_all(ClientClosedError("closed"))
-    assert all(isinstance(p.future.exception(), ClientClosedError) for b in gone for p in b.records)
+    assert all(isinstance(future_of(p).exception(), ClientClosedError) for b in gone for p in b.records)
 
 
 async def test_reserve_blocks_until_memory_is_released() -> None:
