@@ -397,9 +397,12 @@ async def list_partitions(request: web.Request) -> web.Response:
 
 
 async def get_partition(request: web.Request) -> web.Response:
-    """``GET .../partitions/{partition_id}``. Read-only. Raises NotFoundError (40401, 40402)."""
+    """``GET .../partitions/{partition_id}``, with tierlog's ``tiered_storage`` state (offsets of both
+    tiers, upload lag, uploads and failures). Read-only. Raises NotFoundError (40401, 40402)."""
     broker, partition = _partition_of(request)
-    return web.json_response(_partition(broker, partition))
+    body = _partition(broker, partition)
+    body["tiered_storage"] = await broker.remote.describe(partition)
+    return web.json_response(body)
 
 
 async def list_replicas(request: web.Request) -> web.Response:

@@ -142,6 +142,9 @@ _TABLE: tuple[SettingSpec, ...] = (
     SettingSpec("remote.local.disk.budget.bytes", "-1",
                 "refuse produce (503) to remote topics past this many local bytes while uploads are behind; "
                 "-1 unlimited", _int(-1, 2**63 - 1)),
+    SettingSpec("remote.retry.deadline.ms", "30000",
+                "how long one object-store request is retried (capped, jittered backoff) before it fails",
+                _int(0, 2**31 - 1)),
     SettingSpec("remote.cache.bytes", "268435456", "memory for cached chunks of remote segments",
                 _int(0, 2**63 - 1)),
     SettingSpec("remote.restore.on.start", "false",
@@ -216,6 +219,7 @@ class Settings:
     remote_max_upload_interval_ms: int = 3_600_000
     remote_local_disk_budget_bytes: int = -1
     remote_cache_bytes: int = 256 * 2**20
+    remote_retry_deadline_ms: int = 30_000
     remote_restore_on_start: bool = False
     sources: Mapping[str, str] = field(default_factory=dict)
 
@@ -318,6 +322,7 @@ def build_settings(values: Mapping[str, object], sources: Mapping[str, str] | No
         remote_max_upload_interval_ms=int(str(parsed["remote.max.upload.interval.ms"])),
         remote_local_disk_budget_bytes=int(str(parsed["remote.local.disk.budget.bytes"])),
         remote_cache_bytes=int(str(parsed["remote.cache.bytes"])),
+        remote_retry_deadline_ms=int(str(parsed["remote.retry.deadline.ms"])),
         remote_restore_on_start=bool(parsed["remote.restore.on.start"]),
         sources=MappingProxyType(sources),
     )

@@ -94,9 +94,11 @@ class RemotePartition:
         reader = self.tier.reader()
         try:
             result: Any = await reader.read(self.remote_log.manifest, offset, max_bytes)
-        except NotFoundError as err:
-            if isinstance(err, OffsetOutOfRangeError):
-                raise
+        except OffsetOutOfRangeError as err:  # a gap, or the manifest moved on: report the whole range
+            raise OffsetOutOfRangeError(
+                err.message, log_start_offset=log_start, log_end_offset=log_end
+            ) from err
+        except NotFoundError as err:  # a listed object is gone: data loss, not a missing topic
             raise CorruptRecordError(f"remote data is missing: {err.message}") from err
         data = bytes(result.data)
         self.tier.count_read(self.remote_log.topic, len(data))

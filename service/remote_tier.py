@@ -86,7 +86,7 @@ class RemoteTier:
         self.metrics = metrics
         self._clock = clock
         self._given_store = store
-        self._retry = retry or RetryPolicy()
+        self._retry = retry or RetryPolicy(deadline=settings.remote_retry_deadline_ms / 1000)
         self._retrying: RetryingStore | None = None
         self._store: InstrumentedStore | None = None
         self._manifests: ManifestStore | None = None
@@ -307,20 +307,34 @@ class RemoteTier:
 
     # ---- describe and metrics ------------------------------------------------------------------------
 
-    def describe(self, partition: Partition) -> dict[str, Any]:
-        """The remote state of ``partition`` for the v3 describe output (cheap; no I/O)."""
+    async def describe(self, partition: Partition) -> dict[str, Any]:
+        """The remote state of ``partition`` for the v3 describe output (no network I/O; the local
+        segment list is read in a worker thread). Idempotent.
+
+        Raises:
+            UnavailableError: the partition's log is closed.
+        """
+        offsets = {
+            "log_start_offset": partition.log_start_offset,
+            "local_log_start_offset": partition.local_log_start_offset,
+            "log_end_offset": partition.log_end_offset,
+        }
         remote = self.remote_of(partition.topic, partition.index)
         if remote is None or remote.remote_log.log is not partition.log:
-            return {"enabled": False}
+            return {"enabled": False, **offsets}
         rl = remote.remote_log
         manifest = rl.manifest
+        lag_bytes, lag_ms = rl.lag(await asyncio.to_thread(rl.log.segments))
         return {
             "enabled": True,
+            **offsets,
+            "upload_lag_bytes": lag_bytes,
+            "upload_lag_ms": lag_ms,
             "manifest_version": manifest.version,
-            "log_start_offset": rl.remote_start_offset,
-            "next_offset": rl.remote_next_offset,
-            "size_bytes": rl.remote_bytes,
-            "segments": len([s for s in manifest.segments if s.state.value == "copy_finished"]),
+            "remote_log_start_offset": rl.remote_start_offset,
+            "remote_next_offset": rl.remote_next_offset,
+            "remote_size_bytes": rl.remote_bytes,
+            "remote_segments": len([s for s in manifest.segments if s.state.value == "copy_finished"]),
             "uploaded_segments": rl.uploaded_segments,
             "uploaded_bytes": rl.uploaded_bytes,
             "upload_failures": rl.failures,

@@ -1,0 +1,135 @@
+"""Uploads and retention across tiers against a real moto_server bucket: sealed segments go up in order,
+the hot tier is trimmed only behind confirmed uploads, whole-log retention deletes remote segments, idle
+partitions roll, and every record comes back exactly from offset 0 over both fetch paths."""
+
+from __future__ import annotations
+
+import pytest
+
+from service.state import METRICS
+from service.tasks import MAINTENANCE
+from tests.integration.tiering.conftest import StartBroker
+from tests.integration.tiering.helpers import (
+    broker_of,
+    consume_native,
+    consume_rest,
+    create_topic,
+    produce,
+    wait_uploaded,
+)
+from tiering.log import ManualClock
+from tiering.remote import manifest as mf
+from tiering.remote.layout import partition_prefix
+from tiering.remote.manifest_store import ManifestStore
+from tiering.remote.store import ObjectStore
+
+pytestmark = pytest.mark.integration
+
+
+async def test_sealed_segments_upload_then_local_tier_trims_and_every_record_reads_back(
+    start_broker: StartBroker, store: ObjectStore
+) -> None:
+    client = await start_broker()
+    broker = broker_of(client)
+    await create_topic(client, "t", **{"segment.bytes": "2048", "local.retention.bytes": "4096"})
+    sent = await produce(client, "t", 0, 300)
+    partition = broker.topic("t").partition(0)
+    sealed = partition.log.sealed_segments()
+    assert len(sealed) >= 8
+    await wait_uploaded(client, "t", sealed[-1].next_offset)
+
+    manifest = await ManifestStore(store).load("t", 0)
+    finished = mf.readable_segments(manifest)
+    assert [(s.base_offset, s.last_offset) for s in finished] == [
+        (s.base_offset, s.next_offset - 1) for s in sealed
+    ]
+    assert [s.size_bytes for s in finished] == [s.size_bytes for s in sealed]
+    for segment in finished:  # every upload has its three objects
+        keys = {info.key async for info in store.list(partition_prefix("t", 0))}
+        base = f"t/0/{segment.base_offset:020d}-{segment.segment_uuid}"
+        assert {f"{base}.log", f"{base}.index", f"{base}.timeindex"} <= keys
+
+    deleted = await client.server.app[MAINTENANCE].retention_pass()
+    assert deleted > 0
+    local_start = partition.local_log_start_offset
+    assert local_start > 0
+    assert local_start <= manifest.segments[-1].last_offset + 1  # nothing local went before its upload
+    assert partition.size_bytes <= 4096 + 2048
+    assert partition.log_start_offset == 0  # the remote tier's start
+
+    records = await consume_native(client, "t", 0)
+    assert [r.offset for r in records] == list(range(300))
+    assert [(r.key, r.value) for r in records] == sent
+    rest = await consume_rest(client, "t", 0)
+    assert [(o, k, v) for o, k, v in rest] == [(n, k, v) for n, (k, v) in enumerate(sent)]
+
+    text = client.server.app[METRICS].render()
+    assert 'tierlog_remote_uploaded_segments_total{partition="0",topic="t"}' in text
+    assert client.server.app[METRICS].value("tierlog_remote_read_bytes_total", topic="t") > 0
+    assert client.server.app[METRICS].value(
+        "tierlog_remote_uploaded_segments_total", topic="t", partition="0"
+    ) == len(sealed)
+
+
+async def test_whole_log_retention_deletes_remote_segments_and_raises_the_log_start(
+    start_broker: StartBroker, store: ObjectStore
+) -> None:
+    client = await start_broker()
+    broker = broker_of(client)
+    configs = {"segment.bytes": "2048", "local.retention.bytes": "4096", "retention.bytes": "10000"}
+    await create_topic(client, "r", **configs)
+    await produce(client, "r", 0, 300)
+    partition = broker.topic("r").partition(0)
+    await wait_uploaded(client, "r", partition.log.sealed_segments()[-1].next_offset)
+    before = {info.key async for info in store.list("r/0/") if info.key.endswith(".log")}
+
+    await client.server.app[MAINTENANCE].retention_pass()
+
+    manifest = await ManifestStore(store).load("r", 0)
+    readable = mf.readable_segments(manifest)
+    assert manifest.log_start_offset > 0
+    assert readable[0].base_offset == manifest.log_start_offset
+    assert partition.log_start_offset == manifest.log_start_offset
+    after = {info.key async for info in store.list("r/0/") if info.key.endswith(".log")}
+    assert after < before
+    assert len(after) == len(readable)  # deleted segments' objects are gone, entries pruned
+    local_only = sum(s.size_bytes for s in partition.log.segments() if s.base_offset > readable[-1].last_offset)
+    assert sum(s.size_bytes for s in readable) + local_only < 10000 + readable[0].size_bytes
+
+    response = await client.get(
+        "/native/v1/topics/r/partitions/0/batches",
+        params={"offset": "0"},
+        headers={"Accept": "application/vnd.tierlog.batches"},
+    )
+    assert response.status == 416
+    assert int(response.headers["Tierlog-Log-Start-Offset"]) == manifest.log_start_offset
+    records = await consume_native(client, "r", manifest.log_start_offset)
+    assert [r.offset for r in records] == list(range(manifest.log_start_offset, 300))
+
+
+async def test_an_idle_partition_rolls_after_the_max_upload_interval(
+    start_broker: StartBroker, clock: ManualClock
+) -> None:
+    client = await start_broker(**{"remote.max.upload.interval.ms": "60000"})
+    broker = broker_of(client)
+    await create_topic(client, "idle")
+    await produce(client, "idle", 0, 5)
+    remote = broker.remote.remote_of("idle", 0)
+    assert remote is not None
+    await broker.remote.upload_pass()
+    assert remote.remote_log.remote_next_offset is None  # too young to roll
+    lag = await broker.remote.describe(broker.topic("idle").partition(0))
+    assert lag["upload_lag_bytes"] > 0
+
+    clock.advance(60_001)
+    await wait_uploaded(client, "idle", 5)
+
+    described = await client.get(
+        f"/v3/clusters/{broker.cluster_id}/topics/idle/partitions/0", headers={"Accept": "application/json"}
+    )
+    body = await described.json()
+    tiered = body["tiered_storage"]
+    assert tiered["enabled"] is True
+    assert tiered["remote_next_offset"] == 5
+    assert tiered["upload_lag_bytes"] == 0
+    assert tiered["uploaded_segments"] == 1
