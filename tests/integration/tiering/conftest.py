@@ -62,7 +62,11 @@ async def store(moto_server: S3Server, bucket: str) -> AsyncIterator[ObjectStore
 
 @pytest.fixture
 def start_broker(
-    data_dir: Path, clock: ManualClock, aiohttp_client: Any, remote_uri: str, moto_server: S3Server  # noqa: F811
+    data_dir: Path,
+    clock: ManualClock,
+    aiohttp_client: Any,
+    remote_uri: str,
+    moto_server: S3Server,  # noqa: F811
 ) -> StartBroker:
     """Start a broker (settings overrides as dotted names; ``remote_store`` replaces the bucket store)."""
 

@@ -40,7 +40,9 @@ async def produce(
     for start in range(first, first + count, per_batch):
         numbers = range(start, min(start + per_batch, first + count))
         pairs = [record(n) for n in numbers]
-        batch = build_batch([Record(k, v, timestamp=ts + n) for n, (k, v) in zip(numbers, pairs, strict=True)])
+        batch = build_batch(
+            [Record(k, v, timestamp=ts + n) for n, (k, v) in zip(numbers, pairs, strict=True)]
+        )
         response = await client.post(
             f"/native/v1/topics/{topic}/partitions/0/batches", data=batch, headers={"Content-Type": BATCHES}
         )
