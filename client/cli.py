@@ -89,6 +89,10 @@ def _produce_parser(commands: argparse._SubParsersAction[_Parser], common: _Pars
     produce.add_argument("--linger-ms", type=int, default=5)
     produce.add_argument("--batch-size", type=int, default=256 * 1024)
     produce.add_argument(
+        "--max-block-ms", type=int, default=15_000, help="how long to wait for the broker before giving up"
+    )
+    produce.add_argument("--delivery-timeout-ms", type=int, default=30_000, help="per-record delivery bound")
+    produce.add_argument(
         "--progress", choices=("auto", "always", "never"), default="auto",
         help="progress bar on stderr (auto: on a terminal, for inputs over 1 MiB)",
     )  # fmt: skip

@@ -72,7 +72,14 @@ async def _produce(args: argparse.Namespace, stream: IO[bytes], progress: Progre
         if error is not None and not failures:
             failures.append(error)
 
-    options: dict[str, Any] = {"acks": args.acks, "linger_ms": args.linger_ms, "batch_size": args.batch_size}
+    options: dict[str, Any] = {
+        "acks": args.acks,
+        "linger_ms": args.linger_ms,
+        "batch_size": args.batch_size,
+        "max_block_ms": args.max_block_ms,
+        "delivery_timeout_ms": args.delivery_timeout_ms,
+        "max_request_size": max(2**20, args.batch_size),
+    }
     if args.compression:
         options["compression_type"] = args.compression
     sent = 0

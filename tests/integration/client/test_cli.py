@@ -81,9 +81,16 @@ def test_usage_errors_exit_2(argv: list[str], capsys: pytest.CaptureFixture[str]
     assert "error" in capsys.readouterr().err
 
 
-def test_an_unreachable_broker_exits_1(capsys: pytest.CaptureFixture[str]) -> None:
+def test_an_unreachable_broker_exits_1(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     assert main(["topics", "list", "--bootstrap-server", "http://127.0.0.1:9"]) == 1
     assert "(error code 50302)" in capsys.readouterr().err
+    feed_stdin(monkeypatch, b"one line\n")
+    argv = ["produce", "t", "--max-block-ms", "200", "--bootstrap-server", "http://127.0.0.1:9"]
+    assert main(argv) == 1
+    err = capsys.readouterr().err
+    assert "(error code 50403)" in err and "no metadata for topic t" in err
 
 
 def test_produce_and_consume_round_trip(
