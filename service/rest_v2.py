@@ -31,7 +31,7 @@ from service.rest_v2_convert import (
     dump_json,
     parse_produce_body,
     produce_offsets,
-    records_to_json,
+    records_body,
 )
 from service.rest_v2_http import (
     count,
@@ -265,7 +265,7 @@ async def fetch_records(request: web.Request) -> web.Response:
     result = await partition.read(offset, max_bytes, max_wait_ms=timeout, min_bytes=1)
 
     def convert() -> tuple[int, bytes]:
-        records = records_to_json(
+        return records_body(
             result.data,
             topic=name,
             partition=partition.index,
@@ -273,7 +273,6 @@ async def fetch_records(request: web.Request) -> web.Response:
             high_watermark=result.high_watermark,
             fmt=fmt,
         )
-        return len(records), dump_json(records)
 
     delivered, body = await offload(len(result.data), convert)
     count(request, "tierlog_records_out_total", delivered, topic=name, api="rest")

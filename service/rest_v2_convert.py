@@ -19,13 +19,14 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from service.errors import BadRequestError, UnsupportedMediaTypeError
 from service.rest_v2_media import EmbeddedFormat
 from tiering.codec.batch import iter_records
+from tiering.codec.records import Record
 from tiering.errors import InvalidRequestError, NotFoundError, TierlogError
 from tiering.partitioner import StickyPartitioner, partition_for_key
 
@@ -36,6 +37,7 @@ __all__ = [
     "parse_produce_body",
     "assign_partitions",
     "produce_offsets",
+    "records_body",
     "records_to_json",
     "dump_json",
 ]
@@ -213,13 +215,15 @@ def produce_offsets(
     return offsets
 
 
-def _embed(data: bytes | None, fmt: EmbeddedFormat, *, what: str, offset: int) -> Any:
+def _embed(data: bytes | None, fmt: EmbeddedFormat, *, what: str, offset: int) -> str:
+    """JSON text for a key or value: a base64 string, the stored JSON text as it is, or null."""
     if data is None:
-        return None
+        return "null"
     if fmt is EmbeddedFormat.BINARY:
-        return base64.b64encode(data).decode("ascii")
+        return '"' + binascii.b2a_base64(data, newline=False).decode("ascii") + '"'
     try:
-        return _load_json(data)
+        text = data.decode("utf-8")
+        _load_json(text)
     except ValueError:
         code = KEY_ERROR if what == "key" else VALUE_ERROR
         raise InvalidRequestError(
@@ -227,6 +231,24 @@ def _embed(data: bytes | None, fmt: EmbeddedFormat, *, what: str, offset: int) -
             "fetch it with Accept: application/vnd.kafka.binary.v2+json",
             code=code,
         ) from None
+    return text
+
+
+def _parsed(data: bytes | None, fmt: EmbeddedFormat, *, what: str, offset: int) -> Any:
+    if data is None:
+        return None
+    if fmt is EmbeddedFormat.BINARY:
+        return base64.b64encode(data).decode("ascii")
+    return _load_json(_embed(data, fmt, what=what, offset=offset))
+
+
+def _visible(data: bytes, start_offset: int, high_watermark: int) -> Iterator[Record]:
+    for header, record in iter_records(data):
+        if header.is_control or record.offset < start_offset:
+            continue
+        if record.offset >= high_watermark:
+            break
+        yield record
 
 
 def records_to_json(
@@ -238,27 +260,49 @@ def records_to_json(
     high_watermark: int,
     fmt: EmbeddedFormat,
 ) -> list[dict[str, Any]]:
-    """The REST records array for whole batches ``data``: records in ``[start_offset, high_watermark)``.
+    """The records :func:`records_body` renders, as Python objects (for callers that merge several
+    partitions into one answer). Pure.
 
-    Records of control batches are left out, as a consumer never sees them. Pure.
+    Raises:
+        CorruptRecordError, InvalidRequestError: as :func:`records_body`.
+    """
+    return [
+        {
+            "topic": topic,
+            "key": _parsed(record.key, fmt, what="key", offset=record.offset),
+            "value": _parsed(record.value, fmt, what="value", offset=record.offset),
+            "partition": partition,
+            "offset": record.offset,
+        }
+        for record in _visible(data, start_offset, high_watermark)
+    ]
+
+
+def records_body(
+    data: bytes,
+    *,
+    topic: str,
+    partition: int,
+    start_offset: int,
+    high_watermark: int,
+    fmt: EmbeddedFormat,
+) -> tuple[int, bytes]:
+    """The REST records array for whole batches ``data``, as ``(record_count, UTF-8 JSON text)``.
+
+    Holds the records in ``[start_offset, high_watermark)``, each ``{"topic", "key", "value",
+    "partition", "offset"}``; records of control batches are left out, as a consumer never sees them.
+    With ``json`` a key or value is checked to be one valid JSON value and embedded as stored. The text
+    is assembled directly rather than through ``json.dumps`` of dicts, which took twice as long. Pure.
 
     Raises:
         CorruptRecordError: a batch fails its CRC or is malformed.
         InvalidRequestError: (42201/42202) with ``json``, a key or value that is not valid JSON.
     """
-    out: list[dict[str, Any]] = []
-    for header, record in iter_records(data):
-        if header.is_control or record.offset < start_offset:
-            continue
-        if record.offset >= high_watermark:
-            break
-        out.append(
-            {
-                "topic": topic,
-                "key": _embed(record.key, fmt, what="key", offset=record.offset),
-                "value": _embed(record.value, fmt, what="value", offset=record.offset),
-                "partition": partition,
-                "offset": record.offset,
-            }
-        )
-    return out
+    head = '{"topic":' + json.dumps(topic) + ',"key":'
+    tail = f',"partition":{partition},"offset":'
+    parts: list[str] = []
+    for record in _visible(data, start_offset, high_watermark):
+        key = _embed(record.key, fmt, what="key", offset=record.offset)
+        value = _embed(record.value, fmt, what="value", offset=record.offset)
+        parts.append(f'{head}{key},"value":{value}{tail}{record.offset}}}')
+    return len(parts), ("[" + ",".join(parts) + "]").encode()

@@ -18,6 +18,7 @@ from service.rest_v2_convert import (
     dump_json,
     parse_produce_body,
     produce_offsets,
+    records_body,
     records_to_json,
 )
 from service.rest_v2_media import EmbeddedFormat
@@ -34,6 +35,16 @@ from tiering.partitioner import StickyPartitioner, partition_for_key
 
 BINARY = EmbeddedFormat.BINARY
 JSON = EmbeddedFormat.JSON
+
+
+def rendered(data: bytes, **options: Any) -> list[dict[str, Any]]:
+    """The records array that :func:`records_body` renders, parsed back; it must agree with
+    :func:`records_to_json` and with its own count."""
+    count, body = records_body(data, **options)
+    records: list[dict[str, Any]] = json.loads(body)
+    assert count == len(records)
+    assert records == records_to_json(data, **options)
+    return records
 
 
 def body(obj: Any) -> bytes:
@@ -131,8 +142,8 @@ def _batches() -> bytes:
     return first + control + last
 
 
-def test_records_to_json_binary_skips_before_start_control_and_past_hw() -> None:
-    out = records_to_json(_batches(), topic="t", partition=0, start_offset=11, high_watermark=14, fmt=BINARY)
+def test_records_body_binary_skips_before_start_control_and_past_hw() -> None:
+    out = rendered(_batches(), topic="t", partition=0, start_offset=11, high_watermark=14, fmt=BINARY)
     assert out == [
         {"topic": "t", "key": None, "value": base64.b64encode(b"[2]").decode(), "partition": 0, "offset": 11},
         {
@@ -145,12 +156,13 @@ def test_records_to_json_binary_skips_before_start_control_and_past_hw() -> None
     ]
 
 
-def test_records_to_json_json_format_key_not_json_is_42201() -> None:
+@pytest.mark.parametrize("render", [records_body, records_to_json])
+def test_records_body_json_format_key_not_json_is_42201(render: Any) -> None:
     with pytest.raises(InvalidRequestError) as info:
-        records_to_json(_batches(), topic="t", partition=0, start_offset=10, high_watermark=99, fmt=JSON)
+        render(_batches(), topic="t", partition=0, start_offset=10, high_watermark=99, fmt=JSON)
     assert info.value.code == 42201
     assert info.value.http_status == 422
-    out = records_to_json(_batches(), topic="t", partition=0, start_offset=11, high_watermark=99, fmt=JSON)
+    out = rendered(_batches(), topic="t", partition=0, start_offset=11, high_watermark=99, fmt=JSON)
     assert [(r["key"], r["value"], r["offset"]) for r in out] == [
         (None, [2], 11),
         (None, None, 13),
@@ -158,18 +170,20 @@ def test_records_to_json_json_format_key_not_json_is_42201() -> None:
     ]
 
 
-def test_records_to_json_value_not_json_is_42202() -> None:
+@pytest.mark.parametrize("render", [records_body, records_to_json])
+def test_records_body_value_not_json_is_42202(render: Any) -> None:
     data = build_batch([Record(None, b"plain text")], base_offset=0)
     with pytest.raises(InvalidRequestError) as info:
-        records_to_json(data, topic="t", partition=0, start_offset=0, high_watermark=1, fmt=JSON)
+        render(data, topic="t", partition=0, start_offset=0, high_watermark=1, fmt=JSON)
     assert info.value.code == 42202
 
 
-def test_records_to_json_rejects_corrupt_batches() -> None:
+@pytest.mark.parametrize("render", [records_body, records_to_json])
+def test_records_body_rejects_corrupt_batches(render: Any) -> None:
     data = bytearray(build_batch([Record(None, b"v")], base_offset=0))
     data[-1] ^= 0xFF
     with pytest.raises(CorruptRecordError):
-        records_to_json(bytes(data), topic="t", partition=0, start_offset=0, high_watermark=1, fmt=BINARY)
+        render(bytes(data), topic="t", partition=0, start_offset=0, high_watermark=1, fmt=BINARY)
 
 
 json_values = st.recursive(
@@ -185,7 +199,7 @@ json_values = st.recursive(
 def test_json_round_trip_through_a_batch(key: Any, value: Any) -> None:
     records = parse_produce_body(dump_json({"records": [{"key": key, "value": value}]}), JSON)
     data = build_batch([Record(r.key, r.value) for r in records], base_offset=5)
-    out = records_to_json(data, topic="t", partition=3, start_offset=0, high_watermark=6, fmt=JSON)
+    out = rendered(data, topic="t", partition=3, start_offset=0, high_watermark=6, fmt=JSON)
     assert out == [{"topic": "t", "key": key, "value": value, "partition": 3, "offset": 5}]
 
 
@@ -200,7 +214,7 @@ def test_binary_round_trip_through_a_batch(key: bytes | None, value: bytes | Non
     )
     assert records == [ProduceRecord(key, value, None)]
     data = build_batch([Record(r.key, r.value) for r in records], base_offset=0)
-    out = records_to_json(data, topic="t", partition=0, start_offset=0, high_watermark=1, fmt=BINARY)
+    out = rendered(data, topic="t", partition=0, start_offset=0, high_watermark=1, fmt=BINARY)
     assert out[0]["key"] == encode(key) and out[0]["value"] == encode(value)
 
 
@@ -217,3 +231,17 @@ def test_produce_offsets_in_request_order_with_per_record_errors() -> None:
         {"partition": 2, "offset": 41, "error_code": None, "error": None},
         {"partition": None, "offset": None, "error_code": 50002, "error": "Topic t not found."},
     ]
+
+
+def test_records_body_embeds_stored_json_text_and_escapes_the_topic() -> None:
+    data = build_batch([Record(b'{"a": 1}', '[ "é" ]'.encode())], base_offset=7)
+    count, body = records_body(data, topic='we"ird', partition=1, start_offset=0, high_watermark=8, fmt=JSON)
+    assert count == 1
+    assert body == '[{"topic":"we\\"ird","key":{"a": 1},"value":[ "é" ],"partition":1,"offset":7}]'.encode()
+
+
+def test_records_body_rejects_json_that_is_not_utf8() -> None:
+    data = build_batch([Record(None, '"x"'.encode("utf-16"))], base_offset=0)
+    with pytest.raises(InvalidRequestError) as info:
+        records_body(data, topic="t", partition=0, start_offset=0, high_watermark=1, fmt=JSON)
+    assert info.value.code == 42202
