@@ -56,7 +56,12 @@ class ArchivedPartition:
             for offset, record in zip(range(info.base_offset, info.last_offset + 1), chunk, strict=True):
                 self.records.append(
                     Produced(
-                        self.topic, self.partition, offset, record.key, record.value, record.timestamp,
+                        self.topic,
+                        self.partition,
+                        offset,
+                        record.key,
+                        record.value,
+                        record.timestamp,
                         tuple(record.headers),
                     )
                 )
@@ -100,6 +105,11 @@ async def upload_segment(
     uid = segment.segment_uuid
     await manifests.update(topic, partition, lambda m: mf.transition(m, uid, mf.SegmentState.COPY_FINISHED))
     return mf.RemoteSegment(
-        segment.base_offset, segment.last_offset, segment.max_timestamp, segment.size_bytes, uid,
-        mf.SegmentState.COPY_FINISHED, segment.created_ms,
+        segment.base_offset,
+        segment.last_offset,
+        segment.max_timestamp,
+        segment.size_bytes,
+        uid,
+        mf.SegmentState.COPY_FINISHED,
+        segment.created_ms,
     )

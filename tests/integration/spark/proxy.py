@@ -37,7 +37,7 @@ class CountingProxy:
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
 
-            def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - the base's name
+            def log_message(self, format: str, *args: object) -> None:
                 return
 
             def _forward(self) -> None:
@@ -62,7 +62,7 @@ class CountingProxy:
                 if self.command != "HEAD":
                     self.wfile.write(data)
 
-            do_GET = do_PUT = do_POST = do_HEAD = do_DELETE = _forward  # noqa: N815 - http.server's names
+            do_GET = do_PUT = do_POST = do_HEAD = do_DELETE = _forward
 
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True
