@@ -143,7 +143,7 @@ async def test_torn_and_missing_objects(store: InstrumentedStore) -> None:
             await cache.chunk("t/0/gone.log", 0, 500)
         assert missing.value.key == "t/0/gone.log"
         assert not cache.is_present("t/0/gone.log", 0)  # failures are not cached
-        assert stats.corrupt_errors == 1 and stats.missing_errors == 1
+        assert stats.missing_errors == 1 and stats.remote_errors == 1
     finally:
         await cache.close()
 

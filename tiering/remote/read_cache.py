@@ -206,7 +206,6 @@ class ChunkCache:
             raise
         self._stats.remote_bytes += len(data)
         if len(data) != end - start:
-            self._stats.corrupt_errors += 1
             raise RemoteObjectCorruptError(
                 key,
                 f"torn object: bytes [{start}, {end}) requested, {len(data)} returned "

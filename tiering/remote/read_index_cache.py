@@ -53,6 +53,7 @@ class IndexCache:
         self._entries: OrderedDict[str, AnyIndex] = OrderedDict()
         self._size = 0
         self._inflight: dict[str, asyncio.Task[tuple[AnyIndex, bool]]] = {}
+        self._closed = False
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -60,13 +61,23 @@ class IndexCache:
     async def offset_index(self, key: str, segment: RemoteSegment) -> RemoteOffsetIndex:
         """The offset index object ``key`` of ``segment`` (or the empty stand-in). Idempotent."""
 
+        return await self._get(
+            key, RemoteOffsetIndex, self._offset_decoder(segment), self._offset_stand_in(segment)
+        )
+
+    @staticmethod
+    def _offset_decoder(segment: RemoteSegment) -> Callable[[bytes], RemoteOffsetIndex]:
         def decode(data: bytes) -> RemoteOffsetIndex:
             return decode_offset_index(data, segment.base_offset, segment.last_offset, segment.size_bytes)
 
+        return decode
+
+    @staticmethod
+    def _offset_stand_in(segment: RemoteSegment) -> Callable[[], RemoteOffsetIndex]:
         def stand_in() -> RemoteOffsetIndex:
             return RemoteOffsetIndex(segment.base_offset, array("q"), array("q"), missing=True)
 
-        return await self._get(key, RemoteOffsetIndex, decode, stand_in)
+        return stand_in
 
     async def time_index(self, key: str, segment: RemoteSegment) -> RemoteTimeIndex:
         """The time index object ``key`` of ``segment`` (or the empty stand-in). Idempotent."""
@@ -79,6 +90,15 @@ class IndexCache:
 
         return await self._get(key, RemoteTimeIndex, decode, stand_in)
 
+    def prefetch_offset_index(self, key: str, segment: RemoteSegment) -> bool:
+        """Start loading an offset index in the background unless it is cached or loading; whether a load
+        started. Never raises (a failed load yields the stand-in, uncached). Idempotent.
+        """
+        if self._closed or key in self._entries or key in self._inflight:
+            return False
+        self._start(key, self._offset_decoder(segment), self._offset_stand_in(segment))
+        return True
+
     def forget(self, key: str) -> None:
         """Drop a cached index (it disagreed with its log). Idempotent."""
         entry = self._entries.pop(key, None)
@@ -87,6 +107,7 @@ class IndexCache:
 
     async def close(self) -> None:
         """Cancel and await the loads in flight and drop the cache. Idempotent."""
+        self._closed = True
         tasks = list(self._inflight.values())
         for task in tasks:
             task.cancel()
@@ -107,12 +128,18 @@ class IndexCache:
             return cached
         task = self._inflight.get(key)
         if task is None:
-            task = asyncio.get_running_loop().create_task(self._load(key, decode, stand_in))
-            self._inflight[key] = task
-            task.add_done_callback(lambda done: self._finished(key, done))
+            task = self._start(key, decode, stand_in)
         index, _ = await asyncio.shield(task)
         assert isinstance(index, kind)
         return index
+
+    def _start(
+        self, key: str, decode: Callable[[bytes], AnyIndex], stand_in: Callable[[], AnyIndex]
+    ) -> asyncio.Task[tuple[AnyIndex, bool]]:
+        task = asyncio.get_running_loop().create_task(self._load(key, decode, stand_in))
+        self._inflight[key] = task
+        task.add_done_callback(lambda done: self._finished(key, done))
+        return task
 
     def _finished(self, key: str, task: asyncio.Task[tuple[AnyIndex, bool]]) -> None:
         if self._inflight.get(key) is task:
@@ -120,7 +147,7 @@ class IndexCache:
         if task.cancelled() or task.exception() is not None:
             return
         index, cacheable = task.result()
-        if cacheable:
+        if cacheable and not self._closed:
             self._store(key, index)
 
     async def _load(

@@ -36,6 +36,7 @@ from tiering.remote.store import ObjectStore
 __all__ = ["RemoteReader", "RemoteReadResult", "RemoteObjectCorruptError", "RemoteObjectMissingError"]
 
 _MAX_TRACKED_PARTITIONS = 1 << 14
+_VERIFY_IN_THREAD_BYTES = 1 << 20
 
 
 @dataclass(frozen=True, slots=True)
@@ -189,11 +190,7 @@ class RemoteReader:
         try:
             start, first = await self._locate(view, keys["index"], offset)
             end, headers = await self._extent(view, start, first, max_bytes)
-            if first.size > self.chunk_bytes:
-                data = await self._chunks.fetch_range(view.key, start, end)
-            else:
-                data = await view.read(start, end)
-            self._verify(view, data, start, headers)
+            data = await self._batches(view, start, end, headers)
         except RemoteObjectCorruptError:
             self._stats.corrupt_errors += 1
             raise
@@ -213,6 +210,13 @@ class RemoteReader:
             RemoteObjectCorruptError, RemoteObjectMissingError, UnavailableError: as :meth:`read`.
         """
         self._check_open()
+        try:
+            return await self._find_timestamp(manifest, timestamp)
+        except RemoteObjectCorruptError:
+            self._stats.corrupt_errors += 1
+            raise
+
+    async def _find_timestamp(self, manifest: Manifest, timestamp: int) -> tuple[int, int] | None:
         for segment in readable_segments(manifest):
             if segment.max_timestamp < timestamp:
                 continue
@@ -224,13 +228,7 @@ class RemoteReader:
             position, header = await self._locate(view, keys["index"], time_index.lookup(timestamp))
             while True:
                 if header.max_timestamp >= timestamp:
-                    end = position + header.size
-                    data = await (
-                        self._chunks.fetch_range(view.key, position, end)
-                        if header.size > self.chunk_bytes
-                        else view.read(position, end)
-                    )
-                    self._verify(view, data, position, [header])
+                    await self._batches(view, position, position + header.size, [header])
                     return max(header.base_offset, manifest.log_start_offset), header.max_timestamp
                 position += header.size
                 if position >= view.size:
@@ -329,6 +327,18 @@ class RemoteReader:
             )
         return end, headers
 
+    async def _batches(self, view: _SegmentView, start: int, end: int, headers: list[BatchHeader]) -> bytes:
+        """The bytes ``[start, end)`` holding exactly ``headers``' batches, every batch CRC-checked."""
+        if headers[0].size > self.chunk_bytes:
+            data = await self._chunks.fetch_range(view.key, start, end)
+        else:
+            data = await view.read(start, end)
+        if len(data) >= _VERIFY_IN_THREAD_BYTES:  # CRC-32C releases the GIL: keep the loop responsive
+            await asyncio.to_thread(self._verify, view, data, start, headers)
+        else:
+            self._verify(view, data, start, headers)
+        return data
+
     def _verify(self, view: _SegmentView, data: bytes, start: int, headers: list[BatchHeader]) -> None:
         position = 0
         for expected in headers:
@@ -376,6 +386,8 @@ class RemoteReader:
             if next_segment is None:
                 return
             segment, position = next_segment, 0
-            key = layout.segment_key(
-                manifest.topic, manifest.partition, segment.base_offset, segment.segment_uuid, "log"
+            keys = layout.segment_keys(
+                manifest.topic, manifest.partition, segment.base_offset, segment.segment_uuid
             )
+            key = keys["log"]
+            self._indexes.prefetch_offset_index(keys["index"], segment)

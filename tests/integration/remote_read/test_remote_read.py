@@ -124,6 +124,7 @@ async def test_read_ahead_makes_sequential_reads_hits(
         assert stats["readahead_hits"] >= chunks - 2
         assert stats["readahead_fetches"] == stats["readahead_hits"] + stats["readahead_unused"]
         assert read_store.requests("get_range") == chunks  # read-ahead fetched nothing twice
+        assert read_store.requests("get") == len(uploaded.segments)  # indexes too (prefetched at a boundary)
         assert stats["readahead_errors"] == 0
     finally:
         await reader.close()
