@@ -122,5 +122,5 @@ def describe_metrics(app: web.Application) -> None:
 
 
 def count(request: web.Request, name: str, value: float, **labels: str) -> None:
-    """Add ``value`` to counter ``name`` in the app's metrics registry. Never raises."""
+    """Add ``value`` to counter ``name`` in the app's metrics registry. Raises ValueError if negative."""
     request.app[METRICS].inc(name, value, **labels)
