@@ -90,12 +90,12 @@ class AsyncProducer:
         self._admin = AsyncAdmin.over(self._broker)
         self._sticky = StickyPartitioner()
         self._sticky_current: dict[str, int] = {}
-        self._metadata: dict[
-            str, tuple[int, float]
-        ] = {}  # topic -> (partition count, expiry on the loop clock)
+        # topic -> (partition count, expiry on the loop clock)
+        self._metadata: dict[str, tuple[int, float]] = {}
         self._max_block = self.config.max_block_ms / 1000
         self._metadata_locks: dict[str, asyncio.Lock] = {}
         self._acc: RecordAccumulator | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
         self._sender: Sender | None = None
         self._sender_task: asyncio.Task[None] | None = None
         self._closed = False
@@ -113,7 +113,8 @@ class AsyncProducer:
             return
         if self._closed:
             raise ClientClosedError("the producer is closed")
-        clock = asyncio.get_running_loop().time
+        self._loop = asyncio.get_running_loop()
+        clock = self._loop.time
         self._acc = RecordAccumulator(
             batch_size=self.config.batch_size,
             linger_ms=self.config.linger_ms,
@@ -153,7 +154,12 @@ class AsyncProducer:
         if self._closed:
             raise ClientClosedError("the producer is closed")
         record, size = self.build_record(value, key, headers, timestamp)
-        return await self.send_record(topic, record, size, partition, callback)
+        if self._loop is None:
+            await self.start()
+        assert self._loop is not None
+        future: asyncio.Future[RecordMetadata] = self._loop.create_future()
+        await self.enqueue(topic, record, size, future, partition, callback)
+        return future
 
     def build_record(
         self, value: Any, key: Any = None, headers: HeadersArg = None, timestamp: int | None = None
@@ -177,19 +183,6 @@ class AsyncProducer:
             )
         return record, size
 
-    async def send_record(
-        self,
-        topic: str,
-        record: Record,
-        size: int,
-        partition: int | None = None,
-        callback: Callback | None = None,
-    ) -> asyncio.Future[RecordMetadata]:
-        """Queue a record made by :meth:`build_record`; see :meth:`send` for what it waits for and raises."""
-        future: asyncio.Future[RecordMetadata] = asyncio.get_running_loop().create_future()
-        await self.enqueue(topic, record, size, future, partition, callback)
-        return future
-
     async def enqueue(
         self,
         topic: str,
@@ -199,17 +192,15 @@ class AsyncProducer:
         partition: int | None = None,
         callback: Callback | None = None,
     ) -> None:
-        """Queue a record made by :meth:`build_record`, to complete ``future`` (any future type).
-
-        Waits and raises as :meth:`send`.
+        """Queue a record made by :meth:`build_record`, to complete ``future`` (an asyncio or a
+        ``concurrent.futures`` future). Waits and raises as :meth:`send`.
         """
         if self._closed:
             raise ClientClosedError("the producer is closed")
-        if self._acc is None:
+        if self._acc is None or self._loop is None:
             await self.start()
-        assert self._acc is not None
-        loop = asyncio.get_running_loop()
-        now = loop.time()
+        assert self._acc is not None and self._loop is not None
+        now = self._loop.time()
         deadline = now + self._max_block
         cached = self._metadata.get(topic)
         if cached is not None and cached[1] > now:
