@@ -93,14 +93,10 @@ class _SegmentView:
         index, within = divmod(position, self.chunk_bytes)
         await self._ensure(index, index)
         chunk = self._local[index]
-        buf, at = (
-            (chunk, within)
-            if within + HEADER_SIZE <= len(chunk)
-            else (
-                await self.read(position, position + HEADER_SIZE),
-                0,
-            )
-        )
+        if within + HEADER_SIZE <= len(chunk):
+            buf, at = chunk, within
+        else:  # the header spans two chunks
+            buf, at = await self.read(position, position + HEADER_SIZE), 0
         try:
             header = decode_header(buf, at)
         except CorruptRecordError as err:
