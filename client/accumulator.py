@@ -73,6 +73,7 @@ class ProducerBatch:
     retry_at: float = 0.0
     full: bool = False
     encoded: bytes | None = None
+    last_error: Exception | None = None
     done: asyncio.Event = field(default_factory=asyncio.Event)
     batch_id: int = field(default_factory=lambda: next(_ids))
 

@@ -57,7 +57,9 @@ class Sender:
             acc.wakeup.clear()
             now = self._clock()
             for batch in acc.expired(now):
-                await self._finish(batch, DeliveryTimeoutError(self._expiry_message(batch)))
+                expired = DeliveryTimeoutError(self._expiry_message(batch))
+                expired.__cause__ = batch.last_error
+                await self._finish(batch, expired)
             ready, delay = acc.ready(now, self._in_flight)
             for tp in ready:
                 if len(self._in_flight) >= limit:
@@ -150,6 +152,7 @@ class Sender:
                 for batch in batches:
                     batch.attempts += 1
                     batch.retry_at = now + wait
+                    batch.last_error = err
                 self._acc.requeue(batches)
                 return
             timeout = DeliveryTimeoutError(f"{self._expiry_message(batches[0])}; last error: {err}")
