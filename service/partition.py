@@ -115,9 +115,10 @@ class Partition:
         if remote is not None:
             remote.check_budget(len(batches))
         async with self._operation():
-            info = await asyncio.to_thread(self._log.append, batches)
-            if remote is not None:
-                size, end = await asyncio.to_thread(self._size_and_end)
+            if remote is None:
+                info = await asyncio.to_thread(self._log.append, batches)
+            else:
+                info, size, end = await asyncio.to_thread(self._append_and_measure, batches)
                 remote.note_append(info.base_offset, size, end)
         self._metrics.inc("tierlog_bytes_in_total", len(batches), topic=self.topic)
         self._metrics.inc("tierlog_records_in_total", info.record_count, topic=self.topic)
@@ -267,8 +268,9 @@ class Partition:
     def _ranges(self) -> tuple[int, int, int]:
         return self.high_watermark, self.log_start_offset, self.log_end_offset
 
-    def _size_and_end(self) -> tuple[int, int]:
-        return int(self._log.size_bytes), int(self._log.log_end_offset)
+    def _append_and_measure(self, batches: bytes) -> tuple[AppendInfo, int, int]:
+        info = self._log.append(batches)
+        return info, int(self._log.size_bytes), int(self._log.log_end_offset)
 
     def _roll_and_flush(self) -> None:
         self._log.maybe_roll()

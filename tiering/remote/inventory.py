@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, field
 
+from tiering.errors import NotFoundError
 from tiering.remote import manifest as mf
 from tiering.remote.layout import parse_manifest_key, parse_segment_key, segment_keys
 from tiering.remote.manifest_store import ManifestStore
@@ -112,9 +113,19 @@ async def check(store: ObjectStore, manifests: ManifestStore, *, prefix: str = "
         report.referenced += len(present & set(wanted))
         report.leaks.extend(info for info in objects if info.key not in wanted)
         report.missing.extend(key for key, needed in wanted.items() if needed and key not in present)
+    report.leaks = [info for info in report.leaks if await _still_there(store, info.key)]
     report.leaks.sort(key=lambda info: info.key)
     report.missing.sort()
     return report
+
+
+async def _still_there(store: ObjectStore, key: str) -> bool:
+    """A deletion that finished between the listing and the manifest load is not a leak."""
+    try:
+        await store.head(key)
+    except NotFoundError:
+        return False
+    return True
 
 
 def _referenced_keys(manifest: mf.Manifest) -> dict[str, bool]:
