@@ -355,23 +355,24 @@ class Clients:
 
 @dataclass
 class PathFigures:
-    """The median round of each phase for one path."""
+    """Every round's phases for one path; the table shows medians."""
 
-    produce: Result
-    fetch: Result
-    latency: Result
+    produce: list[Result] = field(default_factory=list)
+    fetch: list[Result] = field(default_factory=list)
+    latency: list[Result] = field(default_factory=list)
 
 
-def _median(results: list[Result]) -> Result:
-    return sorted(results, key=lambda r: r.mib_per_s)[len(results) // 2]
+def _median(values: list[float]) -> float:
+    return sorted(values)[len(values) // 2]
 
 
 async def measure(clients: int, seconds: float, rounds: int, data_root: Path) -> dict[str, PathFigures]:
-    """Peak produce then fetch for every path, interleaved over ``rounds`` (each round starting with a
-    different path) so that background load drifts hit every path alike; then produce latency at half of
-    each path's median peak rate. Dirty pages are flushed before each produce phase, so no path pays
-    for writing back another's data."""
+    """Per round and path: peak produce, fetch, then produce at half of that round's peak rate (open
+    loop) for latency. Rounds interleave the paths, each round starting with a different one, so that
+    background load drifts hit every path alike; dirty pages are flushed before each produce phase so
+    that no path pays for writing back another's data."""
     paths = ("ceiling", "native", "rest")
+    figures = {path: PathFigures() for path in paths}
     with tempfile.TemporaryDirectory(dir=data_root) as data_dir:
         root = Path(data_dir)
         (root / "ceiling").mkdir()
@@ -381,25 +382,25 @@ async def measure(clients: int, seconds: float, rounds: int, data_root: Path) ->
             Server("broker", root / "broker", clients) as broker,
             Clients(clients, ceiling.url, broker.url) as pool,
         ):
-            produced: dict[str, list[Result]] = {path: [] for path in paths}
-            fetched: dict[str, list[Result]] = {path: [] for path in paths}
             for round_ in range(rounds):
                 for path in paths[round_ % 3 :] + paths[: round_ % 3]:
+                    f = figures[path]
                     await asyncio.to_thread(os.sync)
-                    produced[path].append(await pool.run(path, "produce", seconds))
-                    fetched[path].append(await pool.run(path, "fetch", seconds))
-            figures: dict[str, PathFigures] = {}
-            for path in paths:
-                await asyncio.to_thread(os.sync)
-                peak = _median(produced[path])
-                latency = await pool.run(path, "produce", seconds, rate=max(peak.ops_per_s / 2, 1.0))
-                figures[path] = PathFigures(peak, _median(fetched[path]), latency)
-                print(f"measured {path}", file=sys.stderr, flush=True)
+                    f.produce.append(await pool.run(path, "produce", seconds))
+                    f.fetch.append(await pool.run(path, "fetch", seconds))
+                    await asyncio.to_thread(os.sync)
+                    rate = max(f.produce[-1].ops_per_s / 2, 1.0)
+                    f.latency.append(await pool.run(path, "produce", seconds, rate=rate))
+                print(f"round {round_ + 1} of {rounds} done", file=sys.stderr, flush=True)
     return figures
 
 
 def table(figures: dict[str, PathFigures]) -> list[str]:
-    """Markdown table rows; ratios are to the ceiling's figures."""
+    """Markdown table rows of round medians; ratios are to the ceiling's medians."""
+
+    def mib(results: list[Result]) -> float:
+        return _median([r.mib_per_s for r in results])
+
     ceiling = figures["ceiling"]
     lines = [
         "| path | produce MiB/s | produce records/s | vs ceiling | fetch MiB/s | vs ceiling "
@@ -407,14 +408,24 @@ def table(figures: dict[str, PathFigures]) -> list[str]:
         "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for name, f in figures.items():
-        produce_ratio = f.produce.mib_per_s / ceiling.produce.mib_per_s
-        fetch_ratio = f.fetch.mib_per_s / ceiling.fetch.mib_per_s
+        records = _median([r.records / r.seconds for r in f.produce])
+        p50 = _median([r.percentile(0.5) for r in f.latency])
+        p99 = _median([r.percentile(0.99) for r in f.latency])
         lines.append(
-            f"| {name} | {f.produce.mib_per_s:.0f} | {f.produce.records / f.produce.seconds:,.0f} "
-            f"| {produce_ratio:.2f} | {f.fetch.mib_per_s:.0f} | {fetch_ratio:.2f} "
-            f"| {f.latency.percentile(0.5):.1f} | {f.latency.percentile(0.99):.1f} |"
+            f"| {name} | {mib(f.produce):.0f} | {records:,.0f} | {mib(f.produce) / mib(ceiling.produce):.2f} "
+            f"| {mib(f.fetch):.0f} | {mib(f.fetch) / mib(ceiling.fetch):.2f} | {p50:.1f} | {p99:.1f} |"
         )
     return lines
+
+
+def _cpu_pressure() -> str:
+    """Linux's 5-minute CPU pressure ("some"), a measure of how contended the machine was."""
+    try:
+        with open("/proc/pressure/cpu") as pressure:
+            fields = dict(item.split("=") for item in pressure.readline().split()[1:])
+    except (OSError, ValueError):
+        return ""
+    return f" (CPU pressure over the last 5 minutes: {fields.get('avg300', '?')}%)"
 
 
 async def main(args: argparse.Namespace) -> str:
@@ -432,16 +443,17 @@ async def main(args: argparse.Namespace) -> str:
         "# HTTP data-path benchmark",
         "",
         f"`infra/bench/http_bench.py {'--quick ' if args.quick else ''}--clients {args.clients}`: "
-        f"{seconds:g} s per phase, median of {rounds} interleaved rounds, "
+        f"{seconds:g} s per phase, medians of {rounds} interleaved rounds, "
         f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, "
-        f"Python {platform.python_version()}, {os.cpu_count()} CPUs shared with other work.",
+        f"Python {platform.python_version()}, {os.cpu_count()} CPUs shared with other work"
+        f"{_cpu_pressure()}.",
         "",
         f"Native: {NATIVE_RECORDS} records of {RECORD_BYTES} B per batch (about 1 MiB), one batch per "
         f"request, each client on its own partition. REST: {REST_RECORDS} base64 records per produce "
         "request (binary embedded format) and `max_bytes` 1 MiB per records fetch. Ceiling: a minimal "
         "aiohttp server that appends the body to a file and serves byte ranges with sendfile. MiB/s "
-        "count record values delivered; latency is measured from the scheduled send time at half the "
-        "peak request rate.",
+        "count record values delivered; latency is measured from the scheduled send time, sending at "
+        "half the request rate the same round's peak phase reached.",
         "",
     ]
     return "\n".join([*header, *sections])
