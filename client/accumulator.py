@@ -143,14 +143,20 @@ class RecordAccumulator:
     def buffered_bytes(self) -> int:
         return self._used
 
+    def try_reserve(self, size: int) -> bool:
+        """Take ``size`` bytes of the budget if there is room and nobody waits; answer whether it did."""
+        if self._waiting or self._used + size > self._memory:
+            return False
+        self._used += size
+        return True
+
     async def reserve(self, size: int, deadline: float) -> None:
         """Take ``size`` bytes of the budget, waiting until ``deadline`` (loop clock) for room.
 
         Raises:
             BufferExhaustedError: no room by the deadline.
         """
-        if not self._waiting and self._used + size <= self._memory:
-            self._used += size
+        if self.try_reserve(size):
             return
         self._waiting += 1
         try:
@@ -183,14 +189,14 @@ class RecordAccumulator:
     def has_open_batch(self, tp: TopicPartition) -> bool:
         """Whether ``tp`` has a queued batch that still takes records."""
         queue = self._queues.get(tp)
-        if not queue:
-            return False
-        return not queue[-1].full and queue[-1].attempts == 0 and queue[-1].encoded is None
+        return queue is not None and len(queue) > 0 and not queue[-1].full
 
     def append(self, tp: TopicPartition, pending: PendingRecord) -> None:
         """Add a record (its memory already reserved) to the last open batch of ``tp``, or a new one."""
-        queue = self._queues.setdefault(tp, deque())
-        batch = queue[-1] if self.has_open_batch(tp) else None
+        queue = self._queues.get(tp)
+        if queue is None:
+            queue = self._queues[tp] = deque()
+        batch = queue[-1] if queue and not queue[-1].full else None
         if batch is not None and batch.size + pending.size > self._batch_size:
             batch.full = True
             batch = None

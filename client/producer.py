@@ -213,7 +213,8 @@ class AsyncProducer:
             raise UnknownPartitionError(
                 f"topic {topic} has {count} partitions; partition {partition} is invalid"
             )
-        await self._acc.reserve(size, deadline)
+        if not self._acc.try_reserve(size):
+            await self._acc.reserve(size, deadline)
         if self._closed:
             await self._acc.release(size)
             raise ClientClosedError("the producer was closed while send waited")
