@@ -51,11 +51,12 @@ class RecordMetadata:
         return TopicPartition(self.topic, self.partition)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class ConsumerRecord:
     """One consumed record. ``timestamp_type`` is :data:`CREATE_TIME` (0) or :data:`LOG_APPEND_TIME` (1).
 
-    ``key`` and ``value`` are ``bytes`` (or None), or what the consumer's deserializers made of them.
+    ``key`` and ``value`` are ``bytes`` (or None), or what the consumer's deserializers made of them. Not
+    frozen: a frozen dataclass costs four times as much to build, and a consumer builds one per record.
     """
 
     topic: str
