@@ -83,17 +83,27 @@ def main(argv: Sequence[str]) -> int:
         return 2
     try:
         if args.command == "check":
-            return asyncio.run(_check(settings, delete=args.delete, as_json=args.json))
+            return asyncio.run(
+                _check(
+                    settings, delete=args.delete, as_json=args.json, check_topics=args.data_dir is not None
+                )
+            )
         return asyncio.run(_restore(settings, set(args.topic) if args.topic else None))
     except (TierlogError, OSError) as err:
         sys.stderr.write(f"tierlog tiering {args.command}: error: {err}\n")
         return 1
 
 
-async def _check(settings: Settings, *, delete: bool, as_json: bool) -> int:
+def _known_topics(data_dir: Path) -> dict[str, int] | None:
+    state = meta.load_state(data_dir)
+    return None if state is None else {name: rec.partitions for name, rec in state.topics.items()}
+
+
+async def _check(settings: Settings, *, delete: bool, as_json: bool, check_topics: bool) -> int:
     store = RetryingStore(await asyncio.to_thread(open_remote_store, settings))
     try:
-        report = await check(store, ManifestStore(store))
+        known = await asyncio.to_thread(_known_topics, settings.data_dir) if check_topics else None
+        report = await check(store, ManifestStore(store), known=known)
         deleted = await remove_leaks(store, report) if delete and report.leaks else 0
     finally:
         await store.close()

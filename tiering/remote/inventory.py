@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 from tiering.errors import NotFoundError
 from tiering.remote import manifest as mf
-from tiering.remote.layout import parse_manifest_key, parse_segment_key, segment_keys
+from tiering.remote.layout import manifest_key, parse_manifest_key, parse_segment_key, segment_keys
 from tiering.remote.manifest_store import ManifestStore
 from tiering.remote.store import ObjectInfo, ObjectStore
 
@@ -85,11 +85,14 @@ async def inventory(store: ObjectStore, prefix: str = "") -> Inventory:
     return found
 
 
-async def check(store: ObjectStore, manifests: ManifestStore, *, prefix: str = "") -> CheckReport:
+async def check(
+    store: ObjectStore, manifests: ManifestStore, *, prefix: str = "", known: dict[str, int] | None = None
+) -> CheckReport:
     """Compare the objects in ``store`` with the manifests (see the module docstring). Read-only.
 
-    A partition whose newest manifest does not decode is reported in ``errors`` and its objects are not
-    judged. Raises:
+    With ``known`` (topic -> partition count, the broker's topics), every object of a partition outside it
+    (manifests included) is a leak: the remains of a deleted topic. A partition whose newest manifest
+    does not decode is reported in ``errors`` and its objects are not judged. Raises:
         UnavailableError: the store failed.
     """
     found = await inventory(store, prefix)
@@ -100,6 +103,11 @@ async def check(store: ObjectStore, manifests: ManifestStore, *, prefix: str = "
     report.objects += len(found.unknown)
     for topic, partition in found.partitions():
         objects = found.segments.get((topic, partition), [])
+        if known is not None and partition >= known.get(topic, 0):
+            versions = found.manifests.get((topic, partition), [])
+            report.leaks.extend(objects)
+            report.leaks.extend(await _infos(store, [manifest_key(topic, partition, v) for v in versions]))
+            continue
         if (topic, partition) not in found.manifests:
             report.leaks.extend(objects)
             continue
@@ -117,6 +125,16 @@ async def check(store: ObjectStore, manifests: ManifestStore, *, prefix: str = "
     report.leaks.sort(key=lambda info: info.key)
     report.missing.sort()
     return report
+
+
+async def _infos(store: ObjectStore, keys: list[str]) -> list[ObjectInfo]:
+    out = []
+    for key in keys:
+        try:
+            out.append(await store.head(key))
+        except NotFoundError:
+            continue
+    return out
 
 
 async def _still_there(store: ObjectStore, key: str) -> bool:

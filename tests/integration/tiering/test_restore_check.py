@@ -24,7 +24,9 @@ from tests.integration.tiering.helpers import (
     wait_uploaded,
 )
 from tiering.log import ManualClock
-from tiering.remote.layout import segment_key
+from tiering.remote import manifest as mf
+from tiering.remote.layout import manifest_key, segment_key
+from tiering.remote.manifest_store import ManifestStore
 from tiering.remote.store import ObjectStore
 
 pytestmark = pytest.mark.integration
@@ -90,6 +92,7 @@ async def test_restore_on_start_setting_recreates_missing_topics(
 async def test_deleting_a_topic_deletes_its_remote_data_and_check_reports_leaks(
     start_broker: StartBroker,
     store: ObjectStore,
+    data_dir: Path,
     remote_uri: str,
     moto_server: S3Server,
     capsys: pytest.CaptureFixture[str],
@@ -126,6 +129,15 @@ async def test_deleting_a_topic_deletes_its_remote_data_and_check_reports_leaks(
     assert [info.key async for info in store.list("kept/")] != []
     assert await asyncio.to_thread(_cli, "check", *args) == 0
     assert "1 partitions" in capsys.readouterr().out
+
+    # remains of a topic this broker does not have: only a check that knows the topics can tell
+    await ManifestStore(store).update("ghost", 0, lambda m: mf.set_log_start_offset(m, 1))
+    assert await asyncio.to_thread(_cli, "check", *args) == 0
+    with_topics = ("--data-dir", str(data_dir), *args)
+    capsys.readouterr()
+    assert await asyncio.to_thread(_cli, "check", "--json", *with_topics) == 1
+    leaks = [leak["key"] for leak in json.loads(capsys.readouterr().out)["leaks"]]
+    assert leaks == [manifest_key("ghost", 0, 1)]
 
 
 def test_check_usage_errors_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
