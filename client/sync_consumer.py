@@ -96,10 +96,12 @@ class Consumer:
         self._do(self._core.assign, list(partitions))
 
     def assignment(self) -> set[TopicPartition]:
+        """The partitions currently assigned (empty while a rebalance is under way)."""
         result: set[TopicPartition] = self._do(self._core.assignment)
         return result
 
     def subscription(self) -> set[str]:
+        """The subscribed topic names."""
         result: set[str] = self._do(self._core.subscription)
         return result
 
@@ -113,9 +115,11 @@ class Consumer:
         return records
 
     def pause(self, *partitions: TopicPartition) -> None:
+        """See :meth:`AsyncConsumer.pause`. Idempotent."""
         self._do(self._core.pause, *partitions)
 
     def resume(self, *partitions: TopicPartition) -> None:
+        """See :meth:`AsyncConsumer.resume`. Idempotent."""
         self._do(self._core.resume, *partitions)
 
     def seek(self, partition: TopicPartition, offset: int) -> None:
@@ -123,36 +127,44 @@ class Consumer:
         self._do(self._core.seek, partition, offset)
 
     def seek_to_beginning(self, *partitions: TopicPartition) -> None:
+        """See :meth:`AsyncConsumer.seek_to_beginning`. Raises IllegalStateError."""
         self._do(self._core.seek_to_beginning, *partitions)
 
     def seek_to_end(self, *partitions: TopicPartition) -> None:
+        """See :meth:`AsyncConsumer.seek_to_end`. Raises IllegalStateError."""
         self._do(self._core.seek_to_end, *partitions)
 
     def position(self, partition: TopicPartition) -> int:
+        """See :meth:`AsyncConsumer.position`. Raises IllegalStateError."""
         result: int = self._run(self._core.position(partition))
         return result
 
     def committed(self, partition: TopicPartition) -> int | None:
+        """See :meth:`AsyncConsumer.committed`. Idempotent."""
         result: int | None = self._run(self._core.committed(partition))
         return result
 
     def offsets_for_times(
         self, timestamps: Mapping[TopicPartition, int]
     ) -> dict[TopicPartition, OffsetAndTimestamp | None]:
+        """See :meth:`AsyncConsumer.offsets_for_times`. Idempotent."""
         result: dict[TopicPartition, OffsetAndTimestamp | None] = self._run(
             self._core.offsets_for_times(timestamps)
         )
         return result
 
     def beginning_offsets(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
+        """See :meth:`AsyncConsumer.beginning_offsets`. Idempotent."""
         result: dict[TopicPartition, int] = self._run(self._core.beginning_offsets(list(partitions)))
         return result
 
     def end_offsets(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
+        """See :meth:`AsyncConsumer.end_offsets`. Idempotent."""
         result: dict[TopicPartition, int] = self._run(self._core.end_offsets(list(partitions)))
         return result
 
     def partitions_for_topic(self, topic: str) -> set[int]:
+        """See :meth:`AsyncConsumer.partitions_for_topic`. Raises UnknownTopicError."""
         result: set[int] = self._run(self._core.partitions_for_topic(topic))
         return result
 
