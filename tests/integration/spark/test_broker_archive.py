@@ -54,7 +54,9 @@ async def start_broker(aiohttp_client: Any, data_dir: Path, clock: ManualClock, 
 
 async def produce_and_archive(client: Client, clock: ManualClock) -> list[Produced]:
     """Produce to every partition with the codecs in turn, then let the uploader archive everything."""
-    broker = client.server.app[BROKER]
+    app = client.app
+    assert app is not None
+    broker = app[BROKER]
     await broker.create_topic(
         TOPIC,
         PARTITIONS,

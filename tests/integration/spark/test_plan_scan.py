@@ -1,0 +1,206 @@
+"""The planner and the executor scan without Spark, against a reference model.
+
+An archive in a local directory (segments written by the real log engine, with timestamps that go
+backwards now and then, mixed codecs and batch sizes) is planned and scanned with random offset and
+timestamp bounds and random byte-range splits; the union of every task's rows must be exactly what
+Kafka's semantics select from the produced list: offsets in ``[lo, hi)``, from the first record whose
+timestamp is >= the start timestamp, up to (not including) the first one whose timestamp is >= the end.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from client.spark_options import Bound, parse_options
+from client.spark_plan import SegmentTask, plan_segments, resolve_range
+from client.spark_scan import _OFFSET_ENTRY, _TIME_ENTRY, ARROW_SCHEMA, _Bounds, _fetch_index, scan_task
+from client.spark_store import LocalArchive, load_manifest
+from client.spark_stream import _prorate, decode_offsets, encode_offsets
+from tests.integration.spark.archive import ArchivedPartition, open_partition
+from tiering.codec import Compression, Record
+from tiering.errors import InvalidRequestError
+from tiering.remote.local import LocalObjectStore
+from tiering.remote.manifest_store import ManifestStore
+
+TOPIC = "model"
+COUNT = 400
+T0 = 1_700_000_000_000
+
+
+@pytest.fixture(scope="module")
+def archived(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, ArchivedPartition]]:
+    root = tmp_path_factory.mktemp("model")
+    rng = random.Random(5)
+    records = [
+        Record(
+            f"k{i}".encode(),
+            rng.randbytes(rng.randrange(0, 120)),
+            (),
+            T0 + i * 1000 + rng.randrange(-4000, 4000),
+        )
+        for i in range(COUNT)
+    ]
+    part = open_partition(root / "logs", TOPIC, 0, segment_bytes=2048)
+    i = 0
+    codecs = list(Compression)
+    while i < COUNT:
+        n = rng.randrange(1, 9)
+        part.append(records[i : i + n], compression=rng.choice(codecs), per_batch=n)
+        i += n
+    store = LocalObjectStore(root / "remote", fsync=False)
+    asyncio.run(part.upload_sealed(store, ManifestStore(store)))
+    assert len(part.uploaded) >= 8
+    yield root / "remote", part
+    part.log.close()
+
+
+def reference(
+    part: ArchivedPartition, lo: int, hi: int, start_ts: int | None, end_ts: int | None
+) -> list[int]:
+    records = part.records
+    first = next((r.offset for r in records if start_ts is not None and r.timestamp >= start_ts), COUNT)
+    stop = next((r.offset for r in records if end_ts is not None and r.timestamp >= end_ts), COUNT)
+    lo = first if start_ts is not None else lo
+    hi = stop if end_ts is not None else hi
+    return [r.offset for r in records if lo <= r.offset < hi]
+
+
+def scan_all(root: Path, tasks: list[SegmentTask], **extra: str) -> list[int]:
+    options = parse_options({"uri": str(root), "topic": TOPIC, "maxRowsPerBatch": "7", **extra})
+    archive = LocalArchive(options.store)
+    offsets: list[int] = []
+    for task in tasks:
+        for batch in scan_task(archive, options, task):
+            assert batch.schema.equals(ARROW_SCHEMA) and batch.num_rows <= 7
+            offsets.extend(batch.column("offset").to_pylist())
+    return offsets
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    lo=st.integers(0, COUNT + 5),
+    length=st.integers(0, COUNT),
+    start_ts=st.none() | st.integers(T0 - 10_000, T0 + COUNT * 1000 + 10_000),
+    end_ts=st.none() | st.integers(T0 - 10_000, T0 + COUNT * 1000 + 10_000),
+    max_bytes=st.sampled_from([100, 700, 2048, 10**9]),
+)
+def test_planned_tasks_return_exactly_the_reference_rows(
+    archived: tuple[Path, ArchivedPartition],
+    lo: int,
+    length: int,
+    start_ts: int | None,
+    end_ts: int | None,
+    max_bytes: int,
+) -> None:
+    root, part = archived
+    manifest = load_manifest(LocalArchive(parse_options({"uri": str(root), "topic": TOPIC}).store), TOPIC, 0)
+    wanted = resolve_range(
+        manifest,
+        Bound(lo if start_ts is None else -1, start_ts),
+        Bound(lo + length if end_ts is None else -1, end_ts),
+        fail_on_data_loss=True,
+    )
+    tasks = plan_segments(manifest, wanted, max_bytes=max_bytes)
+    got = scan_all(root, tasks)
+    assert got == reference(part, lo, lo + length, start_ts, end_ts)
+
+
+def test_splits_read_each_batch_once_and_only_edge_segments_need_indexes(
+    archived: tuple[Path, ArchivedPartition],
+) -> None:
+    root, part = archived
+    manifest = load_manifest(LocalArchive(parse_options({"uri": str(root), "topic": TOPIC}).store), TOPIC, 0)
+    whole = plan_segments(
+        manifest, resolve_range(manifest, Bound(-2), Bound(-1), fail_on_data_loss=True), max_bytes=10**9
+    )
+    assert len(whole) == len(part.uploaded) and all(t.whole for t in whole)
+    split = plan_segments(
+        manifest, resolve_range(manifest, Bound(-2), Bound(-1), fail_on_data_loss=True), max_bytes=300
+    )
+    assert len(split) > 3 * len(whole) and not any(t.whole for t in split)
+    assert scan_all(root, split) == list(range(COUNT))
+
+
+def test_the_uploaded_indexes_narrow_edge_segments_to_the_wanted_bytes(
+    archived: tuple[Path, ArchivedPartition],
+) -> None:
+    root, part = archived
+    archive = LocalArchive(parse_options({"uri": str(root), "topic": TOPIC}).store)
+    manifest = load_manifest(archive, TOPIC, 0)
+    segment = max(part.uploaded, key=lambda s: s.last_offset - s.base_offset)
+    keys = {
+        k: f"{TOPIC}/0/{segment.base_offset:020d}-{segment.segment_uuid}.{k}" for k in ("index", "timeindex")
+    }
+    offsets = _fetch_index(archive, keys["index"], _OFFSET_ENTRY, segment.size_bytes)
+    times = _fetch_index(archive, keys["timeindex"], _TIME_ENTRY, None)
+    assert offsets is not None and len(offsets.keys) >= 3 and times is not None and len(times.keys) >= 2
+    middle = segment.base_offset + offsets.keys[1]  # the last offset of the second indexed batch
+    (task,) = plan_segments(
+        manifest,
+        resolve_range(manifest, Bound(middle), Bound(middle + 1), fail_on_data_loss=True),
+        max_bytes=10**9,
+    )
+    bounds = _Bounds(task, offsets, None)
+    # from the indexed batch holding it up to the next indexed batch
+    assert (bounds.start, bounds.end) == (offsets.values[1], offsets.values[2])
+    assert scan_all(root, [task]) == [middle]
+
+
+def test_option_errors_name_the_option() -> None:
+    cases = {
+        "uri": {"topic": "t"},
+        "topic": {"uri": "/x"},
+        "startingOffsets": {"uri": "/x", "topic": "t", "startingOffsets": "[1"},
+        "endingOffsets": {"uri": "/x", "topic": "t", "endingOffsets": "earliest"},
+        "onCorruption": {"uri": "/x", "topic": "t", "onCorruption": "ignore"},
+        "maxBytesPerPartition": {"uri": "/x", "topic": "t", "maxBytesPerPartition": "0"},
+        "assign": {"uri": "/x", "assign": '{"t": "0"}'},
+    }
+    for name, options in cases.items():
+        with pytest.raises(InvalidRequestError, match=name):
+            parse_options(options)
+
+
+def test_options_follow_the_kafka_sources_spelling_and_precedence() -> None:
+    options = parse_options(
+        {
+            "URI": "s3a://bucket/some/prefix",
+            "subscribe": "a,b",
+            "startingOffsets": json.dumps({"a": {"0": 5, "1": -2}}),
+            "startingTimestamp": "1000",
+            "startingOffsetsByTimestamp": json.dumps({"b": {"2": 77}}),
+            "endingOffsets": json.dumps({"a": {"0": 9}}),
+            "s3.endpoint.url": "http://127.0.0.1:9000",
+        }
+    )
+    assert (options.store.scheme, options.store.location, options.store.prefix) == (
+        "s3",
+        "bucket",
+        "some/prefix",
+    )
+    assert options.topics == ("a", "b")
+    assert options.start_bound("b", 2) == Bound(-1, 77)  # by-timestamp wins over the other two
+    assert options.end_bound("a", 0) == Bound(9) and options.end_bound("a", 1) == Bound(-1)
+    assert parse_options({"uri": "/x", "topic": "t"}, streaming=True).starting_default == Bound(-1)
+    assert parse_options({"uri": "/x", "topic": "t"}).starting_default == Bound(-2)
+
+
+def test_stream_offsets_round_trip_and_the_trigger_limit_is_prorated() -> None:
+    offsets = {("a", 0): 5, ("a", 1): 7, ("b", 0): 0}
+    assert decode_offsets(encode_offsets(offsets)) == offsets
+    assert encode_offsets(offsets) == {"a": {"0": 5, "1": 7}, "b": {"0": 0}}
+    capped = _prorate({("a", 0): 0, ("a", 1): 0}, {("a", 0): 300, ("a", 1): 100}, 100)
+    assert capped == {("a", 0): 75, ("a", 1): 25}
+    assert _prorate({("a", 0): 0}, {("a", 0): 10}, 100) == {("a", 0): 10}
+    assert _prorate({("a", 0): 0, ("a", 1): 0}, {("a", 0): 1000, ("a", 1): 1}, 10) == {
+        ("a", 0): 9,
+        ("a", 1): 1,
+    }
