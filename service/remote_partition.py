@@ -98,7 +98,16 @@ class RemotePartition:
             raise OffsetOutOfRangeError(
                 err.message, log_start_offset=log_start, log_end_offset=log_end
             ) from err
-        except NotFoundError as err:  # a listed object is gone: data loss, not a missing topic
+        except NotFoundError as err:
+            start = self.remote_log.remote_start_offset
+            if start is None or offset < start:  # retention deleted it while we read
+                high_watermark, log_start, log_end = ranges()
+                raise OffsetOutOfRangeError(
+                    f"offset {offset} was deleted by retention",
+                    log_start_offset=log_start,
+                    log_end_offset=log_end,
+                ) from err
+            # a listed object is gone: data loss, not a missing topic
             raise CorruptRecordError(f"remote data is missing: {err.message}") from err
         data = bytes(result.data)
         self.tier.count_read(self.remote_log.topic, len(data))

@@ -127,6 +127,9 @@ async def test_remote_log_sync_uploads_in_order_and_the_veto_follows_the_manifes
         await remote.sync()
     assert remote.remote_next_offset is None and remote.failures == 1
     assert await remote.sync() == len(sealed)
+    stored = await ManifestStore(faulty).load("t", 0)
+    assert all(s.state is mf.SegmentState.COPY_FINISHED for s in stored.segments)  # the failed try is gone
+    assert (await check(faulty, ManifestStore(faulty))).clean
     assert [s.base_offset for s in mf.readable_segments(remote.manifest)] == [s.base_offset for s in sealed]
     assert all(remote.covers(s) for s in sealed)
     assert not remote.covers(plog.segments()[-1])

@@ -33,6 +33,29 @@ _MARK_BUCKET_MS = 1000
 
 
 @dataclass(frozen=True, slots=True)
+class _Summary:
+    """What the hot paths ask of a manifest, computed once per manifest."""
+
+    manifest: mf.Manifest
+    next_offset: int | None
+    start_offset: int | None
+    readable_bytes: int
+    unfinished: bool
+
+    @classmethod
+    def of(cls, manifest: mf.Manifest) -> _Summary:
+        finished = [s.last_offset for s in manifest.segments if s.state is mf.SegmentState.COPY_FINISHED]
+        readable = mf.readable_segments(manifest)
+        return cls(
+            manifest,
+            max(finished) + 1 if finished else None,
+            max(readable[0].base_offset, manifest.log_start_offset) if readable else None,
+            sum(s.size_bytes for s in readable),
+            any(s.state is not mf.SegmentState.COPY_FINISHED for s in manifest.segments),
+        )
+
+
+@dataclass(frozen=True, slots=True)
 class UploadEvent:
     """What a listener hears: ``kind`` is uploaded, failed, deleted or cleaned."""
 
@@ -89,7 +112,8 @@ class RemoteLog:
         self.partition = partition
         self._clock = clock
         self._listener = listener
-        self._manifest = mf.empty(topic, partition)
+        self._summary = _Summary.of(mf.empty(topic, partition))
+        self._needs_cleaning = False
         self._lock = asyncio.Lock()
         self._marks: collections.deque[tuple[int, int]] = collections.deque()  # (first offset, ms)
         self.last_error: str | None = None
@@ -102,27 +126,29 @@ class RemoteLog:
     @property
     def manifest(self) -> mf.Manifest:
         """The last manifest this broker loaded or committed (immutable)."""
-        return self._manifest
+        return self._summary.manifest
+
+    @property
+    def _manifest(self) -> mf.Manifest:
+        return self._summary.manifest
+
+    @_manifest.setter
+    def _manifest(self, manifest: mf.Manifest) -> None:
+        self._summary = _Summary.of(manifest)  # one atomic swap: readers in threads see old or new
 
     @property
     def remote_next_offset(self) -> int | None:
         """One past the last offset held by a ``copy_finished`` segment, or None if none is."""
-        finished = [
-            s.last_offset for s in self._manifest.segments if s.state is mf.SegmentState.COPY_FINISHED
-        ]
-        return max(finished) + 1 if finished else None
+        return self._summary.next_offset
 
     @property
     def remote_start_offset(self) -> int | None:
         """The first offset readable from the remote tier, or None when it holds nothing readable."""
-        readable = mf.readable_segments(self._manifest)
-        if not readable:
-            return None
-        return max(readable[0].base_offset, self._manifest.log_start_offset)
+        return self._summary.start_offset
 
     @property
     def remote_bytes(self) -> int:
-        return sum(s.size_bytes for s in mf.readable_segments(self._manifest))
+        return self._summary.readable_bytes
 
     def covers(self, info: SegmentInfo) -> bool:
         """Whether the remote tier holds every offset of local segment ``info`` (so it may go locally).
@@ -217,10 +243,11 @@ class RemoteLog:
                 if since is not None and self._clock.now_ms() - since >= idle_roll_ms:
                     await asyncio.to_thread(self.log.roll)
             uploaded = 0
-            if any(s.state is not mf.SegmentState.COPY_FINISHED for s in self._manifest.segments):
+            if self._needs_cleaning or self._summary.unfinished:
                 self._manifest, _ = await clean_unfinished(
                     self.store, self.manifests, self.topic, self.partition
                 )
+                self._needs_cleaning = False
             for info in await asyncio.to_thread(self.log.sealed_segments):
                 done = self.remote_next_offset
                 if info.size_bytes == 0 or (done is not None and info.next_offset <= done):
@@ -234,6 +261,7 @@ class RemoteLog:
                         self.store, self.manifests, self.topic, self.partition, info, self._clock
                     )
                 except Exception as err:
+                    self._needs_cleaning = True  # its copy_started entry is in the bucket, not in memory
                     self.failures += 1
                     self.last_error = f"{type(err).__name__}: {err}"
                     self._emit(UploadEvent("failed"))
@@ -266,14 +294,18 @@ class RemoteLog:
             if not doomed:
                 return -1
             start = doomed[-1].last_offset + 1
-            self._manifest = await delete_segments(
-                self.store,
-                self.manifests,
-                self.topic,
-                self.partition,
-                [s.segment_uuid for s in doomed],
-                log_start_offset=start,
-            )
+            try:
+                self._manifest = await delete_segments(
+                    self.store,
+                    self.manifests,
+                    self.topic,
+                    self.partition,
+                    [s.segment_uuid for s in doomed],
+                    log_start_offset=start,
+                )
+            except Exception:
+                self._needs_cleaning = True
+                raise
             self._emit(UploadEvent("deleted", len(doomed), sum(s.size_bytes for s in doomed)))
             return start
 

@@ -77,6 +77,9 @@ async def test_store_outage_grows_the_local_tier_up_to_the_budget_then_uploads_r
     await wait_uploaded(client, "o", partition.log.sealed_segments()[-1].next_offset)
     await client.server.app[MAINTENANCE].retention_pass()
     assert partition.size_bytes <= 4096 + 2048
+    stored = await ManifestStore(store).load("o", 0)
+    assert all(s.state is mf.SegmentState.COPY_FINISHED for s in stored.segments)
+    assert (await check(store, ManifestStore(store))).clean  # failed attempts left nothing behind
     response = await post_batch(client, "o", len(sent))
     assert response.status == 200, await response.text()
     sent.append(record(len(sent)))
