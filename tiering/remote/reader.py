@@ -50,6 +50,17 @@ class RemoteReadResult:
     segment_uuid: uuid.UUID
 
 
+@dataclass(frozen=True, slots=True)
+class _Cursor:
+    """Where a partition's last read ended: the offset and byte position the next sequential read
+    starts at (the position may equal the segment's size: the next read starts the next segment).
+    """
+
+    next_offset: int
+    segment_uuid: uuid.UUID
+    end_position: int
+
+
 class _SegmentView:
     """One read's window on a ``.log`` object: chunks fetched through the cache are kept for the rest of
     the read, so walking many batch headers costs one cache lookup per chunk, not per header.
@@ -150,7 +161,9 @@ class RemoteReader:
         self._indexes = IndexCache(
             store, max_entries=index_cache_entries, max_bytes=index_cache_bytes, stats=self._stats
         )
-        self._expected: OrderedDict[tuple[str, int], int] = OrderedDict()  # a sequential reader's next offset
+        self._cursors: OrderedDict[tuple[str, int], _Cursor] = (
+            OrderedDict()
+        )  # where each partition's last read ended
         self._closed = False
 
     @property
@@ -178,6 +191,7 @@ class RemoteReader:
             UnavailableError: the store keeps failing (after the store's own retries).
         """
         self._check_open()
+        self._maybe_readahead(manifest, offset, max_bytes)
         segment = self._segment_for(manifest, offset)
         keys = layout.segment_keys(
             manifest.topic, manifest.partition, segment.base_offset, segment.segment_uuid
@@ -193,7 +207,9 @@ class RemoteReader:
         self._stats.reads += 1
         self._stats.bytes_served += len(data)
         next_offset = headers[-1].next_offset
-        self._after_read(manifest, segment, offset, next_offset, view.key, end)
+        self._cursors[(manifest.topic, manifest.partition)] = _Cursor(next_offset, segment.segment_uuid, end)
+        if len(self._cursors) > _MAX_TRACKED_PARTITIONS:
+            self._cursors.popitem(last=False)
         return RemoteReadResult(data, next_offset, segment.segment_uuid)
 
     async def offset_for_timestamp(self, manifest: Manifest, timestamp: int) -> tuple[int, int] | None:
@@ -350,40 +366,32 @@ class RemoteReader:
 
     # -- read-ahead --------------------------------------------------------------------------------
 
-    def _after_read(
-        self, manifest: Manifest, segment: RemoteSegment, offset: int, next_offset: int, key: str, end: int
-    ) -> None:
-        partition = (manifest.topic, manifest.partition)
-        sequential = self._expected.pop(partition, None) == offset
-        self._expected[partition] = next_offset
-        if len(self._expected) > _MAX_TRACKED_PARTITIONS:
-            self._expected.popitem(last=False)
-        if sequential and self.readahead_chunks and not self._closed:
-            self._readahead(manifest, segment, key, end)
-
-    def _readahead(self, manifest: Manifest, segment: RemoteSegment, key: str, end: int) -> None:
-        """Prefetch the chunks overlapping ``readahead_chunks * chunk_bytes`` bytes after ``end``,
-        continuing into the following readable segment(s). Never raises.
+    def _maybe_readahead(self, manifest: Manifest, offset: int, max_bytes: int) -> None:
+        """If this read continues the partition's last one, prefetch what it may need plus
+        ``readahead_chunks`` chunks beyond, continuing into the following segment(s): while the read waits
+        for its last chunk, that many more are already on their way. Never raises.
         """
-        budget = self.readahead_chunks * self.chunk_bytes
-        position = end
-        following = iter(s for s in readable_segments(manifest) if s.base_offset > segment.last_offset)
-        while budget > 0:
-            size = segment.size_bytes
-            if position < size:
-                first, last = (
-                    position // self.chunk_bytes,
-                    (min(position + budget, size) - 1) // self.chunk_bytes,
-                )
-                for index in range(first, last + 1):
-                    self._chunks.prefetch(key, index, size)
-                budget -= size - position
-            next_segment = next(following, None)
-            if next_segment is None:
-                return
-            segment, position = next_segment, 0
+        cursor = self._cursors.pop((manifest.topic, manifest.partition), None)
+        if cursor is None or cursor.next_offset != offset or not self.readahead_chunks or self._closed:
+            return
+        segments = readable_segments(manifest)
+        current = next((i for i, s in enumerate(segments) if s.segment_uuid == cursor.segment_uuid), None)
+        if current is None:
+            return
+        budget = max(max_bytes, 0) + self.readahead_chunks * self.chunk_bytes
+        position = cursor.end_position
+        for i, segment in enumerate(segments[current:]):
             keys = layout.segment_keys(
                 manifest.topic, manifest.partition, segment.base_offset, segment.segment_uuid
             )
-            key = keys["log"]
-            self._indexes.prefetch_offset_index(keys["index"], segment)
+            if i:
+                self._indexes.prefetch_offset_index(keys["index"], segment)
+            size = segment.size_bytes
+            if position < size:
+                last = min(position + budget, size) - 1
+                for index in range(position // self.chunk_bytes, last // self.chunk_bytes + 1):
+                    self._chunks.prefetch(keys["log"], index, size)
+                budget -= size - position
+            if budget <= 0:
+                return
+            position = 0

@@ -1,0 +1,581 @@
+"""Tiered-storage benchmark: remote reads and uploads against a real S3 server, next to raw S3 calls.
+
+Starts its own moto_server on 127.0.0.1 (and LocalStack when an install is found, see
+``tests/integration/remote/servers.py``), writes a partition log of 1 KiB records in ~64 KiB batches with
+:class:`PartitionLog`, and measures on each server, with the raw figure beside ours:
+
+* upload: raw multipart upload of the segment files (aiobotocore, the same part size and concurrency),
+  ``put_file``, and the uploader (``RemoteLog.sync``: manifest commits, ``.log``, ``.index``,
+  ``.timeindex``); then upload lag while a producer thread appends at half the uploader's throughput;
+* read: raw ranged GETs of ``chunk_bytes`` over the same ``.log`` objects (one stream, and
+  ``1 + readahead_chunks`` streams, the depth read-ahead gives), then a sequential replay through
+  :class:`RemoteReader` with 1 MiB fetches: cold cache without and with read-ahead, then warm.
+
+S3 requests are counted at the HTTP level (botocore's ``before-send`` event), per GiB moved. Every read
+is checked (whole batches, offsets in order), so a fast wrong answer cannot pass. Bounded: about 60-90 s
+with both servers, ``--quick`` about 20 s.
+
+    .venv/bin/python infra/bench/tiering_bench.py [--quick] [--mib 96] [--backends moto,localstack]
+        [--write docs/benchmarks-tiering.md]
+
+Not a test: it never fails on a timing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import collections
+import contextlib
+import os
+import platform
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+from aiobotocore.config import AioConfig  # noqa: E402
+from aiobotocore.session import get_session  # noqa: E402
+
+from tests.integration.remote.servers import (  # noqa: E402
+    AWS_TEST_ENV,
+    AWS_UNSET,
+    S3Server,
+    find_localstack_python,
+    run_localstack,
+    run_moto,
+)
+from tiering.codec.batch import build_batch  # noqa: E402
+from tiering.codec.header import iter_batches  # noqa: E402
+from tiering.codec.records import Record  # noqa: E402
+from tiering.log import LogConfig, PartitionLog, SystemClock  # noqa: E402
+from tiering.remote import manifest as mf  # noqa: E402
+from tiering.remote.factory import open_object_store  # noqa: E402
+from tiering.remote.layout import segment_key  # noqa: E402
+from tiering.remote.manifest_store import ManifestStore  # noqa: E402
+from tiering.remote.reader import RemoteReader  # noqa: E402
+from tiering.remote.remote_log import RemoteLog  # noqa: E402
+from tiering.remote.store import ObjectStore  # noqa: E402
+
+MiB = 1 << 20
+GiB = 1 << 30
+RECORD_BYTES = 1024
+RECORDS_PER_BATCH = 64
+FETCH_BYTES = MiB
+CHUNK_BYTES = 4 * MiB
+READAHEAD_CHUNKS = 2
+PART_BYTES = 8 * MiB
+UPLOAD_CONCURRENCY = 4
+SEGMENT_BYTES = 16 * MiB
+TIERED = "tiered"  # the prefix the uploader writes to (one topic per round)
+
+
+@dataclass
+class Row:
+    """One measured phase."""
+
+    section: str
+    name: str
+    seconds: float
+    nbytes: int
+    requests: int
+    baseline: str | None = None
+    note: str = ""
+
+    @property
+    def mib_per_s(self) -> float:
+        return self.nbytes / MiB / self.seconds if self.seconds > 0 else 0.0
+
+    @property
+    def requests_per_gib(self) -> float:
+        return self.requests * GiB / self.nbytes if self.nbytes else 0.0
+
+
+class HttpCounter:
+    """Counts S3 HTTP requests by operation through botocore's ``before-send`` event."""
+
+    def __init__(self) -> None:
+        self.counts: collections.Counter[str] = collections.Counter()
+
+    def __call__(self, **kwargs: Any) -> None:
+        self.counts[str(kwargs.get("event_name", "")).rsplit(".", 1)[-1]] += 1
+
+    def total(self) -> int:
+        return sum(self.counts.values())
+
+    @contextlib.contextmanager
+    def measure(self) -> Iterator[collections.Counter[str]]:
+        before = collections.Counter(self.counts)
+        delta: collections.Counter[str] = collections.Counter()
+        yield delta
+        delta.update({k: v - before.get(k, 0) for k, v in self.counts.items() if v - before.get(k, 0)})
+
+
+@dataclass
+class Backend:
+    server: S3Server
+    bucket: str
+    counter: HttpCounter = field(default_factory=HttpCounter)
+
+    def store(self, prefix: str) -> ObjectStore:
+        return open_object_store(
+            f"s3://{self.bucket}/{prefix}",
+            endpoint_url=self.server.endpoint_url,
+            part_size=PART_BYTES,
+            multipart_threshold=PART_BYTES,
+            upload_concurrency=UPLOAD_CONCURRENCY,
+            event_handlers=[("before-send.s3", self.counter)],
+        )
+
+    def client(self) -> Any:
+        config = AioConfig(
+            s3={"addressing_style": "path"},
+            retries={"total_max_attempts": 1, "mode": "standard"},
+            max_pool_connections=16,
+            request_checksum_calculation="when_required",
+            response_checksum_validation="when_required",
+        )
+        return get_session().create_client("s3", endpoint_url=self.server.endpoint_url, config=config)
+
+
+# -- data ------------------------------------------------------------------------------------------
+
+
+def batch_bytes(seed: int) -> bytes:
+    value = (bytes(range(256)) * (RECORD_BYTES // 256 + 1))[seed % 256 : seed % 256 + RECORD_BYTES]
+    records = [
+        Record(b"key-%08d" % (seed + i), value, timestamp=1_700_000_000_000 + seed + i) for i in range(64)
+    ]
+    return build_batch(records, now_ms=1_700_000_000_000)
+
+
+def write_log(path: Path, total: int, segment_bytes: int) -> PartitionLog:
+    """A sealed log of about ``total`` bytes (blocking: run in a thread)."""
+    log = PartitionLog.open(path, LogConfig(segment_bytes=segment_bytes), topic="bench", partition=0)
+    written = n = 0
+    while written < total:
+        batch = batch_bytes(n)
+        log.append(batch)
+        written += len(batch)
+        n += RECORDS_PER_BATCH
+    log.roll()
+    return log
+
+
+# -- uploads ---------------------------------------------------------------------------------------
+
+
+async def multipart_one(client: Any, bucket: str, key: str, path: Path) -> int:
+    """One plain multipart upload of ``path``; returns the requests it took."""
+    size = (await asyncio.to_thread(path.stat)).st_size
+    upload_id = (await client.create_multipart_upload(Bucket=bucket, Key=key))["UploadId"]
+    parts = iter(range(1, -(-size // PART_BYTES) + 1))
+    etags: dict[int, str] = {}
+    fd = os.open(path, os.O_RDONLY)
+
+    async def worker() -> None:
+        for number in parts:
+            offset = (number - 1) * PART_BYTES
+            body = await asyncio.to_thread(os.pread, fd, min(PART_BYTES, size - offset), offset)
+            resp = await client.upload_part(
+                Bucket=bucket, Key=key, UploadId=upload_id, PartNumber=number, Body=body
+            )
+            etags[number] = resp["ETag"]
+
+    try:
+        await asyncio.gather(*(worker() for _ in range(UPLOAD_CONCURRENCY)))
+    finally:
+        os.close(fd)
+    await client.complete_multipart_upload(
+        Bucket=bucket,
+        Key=key,
+        UploadId=upload_id,
+        MultipartUpload={"Parts": [{"PartNumber": n, "ETag": etags[n]} for n in sorted(etags)]},
+    )
+    return 2 + len(etags)
+
+
+async def raw_multipart(backend: Backend, files: list[Path], round_: int) -> Row:
+    """The segment files by plain multipart upload: ``PART_BYTES`` parts, ``UPLOAD_CONCURRENCY`` at once."""
+    async with backend.client() as client:
+        await client.list_objects_v2(Bucket=backend.bucket, MaxKeys=1)  # connect before timing
+        started = time.perf_counter()
+        requests = 0
+        for path in files:
+            requests += await multipart_one(client, backend.bucket, f"raw{round_}/{path.name}", path)
+        seconds = time.perf_counter() - started
+    total = sum(p.stat().st_size for p in files)
+    return Row("upload", "raw multipart upload", seconds, total, requests)
+
+
+async def warm(store: ObjectStore) -> None:
+    """One LIST, so the client exists (and is connected) before a timed phase."""
+    async for _ in store.list("warm-up/"):
+        pass
+
+
+async def put_files(backend: Backend, files: list[Path], round_: int) -> Row:
+    store = backend.store(f"putfile{round_}")
+    try:
+        await warm(store)
+        with backend.counter.measure() as counted:
+            started = time.perf_counter()
+            for path in files:
+                await store.put_file(path.name, path)
+            seconds = time.perf_counter() - started
+    finally:
+        await store.close()
+    total = sum(p.stat().st_size for p in files)
+    return Row("upload", "put_file", seconds, total, sum(counted.values()), "raw multipart upload")
+
+
+async def uploader(backend: Backend, log: PartitionLog, topic: str) -> tuple[Row, mf.Manifest]:
+    """``RemoteLog.sync`` of every sealed segment: what the broker's uploader does."""
+    store = backend.store(TIERED)
+    remote = RemoteLog(store, ManifestStore(store), log, topic, 0, SystemClock())
+    try:
+        await warm(store)
+        await remote.open(reset_local=False)
+        with backend.counter.measure() as counted:
+            started = time.perf_counter()
+            await remote.sync()
+            seconds = time.perf_counter() - started
+    finally:
+        await store.close()
+    note = ", ".join(f"{op} {n}" for op, n in sorted(counted.items()))
+    row = Row("upload", "uploader (RemoteLog.sync)", seconds, remote.uploaded_bytes, sum(counted.values()),
+              "raw multipart upload", note)  # fmt: skip
+    return row, remote.manifest
+
+
+async def sustained(backend: Backend, directory: Path, rate: float, seconds: float) -> Row:
+    """A producer thread appends at ``rate`` bytes/s for ``seconds`` while the uploader syncs in a loop;
+    upload lag is sampled every 100 ms. The row's figure is the upload throughput achieved."""
+    log = await asyncio.to_thread(
+        PartitionLog.open, directory, LogConfig(segment_bytes=8 * MiB), topic="lag", partition=0
+    )
+    store = backend.store("sustained")
+    remote = RemoteLog(store, ManifestStore(store), log, "lag", 0, SystemClock())
+    await remote.open(reset_local=False)
+    loop = asyncio.get_running_loop()
+    stop = threading.Event()
+    produced = [0]
+
+    def produce() -> None:
+        started, n = time.perf_counter(), 0
+        while not stop.is_set() and time.perf_counter() - started < seconds:
+            batch = batch_bytes(n)
+            info = log.append(batch)
+            loop.call_soon_threadsafe(remote.note_append, info.base_offset)
+            produced[0] += len(batch)
+            n += RECORDS_PER_BATCH
+            ahead = produced[0] / rate - (time.perf_counter() - started)
+            if ahead > 0:
+                time.sleep(ahead)  # pacing the producer thread, not waiting for a result
+
+    lags: list[tuple[int, int]] = []
+
+    async def sync_loop(done: asyncio.Event) -> None:
+        while not done.is_set():
+            await remote.sync()
+            await asyncio.sleep(0.02)
+
+    done = asyncio.Event()
+    with backend.counter.measure() as counted:
+        started = time.perf_counter()
+        producer = asyncio.create_task(asyncio.to_thread(produce))
+        syncer = asyncio.create_task(sync_loop(done))
+        try:
+            while not producer.done():
+                lags.append(remote.lag(await asyncio.to_thread(log.segments)))
+                await asyncio.sleep(0.1)  # sampling interval of the lag gauge
+            await producer
+            produce_seconds = time.perf_counter() - started
+            done.set()
+            await syncer
+            await asyncio.to_thread(log.roll)
+            await remote.sync()
+            drained = time.perf_counter() - started
+        finally:
+            stop.set()
+            done.set()
+            syncer.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await syncer
+            await store.close()
+            await asyncio.to_thread(log.close)
+    max_bytes = max(b for b, _ in lags) if lags else 0
+    max_ms = max(ms for _, ms in lags) if lags else 0
+    mean_bytes = sum(b for b, _ in lags) / len(lags) if lags else 0
+    note = (
+        f"produce {produced[0] / MiB / produce_seconds:.0f} MiB/s for {produce_seconds:.0f} s "
+        f"(8 MiB segments); "
+        f"lag max {max_bytes / MiB:.1f} MiB / {max_ms / 1000:.1f} s, mean {mean_bytes / MiB:.1f} MiB; "
+        f"all uploaded {drained - produce_seconds:.1f} s after the last append"
+    )
+    return Row("upload", "uploader under sustained produce", drained, remote.uploaded_bytes,
+               sum(counted.values()), None, note)  # fmt: skip
+
+
+# -- reads -----------------------------------------------------------------------------------------
+
+
+def segment_objects(manifest: mf.Manifest) -> list[tuple[str, int]]:
+    return [
+        (f"{TIERED}/{segment_key(manifest.topic, 0, s.base_offset, s.segment_uuid)}", s.size_bytes)
+        for s in mf.readable_segments(manifest)
+    ]
+
+
+async def raw_get(backend: Backend, objects: list[tuple[str, int]], streams: int, name: str = "") -> Row:
+    """Ranged GETs of ``CHUNK_BYTES`` over every object, in order, ``streams`` in flight."""
+    ranges = [
+        (key, start, min(start + CHUNK_BYTES, size))
+        for key, size in objects
+        for start in range(0, size, CHUNK_BYTES)
+    ]
+    pending = iter(ranges)
+    total = [0]
+    async with backend.client() as client:
+
+        async def stream() -> None:
+            for key, start, end in pending:
+                resp = await client.get_object(
+                    Bucket=backend.bucket, Key=key, Range=f"bytes={start}-{end - 1}"
+                )
+                async with resp["Body"] as body:
+                    data = await body.read()
+                assert len(data) == end - start
+                total[0] += len(data)
+
+        started = time.perf_counter()
+        await asyncio.gather(*(stream() for _ in range(streams)))
+        seconds = time.perf_counter() - started
+    name = name or f"raw ranged GET, {CHUNK_BYTES // MiB} MiB, {streams} stream{'s' if streams > 1 else ''}"
+    return Row("read", name, seconds, total[0], len(ranges))
+
+
+async def replay(reader: RemoteReader, manifest: mf.Manifest) -> tuple[int, int]:
+    """Read every remote batch with 1 MiB fetches; ``(bytes, records)``. Checks order and framing."""
+    end = mf.readable_segments(manifest)[-1].last_offset + 1
+    offset, nbytes, records = 0, 0, 0
+    while offset < end:
+        result = await reader.read(manifest, offset, FETCH_BYTES)
+        headers = [h for _, h in iter_batches(result.data, verify=False)]
+        assert headers[0].base_offset <= offset <= headers[0].last_offset
+        nbytes += len(result.data)
+        records += sum(h.records_count for h in headers)
+        offset = result.next_offset
+    return nbytes, records
+
+
+def new_reader(store: ObjectStore, readahead: int, total: int) -> RemoteReader:
+    return RemoteReader(
+        store, chunk_bytes=CHUNK_BYTES, readahead_chunks=readahead, cache_bytes=total + 64 * MiB
+    )
+
+
+async def reader_rows(backend: Backend, manifests: list[mf.Manifest], baselines: dict[str, str]) -> list[Row]:
+    """Cold replays without and with read-ahead, a warm one, and all partitions replayed at once."""
+    rows = []
+    manifest = manifests[0]
+    total = sum(s.size_bytes for m in manifests for s in mf.readable_segments(m))
+    for readahead in (0, READAHEAD_CHUNKS):
+        store = backend.store(TIERED)
+        reader = new_reader(store, readahead, total)
+        try:
+            await warm(store)
+            runs = ("cold", "warm") if readahead else ("cold",)
+            for run in runs:
+                with backend.counter.measure() as counted:
+                    started = time.perf_counter()
+                    nbytes, _ = await replay(reader, manifest)
+                    seconds = time.perf_counter() - started
+                    await reader.wait_readahead()
+                stats = reader.stats()
+                name = f"RemoteReader {run} cache, read-ahead {readahead}"
+                note = (
+                    f"cache hits {stats['cache_hits']}, misses {stats['cache_misses']}, "
+                    f"read-ahead hits {stats['readahead_hits']}"
+                    if run == "cold"
+                    else "all chunks cached"
+                )
+                rows.append(Row("read", name, seconds, nbytes, sum(counted.values()), baselines["one"], note))
+        finally:
+            await reader.close()
+            await store.close()
+    store = backend.store(TIERED)
+    reader = new_reader(store, READAHEAD_CHUNKS, total)
+    try:
+        await warm(store)
+        with backend.counter.measure() as counted:
+            started = time.perf_counter()
+            done = await asyncio.gather(*(replay(reader, m) for m in manifests))
+            seconds = time.perf_counter() - started
+            await reader.wait_readahead()
+        name = f"RemoteReader cold cache, read-ahead {READAHEAD_CHUNKS}, {len(manifests)} partitions at once"
+        nbytes = sum(n for n, _ in done)
+        rows.append(Row("read", name, seconds, nbytes, sum(counted.values()), baselines["all"]))
+    finally:
+        await reader.close()
+        await store.close()
+    return rows
+
+
+# -- driver ----------------------------------------------------------------------------------------
+
+
+async def create_bucket(server: S3Server) -> str:
+    bucket = f"bench-{uuid.uuid4().hex[:12]}"
+    async with get_session().create_client("s3", endpoint_url=server.endpoint_url) as client:
+        await client.create_bucket(Bucket=bucket)
+    return bucket
+
+
+def keep_best(best: dict[str, Row], rows: list[Row]) -> None:
+    for row in rows:
+        if row.name not in best or row.seconds < best[row.name].seconds:
+            best[row.name] = row
+
+
+async def run_backend(
+    server: S3Server, log: PartitionLog, workdir: Path, sustain_s: float, rounds: int, read_rounds: int
+) -> list[Row]:
+    """Every phase against ``server``: uploads ``rounds`` times, reads ``read_rounds`` times, interleaved,
+    keeping each phase's fastest run (background load only ever slows a run down)."""
+    backend = Backend(server, await create_bucket(server))
+    files = [info.log_path for info in await asyncio.to_thread(log.sealed_segments)]
+    async with backend.client() as client:  # the server's first multipart upload is slow: not timed
+        await multipart_one(client, backend.bucket, "warm-up/object", files[0])
+    best: dict[str, Row] = {}
+    manifests = []
+    for round_ in range(rounds):
+        row, manifest = await uploader(backend, log, f"bench{round_}")
+        manifests.append(manifest)
+        keep_best(
+            best, [await raw_multipart(backend, files, round_), await put_files(backend, files, round_), row]
+        )
+    upload_rate = best["uploader (RemoteLog.sync)"].mib_per_s * MiB
+    lag = await sustained(backend, workdir / f"lag-{server.name}", upload_rate / 2, sustain_s)
+    objects = segment_objects(manifests[0])
+    every_object = [o for m in manifests for o in segment_objects(m)]
+    streams = 1 + READAHEAD_CHUNKS
+    for _ in range(read_rounds):
+        raw_one = await raw_get(backend, objects, streams)
+        raw_all = await raw_get(
+            backend, every_object, streams * len(manifests),
+            f"raw ranged GET, {CHUNK_BYTES // MiB} MiB, {streams * len(manifests)} streams over "
+            f"{len(manifests)} partitions",
+        )  # fmt: skip
+        baselines = {"one": raw_one.name, "all": raw_all.name}
+        keep_best(best, [await raw_get(backend, objects, 1), raw_one, raw_all])
+        keep_best(best, await reader_rows(backend, manifests, baselines))
+    rows = list(best.values())
+    rows.insert(3, lag)
+    return rows
+
+
+def table(rows: list[Row]) -> str:
+    by_name = {r.name: r for r in rows}
+    lines = [
+        "| phase | MiB/s | vs raw | S3 requests per GiB | notes |",
+        "| --- | ---: | ---: | ---: | --- |",
+    ]
+    for r in rows:
+        base = by_name.get(r.baseline) if r.baseline else None
+        if base and base.mib_per_s:
+            ratio = f"{r.mib_per_s / base.mib_per_s:.2f}"
+        else:
+            ratio = "1.00" if r.name.startswith("raw") else "-"
+        lines.append(f"| {r.name} | {r.mib_per_s:.0f} | {ratio} | {r.requests_per_gib:.0f} | {r.note} |")
+    return "\n".join(lines)
+
+
+@contextlib.contextmanager
+def aws_env() -> Iterator[None]:
+    saved = {k: os.environ.get(k) for k in (*AWS_TEST_ENV, *AWS_UNSET)}
+    for k in AWS_UNSET:
+        os.environ.pop(k, None)
+    os.environ.update(AWS_TEST_ENV)
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def servers(
+    names: list[str], workdir: Path
+) -> Iterator[tuple[str, Callable[[], contextlib.AbstractContextManager[S3Server]] | str]]:
+    for name in names:
+        if name == "moto":
+            yield name, lambda: run_moto(workdir)
+        elif name == "localstack":
+            python, reason = find_localstack_python()
+            if python is None:
+                yield name, f"LocalStack skipped: {reason}"
+            else:
+                yield name, lambda python=python: run_localstack(python, workdir)  # type: ignore[misc]
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--quick", action="store_true", help="32 MiB, moto only, 3 s of sustained produce")
+    parser.add_argument("--mib", type=int, default=64, help="size of the partition log (default 64)")
+    parser.add_argument("--backends", default="moto,localstack")
+    parser.add_argument("--write", help="write the report (markdown) to this file")
+    args = parser.parse_args(argv)
+    mib = 32 if args.quick else args.mib
+    names = ["moto"] if args.quick else args.backends.split(",")
+    sustain_s = 3.0 if args.quick else 6.0
+    rounds = 1 if args.quick else 2
+    read_rounds = 2 if args.quick else 5
+    started = time.perf_counter()
+    sections: list[str] = []
+    with tempfile.TemporaryDirectory(prefix="tiering-bench-") as tmp, aws_env():
+        workdir = Path(tmp)
+        log = write_log(workdir / "bench-0", mib * MiB, SEGMENT_BYTES)
+        try:
+            for name, opener in servers(names, workdir):
+                if isinstance(opener, str):
+                    sections.append(f"### {name}\n\n{opener}\n")
+                    print(opener, flush=True)
+                    continue
+                (workdir / name).mkdir(exist_ok=True)
+                with opener() as server:
+                    rows = asyncio.run(run_backend(server, log, workdir, sustain_s, rounds, read_rounds))
+                text = table(rows)
+                print(f"\n{name} ({server.endpoint_url})\n{text}", flush=True)
+                sections.append(f"### {name}\n\n{text}\n")
+        finally:
+            log.close()
+    elapsed = time.perf_counter() - started
+    header = (
+        f"`infra/bench/tiering_bench.py{' --quick' if args.quick else ''}`: {mib} MiB partition log "
+        f"({RECORD_BYTES} B records, {RECORDS_PER_BATCH} per batch, uncompressed), "
+        f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, Python {platform.python_version()}, "
+        f"{os.cpu_count()} CPUs shared with other work, server and benchmark on the same machine; "
+        f"whole run {elapsed:.0f} s.\n"
+    )
+    report = header + "\n" + "\n".join(sections)
+    if args.write:
+        Path(args.write).write_text(report, encoding="utf-8")
+    print(f"\ndone in {elapsed:.0f} s", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))
