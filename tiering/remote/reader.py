@@ -11,10 +11,10 @@ so a consumer cannot tell the two apart except by speed. Design: ``docs/design/0
 
 Caching: ``.log`` objects are read in aligned chunks through a byte-bounded LRU with single-flight
 fetches (:mod:`tiering.remote.read_cache`); indexes through a bounded LRU of decoded entries
-(:mod:`tiering.remote.read_index_cache`). Read-ahead: when a partition's reads are sequential (each starts
-where the previous one ended), the next ``readahead_chunks`` chunks after the read, continuing into the next
-segment, are fetched in the background by tasks the cache owns. Nothing holds a lock across an await, so
-reads of many partitions proceed concurrently.
+(:mod:`tiering.remote.read_index_cache`). Read-ahead: when a read continues where the partition's last read
+ended, the chunks it may need and ``readahead_chunks`` more, continuing into the next segment, are fetched
+in the background by tasks the cache owns before the read waits for anything. Nothing holds a lock across
+an await, so reads of many partitions proceed concurrently.
 """
 
 from __future__ import annotations
