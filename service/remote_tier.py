@@ -338,6 +338,7 @@ class RemoteTier:
             "uploaded_segments": rl.uploaded_segments,
             "uploaded_bytes": rl.uploaded_bytes,
             "upload_failures": rl.failures,
+            "store_retries": self._retrying.stats.retries if self._retrying is not None else 0,
             "last_error": rl.last_error,
         }
 
