@@ -8,7 +8,7 @@ import pytest
 
 from service.state import METRICS
 from service.tasks import MAINTENANCE
-from tests.integration.tiering.conftest import StartBroker
+from tests.integration.tiering.conftest import START_MS, StartBroker
 from tests.integration.tiering.helpers import (
     broker_of,
     consume_native,
@@ -56,6 +56,16 @@ async def test_sealed_segments_upload_then_local_tier_trims_and_every_record_rea
     assert local_start <= manifest.segments[-1].last_offset + 1  # nothing local went before its upload
     assert partition.size_bytes <= 4096 + 2048
     assert partition.log_start_offset == 0  # the remote tier's start
+
+    for timestamp, expected in ((START_MS + 155, (150, START_MS + 159)), (START_MS - 1, (0, START_MS + 9))):
+        response = await client.get(
+            "/native/v1/topics/t/partitions/0/offsets",
+            params={"timestamp": str(timestamp)},
+            headers={"Accept": "application/json"},
+        )
+        found = await response.json()
+        assert (found["offset"], found["timestamp"]) == expected  # batch granularity, from the bucket
+    assert local_start > 160
 
     records = await consume_native(client, "t", 0)
     assert [r.offset for r in records] == list(range(300))
