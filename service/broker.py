@@ -368,9 +368,10 @@ class Broker:
             for partition in topic.partitions:
                 remote = self.remote.detach(partition)
                 if remote is not None:  # remote data goes after the local data
-                    self.background.spawn(
+                    task = self.background.spawn(
                         self.remote.delete_partition_data(remote), name=f"tierlog-rm-remote-{partition.label}"
                     )
+                    self.remote.deleting(partition, task)
         log.info("deleted topic %s", name)
 
     async def alter_topic_configs(

@@ -92,6 +92,7 @@ class RemoteTier:
         self._manifests: ManifestStore | None = None
         self._reader: Any = None
         self._parts: dict[tuple[str, int], tuple[Partition, RemotePartition]] = {}
+        self._deletions: dict[tuple[str, int], asyncio.Task[Any]] = {}
         self._store_down = False
         self._wake = asyncio.Event()
         self._changed = asyncio.Condition()
@@ -170,6 +171,9 @@ class RemoteTier:
         existing = self._parts.get(key)
         if existing is not None and existing[0] is partition:
             return existing[1]
+        deletion = self._deletions.get(key)
+        if deletion is not None:  # a topic re-created under a deleted one's name starts from nothing
+            await asyncio.wait({deletion})
         remote_log = RemoteLog(
             self.store,
             self.manifests,
@@ -203,6 +207,15 @@ class RemoteTier:
             return None
         del self._parts[(partition.topic, partition.index)]
         return found[1]
+
+    def deleting(self, partition: Partition, task: asyncio.Task[Any]) -> None:
+        """Remember the task deleting a deleted partition's remote data (the broker's task set owns it):
+        re-creating the partition waits for it."""
+        key = (partition.topic, partition.index)
+        self._deletions[key] = task
+        task.add_done_callback(
+            lambda done: self._deletions.pop(key, None) if self._deletions.get(key) is done else None
+        )
 
     async def delete_partition_data(self, remote: RemotePartition) -> None:
         """Delete every remote object of a deleted partition. Never raises: failures are logged (the

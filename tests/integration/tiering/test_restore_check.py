@@ -146,3 +146,21 @@ def test_check_usage_errors_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as exit_info:
         tiering_cli.main(["vacuum"])
     assert exit_info.value.code == 2
+
+
+async def test_a_topic_created_over_remote_data_adopts_it_unless_that_was_deleted(
+    start_broker: StartBroker, clock: ManualClock, tmp_path: Path, store: ObjectStore
+) -> None:
+    sent = await _upload_everything(start_broker, clock, "adopt", 30)
+    client = await start_broker(**{"data.dir": str(tmp_path / "second")})
+    broker = broker_of(client)
+    await create_topic(client, "adopt")
+    partition = broker.topic("adopt").partition(0)
+    assert (partition.log_start_offset, partition.log_end_offset) == (0, 30)
+    assert [(r.key, r.value) for r in await consume_native(client, "adopt", 0)] == sent
+
+    await broker.delete_topic("adopt")
+    await create_topic(client, "adopt")  # at once: waits for the remote deletion, adopts nothing
+    partition = broker.topic("adopt").partition(0)
+    assert (partition.log_start_offset, partition.log_end_offset) == (0, 0)
+    assert [info.key async for info in store.list("adopt/")] == []
