@@ -9,12 +9,13 @@ may call this consumer's blocking methods (``commit`` in ``on_partitions_revoked
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from client.consumer import AsyncConsumer, CommitCallback, ConsumerRebalanceListener, OffsetsArg
-from client.errors import ClientClosedError
+from client.errors import ClientClosedError, IllegalStateError
 from client.loop_thread import LoopThread
 from client.types import ConsumerRecord, OffsetAndMetadata, OffsetAndTimestamp, TopicPartition
 
@@ -174,12 +175,20 @@ class Consumer:
 
     def commit_async(
         self, offsets: OffsetsArg = None, callback: CommitCallback | None = None
-    ) -> asyncio.Future[dict[TopicPartition, OffsetAndMetadata]]:
-        """Start a commit; ``callback(offsets, error)`` runs on the I/O thread. Answers the loop's future."""
-        future: asyncio.Future[dict[TopicPartition, OffsetAndMetadata]] = self._do(
-            self._core.commit_async, offsets, callback
-        )
-        return future
+    ) -> concurrent.futures.Future[dict[TopicPartition, OffsetAndMetadata]]:
+        """Start a commit and return a future of the committed offsets; ``callback(offsets, error)`` runs on
+        the I/O thread and must not block.
+
+        Raises:
+            IllegalStateError: no ``group_id``.
+        """
+        if self.config.group_id is None:
+            raise IllegalStateError("committed offsets need a group_id")
+
+        async def run() -> dict[TopicPartition, OffsetAndMetadata]:
+            return await self._core.commit_async(offsets, callback)
+
+        return self._thread.submit(run())
 
     def close(self, autocommit: bool = True) -> None:
         """Commit (with auto-commit), leave the group, stop the I/O thread and join it. Idempotent."""

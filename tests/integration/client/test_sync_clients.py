@@ -147,7 +147,8 @@ def test_consumer_iteration_commit_async_and_callback_guard(thread_broker: Broke
                 outcome.append(err)
             done.set()
 
-        consumer.commit_async(callback=callback)
+        committed = consumer.commit_async(callback=callback).result(15)
+        assert committed == {tp: OffsetAndMetadata(5, "")}
         assert done.wait(15)
         assert outcome[0] == ({tp: OffsetAndMetadata(5, "")}, None)
         assert isinstance(outcome[1], IllegalStateError)
