@@ -188,3 +188,24 @@ async def test_check_lists_unreferenced_objects_and_missing_ones(
     assert [info.key for info in report.leaks] == sorted([stray, "u/3/" + stray.split("/")[-1]])
     assert report.missing == [keys["timeindex"]]
     assert not report.clean
+
+
+async def test_idle_roll_judges_the_active_segment_not_an_older_backlog(
+    plog: PartitionLog, faulty: FaultInjectingStore, clock: ManualClock
+) -> None:
+    remote = RemoteLog(faulty, ManifestStore(faulty), plog, "t", 0, clock)
+    await remote.open()
+    remote.note_append(0)
+    fill(plog, 40)  # sealed segments waiting (say, through an outage) since START
+    plog.roll()
+    clock.advance(10_000)
+    first = plog.log_end_offset
+    remote.note_append(first)
+    plog.append(build_batch([Record(b"k", b"young", timestamp=START)]))
+    assert remote.lag(plog.segments())[1] == 10_000
+    uploaded = await remote.sync(idle_roll_ms=5_000)
+    assert uploaded == len(plog.sealed_segments())
+    assert plog.segments()[-1].base_offset == first  # the young active segment was not rolled
+    clock.advance(5_000)
+    assert await remote.sync(idle_roll_ms=5_000) == 1
+    assert remote.remote_next_offset == first + 1

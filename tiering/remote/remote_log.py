@@ -170,15 +170,18 @@ class RemoteLog:
 
         Reads a snapshot: safe from any thread (the metrics collector calls it from a worker)."""
         done = self.remote_next_offset or 0
-        marks = list(self._marks)
-        if not marks or self.log.log_end_offset <= done:
+        if self.log.log_end_offset <= done:
             return None
-        oldest = marks[0][1]
-        for first, at in marks[1:]:
-            if first > done:
-                break
-            oldest = at
-        return oldest
+        return self._arrival_ms(done)
+
+    def _arrival_ms(self, offset: int) -> int | None:
+        """When the data at ``offset`` (or the first after it) arrived, per the append marks."""
+        found = None
+        for first, at in list(self._marks):
+            if first > offset:
+                return at if found is None else found
+            found = at
+        return found
 
     def _prune_marks(self) -> None:
         done = self.remote_next_offset or 0
@@ -238,8 +241,9 @@ class RemoteLog:
             UnavailableError, ConflictError, NotFoundError: the upload that failed (earlier ones stay).
         """
         async with self._lock:
-            if idle_roll_ms >= 0:
-                since = self.pending_since_ms()
+            if idle_roll_ms >= 0:  # judged on the active segment's data only: no tiny rolls in an outage
+                active = (await asyncio.to_thread(self.log.segments))[-1]
+                since = self._arrival_ms(active.base_offset) if active.size_bytes else None
                 if since is not None and self._clock.now_ms() - since >= idle_roll_ms:
                     await asyncio.to_thread(self.log.roll)
             uploaded = 0
