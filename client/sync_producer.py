@@ -98,6 +98,7 @@ class Producer:
         self._handoff: deque[_Handoff] = deque()
         self._handoff_limit = min(self.config.buffer_memory, HANDOFF_BYTES)
         self._handoff_bytes = 0
+        self._blocked = 0
         self._room = threading.Condition()
         self._closed = False
         self._wake = asyncio.Event()
@@ -153,7 +154,11 @@ class Producer:
                     raise BufferExhaustedError(
                         f"buffer_memory stayed full for max_block_ms={self.config.max_block_ms}"
                     )
-                self._room.wait(remaining)
+                self._blocked += 1
+                try:
+                    self._room.wait(remaining)
+                finally:
+                    self._blocked -= 1
             if self._closed:
                 raise ClientClosedError("the producer is closed")
             self._handoff_bytes += size
@@ -184,7 +189,8 @@ class Producer:
             finally:
                 with self._room:
                     self._handoff_bytes -= item.size
-                    self._room.notify_all()
+                    if self._blocked:
+                        self._room.notify_all()
 
     async def _flush(self, timeout: float | None) -> None:  # noqa: ASYNC109 - passed on to flush()
         async with self._drain_lock:

@@ -8,10 +8,12 @@ import time
 import pytest
 
 from client import (
+    BufferExhaustedError,
     ClientClosedError,
     Consumer,
     ConsumerRebalanceListener,
     ConsumerRecord,
+    DeliveryTimeoutError,
     IllegalStateError,
     OffsetAndMetadata,
     Producer,
@@ -155,3 +157,28 @@ def test_consumer_iteration_commit_async_and_callback_guard(thread_broker: Broke
         assert consumer.committed(tp) == 5
         consumer.seek(tp, 2)
         assert [r.offset for r in poll_n(consumer, 3)] == [2, 3, 4]
+
+
+def test_sync_send_blocks_then_raises_when_the_broker_is_down(thread_broker: BrokerThread) -> None:
+    producer = Producer(
+        thread_broker.url,
+        buffer_memory=4096,
+        max_block_ms=200,
+        delivery_timeout_ms=1000,
+        retry_backoff_ms=20,
+        retry_backoff_max_ms=50,
+    )
+    try:
+        producer.send("down", b"first", partition=0).get(timeout=10)
+        thread_broker.close()
+        futures = []
+        with pytest.raises(BufferExhaustedError):
+            for _ in range(10_000):
+                futures.append(producer.send("down", b"x" * 100, partition=0))
+        assert 0 < len(futures) < 10_000
+        errors = [f.exception(timeout=15) for f in futures]
+        # Records that left the caller but found no buffer room within max_block_ms fail like send would.
+        assert all(isinstance(e, DeliveryTimeoutError | BufferExhaustedError) for e in errors)
+        assert isinstance(errors[0], DeliveryTimeoutError)
+    finally:
+        producer.close(timeout=0)
