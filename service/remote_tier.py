@@ -102,6 +102,7 @@ class RemoteTier:
             metrics.describe(name, "counter", help_text)
         for name, help_text in _GAUGES:
             metrics.describe(name, "gauge", help_text)
+        metrics.describe("tierlog_remote_upload_seconds", "histogram", "Time to upload one segment, by topic")
 
     # ---- lifecycle -------------------------------------------------------------------------------------
 
@@ -287,6 +288,7 @@ class RemoteTier:
         if event.kind == "uploaded":
             self.metrics.inc("tierlog_remote_uploaded_segments_total", event.segments, **labels)
             self.metrics.inc("tierlog_remote_uploaded_bytes_total", event.bytes, **labels)
+            self.metrics.observe("tierlog_remote_upload_seconds", event.seconds, topic=partition.topic)
         elif event.kind == "failed":
             self.metrics.inc("tierlog_remote_upload_failures_total", 1, **labels)
         elif event.kind == "deleted":

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -62,6 +63,7 @@ class UploadEvent:
     kind: str
     segments: int = 0
     bytes: int = 0
+    seconds: float = 0.0  # wall time the upload took (for throughput), not the injected clock
 
 
 def remote_retention_plan(
@@ -260,6 +262,7 @@ class RemoteLog:
                     log.warning("%s-%d: segment %d straddles the remote end %d; skipped",
                                 self.topic, self.partition, info.base_offset, done)  # fmt: skip
                     continue
+                started = time.monotonic()
                 try:
                     result = await upload_segment(
                         self.store, self.manifests, self.topic, self.partition, info, self._clock
@@ -275,7 +278,7 @@ class RemoteLog:
                 uploaded += 1
                 self.uploaded_segments += 1
                 self.uploaded_bytes += result.bytes_uploaded
-                self._emit(UploadEvent("uploaded", 1, result.bytes_uploaded))
+                self._emit(UploadEvent("uploaded", 1, result.bytes_uploaded, time.monotonic() - started))
             self._prune_marks()
             return uploaded
 

@@ -82,6 +82,7 @@ async def test_sealed_segments_upload_then_local_tier_trims_and_every_record_rea
     assert lag == [f'tierlog_remote_upload_lag_bytes{{partition="0",topic="t"}} {active_bytes}']
     assert 'tierlog_remote_reader_stat{stat="cache_misses"}' in text
     assert 'tierlog_remote_store_requests{op="put_file"}' in text
+    assert f'tierlog_remote_upload_seconds_count{{topic="t"}} {len(sealed)}' in text
     assert client.server.app[METRICS].value("tierlog_remote_read_bytes_total", topic="t") > 0
     assert client.server.app[METRICS].value(
         "tierlog_remote_uploaded_segments_total", topic="t", partition="0"
