@@ -179,7 +179,7 @@ def _archive_local(remote: Path, topic: str, partition: int, log: PartitionLog) 
     for info in log.sealed_segments():
         segment_uuid = uuid.uuid4()
         keys = segment_keys(topic, partition, info.base_offset, segment_uuid)
-        for key, path in zip(
+        for object_key, path in zip(
             keys.values(), (info.log_path, info.index_path, info.timeindex_path), strict=True
         ):
             target = remote / object_key
