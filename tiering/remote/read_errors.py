@@ -40,6 +40,7 @@ class ReadStats:
     """
 
     reads: int = 0
+    sequential_reads: int = 0
     bytes_served: int = 0
     cache_hits: int = 0
     cache_misses: int = 0

@@ -191,14 +191,20 @@ class RemoteReader:
             UnavailableError: the store keeps failing (after the store's own retries).
         """
         self._check_open()
-        self._maybe_readahead(manifest, offset, max_bytes)
+        cursor = self._cursors.pop((manifest.topic, manifest.partition), None)
+        if cursor is not None and cursor.next_offset != offset:
+            cursor = None  # not sequential
+        if cursor is not None:
+            self._stats.sequential_reads += 1
+            self._maybe_readahead(manifest, cursor, max_bytes)
         segment = self._segment_for(manifest, offset)
         keys = layout.segment_keys(
             manifest.topic, manifest.partition, segment.base_offset, segment.segment_uuid
         )
         view = _SegmentView(self._chunks, keys["log"], segment)
         try:
-            start, first = await self._locate(view, keys["index"], offset)
+            hint = cursor.end_position if cursor and cursor.segment_uuid == segment.segment_uuid else None
+            start, first = await self._locate(view, keys["index"], offset, hint)
             end, headers = await self._extent(view, start, first, max_bytes)
             data = await self._batches(view, start, end, headers)
         except RemoteObjectCorruptError:
@@ -285,8 +291,18 @@ class RemoteReader:
             log_end_offset=end,
         )
 
-    async def _locate(self, view: _SegmentView, index_key: str, offset: int) -> tuple[int, BatchHeader]:
-        """Position and header of the first batch whose last offset is >= ``offset``."""
+    async def _locate(
+        self, view: _SegmentView, index_key: str, offset: int, hint: int | None = None
+    ) -> tuple[int, BatchHeader]:
+        """Position and header of the first batch whose last offset is >= ``offset``. Needs no index when
+        ``offset`` is the segment's first or ``hint`` (where the partition's previous read ended) holds it.
+        """
+        if offset <= view.segment.base_offset:
+            return 0, await view.header(0)
+        if hint is not None and hint < view.size:
+            header = await view.header(hint)
+            if header.base_offset <= offset <= header.last_offset:
+                return hint, header
         index = await self._indexes.offset_index(index_key, view.segment)
         if index.missing:
             self._stats.index_fallbacks += 1
@@ -366,13 +382,12 @@ class RemoteReader:
 
     # -- read-ahead --------------------------------------------------------------------------------
 
-    def _maybe_readahead(self, manifest: Manifest, offset: int, max_bytes: int) -> None:
-        """If this read continues the partition's last one, prefetch what it may need plus
-        ``readahead_chunks`` chunks beyond, continuing into the following segment(s): while the read waits
-        for its last chunk, that many more are already on their way. Never raises.
+    def _maybe_readahead(self, manifest: Manifest, cursor: _Cursor, max_bytes: int) -> None:
+        """For a read that continues the partition's last one (at ``cursor``): prefetch what it may need
+        plus ``readahead_chunks`` chunks beyond, continuing into the following segment(s), so that while the
+        read waits for its last chunk, that many more are already on their way. Never raises.
         """
-        cursor = self._cursors.pop((manifest.topic, manifest.partition), None)
-        if cursor is None or cursor.next_offset != offset or not self.readahead_chunks or self._closed:
+        if not self.readahead_chunks or self._closed:
             return
         segments = readable_segments(manifest)
         current = next((i for i, s in enumerate(segments) if s.segment_uuid == cursor.segment_uuid), None)
@@ -380,17 +395,15 @@ class RemoteReader:
             return
         budget = max(max_bytes, 0) + self.readahead_chunks * self.chunk_bytes
         position = cursor.end_position
-        for i, segment in enumerate(segments[current:]):
-            keys = layout.segment_keys(
-                manifest.topic, manifest.partition, segment.base_offset, segment.segment_uuid
+        for segment in segments[current:]:
+            key = layout.segment_key(
+                manifest.topic, manifest.partition, segment.base_offset, segment.segment_uuid, "log"
             )
-            if i:
-                self._indexes.prefetch_offset_index(keys["index"], segment)
             size = segment.size_bytes
             if position < size:
                 last = min(position + budget, size) - 1
                 for index in range(position // self.chunk_bytes, last // self.chunk_bytes + 1):
-                    self._chunks.prefetch(keys["log"], index, size)
+                    self._chunks.prefetch(key, index, size)
                 budget -= size - position
             if budget <= 0:
                 return
