@@ -1,6 +1,6 @@
 """``tierlog tiering``: operator tools for the remote tier.
 
-``tierlog tiering check [--remote-uri URI | --data-dir DIR] [--delete] [--json]``
+``tierlog tiering check [--remote-uri URI | --data-dir DIR | --config FILE] [--delete] [--json]``
     Lists objects no manifest references (leaks) and objects a readable segment needs but the bucket
     lacks (missing). Exit 0 when clean, 1 when leaks, missing objects or errors were found, 2 on usage
     errors. ``--delete`` removes the leaks (run it with the brokers writing to that prefix stopped).
@@ -10,8 +10,8 @@
     ``remote.storage.enable=true``). Run it with the broker stopped; on its next start the broker begins
     each restored partition after the last remote offset. Exit 0 on success, 1 on errors, 2 on usage.
 
-The remote URI defaults to ``<data-dir>/remote``, as the broker's ``remote.uri`` does; the S3 endpoint
-comes from ``--s3-endpoint-url`` or ``AWS_ENDPOINT_URL``.
+Settings resolve as the broker's do (flag > ``TIERLOG_*`` environment > ``--config`` file > default), so
+the remote URI defaults to ``<data-dir>/remote`` and the S3 endpoint to ``AWS_ENDPOINT_URL``.
 """
 
 from __future__ import annotations
@@ -19,13 +19,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import NoReturn
 
 from service import metadata as meta
-from service.config import Settings, SettingsError, build_settings
+from service.config import Settings, SettingsError, load_settings
 from service.remote_restore import restore_missing_topics
 from service.remote_tier import open_remote_store
 from tiering.errors import TierlogError
@@ -54,6 +55,7 @@ def _parser() -> argparse.ArgumentParser:
         )
         sub.add_argument("--remote-uri", help="a directory or s3://bucket/prefix")
         sub.add_argument("--s3-endpoint-url", help="S3 endpoint (default $AWS_ENDPOINT_URL)")
+        sub.add_argument("--config", type=Path, metavar="FILE", help="the broker's TOML settings file")
         if name == "check":
             sub.add_argument("--delete", action="store_true", help="delete the leaked objects")
             sub.add_argument("--json", action="store_true", help="print the report as one JSON object")
@@ -65,19 +67,23 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str]) -> int:
     """Run ``tierlog tiering``. Returns the exit code (0 clean, 1 findings or errors, 2 usage)."""
     args = _parser().parse_args(list(argv))
-    if args.remote_uri is None and args.data_dir is None:
-        sys.stderr.write(f"tierlog tiering {args.command}: error: give --remote-uri or --data-dir\n")
+    if args.remote_uri is None and args.data_dir is None and args.config is None:
+        sys.stderr.write(
+            f"tierlog tiering {args.command}: error: give --remote-uri, --data-dir or --config\n"
+        )
         return 2
-    if args.command == "restore" and args.data_dir is None:
-        sys.stderr.write("tierlog tiering restore: error: --data-dir is required\n")
-        return 2
-    values: dict[str, object] = {"data.dir": str(args.data_dir or ".")}
-    if args.remote_uri is not None:
-        values["remote.uri"] = args.remote_uri
-    if args.s3_endpoint_url is not None:
-        values["s3.endpoint.url"] = args.s3_endpoint_url
-    try:
-        settings = build_settings(values)
+    flags: dict[str, str] = {}
+    for name, value in (
+        ("data.dir", args.data_dir),
+        ("remote.uri", args.remote_uri),
+        ("s3.endpoint.url", args.s3_endpoint_url),
+    ):
+        if value is not None:
+            flags[name] = str(value)
+    try:  # the broker's own precedence: flag > TIERLOG_* environment > config file > default
+        settings = load_settings(flags, os.environ, args.config)
+        if args.command == "restore" and args.data_dir is None and "data.dir" not in settings.sources:
+            raise SettingsError("restore needs the broker's data directory: give --data-dir")
     except SettingsError as err:
         sys.stderr.write(f"tierlog tiering {args.command}: error: {err}\n")
         return 2

@@ -142,7 +142,7 @@ async def test_deleting_a_topic_deletes_its_remote_data_and_check_reports_leaks(
 
 def test_check_usage_errors_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
     assert tiering_cli.main(["check"]) == 2
-    assert "give --remote-uri or --data-dir" in capsys.readouterr().err
+    assert "give --remote-uri, --data-dir or --config" in capsys.readouterr().err
     with pytest.raises(SystemExit) as exit_info:
         tiering_cli.main(["vacuum"])
     assert exit_info.value.code == 2
