@@ -33,6 +33,7 @@ from client.spark_plan import SegmentTask
 from client.spark_store import ArchiveReader
 from tiering.codec.batch import DecodedBatch, decode_batch
 from tiering.codec.header import LOG_OVERHEAD
+from tiering.codec.records import Record
 from tiering.errors import CorruptRecordError, NotFoundError
 from tiering.remote.layout import segment_keys
 
@@ -157,43 +158,45 @@ class _Bounds:
 
 
 class _Columns:
-    """Column builders for one Arrow record batch."""
+    """Selected records waiting to become Arrow record batches of at most ``limit`` rows."""
 
-    def __init__(self, topic: str, partition: int, include_headers: bool) -> None:
-        self.topic, self.partition, self.include_headers = topic, partition, include_headers
-        self.clear()
-
-    def clear(self) -> None:
-        self.keys: list[bytes | None] = []
-        self.values: list[bytes | None] = []
-        self.offsets: list[int] = []
-        self.timestamps: list[int] = []
+    def __init__(self, topic: str, partition: int, include_headers: bool, limit: int) -> None:
+        self.topic, self.partition = topic, partition
+        self.include_headers, self.limit = include_headers, limit
+        self.records: list[Record] = []
         self.types: list[int] = []
-        self.headers: list[list[dict[str, object]] | None] = []
-        self.any_headers = False
+
+    def add(self, records: list[Record], ts_type: int) -> None:
+        self.records.extend(records)
+        self.types.extend([ts_type] * len(records))
 
     def __len__(self) -> int:
-        return len(self.offsets)
+        return len(self.records)
+
+    def full(self) -> bool:
+        return len(self.records) >= self.limit
 
     def build(self) -> pa.RecordBatch:
-        n = len(self.offsets)
+        """An Arrow batch of the first ``limit`` pending records (all of them if fewer)."""
+        take, self.records = self.records[: self.limit], self.records[self.limit :]
+        types, self.types = self.types[: self.limit], self.types[self.limit :]
+        n = len(take)
         arrays = [
-            pa.array(self.keys, type=pa.binary()),
-            pa.array(self.values, type=pa.binary()),
+            pa.array([r.key for r in take], type=pa.binary()),
+            pa.array([r.value for r in take], type=pa.binary()),
             pa.array([self.topic] * n, type=pa.string()),
             pa.array([self.partition] * n, type=pa.int32()),
-            pa.array(self.offsets, type=pa.int64()),
-            pa.array(self.timestamps, type=_TS_MS).cast(ARROW_SCHEMA.field("timestamp").type),
-            pa.array(self.types, type=pa.int32()),
+            pa.array([r.offset for r in take], type=pa.int64()),
+            pa.array([r.timestamp for r in take], type=_TS_MS).cast(ARROW_SCHEMA.field("timestamp").type),
+            pa.array(types, type=pa.int32()),
         ]
         if not self.include_headers:
-            self.clear()
             return pa.RecordBatch.from_arrays(arrays, schema=ARROW_SCHEMA_NO_HEADERS)
-        if self.any_headers:
-            arrays.append(pa.array(self.headers, type=_HEADERS_TYPE))
+        if any(r.headers for r in take):
+            headers = [[{"key": k, "value": v} for k, v in r.headers] if r.headers else None for r in take]
+            arrays.append(pa.array(headers, type=_HEADERS_TYPE))
         else:
             arrays.append(pa.nulls(n, type=_HEADERS_TYPE))
-        self.clear()
         return pa.RecordBatch.from_arrays(arrays, schema=ARROW_SCHEMA)
 
 
@@ -254,41 +257,37 @@ def scan_task(archive: ArchiveReader, options: ScanOptions, task: SegmentTask) -
             times = _fetch_index(archive, keys["timeindex"], _TIME_ENTRY, None)
         bounds = _Bounds(task, offsets, times)
         start, end = bounds.start, bounds.end
-    columns = _Columns(task.topic, task.partition, options.include_headers)
+    columns = _Columns(task.topic, task.partition, options.include_headers, options.max_rows_per_batch)
     started = task.start_ts is None
-    limit = options.max_rows_per_batch
+    lo, hi, start_ts, end_ts = task.lo, task.hi, task.start_ts, task.end_ts
     try:
         for batch in _records(archive, keys["log"], task, start, end, options.read_chunk_bytes):
             header = batch.header
-            if header.next_offset <= task.lo or header.is_control:
+            if header.next_offset <= lo or header.is_control:
                 continue
-            if header.base_offset >= task.hi:
+            if header.base_offset >= hi:
                 break
+            records, stop = batch.records, False
             ts_type = 1 if header.log_append_time else 0
-            stop = False
-            for record in batch.records:
-                offset = record.offset
-                if offset < task.lo:
-                    continue
-                if offset >= task.hi or (task.end_ts is not None and record.timestamp >= task.end_ts):
-                    stop = True
-                    break
-                if not started:
-                    if task.start_ts is not None and record.timestamp < task.start_ts:
+            if started and end_ts is None and header.base_offset >= lo and header.last_offset < hi:
+                columns.add(records, ts_type)  # the common case: the whole batch
+            else:  # an edge batch: the selected records are one contiguous run
+                first, last = len(records), len(records)
+                for i, record in enumerate(records):
+                    if record.offset < lo:
                         continue
-                    started = True
-                columns.keys.append(record.key)
-                columns.values.append(record.value)
-                columns.offsets.append(offset)
-                columns.timestamps.append(record.timestamp)
-                columns.types.append(ts_type)
-                if record.headers and options.include_headers:
-                    columns.any_headers = True
-                    columns.headers.append([{"key": k, "value": v} for k, v in record.headers])
-                else:
-                    columns.headers.append(None)
-                if len(columns) >= limit:
-                    yield columns.build()
+                    if record.offset >= hi or (end_ts is not None and record.timestamp >= end_ts):
+                        last, stop = i, True
+                        break
+                    if not started:
+                        if start_ts is not None and record.timestamp < start_ts:
+                            continue
+                        started = True
+                    first = min(first, i)
+                if first < last:
+                    columns.add(records[first:last], ts_type)
+            while columns.full():
+                yield columns.build()
             if stop:
                 break
     except CorruptRecordError as err:
