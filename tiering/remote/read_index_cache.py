@@ -90,15 +90,6 @@ class IndexCache:
 
         return await self._get(key, RemoteTimeIndex, decode, stand_in)
 
-    def prefetch_offset_index(self, key: str, segment: RemoteSegment) -> bool:
-        """Start loading an offset index in the background unless it is cached or loading; whether a load
-        started. Never raises (a failed load yields the stand-in, uncached). Idempotent.
-        """
-        if self._closed or key in self._entries or key in self._inflight:
-            return False
-        self._start(key, self._offset_decoder(segment), self._offset_stand_in(segment))
-        return True
-
     def forget(self, key: str) -> None:
         """Drop a cached index (it disagreed with its log). Idempotent."""
         entry = self._entries.pop(key, None)
