@@ -161,9 +161,8 @@ class RemoteReader:
         self._indexes = IndexCache(
             store, max_entries=index_cache_entries, max_bytes=index_cache_bytes, stats=self._stats
         )
-        self._cursors: OrderedDict[tuple[str, int], _Cursor] = (
-            OrderedDict()
-        )  # where each partition's last read ended
+        # where each partition's last read ended (an LRU, bounded)
+        self._cursors: OrderedDict[tuple[str, int], _Cursor] = OrderedDict()
         self._closed = False
 
     @property
@@ -182,6 +181,9 @@ class RemoteReader:
         """Whole batches from the one holding ``offset``: at least one, otherwise at most ``max_bytes``,
         never past the end of that segment (the caller asks again from ``next_offset``). An offset in a
         gap between segments reads from the next segment. Idempotent; safe to call concurrently.
+
+        A read that continues the partition's previous one starts where it ended and triggers read-ahead
+        (see the module docstring); any other read finds its position through the segment's offset index.
 
         Raises:
             OffsetOutOfRangeError: no readable remote segment holds ``offset`` or anything after it.
