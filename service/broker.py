@@ -15,11 +15,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from service import metadata as meta
-from service.errors import PARTITION_NOT_FOUND, TOPIC_NOT_FOUND, InvalidConfigError
+from service.errors import TOPIC_NOT_FOUND, InvalidConfigError
 from service.metrics import Metrics, Sample
 from service.partition import Partition
 from service.remote_tier import RemoteTier
 from service.tasks import TaskSet
+from service.topic import Topic
 from service.topic_configs import TOPIC_CONFIGS, effective_configs, validate_overrides
 from tiering.errors import NotFoundError, TierlogError, UnavailableError
 from tiering.log import AppendInfo, Clock, LogConfig, PartitionLog, SystemClock
@@ -33,38 +34,6 @@ __all__ = ["AppendInfo", "Broker", "Partition", "Topic"]
 log = logging.getLogger("tierlog.broker")
 
 MAX_PARTITIONS = 10_000
-
-
-class Topic:
-    """A topic and its open partitions. Read-only to callers; the broker mutates it."""
-
-    def __init__(
-        self, record: meta.TopicRecord, defaults: Mapping[str, str], partitions: list[Partition]
-    ) -> None:
-        self.name = record.name
-        self.topic_id = record.topic_id
-        self.partitions = partitions
-        self._record = record
-        self._defaults = defaults
-
-    @property
-    def is_internal(self) -> bool:
-        return self.name.startswith("__")
-
-    @property
-    def overrides(self) -> dict[str, str]:
-        """The configs set on this topic (``DYNAMIC_TOPIC_CONFIG``), by Kafka name."""
-        return dict(self._record.configs)
-
-    def configs(self) -> dict[str, str]:
-        """Every topic config's effective value, by Kafka name. Pure."""
-        return effective_configs(self._defaults, self._record.configs)
-
-    def partition(self, index: int) -> Partition:
-        """Raises: NotFoundError (40402) for an index outside ``[0, partitions_count)``."""
-        if isinstance(index, int) and 0 <= index < len(self.partitions):
-            return self.partitions[index]
-        raise NotFoundError(f"Partition {index} of topic {self.name} not found.", code=PARTITION_NOT_FOUND)
 
 
 class Broker:
