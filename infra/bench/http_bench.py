@@ -464,8 +464,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--quick", action="store_true", help="one round of 1 s phases: a smoke run")
-    parser.add_argument("--seconds", type=float, default=2.0, help="seconds per phase (default 2)")
-    parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds; the median is kept")
+    parser.add_argument("--seconds", type=float, default=1.0, help="seconds per phase (default 1)")
+    parser.add_argument("--rounds", type=int, default=5, help="interleaved rounds; medians are kept")
     parser.add_argument(
         "--clients", default="4", help="concurrent clients, one partition each; a comma list runs several"
     )
