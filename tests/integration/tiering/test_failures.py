@@ -72,6 +72,8 @@ async def test_store_outage_grows_the_local_tier_up_to_the_budget_then_uploads_r
     state = await broker.remote.describe(partition)
     assert state["upload_lag_bytes"] > 10000
     assert state["last_error"] is not None
+    assert state["store_retries"] > 0  # each failed request was retried (within remote.retry.deadline.ms)
+    assert state["upload_failures"] > 0
 
     switch.down = False
     await wait_uploaded(client, "o", partition.log.sealed_segments()[-1].next_offset)
