@@ -165,8 +165,8 @@ class RemoteTier:
         ends before it (a restore, a lost disk). A store that is down is logged and retried by the next
         upload pass. Idempotent per partition.
 
-        Raises:
-            CorruptRecordError: the newest manifest does not decode (the partition stays local-only).
+        Never raises for the store's sake: an unreachable store or an undecodable manifest is logged, the
+        partition serves its local data (keeping every segment) and the upload passes try again.
         """
         key = (partition.topic, partition.index)
         existing = self._parts.get(key)
@@ -192,6 +192,8 @@ class RemoteTier:
             except (UnavailableError, TimeoutError) as err:
                 self._store_down = True
                 log.warning("%s: remote tier unavailable at open (%s); will retry", partition.label, err)
+            except TierlogError as err:  # e.g. an undecodable manifest: serve locally, keep every segment
+                log.error("%s: remote tier state unusable (%s); not uploading", partition.label, err)
         remote.local_bytes = partition.size_bytes
         remote.local_end = partition.log_end_offset
         loop = asyncio.get_running_loop()

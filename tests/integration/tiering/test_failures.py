@@ -28,7 +28,7 @@ from tests.integration.tiering.switchable import SwitchableStore
 from tiering.errors import NotFoundError
 from tiering.remote import manifest as mf
 from tiering.remote.inventory import check
-from tiering.remote.layout import segment_key
+from tiering.remote.layout import manifest_key, segment_key
 from tiering.remote.manifest_store import ManifestStore
 from tiering.remote.store import ObjectStore
 
@@ -163,3 +163,25 @@ async def test_a_flipped_byte_in_a_remote_segment_is_detected_and_never_served(
 
     intact = await consume_native(client, "x", readable[1].base_offset)
     assert [(r.key, r.value) for r in intact] == sent[readable[1].base_offset :]
+
+
+async def test_an_undecodable_manifest_keeps_the_broker_up_and_every_local_segment(
+    start_broker: StartBroker, store: ObjectStore
+) -> None:
+    client = await start_broker()
+    broker = broker_of(client)
+    await create_topic(client, "m", **{"segment.bytes": "2048", "local.retention.bytes": "2048"})
+    sent = await produce(client, "m", 0, 60)
+    await wait_uploaded(client, "m", broker.topic("m").partition(0).log.sealed_segments()[-1].next_offset)
+    await client.close()
+    newest = (await ManifestStore(store).versions("m", 0))[-1]
+    await store.put(manifest_key("m", 0, newest), b'{"format":1,"crc32c":0}\n')
+
+    client = await start_broker()
+    partition = broker_of(client).topic("m").partition(0)
+    await client.server.app[MAINTENANCE].retention_pass()
+    assert partition.local_log_start_offset == 0  # nothing is covered by a manifest it cannot read
+    records = await consume_native(client, "m", 0)
+    assert [(r.key, r.value) for r in records] == sent
+    report = await check(store, ManifestStore(store))
+    assert report.errors and "m/0" in report.errors[0]
