@@ -285,6 +285,23 @@ class Workload:
         return count
 
 
+async def _alternate(
+    session: aiohttp.ClientSession, works: dict[str, Workload], count: int
+) -> dict[str, dict[str, list[float]]]:
+    """One request at a time, cycling through the paths, so that drifting background load hits every
+    path alike: ``count`` produces per path, then ``count`` fetches. Seconds per record of each request
+    that moved records, by op and path."""
+    out: dict[str, dict[str, list[float]]] = {"produce": {}, "fetch": {}}
+    for op in ("produce", "fetch"):
+        for _ in range(count):
+            for path, work in works.items():
+                start = time.perf_counter()
+                records = await (work.produce(session) if op == "produce" else work.fetch(session))
+                if records:
+                    out[op].setdefault(path, []).append((time.perf_counter() - start) / records)
+    return out
+
+
 async def run_client(ceiling_url: str, broker_url: str, partition: int) -> None:
     """Child-process entry: run the phases the driver writes on stdin (one JSON line each), answering
     each with its Result as one JSON line on stdout, until stdin closes."""
@@ -293,6 +310,9 @@ async def run_client(ceiling_url: str, broker_url: str, partition: int) -> None:
     async with aiohttp.ClientSession() as session:
         while line := await asyncio.to_thread(sys.stdin.readline):
             command = json.loads(line)
+            if command["op"] == "alternate":
+                print(json.dumps(await _alternate(session, works, command["count"])), flush=True)
+                continue
             work = works[command["path"]]
             call = work.produce if command["op"] == "produce" else work.fetch
 
@@ -345,6 +365,17 @@ class Clients:
             parts.append(Result(**json.loads(line)))
         return Result.merge(parts)
 
+    async def alternate(self, count: int) -> dict[str, dict[str, list[float]]]:
+        """Run :func:`_alternate` on the first client only."""
+        proc = self._procs[0]
+        assert proc.stdin is not None and proc.stdout is not None
+        proc.stdin.write(json.dumps({"op": "alternate", "count": count}).encode() + b"\n")
+        line = await proc.stdout.readline()
+        if not line:
+            raise RuntimeError("a client process died")
+        answer: dict[str, dict[str, list[float]]] = json.loads(line)
+        return answer
+
     async def __aexit__(self, *exc: object) -> None:
         for proc in self._procs:
             if proc.stdin is not None:
@@ -395,6 +426,36 @@ async def measure(clients: int, seconds: float, rounds: int, data_root: Path) ->
     return figures
 
 
+async def measure_alternating(count: int, data_root: Path) -> list[str]:
+    """Markdown rows: median time per 1 MiB request for one client, requests alternating between paths."""
+    with tempfile.TemporaryDirectory(dir=data_root) as data_dir:
+        root = Path(data_dir)
+        (root / "ceiling").mkdir()
+        (root / "broker").mkdir()
+        async with (
+            Server("baseline", root / "ceiling", 1) as ceiling,
+            Server("broker", root / "broker", 1) as broker,
+            Clients(1, ceiling.url, broker.url) as pool,
+        ):
+            times = await pool.alternate(count)
+    records_per_mib = 2**20 // RECORD_BYTES
+    lines = [
+        "| path | produce ms per MiB | ceiling / path | fetch ms per MiB | ceiling / path |",
+        "| --- | ---: | ---: | ---: | ---: |",
+    ]
+    medians = {
+        op: {path: _median(values) * 1000 * records_per_mib for path, values in paths.items()}
+        for op, paths in times.items()
+    }
+    for path in ("ceiling", "native", "rest"):
+        produce, fetch = medians["produce"][path], medians["fetch"][path]
+        lines.append(
+            f"| {path} | {produce:.2f} | {medians['produce']['ceiling'] / produce:.2f} "
+            f"| {fetch:.2f} | {medians['fetch']['ceiling'] / fetch:.2f} |"
+        )
+    return lines
+
+
 def table(figures: dict[str, PathFigures]) -> list[str]:
     """Markdown table rows of round medians; ratios are to the ceiling's medians."""
 
@@ -433,7 +494,18 @@ async def main(args: argparse.Namespace) -> str:
     seconds = 1.0 if args.quick else args.seconds
     rounds = 1 if args.quick else args.rounds
     counts = [int(n) for n in str(args.clients).split(",")]
-    sections: list[str] = []
+    alternating = await measure_alternating(50 if args.quick else 300, Path(args.data_root))
+    print("one client, alternating requests\n" + "\n".join(alternating))
+    sections: list[str] = [
+        "### One client, requests alternating between paths",
+        "",
+        "Median time per MiB of record values, from each request's time per record. Requests "
+        "go one at a time, cycling through the paths, so background load drifts hit them alike: the "
+        "steadiest measure of the fixed per-request cost on a shared machine.",
+        "",
+        *alternating,
+        "",
+    ]
     for clients in counts:
         figures = await measure(clients, seconds, rounds, Path(args.data_root))
         rows = table(figures)
