@@ -11,7 +11,9 @@ Starts its own moto_server on 127.0.0.1 (and LocalStack when an install is found
   ``1 + readahead_chunks`` streams, the depth read-ahead gives), then a sequential replay through
   :class:`RemoteReader` with 1 MiB fetches: cold cache without and with read-ahead, then warm.
 
-S3 requests are counted at the HTTP level (botocore's ``before-send`` event), per GiB moved. Every read
+S3 requests are counted at the HTTP level (botocore's ``before-send`` event), per GiB moved. Each round
+runs the raw baseline next to ours; a phase reports its median run and the median of its per-round
+ratios to the raw figure (the machine is shared: background load moves absolute figures a lot). Every read
 is checked (whole batches, offsets in order), so a fast wrong answer cannot pass. Bounded: about 60-90 s
 with both servers, ``--quick`` about 20 s.
 
@@ -91,6 +93,7 @@ class Row:
     requests: int
     baseline: str | None = None
     note: str = ""
+    ratio: float | None = None  # to the baseline, set by summarise()
 
     @property
     def mib_per_s(self) -> float:
@@ -443,62 +446,70 @@ async def create_bucket(server: S3Server) -> str:
     return bucket
 
 
-def keep_best(best: dict[str, Row], rows: list[Row]) -> None:
-    for row in rows:
-        if row.name not in best or row.seconds < best[row.name].seconds:
-            best[row.name] = row
+def summarise(history: dict[str, list[Row]]) -> list[Row]:
+    """One row per phase: the run with the median time, and the median over rounds of the ratio to the
+    baseline measured in the same round (a burst of background load then slows both sides alike)."""
+    out = []
+    for runs in history.values():
+        row = sorted(runs, key=lambda r: r.seconds)[(len(runs) - 1) // 2]
+        if row.baseline is not None and row.baseline in history:
+            ratios = sorted(
+                r.mib_per_s / b.mib_per_s
+                for r, b in zip(runs, history[row.baseline], strict=False)
+                if b.seconds
+            )
+            row.ratio = ratios[(len(ratios) - 1) // 2] if ratios else None
+        elif row.name.startswith("raw"):
+            row.ratio = 1.0
+        out.append(row)
+    return out
 
 
 async def run_backend(
     server: S3Server, log: PartitionLog, workdir: Path, sustain_s: float, rounds: int, read_rounds: int
 ) -> list[Row]:
-    """Every phase against ``server``: uploads ``rounds`` times, reads ``read_rounds`` times, interleaved,
-    keeping each phase's fastest run (background load only ever slows a run down)."""
+    """Every phase against ``server``: uploads ``rounds`` times, reads ``read_rounds`` times, each round
+    running the raw baseline right next to ours (see :func:`summarise`)."""
     backend = Backend(server, await create_bucket(server))
     files = [info.log_path for info in await asyncio.to_thread(log.sealed_segments)]
     async with backend.client() as client:  # the server's first multipart upload is slow: not timed
         await multipart_one(client, backend.bucket, "warm-up/object", files[0])
-    best: dict[str, Row] = {}
+    history: dict[str, list[Row]] = collections.defaultdict(list)
     manifests = []
     for round_ in range(rounds):
+        for row in [await raw_multipart(backend, files, round_), await put_files(backend, files, round_)]:
+            history[row.name].append(row)
         row, manifest = await uploader(backend, log, f"bench{round_}")
+        history[row.name].append(row)
         manifests.append(manifest)
-        keep_best(
-            best, [await raw_multipart(backend, files, round_), await put_files(backend, files, round_), row]
-        )
-    upload_rate = best["uploader (RemoteLog.sync)"].mib_per_s * MiB
+    upload_rate = summarise({row.name: history[row.name]})[0].mib_per_s * MiB
     lag = await sustained(backend, workdir / f"lag-{server.name}", upload_rate * PRODUCE_SHARE, sustain_s)
     objects = segment_objects(manifests[0])
     every_object = [o for m in manifests for o in segment_objects(m)]
     streams = 1 + READAHEAD_CHUNKS
     for _ in range(read_rounds):
-        raw_one = await raw_get(backend, objects, streams)
+        raw_single = await raw_get(backend, objects, 1)
+        raw_deep = await raw_get(backend, objects, streams)
         raw_all = await raw_get(
             backend, every_object, streams * len(manifests),
             f"raw ranged GET, {CHUNK_BYTES // MiB} MiB, {streams * len(manifests)} streams over "
             f"{len(manifests)} partitions",
         )  # fmt: skip
-        raw_single = await raw_get(backend, objects, 1)
-        baselines = {"single": raw_single.name, "deep": raw_one.name, "all": raw_all.name}
-        keep_best(best, [raw_single, raw_one, raw_all])
-        keep_best(best, await reader_rows(backend, manifests, baselines))
-    rows = list(best.values())
+        baselines = {"single": raw_single.name, "deep": raw_deep.name, "all": raw_all.name}
+        for row in [raw_single, raw_deep, raw_all, *await reader_rows(backend, manifests, baselines)]:
+            history[row.name].append(row)
+    rows = summarise(history)
     rows.insert(3, lag)
     return rows
 
 
 def table(rows: list[Row]) -> str:
-    by_name = {r.name: r for r in rows}
     lines = [
         "| phase | MiB/s | vs raw | S3 requests per GiB | notes |",
         "| --- | ---: | ---: | ---: | --- |",
     ]
     for r in rows:
-        base = by_name.get(r.baseline) if r.baseline else None
-        if base and base.mib_per_s:
-            ratio = f"{r.mib_per_s / base.mib_per_s:.2f}"
-        else:
-            ratio = "1.00" if r.name.startswith("raw") else "-"
+        ratio = "-" if r.ratio is None else f"{r.ratio:.2f}"
         lines.append(f"| {r.name} | {r.mib_per_s:.0f} | {ratio} | {r.requests_per_gib:.0f} | {r.note} |")
     return "\n".join(lines)
 
@@ -538,13 +549,13 @@ def main(argv: list[str]) -> int:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--quick", action="store_true", help="32 MiB, moto only, 3 s of sustained produce")
-    parser.add_argument("--mib", type=int, default=64, help="size of the partition log (default 64)")
+    parser.add_argument("--mib", type=int, default=48, help="size of the partition log (default 48)")
     parser.add_argument("--backends", default="moto,localstack")
     parser.add_argument("--write", help="write the report (markdown) to this file")
     args = parser.parse_args(argv)
     mib = 32 if args.quick else args.mib
     names = ["moto"] if args.quick else args.backends.split(",")
-    sustain_s = 3.0 if args.quick else 5.0
+    sustain_s = 3.0 if args.quick else 4.0
     rounds = 1 if args.quick else 2
     read_rounds = 2 if args.quick else 3
     started = time.perf_counter()
