@@ -158,7 +158,10 @@ class Partition:
             except OffsetOutOfRangeError as err:  # local retention may have just passed ``offset``
                 remote = self._remote_for(offset)
                 if remote is None:
-                    raise self._widen(err) from err
+                    widened = self._widen(err)
+                    if widened is err:
+                        raise
+                    raise widened from err
         if remote is not None:
             async with self._operation():
                 result = await remote.read(offset, max_bytes, self._ranges)
@@ -185,7 +188,10 @@ class Partition:
             except OffsetOutOfRangeError as err:  # local retention may have just passed ``offset``
                 remote = self._remote_for(offset)
                 if remote is None:
-                    raise self._widen(err) from err
+                    widened = self._widen(err)
+                    if widened is err:
+                        raise
+                    raise widened from err
         if remote is not None:
             async with self._operation():
                 result = await remote.read_slice(offset, max_bytes, self._ranges)
