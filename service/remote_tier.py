@@ -58,6 +58,9 @@ _GAUGES = (
     ("tierlog_remote_store_requests", "Object-store requests, by operation (since start)"),
     ("tierlog_remote_store_errors", "Object-store request errors, by operation (since start)"),
     ("tierlog_remote_reader_stat", "Remote read path counters (cache hits/misses, remote bytes), by stat"),
+    ("tierlog_remote_cache_hits", "Remote read chunk-cache hits (since start)"),
+    ("tierlog_remote_cache_misses", "Remote read chunk-cache misses (since start)"),
+    ("tierlog_remote_fetched_bytes", "Bytes fetched from the object store by remote reads (since start)"),
 )
 
 
@@ -390,6 +393,13 @@ class RemoteTier:
                 samples.append(Sample("tierlog_remote_store_errors", stats["errors"], {"op": op}))
         reader = self._reader
         if reader is not None:
-            for stat, value in reader.stats().items():
+            stats = reader.stats()
+            for stat, value in stats.items():
                 samples.append(Sample("tierlog_remote_reader_stat", value, {"stat": stat}))
+            for name, stat in (
+                ("tierlog_remote_cache_hits", "cache_hits"),
+                ("tierlog_remote_cache_misses", "cache_misses"),
+                ("tierlog_remote_fetched_bytes", "remote_bytes"),
+            ):
+                samples.append(Sample(name, stats.get(stat, 0), {}))
         return samples

@@ -81,6 +81,9 @@ async def test_sealed_segments_upload_then_local_tier_trims_and_every_record_rea
     active_bytes = partition.log.segments()[-1].size_bytes
     assert lag == [f'tierlog_remote_upload_lag_bytes{{partition="0",topic="t"}} {active_bytes}']
     assert 'tierlog_remote_reader_stat{stat="cache_misses"}' in text
+    fetched = [line for line in text.splitlines() if line.startswith("tierlog_remote_fetched_bytes ")]
+    assert len(fetched) == 1 and float(fetched[0].split()[1]) > 0
+    assert any(line.startswith("tierlog_remote_cache_misses ") for line in text.splitlines())
     assert 'tierlog_remote_store_requests{op="put_file"}' in text
     assert f'tierlog_remote_upload_seconds_count{{topic="t"}} {len(sealed)}' in text
     assert client.server.app[METRICS].value("tierlog_remote_read_bytes_total", topic="t") > 0
