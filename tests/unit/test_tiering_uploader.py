@@ -167,8 +167,13 @@ async def test_open_starts_an_empty_local_log_after_the_remote_data(
     with PartitionLog.open(tmp_path / "lost-disk", LogConfig(), clock=clock, topic="t") as fresh:
         remote = RemoteLog(faulty, manifests, fresh, "t", 0, clock)
         await remote.open(reset_local=False)
-        assert fresh.log_end_offset == 0  # never without reset_local
+        assert fresh.log_end_offset == 0  # never without reset_local: hands off instead
+        fresh.append(build_batch([Record(b"k", b"v", timestamp=START)]))
+        fresh.roll()
+        assert remote.diverged and not remote.covers(fresh.sealed_segments()[0])
+        assert await remote.sync() == 0
         await remote.open()
+        assert not remote.diverged
         assert (fresh.log_start_offset, fresh.log_end_offset) == (remote_next, remote_next)
         assert remote.remote_start_offset == 0
 

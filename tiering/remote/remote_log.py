@@ -122,6 +122,7 @@ class RemoteLog:
         self.uploaded_segments = 0
         self.uploaded_bytes = 0
         self.failures = 0
+        self.diverged = False  # the local log went its own way (see open): hands off both tiers
 
     # ---- state ------------------------------------------------------------------------------------------
 
@@ -158,7 +159,7 @@ class RemoteLog:
         Cheap, no I/O; safe from any thread (the local-retention veto calls it under the log lock).
         """
         remote_next = self.remote_next_offset
-        return remote_next is not None and info.next_offset <= remote_next
+        return not self.diverged and remote_next is not None and info.next_offset <= remote_next
 
     def note_append(self, first_offset: int) -> None:
         """Remember when data from ``first_offset`` on arrived (for upload lag in seconds and the idle
@@ -219,11 +220,14 @@ class RemoteLog:
                 log.info("%s-%d: cleaned %d unfinished remote segments", self.topic, self.partition, cleaned)
                 self._emit(UploadEvent("cleaned", cleaned))
             remote_next = self.remote_next_offset
+            self.diverged = False
             if remote_next is not None and self.log.log_end_offset < remote_next and not reset_local:
-                log.error(
-                    "%s-%d: local log ends at %d, before the remote data (%d): not uploading",
-                    self.topic, self.partition, self.log.log_end_offset, remote_next,
-                )  # fmt: skip
+                self.diverged = True
+                self.last_error = (
+                    f"local log ends at {self.log.log_end_offset}, before the remote data ({remote_next}): "
+                    "neither uploading nor deleting local segments until an operator restores the partition"
+                )
+                log.error("%s-%d: %s", self.topic, self.partition, self.last_error)
             elif remote_next is not None and self.log.log_end_offset < remote_next:
                 log.info(
                     "%s-%d: local log ends at %d, remote at %d: starting the local log after the remote data",
@@ -249,6 +253,8 @@ class RemoteLog:
                 if since is not None and self._clock.now_ms() - since >= idle_roll_ms:
                     await asyncio.to_thread(self.log.roll)
             uploaded = 0
+            if self.diverged:
+                return 0
             if self._needs_cleaning or self._summary.unfinished:
                 self._manifest, _ = await clean_unfinished(
                     self.store, self.manifests, self.topic, self.partition
@@ -298,7 +304,7 @@ class RemoteLog:
                 retention_bytes=retention_bytes,
                 local_only_bytes=local_only_bytes,
             )
-            if not doomed:
+            if not doomed or self.diverged:
                 return -1
             start = doomed[-1].last_offset + 1
             try:
