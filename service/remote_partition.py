@@ -52,6 +52,7 @@ class RemotePartition:
         self.local_bytes = 0
         self.local_end = 0
         self.opened = False
+        self.sealed_end = 0  # one past the last sealed offset (the active segment's base)
 
     @property
     def log(self) -> PartitionLog:
@@ -142,8 +143,13 @@ class RemotePartition:
 
     @property
     def behind(self) -> bool:
-        """Whether local data waits for upload (from cached values; no I/O)."""
-        return (self.remote_log.remote_next_offset or 0) < self.local_end
+        """Whether sealed local data waits for upload (cached values; no I/O). The active segment does
+        not count: it cannot be uploaded yet."""
+        return (self.remote_log.remote_next_offset or 0) < self.sealed_end
+
+    def on_roll(self, info: SegmentInfo) -> None:
+        """Roll listener (runs in the engine's worker thread): remember where sealed data ends."""
+        self.sealed_end = max(self.sealed_end, info.next_offset)
 
     async def apply_retention(self, config: LogConfig) -> list[SegmentInfo]:
         """Local retention (``local.retention.*``, never past the uploaded data), then whole-log retention

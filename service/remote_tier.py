@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from service.remote_partition import RemotePartition
 from tiering.errors import TierlogError, UnavailableError
-from tiering.log import Clock
+from tiering.log import Clock, SegmentInfo
 from tiering.remote.factory import open_object_store
 from tiering.remote.instrumented import InstrumentedStore
 from tiering.remote.manifest_store import ManifestStore
@@ -200,7 +200,14 @@ class RemoteTier:
         remote.local_bytes = partition.size_bytes
         remote.local_end = partition.log_end_offset
         loop = asyncio.get_running_loop()
-        partition.log.add_roll_listener(lambda _info: self._wake_from_thread(loop))
+        segments = await asyncio.to_thread(partition.log.segments)
+        remote.sealed_end = segments[-1].base_offset
+
+        def rolled(info: SegmentInfo) -> None:
+            remote.on_roll(info)
+            self._wake_from_thread(loop)
+
+        partition.log.add_roll_listener(rolled)
         partition.attach_remote(remote)
         self._parts[key] = (partition, remote)
         self._wake.set()

@@ -185,3 +185,28 @@ async def test_an_undecodable_manifest_keeps_the_broker_up_and_every_local_segme
     assert [(r.key, r.value) for r in records] == sent
     report = await check(store, ManifestStore(store))
     assert report.errors and "m/0" in report.errors[0]
+
+
+async def test_the_disk_budget_only_refuses_while_sealed_data_waits_for_upload(
+    start_broker: StartBroker, store: ObjectStore
+) -> None:
+    switch = SwitchableStore(store)
+    client = await start_broker(remote_store=switch, **{"remote.local.disk.budget.bytes": "1000"})
+    broker = broker_of(client)
+    await create_topic(client, "b")
+    await produce(client, "b", 0, 50)  # far over the budget, all in the active segment: nothing to upload
+    partition = broker.topic("b").partition(0)
+    assert partition.size_bytes > 1000
+
+    switch.down = True
+    await asyncio.to_thread(partition.log.roll)
+    refused = await post_batch(client, "b", 50)
+    assert refused.status == 503
+    assert (await refused.json())["error_code"] == 50301
+    assert partition.log_end_offset == 50
+
+    switch.down = False
+    await wait_uploaded(client, "b", 50)
+    accepted = await post_batch(client, "b", 50)  # still over the budget, but nothing sealed is behind
+    assert accepted.status == 200, await accepted.text()
+    assert client.server.app[METRICS].value("tierlog_produce_refused_disk_budget_total") == 1
