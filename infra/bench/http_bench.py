@@ -139,6 +139,17 @@ class Server:
         self.url = ""
         self._proc: asyncio.subprocess.Process | None = None
 
+    def cpu_seconds(self) -> float:
+        """User + system CPU time the server process has used (Linux procfs; 0 elsewhere)."""
+        if self._proc is None:
+            return 0.0
+        try:
+            with open(f"/proc/{self._proc.pid}/stat") as stat:
+                fields = stat.read().rsplit(")", 1)[1].split()
+        except OSError:
+            return 0.0
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
     async def __aenter__(self) -> Server:
         self._proc = await asyncio.create_subprocess_exec(
             sys.executable, __file__, "--serve", self.kind, "--data-dir", str(self.data_dir),
@@ -168,6 +179,12 @@ class Result:
     records: int = 0
     seconds: float = 0.0
     latencies: list[float] = field(default_factory=list)
+    server_cpu: float = 0.0
+
+    @property
+    def cpu_ms_per_mib(self) -> float:
+        mib = self.records * RECORD_BYTES / 2**20
+        return self.server_cpu * 1000 / mib if mib else float("nan")
 
     @property
     def mib_per_s(self) -> float:
@@ -413,12 +430,20 @@ async def measure(clients: int, seconds: float, rounds: int, data_root: Path) ->
             Server("broker", root / "broker", clients) as broker,
             Clients(clients, ceiling.url, broker.url) as pool,
         ):
+            servers = {"ceiling": ceiling, "native": broker, "rest": broker}
+
+            async def run(path: str, op: str) -> Result:
+                before = servers[path].cpu_seconds()
+                result = await pool.run(path, op, seconds)
+                result.server_cpu = servers[path].cpu_seconds() - before
+                return result
+
             for round_ in range(rounds):
                 for path in paths[round_ % 3 :] + paths[: round_ % 3]:
                     f = figures[path]
                     await asyncio.to_thread(os.sync)
-                    f.produce.append(await pool.run(path, "produce", seconds))
-                    f.fetch.append(await pool.run(path, "fetch", seconds))
+                    f.produce.append(await run(path, "produce"))
+                    f.fetch.append(await run(path, "fetch"))
                     await asyncio.to_thread(os.sync)
                     rate = max(f.produce[-1].ops_per_s / 2, 1.0)
                     f.latency.append(await pool.run(path, "produce", seconds, rate=rate))
@@ -463,10 +488,14 @@ def table(figures: dict[str, PathFigures]) -> list[str]:
         return _median([r.mib_per_s for r in results])
 
     ceiling = figures["ceiling"]
+
+    def cpu(results: list[Result]) -> float:
+        return _median([r.cpu_ms_per_mib for r in results])
+
     lines = [
-        "| path | produce MiB/s | produce records/s | vs ceiling | fetch MiB/s | vs ceiling "
-        "| p50 ms @50% | p99 ms @50% |",
-        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+        "| path | produce MiB/s | records/s | vs ceiling | server CPU ms/MiB | fetch MiB/s | vs ceiling "
+        "| server CPU ms/MiB | p50 ms @50% | p99 ms @50% |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for name, f in figures.items():
         records = _median([r.records / r.seconds for r in f.produce])
@@ -474,7 +503,8 @@ def table(figures: dict[str, PathFigures]) -> list[str]:
         p99 = _median([r.percentile(0.99) for r in f.latency])
         lines.append(
             f"| {name} | {mib(f.produce):.0f} | {records:,.0f} | {mib(f.produce) / mib(ceiling.produce):.2f} "
-            f"| {mib(f.fetch):.0f} | {mib(f.fetch) / mib(ceiling.fetch):.2f} | {p50:.1f} | {p99:.1f} |"
+            f"| {cpu(f.produce):.2f} | {mib(f.fetch):.0f} | {mib(f.fetch) / mib(ceiling.fetch):.2f} "
+            f"| {cpu(f.fetch):.2f} | {p50:.1f} | {p99:.1f} |"
         )
     return lines
 
@@ -524,8 +554,9 @@ async def main(args: argparse.Namespace) -> str:
         f"request, each client on its own partition. REST: {REST_RECORDS} base64 records per produce "
         "request (binary embedded format) and `max_bytes` 1 MiB per records fetch. Ceiling: a minimal "
         "aiohttp server that appends the body to a file and serves byte ranges with sendfile. MiB/s "
-        "count record values delivered; latency is measured from the scheduled send time, sending at "
-        "half the request rate the same round's peak phase reached.",
+        "count record values delivered; server CPU is the server process's user + system time per MiB "
+        "(the steadiest figure when other work competes for the CPUs); latency is measured from the "
+        "scheduled send time, sending at half the request rate the same round's peak phase reached.",
         "",
     ]
     return "\n".join([*header, *sections])
