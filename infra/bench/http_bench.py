@@ -530,8 +530,9 @@ async def main(args: argparse.Namespace) -> str:
         "### One client, requests alternating between paths",
         "",
         "Median time per MiB of record values, from each request's time per record. Requests "
-        "go one at a time, cycling through the paths, so background load drifts hit them alike: the "
-        "steadiest measure of the fixed per-request cost on a shared machine.",
+        "go one at a time, cycling through the paths, so background load drifts hit them alike. A "
+        "produce also pays for the page-cache writeback of the other paths' data, so the produce "
+        "column is the noisier one.",
         "",
         *alternating,
         "",
