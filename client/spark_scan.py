@@ -11,7 +11,8 @@ against the task's offset and timestamp bounds.
 Every batch's CRC is verified and every codec (none, gzip, snappy, lz4, zstd) is decoded by
 :func:`tiering.codec.batch.decode_batch`. A corrupt batch raises :class:`CorruptSegmentError` naming
 the object and the byte position, or, with ``onCorruption=skip``, ends the task's read of that object
-and is logged (logger ``client.spark``) and counted in :data:`SKIPPED`.
+and is logged as a WARNING on the logger ``client.spark`` (one per skipped object, so counting the
+warnings counts the objects; Spark 4.1+ exposes them as ``spark.tvf.python_worker_logs()``).
 
 Thread-safety: :func:`scan_task` keeps all state local; it may run concurrently in several threads.
 """
@@ -41,7 +42,6 @@ __all__ = [
     "ARROW_SCHEMA",
     "ARROW_SCHEMA_NO_HEADERS",
     "CorruptSegmentError",
-    "SKIPPED",
     "SPARK_SCHEMA_DDL",
     "SPARK_SCHEMA_DDL_NO_HEADERS",
     "scan_task",
@@ -72,9 +72,6 @@ _TS_MS = pa.timestamp("ms", tz="UTC")
 _BATCH_LENGTH = struct.Struct(">qi")  # base_offset, batch_length: the first 12 bytes of a batch
 _OFFSET_ENTRY = struct.Struct(">ii")  # relative offset, position
 _TIME_ENTRY = struct.Struct(">qi")  # timestamp, relative offset
-
-# Objects skipped because of corruption in this Python worker (onCorruption=skip), for tests and logs.
-SKIPPED: list[str] = []
 
 
 class CorruptSegmentError(CorruptRecordError):
@@ -294,7 +291,6 @@ def scan_task(archive: ArchiveReader, options: ScanOptions, task: SegmentTask) -
         where = options.store.display(keys["log"])
         if not options.skip_corrupt:
             raise CorruptSegmentError(f"corrupt segment object {where}: {err}") from err
-        SKIPPED.append(where)
         _log.warning("skipped the rest of corrupt segment object %s: %s", where, err)
     if len(columns):
         yield columns.build()
