@@ -102,11 +102,15 @@ def _from_http_exception(exc: web.HTTPException) -> web.Response:
 async def error_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
     """Map errors raised by ``handler`` to JSON responses.
 
-    Never raises for errors (only for cancellation and non-error HTTP exceptions such as redirects).
-    Safe to use concurrently; holds no state.
+    Never raises for errors, except for cancellation, non-error HTTP exceptions such as redirects, and a
+    client that went away (nobody is left to answer: logged at debug level and re-raised so that aiohttp
+    closes the connection). Safe to use concurrently; holds no state.
     """
     try:
         return await handler(request)
+    except ConnectionError:
+        log.debug("client left during %s %s", request.method, request.path)
+        raise
     except TierlogError as err:
         if err.http_status >= 500:
             log.warning("%s %s failed: %s (%d)", request.method, request.path, err.message, err.code)
