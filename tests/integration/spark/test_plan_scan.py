@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import json
 import random
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -26,7 +27,7 @@ from client.spark_store import LocalArchive, load_manifest
 from client.spark_stream import _prorate, decode_offsets, encode_offsets
 from tests.integration.spark.archive import ArchivedPartition, open_partition
 from tiering.codec import Compression, Record
-from tiering.errors import InvalidRequestError
+from tiering.errors import CorruptRecordError, InvalidRequestError
 from tiering.remote.local import LocalObjectStore
 from tiering.remote.manifest_store import ManifestStore
 
@@ -204,3 +205,40 @@ def test_stream_offsets_round_trip_and_the_trigger_limit_is_prorated() -> None:
         ("a", 0): 9,
         ("a", 1): 1,
     }
+
+
+def test_a_missing_or_garbled_index_costs_bytes_not_correctness(
+    archived: tuple[Path, ArchivedPartition], tmp_path: Path
+) -> None:
+    root, part = archived
+    copy = tmp_path / "copy"
+    shutil.copytree(root, copy)
+    segment = part.uploaded[2]
+    stem = copy / TOPIC / "0" / f"{segment.base_offset:020d}-{segment.segment_uuid}"
+    Path(f"{stem}.index").unlink()
+    Path(f"{stem}.timeindex").write_bytes(b"\x00" * 7 + b"\xff" * 17)  # not increasing: ignored
+    archive = LocalArchive(parse_options({"uri": str(copy), "topic": TOPIC}).store)
+    manifest = load_manifest(archive, TOPIC, 0)
+    lo, hi = segment.base_offset + 2, segment.last_offset
+    start_ts = min(r.timestamp for r in part.records if lo <= r.offset < hi)
+    wanted = resolve_range(manifest, Bound(lo, None), Bound(hi), fail_on_data_loss=True)
+    assert scan_all(copy, plan_segments(manifest, wanted, max_bytes=300)) == list(range(lo, hi))
+    by_time = resolve_range(manifest, Bound(-1, start_ts), Bound(-1), fail_on_data_loss=True)
+    assert scan_all(copy, plan_segments(manifest, by_time, max_bytes=10**9)) == reference(
+        part, 0, COUNT, start_ts, None
+    )
+
+
+def test_a_corrupt_manifest_fails_planning_naming_the_object(
+    archived: tuple[Path, ArchivedPartition], tmp_path: Path
+) -> None:
+    root, _ = archived
+    copy = tmp_path / "copy"
+    shutil.copytree(root, copy)
+    (newest,) = sorted((copy / TOPIC / "0" / "manifest").iterdir())[-1:]
+    data = bytearray(newest.read_bytes())
+    data[len(data) // 2] ^= 0x01
+    newest.write_bytes(bytes(data))
+    archive = LocalArchive(parse_options({"uri": str(copy), "topic": TOPIC}).store)
+    with pytest.raises(CorruptRecordError, match=f"corrupt manifest {newest}"):
+        load_manifest(archive, TOPIC, 0)
