@@ -295,7 +295,7 @@ def _topics(options: Mapping[str, str]) -> tuple[tuple[str, ...], dict[str, tupl
 
 
 def parse_options(options: Mapping[str, str], *, streaming: bool = False) -> ScanOptions:
-    """Validate every option (see the module docstring). Pure.
+    """Validate every option (see the module docstring). Pure, thread-safe and idempotent.
 
     Raises:
         InvalidRequestError: a missing ``uri`` or topic, a malformed value; the message names the option.

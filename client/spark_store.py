@@ -29,7 +29,9 @@ _MANIFEST_ATTEMPTS = 5
 
 class ArchiveReader(Protocol):
     """Read-only view of one archive (bucket + prefix, or directory). Keys are relative to the prefix.
-    Implementations are safe to call from several threads.
+    Implementations are safe to call from several threads; every method is idempotent (reads only).
+    Store failures raise :mod:`tiering.errors` kinds: ``NotFoundError``, ``UnauthorizedError``,
+    ``UnavailableError`` (after botocore's own retries of throttling and 5xx), ``InvalidRequestError``.
     """
 
     location: StoreLocation
@@ -52,7 +54,9 @@ class ArchiveReader(Protocol):
 
 
 class LocalArchive:
-    """The archive in a local directory (``LocalObjectStore``'s layout: key ``a/b`` is ``<root>/a/b``)."""
+    """The archive in a local directory (``LocalObjectStore``'s layout: key ``a/b`` is ``<root>/a/b``).
+    Thread-safe: every read opens its own descriptor.
+    """
 
     def __init__(self, location: StoreLocation) -> None:
         self.location = location
@@ -151,7 +155,9 @@ def _s3_client(s3: S3Settings) -> Any:
 
 
 class S3Archive:
-    """The archive in an S3 bucket under a prefix, read with a synchronous botocore client."""
+    """The archive in an S3 bucket under a prefix, read with a synchronous botocore client (botocore
+    clients are thread-safe; one is shared per settings per process). Ranged GETs use HTTP ``Range``.
+    """
 
     def __init__(self, location: StoreLocation) -> None:
         self.location = location
