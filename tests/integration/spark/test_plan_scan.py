@@ -242,3 +242,17 @@ def test_a_corrupt_manifest_fails_planning_naming_the_object(
     archive = LocalArchive(parse_options({"uri": str(copy), "topic": TOPIC}).store)
     with pytest.raises(CorruptRecordError, match=f"corrupt manifest {newest}"):
         load_manifest(archive, TOPIC, 0)
+
+
+def test_the_s3_endpoint_follows_the_aws_chain_and_the_option_overrides_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("AWS_ENDPOINT_URL_S3", raising=False)
+    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
+    assert parse_options({"uri": "s3://b/p", "topic": "t"}).store.s3.resolved_endpoint() is None  # AWS
+    monkeypatch.setenv("AWS_ENDPOINT_URL", "http://generic:1")
+    assert parse_options({"uri": "s3://b/p", "topic": "t"}).store.s3.resolved_endpoint() == "http://generic:1"
+    monkeypatch.setenv("AWS_ENDPOINT_URL_S3", "http://s3-only:2")
+    assert parse_options({"uri": "s3://b/p", "topic": "t"}).store.s3.resolved_endpoint() == "http://s3-only:2"
+    explicit = parse_options({"uri": "s3://b/p", "topic": "t", "s3.endpoint.url": "http://mine:3"})
+    assert explicit.store.s3.resolved_endpoint() == "http://mine:3"
