@@ -17,14 +17,18 @@ from typing import Any
 from tiering.errors import (
     ConflictError,
     CorruptRecordError,
+    IllegalGenerationError,
     InternalError,
     InvalidRequestError,
     NotFoundError,
     OffsetOutOfRangeError,
+    RebalanceInProgressError,
     RecordTooLargeError,
     TierlogError,
     UnauthorizedError,
     UnavailableError,
+    UnknownGroupError,
+    UnknownMemberError,
     error_for_code,
 )
 
@@ -108,31 +112,6 @@ class UnknownPartitionError(NotFoundError):
     """The partition does not exist (40402)."""
 
     code = 40402
-
-
-class UnknownMemberError(NotFoundError):
-    """The group no longer knows this member (evicted): join again with an empty member id (40410)."""
-
-    code = 40410
-
-
-class UnknownGroupError(NotFoundError):
-    """No such consumer group (40411)."""
-
-    code = 40411
-
-
-class IllegalGenerationError(ConflictError):
-    """The member's generation is stale: it was fenced by a rebalance (40911)."""
-
-    code = 40911
-
-
-class RebalanceInProgressError(ConflictError):
-    """The group is rebalancing; the member must join again (40910)."""
-
-    code = 40910
-    retriable = True
 
 
 class BrokerInternalError(InternalError):

@@ -21,6 +21,10 @@ __all__ = [
     "InternalError",
     "OffsetOutOfRangeError",
     "RecordTooLargeError",
+    "UnknownMemberError",
+    "UnknownGroupError",
+    "IllegalGenerationError",
+    "RebalanceInProgressError",
     "error_for_code",
 ]
 
@@ -117,6 +121,32 @@ class RecordTooLargeError(InvalidRequestError):
     http_status = 413
 
 
+class UnknownMemberError(NotFoundError):
+    """The member id is not (or no longer) in its consumer group: it was evicted or never joined. Rejoin
+    with an empty member id."""
+
+    code = 40410
+
+
+class UnknownGroupError(NotFoundError):
+    """No such consumer group."""
+
+    code = 40411
+
+
+class IllegalGenerationError(ConflictError):
+    """A group request carries a generation that is not the group's current one: the member is fenced."""
+
+    code = 40911
+
+
+class RebalanceInProgressError(ConflictError):
+    """The group is rebalancing: the member must join again to get its new assignment."""
+
+    code = 40910
+    retriable = True
+
+
 _KINDS: tuple[type[TierlogError], ...] = (
     InvalidRequestError,
     NotFoundError,
@@ -127,6 +157,10 @@ _KINDS: tuple[type[TierlogError], ...] = (
     InternalError,
     OffsetOutOfRangeError,
     RecordTooLargeError,
+    UnknownMemberError,
+    UnknownGroupError,
+    IllegalGenerationError,
+    RebalanceInProgressError,
 )
 
 _BY_CODE: dict[int, type[TierlogError]] = {kind.code: kind for kind in _KINDS}
