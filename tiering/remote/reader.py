@@ -11,10 +11,11 @@ so a consumer cannot tell the two apart except by speed. Design: ``docs/design/0
 
 Caching: ``.log`` objects are read in aligned chunks through a byte-bounded LRU with single-flight
 fetches (:mod:`tiering.remote.read_cache`); indexes through a bounded LRU of decoded entries
-(:mod:`tiering.remote.read_index_cache`). Read-ahead: when a read continues where the partition's last read
-ended, the chunks it may need and ``readahead_chunks`` more, continuing into the next segment, are fetched
-in the background by tasks the cache owns before the read waits for anything. Nothing holds a lock across
-an await, so reads of many partitions proceed concurrently.
+(:mod:`tiering.remote.read_index_cache`). Read-ahead: when a read continues where an earlier read of
+the partition ended (each sequential consumer is a stream of its own), the chunks it may need and
+``readahead_chunks`` more, continuing into the next segment, are fetched in the background by tasks the
+cache owns before the read waits for anything. Nothing holds a lock across an await, so reads of many
+partitions proceed concurrently.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ from tiering.remote.store import ObjectStore
 
 __all__ = ["RemoteReader", "RemoteReadResult", "RemoteObjectCorruptError", "RemoteObjectMissingError"]
 
-_MAX_TRACKED_PARTITIONS = 1 << 14
+_MAX_TRACKED_STREAMS = 1 << 14
 _VERIFY_IN_THREAD_BYTES = 1 << 20
 
 
@@ -161,8 +162,9 @@ class RemoteReader:
         self._indexes = IndexCache(
             store, max_entries=index_cache_entries, max_bytes=index_cache_bytes, stats=self._stats
         )
-        # where each partition's last read ended (an LRU, bounded)
-        self._cursors: OrderedDict[tuple[str, int], _Cursor] = OrderedDict()
+        # where recent reads ended, by (topic, partition, next offset): one entry per sequential stream, so
+        # several consumers of one partition at different positions each keep their read-ahead (bounded LRU)
+        self._cursors: OrderedDict[tuple[str, int, int], _Cursor] = OrderedDict()
         self._closed = False
 
     @property
@@ -182,8 +184,9 @@ class RemoteReader:
         never past the end of that segment (the caller asks again from ``next_offset``). An offset in a
         gap between segments reads from the next segment. Idempotent; safe to call concurrently.
 
-        A read that continues the partition's previous one starts where it ended and triggers read-ahead
-        (see the module docstring); any other read finds its position through the segment's offset index.
+        A read that continues an earlier read of the partition (starts at its ``next_offset``) starts where
+        that one ended and triggers read-ahead (see the module docstring); any other read finds its
+        position through the segment's offset index.
 
         Raises:
             OffsetOutOfRangeError: no readable remote segment holds ``offset`` or anything after it.
@@ -193,9 +196,7 @@ class RemoteReader:
             UnavailableError: the store keeps failing (after the store's own retries).
         """
         self._check_open()
-        cursor = self._cursors.pop((manifest.topic, manifest.partition), None)
-        if cursor is not None and cursor.next_offset != offset:
-            cursor = None  # not sequential
+        cursor = self._cursors.pop((manifest.topic, manifest.partition, offset), None)
         if cursor is not None:
             self._stats.sequential_reads += 1
             self._maybe_readahead(manifest, cursor, max_bytes)
@@ -215,8 +216,10 @@ class RemoteReader:
         self._stats.reads += 1
         self._stats.bytes_served += len(data)
         next_offset = headers[-1].next_offset
-        self._cursors[(manifest.topic, manifest.partition)] = _Cursor(next_offset, segment.segment_uuid, end)
-        if len(self._cursors) > _MAX_TRACKED_PARTITIONS:
+        self._cursors[(manifest.topic, manifest.partition, next_offset)] = _Cursor(
+            next_offset, segment.segment_uuid, end
+        )
+        if len(self._cursors) > _MAX_TRACKED_STREAMS:
             self._cursors.popitem(last=False)
         return RemoteReadResult(data, next_offset, segment.segment_uuid)
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import random
 
-from tests.integration.remote_read.helpers import Partition, decode, replay, total_chunks
+from tests.integration.remote_read.helpers import Partition, Produced, decode, replay, total_chunks
 from tiering.codec.header import iter_batches
 from tiering.remote.instrumented import InstrumentedStore
 from tiering.remote.manifest import readable_segments
@@ -128,6 +128,34 @@ async def test_read_ahead_makes_sequential_reads_hits(
         assert read_store.requests("get_range") == chunks  # read-ahead fetched nothing twice
         assert read_store.requests("get") == 0  # a sequential replay needs no index
         assert stats["readahead_errors"] == 0
+    finally:
+        await reader.close()
+
+
+async def test_two_consumers_of_one_partition_each_get_read_ahead(
+    read_store: InstrumentedStore, uploaded: Partition
+) -> None:
+    assert uploaded.manifest is not None
+    reader = RemoteReader(read_store, chunk_bytes=CHUNK, cache_bytes=1 << 20, readahead_chunks=2)
+    middle = uploaded.records[len(uploaded.records) // 2].offset
+    positions, ends = [0, middle], [middle, uploaded.end_offset]
+    got: list[list[Produced]] = [[], []]
+    reads = 0
+    try:
+        while any(p < e for p, e in zip(positions, ends, strict=True)):
+            for i in (0, 1):  # interleaved, as two consumer groups replaying at different positions
+                if positions[i] >= ends[i]:
+                    continue
+                result = await reader.read(uploaded.manifest, positions[i], 700)
+                got[i].extend(r for r in decode(result.data) if positions[i] <= r.offset < ends[i])
+                positions[i] = result.next_offset
+                reads += 1
+                await reader.wait_readahead()
+        assert got[0] + got[1] == uploaded.records
+        stats = reader.stats()
+        assert stats["sequential_reads"] == reads - 2  # every read but each stream's first
+        assert stats["cache_misses"] <= 4  # the first chunks of each stream only
+        assert stats["readahead_hits"] >= total_chunks(uploaded, CHUNK) - 4
     finally:
         await reader.close()
 
