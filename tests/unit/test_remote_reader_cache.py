@@ -1,10 +1,13 @@
-"""The chunk cache of the remote read path on a real local-directory store: aligned chunks, LRU bound,
-single-flight, read-ahead failures only counted, a torn object detected, close cancelling fetches.
+"""The chunk and index caches of the remote read path on a real local-directory store: aligned chunks,
+LRU bounds, single-flight, read-ahead failures only counted, a torn object detected, close cancelling
+fetches, index fallbacks.
 """
 
 from __future__ import annotations
 
 import asyncio
+import struct
+import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -14,8 +17,10 @@ from tiering.errors import UnavailableError
 from tiering.remote.faults import FaultInjectingStore
 from tiering.remote.instrumented import InstrumentedStore
 from tiering.remote.local import LocalObjectStore
+from tiering.remote.manifest import RemoteSegment, SegmentState
 from tiering.remote.read_cache import ChunkCache
 from tiering.remote.read_errors import ReadStats, RemoteObjectCorruptError, RemoteObjectMissingError
+from tiering.remote.read_index_cache import IndexCache
 
 DATA = bytes(range(256)) * 40  # 10240 bytes: 10 chunks of 1024
 KEY = "t/0/obj.log"
@@ -179,3 +184,51 @@ async def test_close_cancels_fetches_in_flight(store: InstrumentedStore) -> None
     await cache.close()
     assert not cache.is_present(KEY, 3)
     assert cancelled == [True]  # the fetch was cancelled and awaited, not left running
+
+
+def index_segment() -> RemoteSegment:
+    return RemoteSegment(
+        base_offset=100,
+        last_offset=199,
+        max_timestamp=5,
+        size_bytes=10_000,
+        segment_uuid=uuid.UUID(int=7),
+        state=SegmentState.COPY_FINISHED,
+        created_ms=0,
+    )
+
+
+async def test_index_cache_loads_once_and_falls_back_without_caching_a_transient_failure(
+    store: InstrumentedStore,
+) -> None:
+    key = "t/0/seg.index"
+    await store.put(key, struct.pack(">ii", 10, 1000) + struct.pack(">ii", 40, 4000))
+    store.reset()
+    stats = ReadStats()
+    cache = IndexCache(store, max_entries=8, max_bytes=1 << 20, stats=stats)
+    try:
+        faults(store).fail_next("get", 1, lambda: UnavailableError("injected"))
+        degraded = await cache.offset_index(key, index_segment())
+        assert degraded.missing and degraded.lookup(150) == (100, 0)  # scan from the start this time
+        indexes = await asyncio.gather(*(cache.offset_index(key, index_segment()) for _ in range(5)))
+        assert all(i is indexes[0] for i in indexes) and not indexes[0].missing
+        assert indexes[0].lookup(150) == (140, 4000)
+        assert store.requests("get") == 2  # the failed attempt, then one shared load
+        await cache.offset_index(key, index_segment())
+        assert store.requests("get") == 2 and stats.index_hits == 1 and stats.index_loads == 1
+    finally:
+        await cache.close()
+
+
+async def test_index_cache_caches_a_missing_index_and_stays_bounded(store: InstrumentedStore) -> None:
+    stats = ReadStats()
+    cache = IndexCache(store, max_entries=2, max_bytes=1 << 20, stats=stats)
+    try:
+        for _ in range(3):
+            assert (await cache.offset_index("t/0/absent.index", index_segment())).missing
+        assert stats.index_missing == 1  # looked up once, then the stand-in is cached
+        for n in range(4):
+            await cache.time_index(f"t/0/absent-{n}.timeindex", index_segment())
+        assert len(cache) == 2
+    finally:
+        await cache.close()
