@@ -13,8 +13,9 @@ import pytest
 
 from tests.integration.remote_read.helpers import Partition, decode, replay, upload, write_log
 from tiering.codec.header import ATTRIBUTES_OFFSET, HEADER_SIZE, iter_batches
-from tiering.errors import CorruptRecordError, NotFoundError, OffsetOutOfRangeError
+from tiering.errors import CorruptRecordError, NotFoundError, OffsetOutOfRangeError, UnavailableError
 from tiering.remote import manifest as mf
+from tiering.remote.faults import FaultInjectingStore
 from tiering.remote.instrumented import InstrumentedStore
 from tiering.remote.reader import RemoteObjectCorruptError, RemoteObjectMissingError, RemoteReader
 
@@ -231,3 +232,20 @@ async def test_batch_larger_than_a_chunk_is_fetched_whole(
             await reader.close()
     finally:
         await asyncio.to_thread(part.log.close)
+
+
+async def test_failed_read_ahead_is_only_counted(read_store: InstrumentedStore, uploaded: Partition) -> None:
+    assert uploaded.manifest is not None
+    faults = FaultInjectingStore(read_store)
+    reader = RemoteReader(faults, chunk_bytes=CHUNK, readahead_chunks=3)
+    try:
+        first = await reader.read(uploaded.manifest, 0, 500)
+        faults.fail_next("get_range", 2, lambda: UnavailableError("injected"))
+        # the sequential read starts its read-ahead first: the injected failures hit it
+        records, _ = await replay(reader, uploaded.manifest, start=first.next_offset, max_bytes=500)
+        assert records == uploaded.records[first.next_offset :]
+        await reader.wait_readahead()
+        stats = reader.stats()
+        assert stats["readahead_errors"] == 2 and faults.pending("get_range") == 0
+    finally:
+        await reader.close()
