@@ -15,12 +15,20 @@ Not thread-safe (Spark calls it from one thread). ``read`` is stateless and runs
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from dataclasses import replace
 from typing import Any
 
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 
 from client.spark_options import Bound, ScanOptions
-from client.spark_plan import SegmentTask, archive_range, load_manifests, plan_segments, resolve_range
+from client.spark_plan import (
+    PartitionRange,
+    SegmentTask,
+    archive_range,
+    load_manifests,
+    plan_segments,
+    resolve_range,
+)
 from client.spark_scan import scan_task
 from client.spark_store import open_archive
 from tiering.remote import manifest as mf
@@ -89,7 +97,9 @@ class TierlogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def initialOffset(self) -> dict[str, Any]:
         """Where a new query starts: ``startingOffsets`` (default ``latest``) or a starting timestamp,
-        resolved against the archive now. Raises what :func:`resolve_range` raises.
+        resolved against the archive now. A timestamp is resolved to the exact offset of the first
+        record at or after it, by reading the one segment that holds it from its time-index position.
+        Raises what :func:`resolve_range` and :func:`client.spark_scan.scan_task` raise.
         """
         offsets: Offsets = {}
         for tp, manifest in self._load().items():
@@ -100,7 +110,24 @@ class TierlogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 fail_on_data_loss=self.options.fail_on_data_loss,
             )
             offsets[tp] = min(wanted.lo, archive_range(manifest)[1])
+            if wanted.start_ts is not None:
+                offsets[tp] = self._first_offset(manifest, wanted)
         return encode_offsets(offsets)
+
+    def _first_offset(self, manifest: mf.Manifest, wanted: PartitionRange) -> int:
+        """The offset of the first record selected by ``wanted``'s start timestamp (its edge segment)."""
+        assert wanted.start_ts is not None
+        edge = PartitionRange(wanted.lo, wanted.hi, wanted.start_ts, None)
+        tasks = [
+            t for t in plan_segments(manifest, edge, max_bytes=2**62) if t.base_offset == wanted.start_ts[0]
+        ]
+        options = replace(self.options, max_rows_per_batch=1)
+        archive = open_archive(options.store)
+        for task in tasks:
+            for batch in scan_task(archive, options, task):
+                return int(batch.column("offset")[0].as_py())
+            return task.last_offset + 1
+        return wanted.lo
 
     def _latest(self) -> Offsets:
         return {tp: archive_range(m)[1] for tp, m in self._load().items()}

@@ -24,7 +24,7 @@ from client.spark_options import Bound, parse_options
 from client.spark_plan import SegmentTask, plan_segments, resolve_range
 from client.spark_scan import _OFFSET_ENTRY, _TIME_ENTRY, ARROW_SCHEMA, _Bounds, _fetch_index, scan_task
 from client.spark_store import LocalArchive, load_manifest
-from client.spark_stream import _prorate, decode_offsets, encode_offsets
+from client.spark_stream import TierlogStreamReader, _prorate, decode_offsets, encode_offsets
 from tests.integration.spark.archive import ArchivedPartition, open_partition
 from tiering.codec import Compression, Record
 from tiering.errors import CorruptRecordError, InvalidRequestError
@@ -256,3 +256,22 @@ def test_the_s3_endpoint_follows_the_aws_chain_and_the_option_overrides_it(
     assert parse_options({"uri": "s3://b/p", "topic": "t"}).store.s3.resolved_endpoint() == "http://s3-only:2"
     explicit = parse_options({"uri": "s3://b/p", "topic": "t", "s3.endpoint.url": "http://mine:3"})
     assert explicit.store.s3.resolved_endpoint() == "http://mine:3"
+
+
+def test_a_stream_starting_at_a_timestamp_starts_at_the_exact_offset(
+    archived: tuple[Path, ArchivedPartition],
+) -> None:
+    root, part = archived
+    for start_ts in (T0 + 123_456, T0 - 1, T0 + COUNT * 2000):
+        reader = TierlogStreamReader(
+            parse_options(
+                {"uri": str(root), "topic": TOPIC, "startingTimestamp": str(start_ts)}, streaming=True
+            )
+        )
+        expected = reference(part, 0, COUNT, start_ts, None)
+        initial = reader.initialOffset()
+        assert initial == {TOPIC: {"0": expected[0] if expected else COUNT}}
+        latest = reader.latestOffset(initial, None)
+        assert latest == {TOPIC: {"0": COUNT}}
+        tasks = [t for t in reader.partitions(initial, latest) if isinstance(t, SegmentTask)]
+        assert scan_all(root, tasks) == expected
