@@ -17,7 +17,7 @@ ratios to the raw figure (the machine is shared: background load moves absolute 
 is checked (whole batches, offsets in order), so a fast wrong answer cannot pass. Bounded: about 60-90 s
 with both servers, ``--quick`` about 20 s.
 
-    .venv/bin/python infra/bench/tiering_bench.py [--quick] [--mib 96] [--backends moto,localstack]
+    .venv/bin/python infra/bench/tiering_bench.py [--quick] [--mib 48] [--backends moto,localstack]
         [--write docs/benchmarks-tiering.md]
 
 Not a test: it never fails on a timing.
@@ -86,7 +86,6 @@ TIERED = "tiered"  # the prefix the uploader writes to (one topic per round)
 class Row:
     """One measured phase."""
 
-    section: str
     name: str
     seconds: float
     nbytes: int
@@ -113,15 +112,12 @@ class HttpCounter:
     def __call__(self, **kwargs: Any) -> None:
         self.counts[str(kwargs.get("event_name", "")).rsplit(".", 1)[-1]] += 1
 
-    def total(self) -> int:
-        return sum(self.counts.values())
-
     @contextlib.contextmanager
     def measure(self) -> Iterator[collections.Counter[str]]:
-        before = collections.Counter(self.counts)
-        delta: collections.Counter[str] = collections.Counter()
+        """The requests made inside the ``with`` block, filled in when it ends."""
+        before, delta = collections.Counter(self.counts), collections.Counter[str]()
         yield delta
-        delta.update({k: v - before.get(k, 0) for k, v in self.counts.items() if v - before.get(k, 0)})
+        delta.update(self.counts - before)
 
 
 @dataclass
@@ -141,17 +137,13 @@ class Backend:
         )
 
     def client(self) -> Any:
-        config = AioConfig(
-            s3={"addressing_style": "path"},
-            retries={"total_max_attempts": 1, "mode": "standard"},
-            max_pool_connections=16,
-            request_checksum_calculation="when_required",
-            response_checksum_validation="when_required",
-        )
+        """A plain aiobotocore client configured as :class:`S3ObjectStore` configures its own."""
+        checksums = {
+            "request_checksum_calculation": "when_required",
+            "response_checksum_validation": "when_required",
+        }
+        config = AioConfig(s3={"addressing_style": "path"}, retries={"total_max_attempts": 1}, **checksums)
         return get_session().create_client("s3", endpoint_url=self.server.endpoint_url, config=config)
-
-
-# -- data ------------------------------------------------------------------------------------------
 
 
 def batch_bytes(seed: int) -> bytes:
@@ -173,9 +165,6 @@ def write_log(path: Path, total: int, segment_bytes: int) -> PartitionLog:
         n += RECORDS_PER_BATCH
     log.roll()
     return log
-
-
-# -- uploads ---------------------------------------------------------------------------------------
 
 
 async def multipart_one(client: Any, bucket: str, key: str, path: Path) -> int:
@@ -208,7 +197,7 @@ async def multipart_one(client: Any, bucket: str, key: str, path: Path) -> int:
     return 2 + len(etags)
 
 
-async def raw_multipart(backend: Backend, files: list[Path], round_: int) -> Row:
+async def raw_multipart(backend: Backend, files: list[Path], total: int, round_: int) -> Row:
     """The segment files by plain multipart upload: ``PART_BYTES`` parts, ``UPLOAD_CONCURRENCY`` at once."""
     async with backend.client() as client:
         await client.list_objects_v2(Bucket=backend.bucket, MaxKeys=1)  # connect before timing
@@ -217,8 +206,7 @@ async def raw_multipart(backend: Backend, files: list[Path], round_: int) -> Row
         for path in files:
             requests += await multipart_one(client, backend.bucket, f"raw{round_}/{path.name}", path)
         seconds = time.perf_counter() - started
-    total = sum(p.stat().st_size for p in files)
-    return Row("upload", "raw multipart upload", seconds, total, requests)
+    return Row("raw multipart upload", seconds, total, requests)
 
 
 async def warm(store: ObjectStore) -> None:
@@ -227,7 +215,7 @@ async def warm(store: ObjectStore) -> None:
         pass
 
 
-async def put_files(backend: Backend, files: list[Path], round_: int) -> Row:
+async def put_files(backend: Backend, files: list[Path], total: int, round_: int) -> Row:
     store = backend.store(f"putfile{round_}")
     try:
         await warm(store)
@@ -238,8 +226,7 @@ async def put_files(backend: Backend, files: list[Path], round_: int) -> Row:
             seconds = time.perf_counter() - started
     finally:
         await store.close()
-    total = sum(p.stat().st_size for p in files)
-    return Row("upload", "put_file", seconds, total, sum(counted.values()), "raw multipart upload")
+    return Row("put_file", seconds, total, sum(counted.values()), "raw multipart upload")
 
 
 async def uploader(backend: Backend, log: PartitionLog, topic: str) -> tuple[Row, mf.Manifest]:
@@ -256,14 +243,14 @@ async def uploader(backend: Backend, log: PartitionLog, topic: str) -> tuple[Row
     finally:
         await store.close()
     note = ", ".join(f"{op} {n}" for op, n in sorted(counted.items()))
-    row = Row("upload", "uploader (RemoteLog.sync)", seconds, remote.uploaded_bytes, sum(counted.values()),
+    row = Row("uploader (RemoteLog.sync)", seconds, remote.uploaded_bytes, sum(counted.values()),
               "raw multipart upload", note)  # fmt: skip
     return row, remote.manifest
 
 
 async def sustained(backend: Backend, directory: Path, rate: float, seconds: float) -> Row:
     """A producer thread appends at ``rate`` bytes/s for ``seconds`` while the uploader syncs in a loop;
-    upload lag is sampled every 100 ms. The row's figure is the upload throughput achieved."""
+    upload lag is sampled after every sync. The row's figure is the upload throughput achieved."""
     log = await asyncio.to_thread(
         PartitionLog.open, directory, LogConfig(segment_bytes=LAG_SEGMENT_BYTES), topic="lag", partition=0
     )
@@ -286,51 +273,35 @@ async def sustained(backend: Backend, directory: Path, rate: float, seconds: flo
             if ahead > 0:
                 time.sleep(ahead)  # pacing the producer thread, not waiting for a result
 
-    lags: list[tuple[int, int]] = []
-
-    async def sync_loop(done: asyncio.Event) -> None:
-        while not done.is_set():
-            await remote.sync()
-            await asyncio.sleep(0.02)
-
-    done = asyncio.Event()
+    lags: list[tuple[int, int]] = []  # (bytes, ms) not yet uploaded, sampled after every sync
     with backend.counter.measure() as counted:
         started = time.perf_counter()
         producer = asyncio.create_task(asyncio.to_thread(produce))
-        syncer = asyncio.create_task(sync_loop(done))
         try:
             while not producer.done():
+                await remote.sync()
                 lags.append(remote.lag(await asyncio.to_thread(log.segments)))
-                await asyncio.sleep(0.1)  # sampling interval of the lag gauge
-            await producer
+                await asyncio.sleep(0.05)  # the uploader's polling interval
             produce_seconds = time.perf_counter() - started
-            done.set()
-            await syncer
             await asyncio.to_thread(log.roll)
             await remote.sync()
             drained = time.perf_counter() - started
         finally:
             stop.set()
-            done.set()
-            syncer.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await syncer
+            await producer
             await store.close()
             await asyncio.to_thread(log.close)
-    max_bytes = max(b for b, _ in lags) if lags else 0
-    max_ms = max(ms for _, ms in lags) if lags else 0
-    mean_bytes = sum(b for b, _ in lags) / len(lags) if lags else 0
+    lags = lags or [(0, 0)]
+    max_bytes, max_ms = max(b for b, _ in lags), max(ms for _, ms in lags)
+    mean_bytes = sum(b for b, _ in lags) / len(lags)
     note = (
         f"produce {produced[0] / MiB / produce_seconds:.0f} MiB/s for {produce_seconds:.0f} s "
         f"({LAG_SEGMENT_BYTES // MiB} MiB segments); "
         f"lag max {max_bytes / MiB:.1f} MiB / {max_ms / 1000:.1f} s, mean {mean_bytes / MiB:.1f} MiB; "
         f"all uploaded {drained - produce_seconds:.1f} s after the last append"
     )
-    return Row("upload", "uploader under sustained produce", drained, remote.uploaded_bytes,
+    return Row("uploader under sustained produce", drained, remote.uploaded_bytes,
                sum(counted.values()), None, note)  # fmt: skip
-
-
-# -- reads -----------------------------------------------------------------------------------------
 
 
 def segment_objects(manifest: mf.Manifest) -> list[tuple[str, int]]:
@@ -365,7 +336,7 @@ async def raw_get(backend: Backend, objects: list[tuple[str, int]], streams: int
         await asyncio.gather(*(stream() for _ in range(streams)))
         seconds = time.perf_counter() - started
     name = name or f"raw ranged GET, {CHUNK_BYTES // MiB} MiB, {streams} stream{'s' if streams > 1 else ''}"
-    return Row("read", name, seconds, total[0], len(ranges))
+    return Row(name, seconds, total[0], len(ranges))
 
 
 async def replay(reader: RemoteReader, manifest: mf.Manifest) -> tuple[int, int]:
@@ -382,61 +353,50 @@ async def replay(reader: RemoteReader, manifest: mf.Manifest) -> tuple[int, int]
     return nbytes, records
 
 
-def new_reader(store: ObjectStore, readahead: int, total: int) -> RemoteReader:
-    return RemoteReader(
+async def reader_run(
+    backend: Backend, manifests: list[mf.Manifest], readahead: int, runs: tuple[str, ...]
+) -> list[tuple[str, float, int, int, dict[str, int]]]:
+    """Replay ``manifests`` at once with a new reader, once per name in ``runs`` (the first cold):
+    ``(run, seconds, bytes, requests, stats)`` each."""
+    total = sum(s.size_bytes for m in manifests for s in mf.readable_segments(m))
+    store = backend.store(TIERED)
+    reader = RemoteReader(
         store, chunk_bytes=CHUNK_BYTES, readahead_chunks=readahead, cache_bytes=total + 64 * MiB
     )
+    out = []
+    try:
+        await warm(store)
+        for run in runs:
+            with backend.counter.measure() as counted:
+                started = time.perf_counter()
+                done = await asyncio.gather(*(replay(reader, m) for m in manifests))
+                seconds = time.perf_counter() - started
+                await reader.wait_readahead()
+            out.append((run, seconds, sum(n for n, _ in done), sum(counted.values()), reader.stats()))
+    finally:
+        await reader.close()
+        await store.close()
+    return out
 
 
 async def reader_rows(backend: Backend, manifests: list[mf.Manifest], baselines: dict[str, str]) -> list[Row]:
     """Cold replays without and with read-ahead, a warm one, and all partitions replayed at once."""
     rows = []
-    manifest = manifests[0]
-    total = sum(s.size_bytes for m in manifests for s in mf.readable_segments(m))
     for readahead in (0, READAHEAD_CHUNKS):
-        store = backend.store(TIERED)
-        reader = new_reader(store, readahead, total)
-        try:
-            await warm(store)
-            runs = ("cold", "warm") if readahead else ("cold",)
-            for run in runs:
-                with backend.counter.measure() as counted:
-                    started = time.perf_counter()
-                    nbytes, _ = await replay(reader, manifest)
-                    seconds = time.perf_counter() - started
-                    await reader.wait_readahead()
-                stats = reader.stats()
-                name = f"RemoteReader {run} cache, read-ahead {readahead}"
-                note = (
-                    f"cache hits {stats['cache_hits']}, misses {stats['cache_misses']}, "
-                    f"read-ahead hits {stats['readahead_hits']}"
-                    if run == "cold"
-                    else "all chunks cached"
-                )
-                baseline = baselines["deep"] if readahead else baselines["single"]
-                rows.append(Row("read", name, seconds, nbytes, sum(counted.values()), baseline, note))
-        finally:
-            await reader.close()
-            await store.close()
-    store = backend.store(TIERED)
-    reader = new_reader(store, READAHEAD_CHUNKS, total)
-    try:
-        await warm(store)
-        with backend.counter.measure() as counted:
-            started = time.perf_counter()
-            done = await asyncio.gather(*(replay(reader, m) for m in manifests))
-            seconds = time.perf_counter() - started
-            await reader.wait_readahead()
-        name = f"RemoteReader cold cache, read-ahead {READAHEAD_CHUNKS}, {len(manifests)} partitions at once"
-        nbytes = sum(n for n, _ in done)
-        rows.append(Row("read", name, seconds, nbytes, sum(counted.values()), baselines["all"]))
-    finally:
-        await reader.close()
-        await store.close()
+        baseline = baselines["deep"] if readahead else baselines["single"]
+        runs = ("cold", "warm") if readahead else ("cold",)
+        for run, seconds, nbytes, requests, st in await reader_run(backend, manifests[:1], readahead, runs):
+            note = "cache hits {cache_hits}, misses {cache_misses}, read-ahead hits {readahead_hits}".format(
+                **st
+            )
+            name = f"RemoteReader {run} cache, read-ahead {readahead}"
+            rows.append(
+                Row(name, seconds, nbytes, requests, baseline, note if run == "cold" else "all cached")
+            )
+    [(_, seconds, nbytes, requests, _)] = await reader_run(backend, manifests, READAHEAD_CHUNKS, ("cold",))
+    name = f"RemoteReader cold cache, read-ahead {READAHEAD_CHUNKS}, {len(manifests)} partitions at once"
+    rows.append(Row(name, seconds, nbytes, requests, baselines["all"]))
     return rows
-
-
-# -- driver ----------------------------------------------------------------------------------------
 
 
 async def create_bucket(server: S3Server) -> str:
@@ -453,11 +413,8 @@ def summarise(history: dict[str, list[Row]]) -> list[Row]:
     for runs in history.values():
         row = sorted(runs, key=lambda r: r.seconds)[(len(runs) - 1) // 2]
         if row.baseline is not None and row.baseline in history:
-            ratios = sorted(
-                r.mib_per_s / b.mib_per_s
-                for r, b in zip(runs, history[row.baseline], strict=False)
-                if b.seconds
-            )
+            pairs = zip(runs, history[row.baseline], strict=False)
+            ratios = sorted(r.mib_per_s / b.mib_per_s for r, b in pairs if b.seconds)
             row.ratio = ratios[(len(ratios) - 1) // 2] if ratios else None
         elif row.name.startswith("raw"):
             row.ratio = 1.0
@@ -471,16 +428,18 @@ async def run_backend(
     """Every phase against ``server``: uploads ``rounds`` times, reads ``read_rounds`` times, each round
     running the raw baseline right next to ours (see :func:`summarise`)."""
     backend = Backend(server, await create_bucket(server))
-    files = [info.log_path for info in await asyncio.to_thread(log.sealed_segments)]
+    sealed = await asyncio.to_thread(log.sealed_segments)
+    files, total = [info.log_path for info in sealed], sum(info.size_bytes for info in sealed)
     async with backend.client() as client:  # the server's first multipart upload is slow: not timed
         await multipart_one(client, backend.bucket, "warm-up/object", files[0])
     history: dict[str, list[Row]] = collections.defaultdict(list)
     manifests = []
     for round_ in range(rounds):
-        for row in [await raw_multipart(backend, files, round_), await put_files(backend, files, round_)]:
-            history[row.name].append(row)
+        raw = await raw_multipart(backend, files, total, round_)
+        put = await put_files(backend, files, total, round_)
         row, manifest = await uploader(backend, log, f"bench{round_}")
-        history[row.name].append(row)
+        for done in (raw, put, row):
+            history[done.name].append(done)
         manifests.append(manifest)
     upload_rate = summarise({row.name: history[row.name]})[0].mib_per_s * MiB
     lag = await sustained(backend, workdir / f"lag-{server.name}", upload_rate * PRODUCE_SHARE, sustain_s)
@@ -514,34 +473,14 @@ def table(rows: list[Row]) -> str:
     return "\n".join(lines)
 
 
-@contextlib.contextmanager
-def aws_env() -> Iterator[None]:
-    saved = {k: os.environ.get(k) for k in (*AWS_TEST_ENV, *AWS_UNSET)}
-    for k in AWS_UNSET:
-        os.environ.pop(k, None)
-    os.environ.update(AWS_TEST_ENV)
-    try:
-        yield
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
-
-
-def servers(
-    names: list[str], workdir: Path
-) -> Iterator[tuple[str, Callable[[], contextlib.AbstractContextManager[S3Server]] | str]]:
-    for name in names:
-        if name == "moto":
-            yield name, lambda: run_moto(workdir)
-        elif name == "localstack":
-            python, reason = find_localstack_python()
-            if python is None:
-                yield name, f"LocalStack skipped: {reason}"
-            else:
-                yield name, lambda python=python: run_localstack(python, workdir)  # type: ignore[misc]
+def opener(name: str, workdir: Path) -> Callable[[], contextlib.AbstractContextManager[S3Server]] | str:
+    """What starts the named server, or why it cannot run here."""
+    if name == "moto":
+        return lambda: run_moto(workdir)
+    python, reason = find_localstack_python()
+    if python is None:
+        return f"LocalStack skipped: {reason}"
+    return lambda: run_localstack(python, workdir)
 
 
 def main(argv: list[str]) -> int:
@@ -560,17 +499,20 @@ def main(argv: list[str]) -> int:
     read_rounds = 2 if args.quick else 3
     started = time.perf_counter()
     sections: list[str] = []
-    with tempfile.TemporaryDirectory(prefix="tiering-bench-") as tmp, aws_env():
+    for k in AWS_UNSET:  # this process talks only to the servers it starts
+        os.environ.pop(k, None)
+    os.environ.update(AWS_TEST_ENV)
+    with tempfile.TemporaryDirectory(prefix="tiering-bench-") as tmp:
         workdir = Path(tmp)
         log = write_log(workdir / "bench-0", mib * MiB, SEGMENT_BYTES)
         try:
-            for name, opener in servers(names, workdir):
-                if isinstance(opener, str):
-                    sections.append(f"### {name}\n\n{opener}\n")
-                    print(opener, flush=True)
+            for name in names:
+                start = opener(name, workdir)
+                if isinstance(start, str):
+                    sections.append(f"### {name}\n\n{start}\n")
+                    print(start, flush=True)
                     continue
-                (workdir / name).mkdir(exist_ok=True)
-                with opener() as server:
+                with start() as server:
                     rows = asyncio.run(run_backend(server, log, workdir, sustain_s, rounds, read_rounds))
                 text = table(rows)
                 print(f"\n{name} ({server.endpoint_url})\n{text}", flush=True)
