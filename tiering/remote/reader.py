@@ -93,8 +93,11 @@ class _SegmentView:
         base = first * self.chunk_bytes
         if first == last:
             return self._local[first][start - base : end - base]
-        joined = b"".join(self._local[i] for i in range(first, last + 1))
-        return joined[start - base : end - base]
+        size = self.chunk_bytes
+        pieces = [memoryview(self._local[i]) for i in range(first, last + 1)]
+        pieces[0] = pieces[0][start - base :]
+        pieces[-1] = pieces[-1][: end - last * size]
+        return b"".join(pieces)  # one copy of just the bytes asked for
 
     async def header(self, position: int) -> BatchHeader:
         """The batch header at ``position``; raises :class:`RemoteObjectCorruptError` if it is torn or
