@@ -268,6 +268,9 @@ class RemoteLog:
                     log.warning("%s-%d: segment %d straddles the remote end %d; skipped",
                                 self.topic, self.partition, info.base_offset, done)  # fmt: skip
                     continue
+                if self.log.recovery_point < info.next_offset:
+                    # never let the bucket hold data the local log could lose in a crash
+                    await asyncio.to_thread(self.log.flush)
                 started = time.monotonic()
                 try:
                     result = await upload_segment(

@@ -19,6 +19,8 @@ segment again under a new uuid: nothing half-uploaded is ever listed as readable
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import os
 import uuid
 from collections.abc import Iterable
@@ -83,7 +85,7 @@ async def upload_segment(
     paths = _paths(info)
     for kind in ("log", "index", "timeindex"):
         await _put_file(store, keys[kind], paths[kind])
-    sent = info.size_bytes + _size(paths["index"]) + _size(paths["timeindex"])
+    sent = info.size_bytes + await asyncio.to_thread(_size, paths["index"], paths["timeindex"])
     committed = await manifests.update(
         topic, partition, lambda m: mf.transition(m, chosen, mf.SegmentState.COPY_FINISHED)
     )
@@ -97,11 +99,12 @@ async def _put_file(store: ObjectStore, key: str, path: str) -> None:
         raise NotFoundError(f"local file {path} vanished during its upload") from err
 
 
-def _size(path: str) -> int:
-    try:
-        return os.stat(path).st_size
-    except OSError:
-        return 0
+def _size(*paths: str) -> int:
+    total = 0
+    for path in paths:
+        with contextlib.suppress(OSError):
+            total += os.stat(path).st_size
+    return total
 
 
 def unfinished(manifest: mf.Manifest) -> list[mf.RemoteSegment]:
