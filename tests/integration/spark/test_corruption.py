@@ -77,6 +77,8 @@ def test_skip_mode_drops_the_damaged_rest_of_the_object_and_counts_it(spark: Any
     got = collect(df)
     assert got == expected_rows(r for r in damaged.part.records if r.offset not in damaged.lost)
     assert len(damaged.lost) > 0
+    if not hasattr(spark.tvf, "python_worker_logs"):
+        pytest.skip("worker logs are a table from Spark 4.1 on: the count cannot be queried")
     logs = spark.tvf.python_worker_logs().where("logger = 'client.spark'").collect()
     skipped = [row for row in logs if f"{damaged.bucket.uri}/{damaged.bad_key}" in row["msg"]]
     assert len(skipped) == 1 and skipped[0]["level"] == "WARNING"
