@@ -122,6 +122,7 @@ def test_schema_is_the_kafka_sources(spark: Any, archive: Archive) -> None:
     ]
     no_headers = read(spark, archive.bucket, topic="c-none", includeHeaders="false")
     assert "headers" not in no_headers.columns
+    assert no_headers.selectExpr("count(*)", "max(offset)").first() == (PARTITIONS * RECORDS, RECORDS - 1)
 
 
 def _overlapping(segments: list[mf.RemoteSegment], lo: int, hi: int) -> list[mf.RemoteSegment]:
