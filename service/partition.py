@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Callable, Coroutine
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -146,25 +146,16 @@ class Partition:
             NotFoundError: the topic was deleted.
             CorruptRecordError, UnavailableError: a remote read failed (the bytes or the store).
         """
-        remote = self._remote_for(offset)
-        if remote is None:
-            try:
-                result: ReadResult = await self._poll(
-                    lambda: self._log.read(offset, max_bytes),
-                    lambda r: len(r.data),
-                    max_wait_ms,
-                    min(min_bytes, max_bytes),
-                )
-            except OffsetOutOfRangeError as err:  # local retention may have just passed ``offset``
-                remote = self._remote_for(offset)
-                if remote is None:
-                    widened = self._widen(err)
-                    if widened is err:
-                        raise
-                    raise widened from err
-        if remote is not None:
-            async with self._operation():
-                result = await remote.read(offset, max_bytes, self._ranges)
+        result: ReadResult = await self._local_or_remote(
+            offset,
+            lambda: self._poll(
+                lambda: self._log.read(offset, max_bytes),
+                lambda r: len(r.data),
+                max_wait_ms,
+                min(min_bytes, max_bytes),
+            ),
+            lambda remote: remote.read(offset, max_bytes, self._ranges),
+        )
         self._metrics.inc("tierlog_bytes_out_total", len(result.data), topic=self.topic)
         return result
 
@@ -175,26 +166,17 @@ class Partition:
 
         Remote bytes come in an anonymous memory file. Raises: as :meth:`read`.
         """
-        remote = self._remote_for(offset)
-        if remote is None:
-            try:
-                result: FileSlice = await self._poll(
-                    lambda: self._log.read_slice(offset, max_bytes),
-                    lambda s: int(s.size),
-                    max_wait_ms,
-                    min(min_bytes, max_bytes),
-                    discard=lambda s: s.close(),
-                )
-            except OffsetOutOfRangeError as err:  # local retention may have just passed ``offset``
-                remote = self._remote_for(offset)
-                if remote is None:
-                    widened = self._widen(err)
-                    if widened is err:
-                        raise
-                    raise widened from err
-        if remote is not None:
-            async with self._operation():
-                result = await remote.read_slice(offset, max_bytes, self._ranges)
+        result: FileSlice = await self._local_or_remote(
+            offset,
+            lambda: self._poll(
+                lambda: self._log.read_slice(offset, max_bytes),
+                lambda s: int(s.size),
+                max_wait_ms,
+                min(min_bytes, max_bytes),
+                discard=lambda s: s.close(),
+            ),
+            lambda remote: remote.read_slice(offset, max_bytes, self._ranges),
+        )
         self._metrics.inc("tierlog_bytes_out_total", result.size, topic=self.topic)
         return result
 
@@ -295,6 +277,28 @@ class Partition:
 
     def _count_background_error(self, code: str) -> None:
         self._metrics.inc("tierlog_background_append_errors_total", topic=self.topic, error_code=code)
+
+    async def _local_or_remote(
+        self,
+        offset: int,
+        local: Callable[[], Awaitable[Any]],
+        remote_read: Callable[[Any], Awaitable[Any]],
+    ) -> Any:
+        """Serve ``offset`` from the local log, or from the remote tier when it lies below the local
+        start (also when local retention passes ``offset`` during the read)."""
+        remote = self._remote_for(offset)
+        if remote is None:
+            try:
+                return await local()
+            except OffsetOutOfRangeError as err:
+                remote = self._remote_for(offset)
+                if remote is None:
+                    widened = self._widen(err)
+                    if widened is err:
+                        raise
+                    raise widened from err
+        async with self._operation():
+            return await remote_read(remote)
 
     async def _poll(
         self,
