@@ -16,6 +16,7 @@ Not thread-safe: the owning segment serialises access under its partition lock.
 
 from __future__ import annotations
 
+import abc
 import os
 import struct
 from array import array
@@ -32,7 +33,7 @@ class IndexCorruptError(CorruptRecordError):
     """An index file is inconsistent with itself or its log. Indexes are derived: rebuild it."""
 
 
-class SparseIndex:
+class SparseIndex(abc.ABC):
     """Base of :class:`.offset_index.OffsetIndex` and :class:`.time_index.TimeIndex`."""
 
     ENTRY: ClassVar[struct.Struct]
@@ -68,9 +69,9 @@ class SparseIndex:
         return b"".join(pack(self.keys[i], self.values[i]) for i in range(start, stop))
 
     # --------------------------------------------------------------- validation
+    @abc.abstractmethod
     def check_entries(self, keys: array[int], values: array[int], limit_key: int, limit_value: int) -> None:
         """Raise :class:`IndexCorruptError` unless the entries are well-formed for this kind and log."""
-        raise NotImplementedError
 
     def _strip_padding(self, keys: array[int], values: array[int]) -> int:
         count = len(keys)
