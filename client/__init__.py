@@ -2,15 +2,15 @@
 
 ::
 
-    from client import Producer, AsyncProducer, Consumer, AsyncConsumer
+    from tierlog.client import Producer, AsyncProducer, Consumer, AsyncConsumer
 
 The asyncio classes are the implementation; ``Producer`` and ``Consumer`` run them on a background thread
 for synchronous code. See docs/client.md.
 """
 
-from client.admin import AsyncAdmin
-from client.consumer import AsyncConsumer, ConsumerRebalanceListener
-from client.errors import (
+from tierlog.client.admin import AsyncAdmin
+from tierlog.client.consumer import AsyncConsumer, ConsumerRebalanceListener
+from tierlog.client.errors import (
     BrokerUnavailableError,
     BufferExhaustedError,
     ClientClosedError,
@@ -22,10 +22,10 @@ from client.errors import (
     TierlogError,
     UnknownTopicError,
 )
-from client.producer import AsyncProducer
-from client.sync_consumer import Consumer
-from client.sync_producer import Producer, RecordFuture
-from client.types import (
+from tierlog.client.producer import AsyncProducer
+from tierlog.client.sync_consumer import Consumer
+from tierlog.client.sync_producer import Producer, RecordFuture
+from tierlog.client.types import (
     ConsumerRecord,
     OffsetAndMetadata,
     OffsetAndTimestamp,

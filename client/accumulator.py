@@ -18,9 +18,9 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from client.errors import BufferExhaustedError, TierlogError
-from client.types import RecordMetadata, TopicPartition
-from tiering.codec.records import Record
+from tierlog.client.errors import BufferExhaustedError, TierlogError
+from tierlog.client.types import RecordMetadata, TopicPartition
+from tierlog.tiering.codec.records import Record
 
 __all__ = ["DeliveryFuture", "PendingRecord", "ProducerBatch", "RecordAccumulator", "record_size"]
 
@@ -110,7 +110,7 @@ def _run_callback(
     except Exception:  # a user callback must not stop the sender
         import logging
 
-        logging.getLogger("client.producer").exception("delivery callback raised")
+        logging.getLogger("tierlog.client.producer").exception("delivery callback raised")
 
 
 class RecordAccumulator:

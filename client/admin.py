@@ -1,8 +1,8 @@
 """Topic and group administration over the broker's v3 admin API and native group routes.
 
 Used by the CLI and by the producer's topic auto-creation. Every method is a coroutine on the client's loop,
-safe to call concurrently, and raises the typed errors of :mod:`client.errors` (for example
-:class:`~client.errors.UnknownTopicError`, :class:`~client.errors.TopicExistsError`).
+safe to call concurrently, and raises the typed errors of :mod:`tierlog.client.errors` (for example
+:class:`~tierlog.client.errors.UnknownTopicError`, :class:`~tierlog.client.errors.TopicExistsError`).
 """
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from client.config import DEFAULT_BOOTSTRAP, normalise_bootstrap
-from client.transport import BrokerClient, TopicMetadata, segment
+from tierlog.client.config import DEFAULT_BOOTSTRAP, normalise_bootstrap
+from tierlog.client.transport import BrokerClient, TopicMetadata, segment
 
 __all__ = ["AsyncAdmin", "TopicConfig"]
 

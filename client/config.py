@@ -2,7 +2,7 @@
 
 ``ProducerConfig.from_kwargs(linger_ms=5, compression_type="zstd")`` accepts exactly the names listed on the
 dataclasses (``acks`` takes 0, 1, -1 or ``"all"``); an unknown name or a bad value raises
-:class:`~tiering.errors.InvalidRequestError` naming it, so a typo fails at construction, not silently.
+:class:`~tierlog.tiering.errors.InvalidRequestError` naming it, so a typo fails at construction, not silently.
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
-from tiering.codec.compression import Compression
-from tiering.errors import InvalidRequestError
+from tierlog.tiering.codec.compression import Compression
+from tierlog.tiering.errors import InvalidRequestError
 
 __all__ = ["CommonConfig", "ProducerConfig", "ConsumerConfig", "normalise_bootstrap"]
 

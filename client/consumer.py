@@ -6,8 +6,8 @@
     async for record in consumer:          # or: records = await consumer.poll(timeout=1.0)
         handle(record)
 
-Records come from per-partition prefetch tasks (:mod:`client.fetcher`); group membership runs in a background
-task (:mod:`client.group`). With ``enable_auto_commit`` the consumer commits, every
+Records come from per-partition prefetch tasks (:mod:`tierlog.client.fetcher`); group membership runs in a
+background task (:mod:`tierlog.client.group`). With ``enable_auto_commit`` the consumer commits, every
 ``auto_commit_interval_ms``, the positions as they were when ``poll`` was last called: asking for more records
 acknowledges the previous ones, so a crash redelivers at most what was being processed (at-least-once).
 
@@ -25,8 +25,8 @@ from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from dataclasses import replace
 from typing import Any
 
-from client.config import ConsumerConfig
-from client.errors import (
+from tierlog.client.config import ConsumerConfig
+from tierlog.client.errors import (
     ClientClosedError,
     CommitFailedError,
     IllegalGenerationError,
@@ -34,14 +34,14 @@ from client.errors import (
     TierlogError,
     UnknownMemberError,
 )
-from client.fetcher import EARLIEST, LATEST, Fetcher
-from client.group import GroupMembership, Subscription
-from client.transport import BrokerClient, segment
-from client.types import ConsumerRecord, OffsetAndMetadata, OffsetAndTimestamp, TopicPartition
+from tierlog.client.fetcher import EARLIEST, LATEST, Fetcher
+from tierlog.client.group import GroupMembership, Subscription
+from tierlog.client.transport import BrokerClient, segment
+from tierlog.client.types import ConsumerRecord, OffsetAndMetadata, OffsetAndTimestamp, TopicPartition
 
 __all__ = ["AsyncConsumer", "ConsumerRebalanceListener", "CommitCallback"]
 
-log = logging.getLogger("client.consumer")
+log = logging.getLogger("tierlog.client.consumer")
 CommitCallback = Callable[[dict[TopicPartition, OffsetAndMetadata], Exception | None], object]
 OffsetsArg = Mapping[TopicPartition, int | OffsetAndMetadata] | None
 
@@ -74,7 +74,7 @@ class AsyncConsumer:
     """Reads records from tierlog in asyncio code.
 
     ``topics`` given here are subscribed at once (a ``group_id`` is then required). Keyword options are
-    Kafka's consumer configs with dots as underscores (:class:`~client.config.ConsumerConfig`).
+    Kafka's consumer configs with dots as underscores (:class:`~tierlog.client.config.ConsumerConfig`).
 
     Raises (from the constructor): InvalidRequestError for an unknown option or a bad value.
     """

@@ -1,9 +1,9 @@
 """Typed client errors, and the one place that turns a broker answer into one of them.
 
-Every error is a subclass of a :mod:`tiering.errors` kind, so callers match on the kind (``NotFoundError``,
-``ConflictError``, ``UnavailableError`` ...) or on ``err.code``, never on a message. ``retriable`` decides
-whether the producer's retry loop (and the consumer's fetch loop) tries again: only connection failures,
-``503`` (50301) and ``500`` (50001) are retriable, as ``docs/native-api.md`` says.
+Every error is a subclass of a :mod:`tierlog.tiering.errors` kind, so callers match on the kind
+(``NotFoundError``, ``ConflictError``, ``UnavailableError`` ...) or on ``err.code``, never on a message.
+``retriable`` decides whether the producer's retry loop (and the consumer's fetch loop) tries again: only
+connection failures, ``503`` (50301) and ``500`` (50001) are retriable, as ``docs/native-api.md`` says.
 
 :func:`error_from_response` is the single mapping from ``(HTTP status, JSON body)`` to an exception; nothing
 else in the client inspects error codes of an answer.
@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from tiering.errors import (
+from tierlog.tiering.errors import (
     ConflictError,
     CorruptRecordError,
     IllegalGenerationError,
@@ -199,7 +199,7 @@ def error_from_response(status: int, payload: bytes) -> TierlogError:
     """The typed error for a broker answer with HTTP ``status`` and body ``payload``.
 
     The body's ``error_code`` picks the class (the client's registry first, then
-    :func:`tiering.errors.error_for_code`); without a usable code the status decides. An out-of-range
+    :func:`tierlog.tiering.errors.error_for_code`); without a usable code the status decides. An out-of-range
     answer carries the valid range from the body. Pure, idempotent and safe to call from any thread.
     """
     body: dict[str, Any] = {}

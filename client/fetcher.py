@@ -19,16 +19,16 @@ from collections import deque
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 
-from client.backoff import backoff_seconds
-from client.config import ConsumerConfig
-from client.errors import NoOffsetForPartitionError, OffsetOutOfRangeError, TierlogError
-from client.transport import BrokerClient
-from client.types import CREATE_TIME, LOG_APPEND_TIME, ConsumerRecord, TopicPartition
-from tiering.codec.batch import iter_decoded_batches
+from tierlog.client.backoff import backoff_seconds
+from tierlog.client.config import ConsumerConfig
+from tierlog.client.errors import NoOffsetForPartitionError, OffsetOutOfRangeError, TierlogError
+from tierlog.client.transport import BrokerClient
+from tierlog.client.types import CREATE_TIME, LOG_APPEND_TIME, ConsumerRecord, TopicPartition
+from tierlog.tiering.codec.batch import iter_decoded_batches
 
 __all__ = ["EARLIEST", "LATEST", "Fetcher", "PartitionState", "decode_records"]
 
-log = logging.getLogger("client.consumer")
+log = logging.getLogger("tierlog.client.consumer")
 EARLIEST = -2
 LATEST = -1
 COMMITTED = -3

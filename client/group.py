@@ -16,20 +16,20 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from client.backoff import backoff_seconds
-from client.config import ConsumerConfig
-from client.errors import (
+from tierlog.client.backoff import backoff_seconds
+from tierlog.client.config import ConsumerConfig
+from tierlog.client.errors import (
     IllegalGenerationError,
     RebalanceInProgressError,
     TierlogError,
     UnknownMemberError,
 )
-from client.transport import BrokerClient, segment
-from client.types import TopicPartition
+from tierlog.client.transport import BrokerClient, segment
+from tierlog.client.types import TopicPartition
 
 __all__ = ["GroupMembership", "Subscription"]
 
-log = logging.getLogger("client.consumer")
+log = logging.getLogger("tierlog.client.consumer")
 PartitionsHook = Callable[[set[TopicPartition]], Awaitable[None]]
 
 

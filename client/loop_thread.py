@@ -13,7 +13,7 @@ import threading
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
-from client.errors import ClientClosedError, IllegalStateError
+from tierlog.client.errors import ClientClosedError, IllegalStateError
 
 __all__ = ["LoopThread"]
 

@@ -8,9 +8,9 @@
 
 ``send`` picks the partition exactly as the broker and Kafka's Java producer do (murmur2 of the key, sticky
 for keyless records), appends the record to its partition's batch and returns an ``asyncio.Future`` of
-:class:`~client.types.RecordMetadata`. It waits only for metadata and for room in ``buffer_memory``, both at
-most ``max_block_ms``. A background :class:`~client.sender.Sender` builds v2 batches with the shared codec and
-sends them.
+:class:`~tierlog.client.types.RecordMetadata`. It waits only for metadata and for room in ``buffer_memory``,
+both at most ``max_block_ms``. A background :class:`~tierlog.client.sender.Sender` builds v2 batches with the
+shared codec and sends them.
 """
 
 from __future__ import annotations
@@ -21,11 +21,11 @@ import time
 from collections.abc import Iterable
 from typing import Any
 
-from client.accumulator import Callback, DeliveryFuture, PendingRecord, RecordAccumulator, record_size
-from client.admin import AsyncAdmin
-from client.backoff import backoff_seconds
-from client.config import ProducerConfig
-from client.errors import (
+from tierlog.client.accumulator import Callback, DeliveryFuture, PendingRecord, RecordAccumulator, record_size
+from tierlog.client.admin import AsyncAdmin
+from tierlog.client.backoff import backoff_seconds
+from tierlog.client.config import ProducerConfig
+from tierlog.client.errors import (
     BufferExhaustedError,
     ClientClosedError,
     RecordTooLargeError,
@@ -34,11 +34,11 @@ from client.errors import (
     UnknownPartitionError,
     UnknownTopicError,
 )
-from client.sender import Sender
-from client.transport import BrokerClient
-from client.types import RecordMetadata, TopicPartition
-from tiering.codec.records import Record
-from tiering.partitioner import StickyPartitioner, partition_for_key
+from tierlog.client.sender import Sender
+from tierlog.client.transport import BrokerClient
+from tierlog.client.types import RecordMetadata, TopicPartition
+from tierlog.tiering.codec.records import Record
+from tierlog.tiering.partitioner import StickyPartitioner, partition_for_key
 
 __all__ = ["AsyncProducer", "to_bytes", "to_headers"]
 
@@ -72,7 +72,7 @@ class AsyncProducer:
     """Sends records to tierlog from asyncio code.
 
     Keyword options are Kafka's producer configs with dots as underscores (see
-    :class:`~client.config.ProducerConfig`). Methods must be called on one event loop; ``send`` may be
+    :class:`~tierlog.client.config.ProducerConfig`). Methods must be called on one event loop; ``send`` may be
     called concurrently from many tasks. ``close`` is idempotent.
 
     Raises (from the constructor): InvalidRequestError for an unknown option or a bad value.

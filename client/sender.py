@@ -14,18 +14,18 @@ import contextlib
 import logging
 from collections.abc import Callable
 
-from client.accumulator import ProducerBatch, RecordAccumulator
-from client.backoff import backoff_seconds
-from client.config import ProducerConfig
-from client.errors import DeliveryTimeoutError, TierlogError
-from client.transport import BrokerClient
-from client.types import TopicPartition
-from tiering.codec.batch import build_batch
-from tiering.codec.compression import Compression
+from tierlog.client.accumulator import ProducerBatch, RecordAccumulator
+from tierlog.client.backoff import backoff_seconds
+from tierlog.client.config import ProducerConfig
+from tierlog.client.errors import DeliveryTimeoutError, TierlogError
+from tierlog.client.transport import BrokerClient
+from tierlog.client.types import TopicPartition
+from tierlog.tiering.codec.batch import build_batch
+from tierlog.tiering.codec.compression import Compression
 
 __all__ = ["Sender"]
 
-log = logging.getLogger("client.producer")
+log = logging.getLogger("tierlog.client.producer")
 # Batches this large or compressed are encoded off the loop: zstd, lz4 and gzip release the GIL.
 _ENCODE_IN_THREAD_BYTES = 64 * 1024
 

@@ -1,4 +1,4 @@
-"""The synchronous consumer: :class:`~client.consumer.AsyncConsumer` on a loop thread it owns.
+"""The synchronous consumer: :class:`~tierlog.client.consumer.AsyncConsumer` on a loop thread it owns.
 
 Group membership, heartbeats and prefetching run on that thread, so a slow record handler does not miss
 heartbeats. Rebalance listener methods run on a worker thread while the I/O thread waits for them, so they
@@ -14,10 +14,10 @@ import contextlib
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
-from client.consumer import AsyncConsumer, CommitCallback, ConsumerRebalanceListener, OffsetsArg
-from client.errors import ClientClosedError, IllegalStateError
-from client.loop_thread import LoopThread
-from client.types import ConsumerRecord, OffsetAndMetadata, OffsetAndTimestamp, TopicPartition
+from tierlog.client.consumer import AsyncConsumer, CommitCallback, ConsumerRebalanceListener, OffsetsArg
+from tierlog.client.errors import ClientClosedError, IllegalStateError
+from tierlog.client.loop_thread import LoopThread
+from tierlog.client.types import ConsumerRecord, OffsetAndMetadata, OffsetAndTimestamp, TopicPartition
 
 __all__ = ["Consumer"]
 

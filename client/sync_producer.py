@@ -1,4 +1,4 @@
-"""The synchronous producer: :class:`~client.producer.AsyncProducer` on a loop thread it owns.
+"""The synchronous producer: :class:`~tierlog.client.producer.AsyncProducer` on a loop thread it owns.
 
 ``send`` returns a :class:`RecordFuture` (a ``concurrent.futures.Future``) at once, waiting only while the
 buffers are full (``max_block_ms``), as Kafka's producer does:
@@ -20,12 +20,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from client.accumulator import Callback
-from client.errors import BufferExhaustedError, ClientClosedError, TierlogError
-from client.loop_thread import LoopThread
-from client.producer import AsyncProducer, HeadersArg
-from client.types import RecordMetadata
-from tiering.codec.records import Record
+from tierlog.client.accumulator import Callback
+from tierlog.client.errors import BufferExhaustedError, ClientClosedError, TierlogError
+from tierlog.client.loop_thread import LoopThread
+from tierlog.client.producer import AsyncProducer, HeadersArg
+from tierlog.client.types import RecordMetadata
+from tierlog.tiering.codec.records import Record
 
 __all__ = ["HANDOFF_BYTES", "Producer", "RecordFuture"]
 

@@ -1,9 +1,10 @@
 """One HTTP session to one broker, and the native data-path calls on it.
 
 :class:`BrokerClient` owns an aiohttp ``ClientSession`` (connection pooling, keep-alive) and turns every
-failure into a typed error: an error answer through :func:`client.errors.error_from_response`, a refused or
-reset connection into :class:`~client.errors.BrokerUnavailableError`, no answer within the request timeout
-into :class:`~client.errors.RequestTimeoutError`. Both are retriable; nothing here retries (callers decide).
+failure into a typed error: an error answer through :func:`tierlog.client.errors.error_from_response`, a
+refused or reset connection into :class:`~tierlog.client.errors.BrokerUnavailableError`, no answer within the
+request timeout into :class:`~tierlog.client.errors.RequestTimeoutError`. Both are retriable; nothing here
+retries (callers decide).
 
 All methods are coroutines for the event loop the client was started on; concurrent calls are safe (aiohttp
 pools connections). None of them is idempotent unless it says so.
@@ -18,7 +19,7 @@ from urllib.parse import quote
 
 import aiohttp
 
-from client.errors import BrokerUnavailableError, RequestTimeoutError, error_from_response
+from tierlog.client.errors import BrokerUnavailableError, RequestTimeoutError, error_from_response
 
 __all__ = ["BATCHES_TYPE", "BrokerClient", "FetchAnswer", "PartitionInfo", "TopicMetadata"]
 
@@ -112,8 +113,8 @@ class BrokerClient:
         ``body`` is sent as JSON, ``data`` as raw bytes. ``timeout_ms`` overrides the request timeout.
 
         Raises:
-            TierlogError: the typed error of a non-2xx answer (see :func:`client.errors.error_from_response`).
-            BrokerUnavailableError: the connection failed.
+            TierlogError: the typed error of a non-2xx answer (see
+            :func:`tierlog.client.errors.error_from_response`). BrokerUnavailableError: the connection failed.
             RequestTimeoutError: no answer in time.
         """
         seconds = (self.request_timeout_ms if timeout_ms is None else timeout_ms) / 1000

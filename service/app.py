@@ -12,24 +12,28 @@ from typing import TYPE_CHECKING
 
 from aiohttp import web
 
-from service import admin_v3, health, openapi
-from service.broker import Broker
-from service.config import Settings
-from service.errors import error_middleware
-from service.metrics import Metrics, metrics_middleware
-from service.state import BROKER, METRICS, SETTINGS
-from service.tasks import setup_maintenance
+from tierlog.service import admin_v3, health, openapi
+from tierlog.service.broker import Broker
+from tierlog.service.config import Settings
+from tierlog.service.errors import error_middleware
+from tierlog.service.metrics import Metrics, metrics_middleware
+from tierlog.service.state import BROKER, METRICS, SETTINGS
+from tierlog.service.tasks import setup_maintenance
 
 if TYPE_CHECKING:
-    from tiering.log import Clock
-    from tiering.remote.store import ObjectStore
+    from tierlog.tiering.log import Clock
+    from tierlog.tiering.remote.store import ObjectStore
 
 __all__ = ["OPEN_TASK", "create_app", "documented_modules", "route_modules"]
 
 log = logging.getLogger("tierlog.app")
 
-OPTIONAL_ROUTE_MODULES = ("service.rest_v2", "service.native")
-GROUP_MODULES = ("service.groups.rest", "service.groups.native", "service.groups.admin")
+OPTIONAL_ROUTE_MODULES = ("tierlog.service.rest_v2.routes", "tierlog.service.native")
+GROUP_MODULES = (
+    "tierlog.service.groups.rest",
+    "tierlog.service.groups.native",
+    "tierlog.service.groups.admin",
+)
 OPEN_TASK: web.AppKey[asyncio.Task[None]] = web.AppKey("tierlog.open_task", asyncio.Task)
 
 
@@ -54,7 +58,7 @@ def route_modules() -> list[ModuleType]:
 
 def documented_modules() -> list[ModuleType]:
     """Every module contributing ``OPENAPI_PATHS``: the route modules, the consumer-group ones, openapi."""
-    groups = [_optional(name) for name in GROUP_MODULES] if _optional("service.groups.setup") else []
+    groups = [_optional(name) for name in GROUP_MODULES] if _optional("tierlog.service.groups.setup") else []
     return [*route_modules(), *(module for module in groups if module is not None), openapi]
 
 
@@ -83,7 +87,7 @@ def create_app(
     for module in route_modules():
         module.setup_routes(app)
     openapi.setup_routes(app)
-    groups = _optional("service.groups.setup")
+    groups = _optional("tierlog.service.groups.setup")
 
     async def broker_ctx(app: web.Application) -> AsyncIterator[None]:
         broker = app[BROKER]

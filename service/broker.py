@@ -14,20 +14,20 @@ from collections.abc import Coroutine, Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from service import metadata as meta
-from service.errors import TOPIC_NOT_FOUND, InvalidConfigError
-from service.metrics import Metrics, Sample
-from service.partition import Partition
-from service.remote_tier import RemoteTier
-from service.tasks import TaskSet
-from service.topic import Topic
-from service.topic_configs import TOPIC_CONFIGS, effective_configs, validate_overrides
-from tiering.errors import NotFoundError, TierlogError, UnavailableError
-from tiering.log import AppendInfo, Clock, LogConfig, PartitionLog, SystemClock
+from tierlog.service import metadata as meta
+from tierlog.service.errors import TOPIC_NOT_FOUND, InvalidConfigError
+from tierlog.service.metrics import Metrics, Sample
+from tierlog.service.partition import Partition
+from tierlog.service.remote.tier import RemoteTier
+from tierlog.service.tasks import TaskSet
+from tierlog.service.topic import Topic
+from tierlog.service.topic_configs import TOPIC_CONFIGS, effective_configs, validate_overrides
+from tierlog.tiering.errors import NotFoundError, TierlogError, UnavailableError
+from tierlog.tiering.log import AppendInfo, Clock, LogConfig, PartitionLog, SystemClock
 
 if TYPE_CHECKING:
-    from service.config import Settings
-    from tiering.remote.store import ObjectStore
+    from tierlog.service.config import Settings
+    from tierlog.tiering.remote.store import ObjectStore
 
 __all__ = ["AppendInfo", "Broker", "Partition", "Topic"]
 
@@ -128,7 +128,7 @@ class Broker:
         self.clean_start = clean
         await self.remote.start()
         if self.settings.remote_restore_on_start:
-            from service.remote_restore import restore_missing_topics
+            from tierlog.service.remote.restore import restore_missing_topics
 
             restored = await restore_missing_topics(self.remote.manifests, state, self.data_dir)
             if restored:

@@ -1,4 +1,4 @@
-"""The ``tierlog`` command line: ``tierlog serve`` runs a broker; ``tierlog dump-log`` prints segments.
+"""``tierlog serve``: run a broker (the dispatcher of every ``tierlog`` command is :mod:`tierlog.cli`).
 
 Bad settings end the process with one line on stderr and exit code 2. ``serve`` logs to stderr, stops
 cleanly on SIGTERM or SIGINT (logs flushed and closed, exit code 0) and exits 1 if the logs cannot be
@@ -10,7 +10,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import importlib
 import logging
 import os
 import signal
@@ -21,7 +20,7 @@ from typing import NoReturn
 
 from aiohttp import web
 
-from service.config import SETTINGS_TABLE, Settings, SettingsError, env_name, flag_name, load_settings
+from tierlog.service.config import SETTINGS_TABLE, Settings, SettingsError, env_name, flag_name, load_settings
 
 __all__ = ["main"]
 
@@ -36,59 +35,28 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="tierlog", description="tierlog: a Kafka-style commit log with tiered storage")
-    commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
-    serve = commands.add_parser(
-        "serve",
-        help="run a broker",
+    parser = _Parser(
+        prog="tierlog serve",
         description="Run a broker. Every setting is also read from TIERLOG_<NAME> and from --config FILE; "
         "precedence is flag > environment > file > default. See docs/configuration.md.",
     )
-    serve.add_argument("--config", type=Path, metavar="FILE", help="TOML settings file (env TIERLOG_CONFIG)")
+    parser.add_argument("--config", type=Path, metavar="FILE", help="TOML settings file (env TIERLOG_CONFIG)")
     for name, spec in SETTINGS_TABLE.items():
         default = "none" if spec.default is None else spec.default
-        serve.add_argument(
+        parser.add_argument(
             flag_name(name),
             dest=name,
             metavar="VALUE",
             default=None,
             help=f"{spec.doc} [{env_name(name)}; default {default}]",
         )
-    for name, help_text in DELEGATED.items():
-        delegated = commands.add_parser(name, help=help_text, add_help=False)
-        delegated.add_argument("args", nargs=argparse.REMAINDER)
     return parser
 
 
-# Subcommands implemented outside the broker: the segment dumper (tiering) and the client commands.
-DELEGATED = {
-    "dump-log": "print the batches and records of segment files (--verify checks them)",
-    "topics": "create, list, describe, delete and alter topics",
-    "produce": "produce lines from stdin or a file",
-    "consume": "consume records as JSON lines",
-    "groups": "list and describe consumer groups, with lag",
-    "tiering": "remote tier tools: check (list leaked objects), restore (recreate topics from a bucket)",
-}
-
-
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the command line. Returns the exit code."""
+    """Run ``tierlog serve`` with ``argv`` (the arguments after ``serve``). Returns the exit code."""
     raw = list(sys.argv[1:] if argv is None else argv)
-    if raw and raw[0] == "dump-log":
-        from tiering.tools import dump_log
-
-        return dump_log.main(raw[1:])
-    if raw and raw[0] == "tiering":
-        from service import tiering_cli
-
-        return tiering_cli.main(raw[1:])
-    if raw and raw[0] in DELEGATED:
-        return _client_command(raw)
-    parser = _parser()
-    args = parser.parse_args(raw)
-    if args.command != "serve":
-        parser.print_help(sys.stderr)
-        return 2
+    args = _parser().parse_args(raw)
     flags = {
         name: value for name, value in vars(args).items() if name in SETTINGS_TABLE and value is not None
     }
@@ -110,21 +78,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     return asyncio.run(serve(settings))
 
 
-def _client_command(argv: list[str]) -> int:
-    try:
-        tool = importlib.import_module("client.cli")
-    except ModuleNotFoundError as err:
-        if err.name != "client.cli":
-            raise
-        sys.stderr.write(f"tierlog {argv[0]}: error: the client commands are not installed\n")
-        return 2
-    return int(tool.main(argv))
-
-
 async def serve(settings: Settings) -> int:
     """Serve until SIGTERM or SIGINT. Returns 0 after a clean shutdown, 1 when start-up fails."""
-    from service.app import OPEN_TASK, create_app
-    from service.state import BROKER
+    from tierlog.service.app import OPEN_TASK, create_app
+    from tierlog.service.state import BROKER
 
     log.info("starting tierlog: %s", settings.describe())
     app = create_app(settings)

@@ -19,8 +19,8 @@ from pathlib import Path
 from types import MappingProxyType
 from urllib.parse import urlsplit
 
-from service.topic_configs import TOPIC_CONFIGS, check_combination, effective_configs
-from tiering.errors import InvalidRequestError
+from tierlog.service.topic_configs import TOPIC_CONFIGS, check_combination, effective_configs
+from tierlog.tiering.errors import InvalidRequestError
 
 __all__ = [
     "SETTINGS_TABLE",

@@ -1,10 +1,11 @@
 """HTTP-only error kinds and the one middleware that maps every error to a JSON response.
 
-Every :class:`~tiering.errors.TierlogError` becomes ``err.http_status`` with the body
-``{"error_code": err.code, "message": err.message}``; an :class:`~tiering.errors.OffsetOutOfRangeError`
-also carries ``log_start_offset`` and ``log_end_offset``. aiohttp's own HTTP errors (unknown route 404,
-wrong method 405, body over the size limit 413) get the same JSON envelope. Anything else is a bug: it is
-logged with its traceback and answered with 500 ``{"error_code": 50001}``.
+Every :class:`~tierlog.tiering.errors.TierlogError` becomes ``err.http_status`` with the body
+``{"error_code": err.code, "message": err.message}``; an
+:class:`~tierlog.tiering.errors.OffsetOutOfRangeError` also carries ``log_start_offset`` and
+``log_end_offset``. aiohttp's own HTTP errors (unknown route 404, wrong method 405, body over the size limit
+413) get the same JSON envelope. Anything else is a bug: it is logged with its traceback and answered with 500
+``{"error_code": 50001}``.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import Any
 from aiohttp import web
 from aiohttp.typedefs import Handler
 
-from tiering.errors import InvalidRequestError, OffsetOutOfRangeError, TierlogError
+from tierlog.tiering.errors import InvalidRequestError, OffsetOutOfRangeError, TierlogError
 
 __all__ = [
     "BadRequestError",

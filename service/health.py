@@ -6,8 +6,8 @@ from typing import Any
 
 from aiohttp import web
 
-from service.metrics import metrics_handler
-from service.state import BROKER
+from tierlog.service.metrics import metrics_handler
+from tierlog.service.state import BROKER
 
 __all__ = ["OPENAPI_PATHS", "setup_routes"]
 

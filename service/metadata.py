@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from service.errors import InvalidConfigError
-from tiering.errors import CorruptRecordError
+from tierlog.service.errors import InvalidConfigError
+from tierlog.tiering.errors import CorruptRecordError
 
 __all__ = [
     "CLEAN_SHUTDOWN_MARKER",

@@ -237,7 +237,7 @@ def metrics_middleware(metrics: Metrics) -> Middleware:
 
 async def metrics_handler(request: web.Request) -> web.Response:
     """``GET /metrics``: the registry in Prometheus text format. Renders in a worker thread."""
-    from service.state import METRICS
+    from tierlog.service.state import METRICS
 
     text = await asyncio.to_thread(request.app[METRICS].render)
     return web.Response(body=text.encode(), headers={"Content-Type": CONTENT_TYPE})

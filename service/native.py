@@ -23,9 +23,9 @@ from typing import IO, TYPE_CHECKING, Any, cast
 
 from aiohttp import web
 
-from service.errors import BadRequestError, NotAcceptableError, UnsupportedMediaTypeError, json_error
-from service.rest_v2_convert import dump_json
-from service.rest_v2_http import (
+from tierlog.service.errors import BadRequestError, NotAcceptableError, UnsupportedMediaTypeError, json_error
+from tierlog.service.rest_v2.convert import dump_json
+from tierlog.service.rest_v2.http import (
     count,
     describe_metrics,
     int_param,
@@ -34,14 +34,14 @@ from service.rest_v2_http import (
     read_body,
     topic_name,
 )
-from service.rest_v2_media import Offer, negotiate
-from service.state import BROKER
-from tiering.codec.header import iter_batches
-from tiering.errors import CorruptRecordError, OffsetOutOfRangeError
+from tierlog.service.rest_v2.media import Offer, negotiate
+from tierlog.service.state import BROKER
+from tierlog.tiering.codec.header import iter_batches
+from tierlog.tiering.errors import CorruptRecordError, OffsetOutOfRangeError
 
 if TYPE_CHECKING:
-    from service.broker import Broker
-    from tiering.log.types import FileSlice
+    from tierlog.service.broker import Broker
+    from tierlog.tiering.log.types import FileSlice
 
 __all__ = [
     "BATCHES_TYPE",

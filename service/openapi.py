@@ -1,6 +1,6 @@
 """The OpenAPI 3 document for every route, merged from each route module's ``OPENAPI_PATHS``.
 
-``python -m service.openapi > docs/openapi.json`` regenerates the checked-in copy.
+``python -m tierlog.service.openapi > docs/openapi.json`` regenerates the checked-in copy.
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ ERROR_SCHEMA: dict[str, Any] = {
 
 def build_document() -> dict[str, Any]:
     """The whole document. Pure apart from importing the route modules; idempotent."""
-    from service.app import documented_modules
+    from tierlog.service.app import documented_modules
 
     paths: dict[str, Any] = {}
     components: dict[str, Any] = {"schemas": {"Error": ERROR_SCHEMA}}

@@ -14,13 +14,13 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from service.errors import TOPIC_NOT_FOUND
-from tiering.errors import NotFoundError, OffsetOutOfRangeError, TierlogError
+from tierlog.service.errors import TOPIC_NOT_FOUND
+from tierlog.tiering.errors import NotFoundError, OffsetOutOfRangeError, TierlogError
 
 if TYPE_CHECKING:
-    from service.metrics import Metrics
-    from service.remote_partition import RemotePartition
-    from tiering.log import AppendInfo, FileSlice, LogConfig, PartitionLog, ReadResult
+    from tierlog.service.metrics import Metrics
+    from tierlog.service.remote.partition import RemotePartition
+    from tierlog.tiering.log import AppendInfo, FileSlice, LogConfig, PartitionLog, ReadResult
 
 __all__ = ["Partition"]
 

@@ -11,9 +11,9 @@ from typing import TYPE_CHECKING
 from aiohttp import web
 
 if TYPE_CHECKING:
-    from service.broker import Broker
-    from service.config import Settings
-    from service.metrics import Metrics
+    from tierlog.service.broker import Broker
+    from tierlog.service.config import Settings
+    from tierlog.service.metrics import Metrics
 
 __all__ = ["BROKER", "METRICS", "SETTINGS"]
 

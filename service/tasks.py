@@ -15,11 +15,11 @@ from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
-from service.state import BROKER, SETTINGS
-from tiering.errors import UnavailableError
+from tierlog.service.state import BROKER, SETTINGS
+from tierlog.tiering.errors import UnavailableError
 
 if TYPE_CHECKING:
-    from service.broker import Broker
+    from tierlog.service.broker import Broker
 
 __all__ = ["MAINTENANCE", "Maintenance", "TaskSet", "maintenance_ctx", "setup_maintenance"]
 

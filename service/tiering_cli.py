@@ -25,14 +25,14 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import NoReturn
 
-from service import metadata as meta
-from service.config import Settings, SettingsError, load_settings
-from service.remote_restore import restore_missing_topics
-from service.remote_tier import open_remote_store
-from tiering.errors import TierlogError
-from tiering.remote.inventory import check, remove_leaks
-from tiering.remote.manifest_store import ManifestStore
-from tiering.remote.retrying import RetryingStore
+from tierlog.service import metadata as meta
+from tierlog.service.config import Settings, SettingsError, load_settings
+from tierlog.service.remote.restore import restore_missing_topics
+from tierlog.service.remote.tier import open_remote_store
+from tierlog.tiering.errors import TierlogError
+from tierlog.tiering.remote.inventory import check, remove_leaks
+from tierlog.tiering.remote.manifest_store import ManifestStore
+from tierlog.tiering.remote.retrying import RetryingStore
 
 __all__ = ["main"]
 

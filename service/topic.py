@@ -5,13 +5,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from service.errors import PARTITION_NOT_FOUND
-from service.topic_configs import effective_configs
-from tiering.errors import NotFoundError
+from tierlog.service.errors import PARTITION_NOT_FOUND
+from tierlog.service.topic_configs import effective_configs
+from tierlog.tiering.errors import NotFoundError
 
 if TYPE_CHECKING:
-    from service import metadata as meta
-    from service.partition import Partition
+    from tierlog.service import metadata as meta
+    from tierlog.service.partition import Partition
 
 __all__ = ["Topic"]
 

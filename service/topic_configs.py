@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from service.errors import InvalidConfigError
+from tierlog.service.errors import InvalidConfigError
 
 __all__ = [
     "TOPIC_CONFIGS",

@@ -32,7 +32,7 @@ sys.path.insert(0, str(HERE))
 
 import http_bench  # noqa: E402
 
-from client import AsyncAdmin, AsyncConsumer, AsyncProducer, Producer, TopicPartition  # noqa: E402
+from tierlog.client import AsyncAdmin, AsyncConsumer, AsyncProducer, Producer, TopicPartition  # noqa: E402
 
 PARTITIONS = 4
 WORDS = [

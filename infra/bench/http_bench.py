@@ -32,9 +32,9 @@ from aiohttp import web
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from tiering.codec.batch import build_batch
-from tiering.codec.header import iter_batches
-from tiering.codec.records import Record
+from tierlog.tiering.codec.batch import build_batch
+from tierlog.tiering.codec.header import iter_batches
+from tierlog.tiering.codec.records import Record
 
 RECORD_BYTES = 1024
 NATIVE_RECORDS = 1024
@@ -108,9 +108,9 @@ def run_server(kind: str, data_dir: Path, partitions: int) -> None:
     if kind == "baseline":
         asyncio.run(_serve(_baseline_app(data_dir, partitions)))
         return
-    from service.app import create_app
-    from service.config import build_settings
-    from service.state import BROKER
+    from tierlog.service.app import create_app
+    from tierlog.service.config import build_settings
+    from tierlog.service.state import BROKER
 
     settings = build_settings(
         {

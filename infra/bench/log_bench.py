@@ -26,9 +26,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from tiering.codec.batch import build_batch
-from tiering.codec.records import Record
-from tiering.log import LogConfig, PartitionLog
+from tierlog.tiering.codec.batch import build_batch
+from tierlog.tiering.codec.records import Record
+from tierlog.tiering.log import LogConfig, PartitionLog
 
 RECORD_BYTES = 1024
 RECORDS_PER_BATCH = 1000

@@ -38,10 +38,10 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from tiering.codec import Compression, Record, build_batch  # noqa: E402
-from tiering.log import LogConfig, PartitionLog  # noqa: E402
-from tiering.remote import manifest as mf  # noqa: E402
-from tiering.remote.layout import segment_keys  # noqa: E402
+from tierlog.tiering.codec import Compression, Record, build_batch  # noqa: E402
+from tierlog.tiering.log import LogConfig, PartitionLog  # noqa: E402
+from tierlog.tiering.remote import manifest as mf  # noqa: E402
+from tierlog.tiering.remote.layout import segment_keys  # noqa: E402
 
 PARTITIONS = 2
 RECORDS_PER_BATCH = 200
@@ -232,7 +232,7 @@ def start_moto(workdir: Path) -> tuple[subprocess.Popen[bytes], str]:
 
 def upload_to_moto(remote: Path, endpoint: str) -> str:
     """Upload the local archive to a new bucket on moto; returns its ``s3://`` URI."""
-    from tiering.remote.s3 import S3ObjectStore
+    from tierlog.tiering.remote.s3 import S3ObjectStore
 
     bucket = f"bench-{uuid.uuid4().hex[:8]}"
 
@@ -296,7 +296,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"wrote {data['rows']} rows in {time.perf_counter() - started:.0f}s under {work}", flush=True)
         from pyspark.sql import SparkSession
 
-        from client.spark import register
+        from tierlog.client.spark.source import register
 
         spark = (
             SparkSession.builder.master("local[2]")

@@ -55,17 +55,17 @@ from tests.integration.remote.servers import (  # noqa: E402
     run_localstack,
     run_moto,
 )
-from tiering.codec.batch import build_batch  # noqa: E402
-from tiering.codec.header import iter_batches  # noqa: E402
-from tiering.codec.records import Record  # noqa: E402
-from tiering.log import LogConfig, PartitionLog, SystemClock  # noqa: E402
-from tiering.remote import manifest as mf  # noqa: E402
-from tiering.remote.factory import open_object_store  # noqa: E402
-from tiering.remote.layout import segment_key  # noqa: E402
-from tiering.remote.manifest_store import ManifestStore  # noqa: E402
-from tiering.remote.reader import RemoteReader  # noqa: E402
-from tiering.remote.remote_log import RemoteLog  # noqa: E402
-from tiering.remote.store import ObjectStore  # noqa: E402
+from tierlog.tiering.codec.batch import build_batch  # noqa: E402
+from tierlog.tiering.codec.header import iter_batches  # noqa: E402
+from tierlog.tiering.codec.records import Record  # noqa: E402
+from tierlog.tiering.log import LogConfig, PartitionLog, SystemClock  # noqa: E402
+from tierlog.tiering.remote import manifest as mf  # noqa: E402
+from tierlog.tiering.remote.factory import open_object_store  # noqa: E402
+from tierlog.tiering.remote.layout import segment_key  # noqa: E402
+from tierlog.tiering.remote.manifest_store import ManifestStore  # noqa: E402
+from tierlog.tiering.remote.reader import RemoteReader  # noqa: E402
+from tierlog.tiering.remote.remote_log import RemoteLog  # noqa: E402
+from tierlog.tiering.remote.store import ObjectStore  # noqa: E402
 
 MiB = 1 << 20
 GiB = 1 << 30

@@ -49,7 +49,7 @@ def run(spark: Any, uri: str, topic: str, out: str, options: dict[str, str] | No
     """Read ``topic`` from the archive at ``uri``, write the per-hour counts to ``out`` as Parquet,
     return the number of rows written. Registers the ``tierlog`` source (idempotent).
     """
-    from client.spark import register
+    from tierlog.client.spark.source import register
 
     register(spark)
     df = (
@@ -66,12 +66,12 @@ def run(spark: Any, uri: str, topic: str, out: str, options: dict[str, str] | No
 
 async def _demo_archive(uri: str, topic: str, count: int) -> None:
     """Archive ``count`` records of ``topic`` partition 0 under ``uri`` as the broker's uploader does."""
-    from tiering.codec import Compression, Record, build_batch
-    from tiering.log import LogConfig, PartitionLog
-    from tiering.remote import manifest as mf
-    from tiering.remote.factory import open_object_store
-    from tiering.remote.layout import segment_keys
-    from tiering.remote.manifest_store import ManifestStore
+    from tierlog.tiering.codec import Compression, Record, build_batch
+    from tierlog.tiering.log import LogConfig, PartitionLog
+    from tierlog.tiering.remote import manifest as mf
+    from tierlog.tiering.remote.factory import open_object_store
+    from tierlog.tiering.remote.layout import segment_keys
+    from tierlog.tiering.remote.manifest_store import ManifestStore
 
     start = 1_700_000_000_000
     store = open_object_store(uri)

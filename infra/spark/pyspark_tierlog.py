@@ -3,9 +3,9 @@
 Spark 4 looks for Python data sources in top-level modules named ``pyspark_*`` that define
 ``DefaultSource``. With this directory on the Python path of the driver (``PYTHONPATH=infra/spark``),
 ``spark.read.format("tierlog")`` works without ``spark.dataSource.register``. The source itself is
-:class:`client.spark.TierlogDataSource`.
+:class:`tierlog.client.spark.source.TierlogDataSource`.
 """
 
-from client.spark import TierlogDataSource as DefaultSource
+from tierlog.client.spark.source import TierlogDataSource as DefaultSource
 
 __all__ = ["DefaultSource"]

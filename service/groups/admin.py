@@ -11,10 +11,10 @@ from typing import Any
 
 from aiohttp import web
 
-from service.admin_v3 import BASE, _broker, _list, _Urls
-from service.groups.coordinator import GroupCoordinator, GroupDescription
-from service.groups.lag import group_lag
-from service.groups.state import CONSUMERS, COORDINATOR, require_ready
+from tierlog.service.admin_v3.routes import BASE, _broker, _list, _Urls
+from tierlog.service.groups.coordinator import GroupCoordinator, GroupDescription
+from tierlog.service.groups.lag import group_lag
+from tierlog.service.groups.state import CONSUMERS, COORDINATOR, require_ready
 
 __all__ = ["setup_routes", "OPENAPI_PATHS"]
 

@@ -9,8 +9,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from service.rest_v2_media import EmbeddedFormat
-from tiering.errors import InvalidRequestError
+from tierlog.service.rest_v2.media import EmbeddedFormat
+from tierlog.tiering.errors import InvalidRequestError
 
 __all__ = ["ConsumerSettings", "parse_partitions", "INVALID_CONSUMER_CONFIG"]
 

@@ -22,11 +22,11 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from service.groups.consumer_config import INVALID_CONSUMER_CONFIG, ConsumerSettings
-from service.groups.coordinator import Clock, GroupCoordinator
-from service.rest_v2_convert import records_to_json
-from tiering.codec.header import iter_batches
-from tiering.errors import ConflictError, InvalidRequestError, NotFoundError, OffsetOutOfRangeError
+from tierlog.service.groups.consumer_config import INVALID_CONSUMER_CONFIG, ConsumerSettings
+from tierlog.service.groups.coordinator import Clock, GroupCoordinator
+from tierlog.service.rest_v2.convert import records_to_json
+from tierlog.tiering.codec.header import iter_batches
+from tierlog.tiering.errors import ConflictError, InvalidRequestError, NotFoundError, OffsetOutOfRangeError
 
 __all__ = ["ConsumerManager", "ConsumerInstance", "PartitionReader"]
 
@@ -51,7 +51,7 @@ class ReadLike(Protocol):
 
 
 class PartitionReader(Protocol):
-    """What the consumer layer needs of the broker (``service.broker.Broker`` satisfies it)."""
+    """What the consumer layer needs of the broker (``tierlog.service.broker.Broker`` satisfies it)."""
 
     def partition_counts(self) -> Mapping[str, int]: ...
 

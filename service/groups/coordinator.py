@@ -1,7 +1,7 @@
 """The group coordinator: members, generations and assignments of consumer groups.
 
-Assignment is computed by the broker (see :mod:`service.groups.assignors`), so one join call both enters
-the group and returns the member's partitions. The protocol, per group::
+Assignment is computed by the broker (see :mod:`tierlog.service.groups.assignors`), so one join call both
+enters the group and returns the member's partitions. The protocol, per group::
 
     Empty --join--> PreparingRebalance --all members rejoined, or rebalance timeout--> Stable
     Stable --new member, leave, session expiry, subscription or metadata change--> PreparingRebalance
@@ -32,15 +32,15 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from service.groups.assignors import STRATEGIES, Member, TopicPartition, assign
-from service.groups.errors import (
+from tierlog.service.groups.assignors import STRATEGIES, Member, TopicPartition, assign
+from tierlog.service.groups.errors import (
     IllegalGenerationError,
     RebalanceInProgressError,
     UnknownGroupError,
     UnknownMemberError,
 )
-from service.groups.offsets import CommittedOffset, OffsetStore
-from tiering.errors import InvalidRequestError
+from tierlog.service.groups.offsets import CommittedOffset, OffsetStore
+from tierlog.tiering.errors import InvalidRequestError
 
 __all__ = ["GroupCoordinator", "GroupState", "JoinResult", "GroupDescription", "MemberDescription", "Clock"]
 

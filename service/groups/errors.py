@@ -1,9 +1,9 @@
 """Error kinds of group coordination. They are shared with the client library, so they live in
-:mod:`tiering.errors`; this module names them for the group code."""
+:mod:`tierlog.tiering.errors`; this module names them for the group code."""
 
 from __future__ import annotations
 
-from tiering.errors import (
+from tierlog.tiering.errors import (
     IllegalGenerationError,
     RebalanceInProgressError,
     UnknownGroupError,

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from service.groups.consumers import PartitionReader
-from service.groups.coordinator import GroupCoordinator
+from tierlog.service.groups.consumers import PartitionReader
+from tierlog.service.groups.coordinator import GroupCoordinator
 
 __all__ = ["group_lag"]
 

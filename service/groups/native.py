@@ -16,12 +16,12 @@ from typing import Any
 
 from aiohttp import web
 
-from service.errors import BadRequestError
-from service.groups.consumer_config import parse_partitions
-from service.groups.coordinator import GroupCoordinator, JoinResult
-from service.groups.lag import group_lag
-from service.groups.state import CONSUMERS, COORDINATOR, require_ready
-from tiering.errors import InvalidRequestError
+from tierlog.service.errors import BadRequestError
+from tierlog.service.groups.consumer_config import parse_partitions
+from tierlog.service.groups.coordinator import GroupCoordinator, JoinResult
+from tierlog.service.groups.lag import group_lag
+from tierlog.service.groups.state import CONSUMERS, COORDINATOR, require_ready
+from tierlog.tiering.errors import InvalidRequestError
 
 __all__ = ["setup_routes", "OPENAPI_PATHS"]
 

@@ -19,9 +19,9 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from tiering.codec.batch import build_batch, iter_records
-from tiering.codec.records import Record
-from tiering.errors import CorruptRecordError
+from tierlog.tiering.codec.batch import build_batch, iter_records
+from tierlog.tiering.codec.records import Record
+from tierlog.tiering.errors import CorruptRecordError
 
 __all__ = [
     "CommittedOffset",

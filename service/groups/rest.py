@@ -1,8 +1,8 @@
 """The REST Proxy v2 consumer API: ``/consumers/{group}`` and its instances.
 
 Request and response JSON, status codes and error codes follow Confluent's REST Proxy v2, so existing REST
-clients work unchanged. Handlers parse, call one :class:`~service.groups.consumers.ConsumerManager` method
-and serialise.
+clients work unchanged. Handlers parse, call one :class:`~tierlog.service.groups.consumers.ConsumerManager`
+method and serialise.
 """
 
 from __future__ import annotations
@@ -12,11 +12,11 @@ from typing import Any
 
 from aiohttp import web
 
-from service.errors import BadRequestError, NotAcceptableError, UnsupportedMediaTypeError
-from service.groups.consumer_config import ConsumerSettings, parse_partitions
-from service.groups.consumers import ConsumerManager
-from service.groups.state import CONSUMERS, require_ready
-from service.rest_v2_media import (
+from tierlog.service.errors import BadRequestError, NotAcceptableError, UnsupportedMediaTypeError
+from tierlog.service.groups.consumer_config import ConsumerSettings, parse_partitions
+from tierlog.service.groups.consumers import ConsumerManager
+from tierlog.service.groups.state import CONSUMERS, require_ready
+from tierlog.service.rest_v2.media import (
     KAFKA_V2_BINARY,
     KAFKA_V2_JSON,
     KAFKA_V2_JSON_JSON,
@@ -24,7 +24,7 @@ from service.rest_v2_media import (
     Offer,
     negotiate,
 )
-from tiering.errors import InvalidRequestError
+from tierlog.tiering.errors import InvalidRequestError
 
 __all__ = ["setup_routes", "OPENAPI_PATHS"]
 

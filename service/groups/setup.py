@@ -18,17 +18,17 @@ from dataclasses import dataclass
 
 from aiohttp import web
 
-from service.broker import Broker
-from service.config import Settings
-from service.groups import admin, native, rest
-from service.groups.consumers import ConsumerManager, ReadLike
-from service.groups.coordinator import GroupCoordinator
-from service.groups.offsets import OFFSETS_TOPIC, LogOffsetStore
-from service.groups.state import CONSUMERS, COORDINATOR, GROUPS_READY
-from service.partition import Partition
-from service.state import BROKER
-from tiering.codec.header import iter_batches
-from tiering.errors import NotFoundError, UnavailableError
+from tierlog.service.broker import Broker
+from tierlog.service.config import Settings
+from tierlog.service.groups import admin, native, rest
+from tierlog.service.groups.consumers import ConsumerManager, ReadLike
+from tierlog.service.groups.coordinator import GroupCoordinator
+from tierlog.service.groups.offsets import OFFSETS_TOPIC, LogOffsetStore
+from tierlog.service.groups.state import CONSUMERS, COORDINATOR, GROUPS_READY
+from tierlog.service.partition import Partition
+from tierlog.service.state import BROKER
+from tierlog.tiering.codec.header import iter_batches
+from tierlog.tiering.errors import NotFoundError, UnavailableError
 
 __all__ = ["BrokerReader", "GroupSettings", "setup_groups", "restore_offsets"]
 

@@ -7,11 +7,11 @@ from typing import TYPE_CHECKING
 
 from aiohttp import web
 
-from tiering.errors import UnavailableError
+from tierlog.tiering.errors import UnavailableError
 
 if TYPE_CHECKING:
-    from service.groups.consumers import ConsumerManager
-    from service.groups.coordinator import GroupCoordinator
+    from tierlog.service.groups.consumers import ConsumerManager
+    from tierlog.service.groups.coordinator import GroupCoordinator
 
 __all__ = ["COORDINATOR", "CONSUMERS", "GROUPS_READY", "require_ready"]
 

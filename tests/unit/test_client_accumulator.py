@@ -6,10 +6,10 @@ import asyncio
 
 import pytest
 
-from client.accumulator import PendingRecord, RecordAccumulator, record_size
-from client.errors import BufferExhaustedError, ClientClosedError
-from client.types import RecordMetadata, TopicPartition
-from tiering.codec.records import Record
+from tierlog.client.accumulator import PendingRecord, RecordAccumulator, record_size
+from tierlog.client.errors import BufferExhaustedError, ClientClosedError
+from tierlog.client.types import RecordMetadata, TopicPartition
+from tierlog.tiering.codec.records import Record
 
 TP = TopicPartition("t", 0)
 OTHER = TopicPartition("t", 1)

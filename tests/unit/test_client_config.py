@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from client.backoff import backoff_seconds
-from client.config import ConsumerConfig, ProducerConfig, normalise_bootstrap
-from tiering.codec.compression import Compression
-from tiering.errors import InvalidRequestError
+from tierlog.client.backoff import backoff_seconds
+from tierlog.client.config import ConsumerConfig, ProducerConfig, normalise_bootstrap
+from tierlog.tiering.codec.compression import Compression
+from tierlog.tiering.errors import InvalidRequestError
 
 
 def test_defaults_follow_kafka() -> None:

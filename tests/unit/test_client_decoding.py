@@ -9,14 +9,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from client.cli_data import parse_format, render
-from client.fetcher import decode_records
-from client.types import LOG_APPEND_TIME, ConsumerRecord, TopicPartition
-from tiering.codec.batch import build_batch
-from tiering.codec.compression import Compression
-from tiering.codec.header import CRC_OFFSET
-from tiering.codec.records import Record
-from tiering.errors import CorruptRecordError, InvalidRequestError
+from tierlog.client.cli.data import parse_format, render
+from tierlog.client.fetcher import decode_records
+from tierlog.client.types import LOG_APPEND_TIME, ConsumerRecord, TopicPartition
+from tierlog.tiering.codec.batch import build_batch
+from tierlog.tiering.codec.compression import Compression
+from tierlog.tiering.codec.header import CRC_OFFSET
+from tierlog.tiering.codec.records import Record
+from tierlog.tiering.errors import CorruptRecordError, InvalidRequestError
 
 TP = TopicPartition("t", 2)
 

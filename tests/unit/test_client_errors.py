@@ -1,4 +1,4 @@
-"""client.errors.error_from_response: the one mapping from broker answers to typed errors."""
+"""tierlog.client.errors.error_from_response: the one mapping from broker answers to typed errors."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from client import errors
-from tiering import errors as kinds
+from tierlog.client import errors
+from tierlog.tiering import errors as kinds
 
 
 def answer(code: int, message: str = "m", **extra: int) -> bytes:

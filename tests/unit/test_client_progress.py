@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import io
 
-from client.progress import Progress, format_bytes
+from tierlog.client.progress import Progress, format_bytes
 
 
 class Clock:

@@ -10,10 +10,18 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tiering.codec import Compression, DecodedBatch, Record, build_batch, compress, decode_batch, iter_records
-from tiering.codec.header import CRC_OFFSET, HEADER, HEADER_SIZE, crc32c
-from tiering.codec.varint import encode_varint
-from tiering.errors import CorruptRecordError
+from tierlog.tiering.codec import (
+    Compression,
+    DecodedBatch,
+    Record,
+    build_batch,
+    compress,
+    decode_batch,
+    iter_records,
+)
+from tierlog.tiering.codec.header import CRC_OFFSET, HEADER, HEADER_SIZE, crc32c
+from tierlog.tiering.codec.varint import encode_varint
+from tierlog.tiering.errors import CorruptRecordError
 
 DATA = pathlib.Path(__file__).parent / "data"
 SMALL = {c: (DATA / f"small-{c.kafka_name}.bin").read_bytes() for c in Compression}

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from tiering.codec import (
+from tierlog.tiering.codec import (
     BatchHeader,
     Compression,
     Record,
@@ -19,7 +19,7 @@ from tiering.codec import (
     set_log_append_time,
     verify_batch,
 )
-from tiering.codec.header import TIMESTAMP_TYPE_BIT, TRANSACTIONAL_BIT
+from tierlog.tiering.codec.header import TIMESTAMP_TYPE_BIT, TRANSACTIONAL_BIT
 
 DATA = pathlib.Path(__file__).parent / "data"
 GOLDEN: dict[str, Any] = json.loads((DATA / "golden.json").read_text())["batches"]

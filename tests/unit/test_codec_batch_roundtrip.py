@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tiering.codec import (
+from tierlog.tiering.codec import (
     Compression,
     Record,
     build_batch,
@@ -16,8 +16,8 @@ from tiering.codec import (
     set_base_offset,
     verify_batch,
 )
-from tiering.codec.header import CRC_OFFSET, HEADER_SIZE, crc32c
-from tiering.errors import InvalidRequestError
+from tierlog.tiering.codec.header import CRC_OFFSET, HEADER_SIZE, crc32c
+from tierlog.tiering.errors import InvalidRequestError
 
 INT16 = st.integers(-(2**15), 2**15 - 1)
 INT32 = st.integers(-(2**31), 2**31 - 1)

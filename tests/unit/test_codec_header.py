@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tiering.codec import (
+from tierlog.tiering.codec import (
     BatchHeader,
     Record,
     build_batch,
@@ -21,8 +21,8 @@ from tiering.codec import (
     valid_prefix,
     verify_batch,
 )
-from tiering.codec.header import HEADER_SIZE
-from tiering.errors import CorruptRecordError, RecordTooLargeError
+from tierlog.tiering.codec.header import HEADER_SIZE
+from tierlog.tiering.errors import CorruptRecordError, RecordTooLargeError
 
 GOLDEN = (pathlib.Path(__file__).parent / "data" / "small-none.bin").read_bytes()
 NOW = 1_750_000_000_000

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tiering.codec.varint import (
+from tierlog.tiering.codec.varint import (
     INT32_MAX,
     INT32_MIN,
     INT64_MAX,
@@ -19,7 +19,7 @@ from tiering.codec.varint import (
     zigzag_decode,
     zigzag_encode,
 )
-from tiering.errors import CorruptRecordError, InvalidRequestError
+from tierlog.tiering.errors import CorruptRecordError, InvalidRequestError
 
 # Encodings as Kafka writes them (cross-checked with kafka-python's encode_varint, an independent encoder).
 GOLDEN_32 = [

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from tiering.codec import Compression, Record, build_batch, decode_header
-from tiering.log import LogConfig, ManualClock, PartitionLog
-from tiering.tools.dump_log import main
+from tierlog.tiering.codec import Compression, Record, build_batch, decode_header
+from tierlog.tiering.log import LogConfig, ManualClock, PartitionLog
+from tierlog.tiering.tools.dump_log import main
 
 T0 = 1_700_000_000_000
 BASE = 100
@@ -173,7 +173,7 @@ def test_unreadable_file_and_bad_usage(tmp_path: Path, capsys: pytest.CaptureFix
 
 @pytest.mark.parametrize("timestamp_type", ["CreateTime", "LogAppendTime"])
 def test_verify_agrees_with_the_log_engine(tmp_path: Path, timestamp_type: str) -> None:
-    """Segments and indexes written by tiering.log pass --verify, and every record is printed once."""
+    """Segments and indexes written by tierlog.tiering.log pass --verify, and every record is printed once."""
     config = LogConfig(segment_bytes=4096, index_interval_bytes=300, message_timestamp_type=timestamp_type)
     directory = tmp_path / "topic-0"
     log = PartitionLog.open(directory, config, clock=ManualClock(T0))

@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from service.groups.assignors import STRATEGIES, Member, assign
-from tiering.errors import InvalidRequestError
+from tierlog.service.groups.assignors import STRATEGIES, Member, assign
+from tierlog.tiering.errors import InvalidRequestError
 
 TOPICS = ["a", "b", "c"]
 

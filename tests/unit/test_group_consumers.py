@@ -11,14 +11,14 @@ from dataclasses import dataclass
 
 import pytest
 
-from service.groups.consumer_config import ConsumerSettings
-from service.groups.consumers import ConsumerManager
-from service.groups.coordinator import GroupCoordinator
-from service.groups.offsets import MemoryOffsetStore
-from service.rest_v2_media import EmbeddedFormat
-from tiering.codec.batch import build_batch
-from tiering.codec.records import Record
-from tiering.errors import ConflictError, InvalidRequestError, NotFoundError, OffsetOutOfRangeError
+from tierlog.service.groups.consumer_config import ConsumerSettings
+from tierlog.service.groups.consumers import ConsumerManager
+from tierlog.service.groups.coordinator import GroupCoordinator
+from tierlog.service.groups.offsets import MemoryOffsetStore
+from tierlog.service.rest_v2.media import EmbeddedFormat
+from tierlog.tiering.codec.batch import build_batch
+from tierlog.tiering.codec.records import Record
+from tierlog.tiering.errors import ConflictError, InvalidRequestError, NotFoundError, OffsetOutOfRangeError
 
 
 class Clock:

@@ -7,10 +7,10 @@ from collections.abc import Mapping
 
 import pytest
 
-from service.groups.coordinator import GroupCoordinator, JoinResult
-from service.groups.errors import IllegalGenerationError, RebalanceInProgressError, UnknownMemberError
-from service.groups.offsets import MemoryOffsetStore
-from tiering.errors import InvalidRequestError
+from tierlog.service.groups.coordinator import GroupCoordinator, JoinResult
+from tierlog.service.groups.errors import IllegalGenerationError, RebalanceInProgressError, UnknownMemberError
+from tierlog.service.groups.offsets import MemoryOffsetStore
+from tierlog.tiering.errors import InvalidRequestError
 
 
 class Clock:

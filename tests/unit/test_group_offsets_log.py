@@ -5,9 +5,9 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from service.groups.offsets import LogOffsetStore
-from tiering.codec.header import iter_batches
-from tiering.log import LogConfig, ManualClock, PartitionLog
+from tierlog.service.groups.offsets import LogOffsetStore
+from tierlog.tiering.codec.header import iter_batches
+from tierlog.tiering.log import LogConfig, ManualClock, PartitionLog
 
 
 class RealOffsetLog:

@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tiering.log.index_file import IndexCorruptError
-from tiering.log.offset_index import ENTRY_SIZE, OffsetIndex
+from tierlog.tiering.log.index_file import IndexCorruptError
+from tierlog.tiering.log.offset_index import ENTRY_SIZE, OffsetIndex
 
 BASE = 1_000
 

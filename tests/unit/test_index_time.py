@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tiering.log.index_file import IndexCorruptError
-from tiering.log.time_index import ENTRY_SIZE, TimeIndex
+from tierlog.tiering.log.index_file import IndexCorruptError
+from tierlog.tiering.log.time_index import ENTRY_SIZE, TimeIndex
 
 BASE = 500
 

@@ -42,8 +42,8 @@ def offenders(package: str, forbidden: tuple[str, ...]) -> list[str]:
 @pytest.mark.parametrize(
     ("package", "forbidden"),
     [
-        ("tiering", ("service", "client")),
-        ("client", ("service",)),
+        ("tiering", ("tierlog.service", "tierlog.client", "service", "client")),
+        ("client", ("tierlog.service", "service")),
         ("tiering/codec", ("asyncio", "aiohttp", "aiobotocore", "botocore", "pyspark")),
     ],
 )

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from tests.unit.test_log_support import NOW, decode, make_batch
-from tiering.errors import ConflictError, UnavailableError
-from tiering.log import LogConfig, ManualClock, PartitionLog, naming
+from tierlog.tiering.errors import ConflictError, UnavailableError
+from tierlog.tiering.log import LogConfig, ManualClock, PartitionLog, naming
 
 
 @contextmanager

@@ -6,7 +6,7 @@ import threading
 from pathlib import Path
 
 from tests.unit.test_log_support import NOW, make_batch
-from tiering.log import LogConfig, ManualClock, PartitionLog
+from tierlog.tiering.log import LogConfig, ManualClock, PartitionLog
 
 
 class CountingFsync:

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from tests.unit.test_log_support import NOW, Model, decode, make_batch
-from tiering.codec.header import iter_batches
-from tiering.log import LogConfig, ManualClock, PartitionLog, naming
+from tierlog.tiering.codec.header import iter_batches
+from tierlog.tiering.log import LogConfig, ManualClock, PartitionLog, naming
 
 CONFIG = LogConfig(segment_bytes=1200, index_interval_bytes=100)
 

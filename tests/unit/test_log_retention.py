@@ -6,7 +6,7 @@ import os
 from pathlib import Path
 
 from tests.unit.test_log_support import NOW, make_batch
-from tiering.log import LogConfig, ManualClock, PartitionLog, SegmentInfo
+from tierlog.tiering.log import LogConfig, ManualClock, PartitionLog, SegmentInfo
 
 
 def three_segments(path: Path, clock: ManualClock, **config: object) -> PartitionLog:

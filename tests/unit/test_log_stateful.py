@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from tests.unit.test_log_support import NOW, Model, decode, make_batch
-from tiering.log import LogConfig, ManualClock, PartitionLog
+from tierlog.tiering.log import LogConfig, ManualClock, PartitionLog
 
 CONFIG = LogConfig(segment_bytes=700, index_interval_bytes=100, segment_index_bytes=64, retention_ms=-1)
 

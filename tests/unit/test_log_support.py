@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from tiering.codec.batch import build_batch, iter_records
-from tiering.codec.records import Record
+from tierlog.tiering.codec.batch import build_batch, iter_records
+from tierlog.tiering.codec.records import Record
 
 NOW = 1_700_000_000_000
 

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tiering.partitioner import StickyPartitioner, murmur2, partition_for_key, to_positive
+from tierlog.tiering.partitioner import StickyPartitioner, murmur2, partition_for_key, to_positive
 
 # Expected hashes of Kafka's own murmur2 (Utils.murmur2): the vectors of Kafka's UtilsTest plus
 # short numeric strings whose hashes other Kafka-compatible clients check against Kafka's code.

@@ -13,12 +13,14 @@ def loaded_after(statement: str) -> set[str]:
 
 
 def test_pure_modules_import_no_vendor_or_async_code() -> None:
-    loaded = loaded_after("import tiering.remote.manifest, tiering.remote.layout")
-    for forbidden in ("botocore", "aiobotocore", "aiohttp", "asyncio", "tiering.remote.s3"):
+    loaded = loaded_after("import tierlog.tiering.remote.manifest, tierlog.tiering.remote.layout")
+    for forbidden in ("botocore", "aiobotocore", "aiohttp", "asyncio", "tierlog.tiering.remote.s3"):
         assert forbidden not in loaded
 
 
 def test_package_names_resolve_lazily() -> None:
-    loaded = loaded_after("from tiering.remote import LocalObjectStore, open_object_store, ManifestStore")
-    assert "tiering.remote.local" in loaded
+    loaded = loaded_after(
+        "from tierlog.tiering.remote import LocalObjectStore, open_object_store, ManifestStore"
+    )
+    assert "tierlog.tiering.remote.local" in loaded
     assert "aiobotocore" not in loaded  # the S3 backend loads only when an s3:// store is opened

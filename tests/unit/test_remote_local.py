@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from tiering.errors import ConflictError, InvalidRequestError, NotFoundError
-from tiering.remote.local import LocalObjectStore
+from tierlog.tiering.errors import ConflictError, InvalidRequestError, NotFoundError
+from tierlog.tiering.remote.local import LocalObjectStore
 
 
 @pytest.fixture

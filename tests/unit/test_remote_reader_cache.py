@@ -13,14 +13,14 @@ from pathlib import Path
 
 import pytest
 
-from tiering.errors import UnavailableError
-from tiering.remote.faults import FaultInjectingStore
-from tiering.remote.instrumented import InstrumentedStore
-from tiering.remote.local import LocalObjectStore
-from tiering.remote.manifest import RemoteSegment, SegmentState
-from tiering.remote.read_cache import ChunkCache
-from tiering.remote.read_errors import ReadStats, RemoteObjectCorruptError, RemoteObjectMissingError
-from tiering.remote.read_index_cache import IndexCache
+from tierlog.tiering.errors import UnavailableError
+from tierlog.tiering.remote.faults import FaultInjectingStore
+from tierlog.tiering.remote.instrumented import InstrumentedStore
+from tierlog.tiering.remote.local import LocalObjectStore
+from tierlog.tiering.remote.manifest import RemoteSegment, SegmentState
+from tierlog.tiering.remote.read_cache import ChunkCache
+from tierlog.tiering.remote.read_errors import ReadStats, RemoteObjectCorruptError, RemoteObjectMissingError
+from tierlog.tiering.remote.read_index_cache import IndexCache
 
 DATA = bytes(range(256)) * 40  # 10240 bytes: 10 chunks of 1024
 KEY = "t/0/obj.log"

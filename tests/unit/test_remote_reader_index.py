@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tiering.errors import CorruptRecordError
-from tiering.remote.read_index import IndexInvalid, decode_offset_index, decode_time_index
+from tierlog.tiering.errors import CorruptRecordError
+from tierlog.tiering.remote.read_index import IndexInvalid, decode_offset_index, decode_time_index
 
 
 def offset_entries(entries: list[tuple[int, int]]) -> bytes:

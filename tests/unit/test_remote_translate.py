@@ -8,7 +8,7 @@ import errno
 import pytest
 from botocore import exceptions as bce
 
-from tiering.errors import (
+from tierlog.tiering.errors import (
     ConflictError,
     InternalError,
     InvalidRequestError,
@@ -17,7 +17,7 @@ from tiering.errors import (
     UnauthorizedError,
     UnavailableError,
 )
-from tiering.remote.translate import translate, translating
+from tierlog.tiering.remote.translate import translate, translating
 
 
 def client_error(code: str, status: int, message: str = "whatever") -> bce.ClientError:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tiering.errors import (
+from tierlog.tiering.errors import (
     ConflictError,
     InternalError,
     InvalidRequestError,
@@ -18,12 +18,12 @@ from tiering.errors import (
     UnauthorizedError,
     UnavailableError,
 )
-from tiering.remote.caching import CachingStore
-from tiering.remote.faults import FaultInjectingStore
-from tiering.remote.instrumented import InstrumentedStore
-from tiering.remote.local import LocalObjectStore
-from tiering.remote.retrying import RetryingStore, RetryPolicy
-from tiering.remote.store import ObjectStore
+from tierlog.tiering.remote.caching import CachingStore
+from tierlog.tiering.remote.faults import FaultInjectingStore
+from tierlog.tiering.remote.instrumented import InstrumentedStore
+from tierlog.tiering.remote.local import LocalObjectStore
+from tierlog.tiering.remote.retrying import RetryingStore, RetryPolicy
+from tierlog.tiering.remote.store import ObjectStore
 
 DATA = bytes(range(256)) * 8
 

@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from service.errors import BadRequestError, UnsupportedMediaTypeError
-from service.rest_v2_convert import (
+from tierlog.service.errors import BadRequestError, UnsupportedMediaTypeError
+from tierlog.service.rest_v2.convert import (
     ProduceRecord,
     assign_partitions,
     dump_json,
@@ -21,17 +21,17 @@ from service.rest_v2_convert import (
     records_body,
     records_to_json,
 )
-from service.rest_v2_media import EmbeddedFormat
-from tiering.codec.batch import build_batch
-from tiering.codec.records import Record
-from tiering.errors import (
+from tierlog.service.rest_v2.media import EmbeddedFormat
+from tierlog.tiering.codec.batch import build_batch
+from tierlog.tiering.codec.records import Record
+from tierlog.tiering.errors import (
     CorruptRecordError,
     InvalidRequestError,
     NotFoundError,
     TierlogError,
     UnavailableError,
 )
-from tiering.partitioner import StickyPartitioner, partition_for_key
+from tierlog.tiering.partitioner import StickyPartitioner, partition_for_key
 
 BINARY = EmbeddedFormat.BINARY
 JSON = EmbeddedFormat.JSON

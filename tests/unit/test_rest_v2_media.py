@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from service.rest_v2_media import (
+from tierlog.service.rest_v2.media import (
     KAFKA_V2_BINARY,
     KAFKA_V2_JSON,
     KAFKA_V2_JSON_JSON,

@@ -1,28 +1,49 @@
-"""The ``tierlog`` command line without a server: dispatch, help, one-line usage errors."""
+"""The ``tierlog`` command line without a server: dispatch, help, version, one-line usage errors."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-from service.cli import main
-from tiering.codec.batch import build_batch
-from tiering.codec.records import Record
-from tiering.log import LogConfig, PartitionLog
+import tierlog
+from tierlog.cli import main
+from tierlog.tiering.codec.batch import build_batch
+from tierlog.tiering.codec.records import Record
+from tierlog.tiering.log import LogConfig, PartitionLog
 
 
 def test_no_command_prints_usage(capsys: pytest.CaptureFixture[str]) -> None:
     assert main([]) == 2
-    assert "serve" in capsys.readouterr().err
-
-
-def test_unknown_command_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
-    with pytest.raises(SystemExit) as info:
-        main(["launch"])
-    assert info.value.code == 2
     err = capsys.readouterr().err
-    assert len(err.splitlines()) == 1 and "invalid choice: 'launch'" in err
+    assert "serve" in err and "topics" in err and "dump-log" in err
+
+
+def test_unknown_command_is_one_error_line_and_the_usage(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["launch"]) == 2
+    err = capsys.readouterr().err
+    assert err.splitlines()[0] == "tierlog: error: unknown command 'launch'"
+
+
+def test_version(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--version"]) == 0
+    out = capsys.readouterr().out
+    assert out == f"tierlog {tierlog.__version__}\n"
+    assert tierlog.__version__ != "0+unknown"  # read from the installed distribution's metadata
+
+
+def test_python_dash_m_tierlog_is_the_same_cli() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "tierlog", "--version"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == f"tierlog {tierlog.__version__}\n"
 
 
 def test_serve_help_lists_every_flag(capsys: pytest.CaptureFixture[str]) -> None:
@@ -33,6 +54,17 @@ def test_serve_help_lists_every_flag(capsys: pytest.CaptureFixture[str]) -> None
     for flag in ("--data-dir", "--remote-uri", "--s3-endpoint-url", "--log-segment-bytes", "--config"):
         assert flag in out
     assert "TIERLOG_LOG_SEGMENT_BYTES" in out
+
+
+def test_a_client_option_before_a_broker_command_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--bootstrap-server", "http://127.0.0.1:1", "serve"]) == 2
+    assert "--bootstrap-server is a client option" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv", [["--nope", "topics", "list"], ["--bootstrap-server"]])
+def test_bad_global_options_are_usage_errors(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(argv) == 2
+    assert capsys.readouterr().err.startswith("tierlog: error: ")
 
 
 def test_dump_log_is_dispatched(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -6,7 +6,14 @@ from pathlib import Path
 
 import pytest
 
-from service.config import SETTINGS_TABLE, SettingsError, build_settings, env_name, flag_name, load_settings
+from tierlog.service.config import (
+    SETTINGS_TABLE,
+    SettingsError,
+    build_settings,
+    env_name,
+    flag_name,
+    load_settings,
+)
 
 
 def test_defaults(tmp_path: Path) -> None:

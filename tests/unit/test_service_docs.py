@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from service.config import SETTINGS_TABLE, flag_name
-from service.topic_configs import TOPIC_CONFIGS
+from tierlog.service.config import SETTINGS_TABLE, flag_name
+from tierlog.service.topic_configs import TOPIC_CONFIGS
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "configuration.md"
 

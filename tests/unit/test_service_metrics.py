@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from service.metrics import Metrics, Sample
+from tierlog.service.metrics import Metrics, Sample
 
 
 def test_counter_gauge_and_escaping() -> None:

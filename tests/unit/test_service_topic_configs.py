@@ -4,10 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from service.errors import InvalidConfigError
-from service.metadata import validate_topic_name
-from service.topic_configs import TOPIC_CONFIGS, effective_configs, normalize_value, validate_overrides
-from tiering.log import LogConfig
+from tierlog.service.errors import InvalidConfigError
+from tierlog.service.metadata import validate_topic_name
+from tierlog.service.topic_configs import (
+    TOPIC_CONFIGS,
+    effective_configs,
+    normalize_value,
+    validate_overrides,
+)
+from tierlog.tiering.log import LogConfig
 
 
 def test_defaults_match_the_log_engine() -> None:

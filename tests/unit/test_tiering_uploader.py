@@ -9,18 +9,18 @@ from pathlib import Path
 
 import pytest
 
-from tiering.codec.batch import build_batch
-from tiering.codec.records import Record
-from tiering.errors import UnavailableError
-from tiering.log import LogConfig, ManualClock, PartitionLog
-from tiering.remote import manifest as mf
-from tiering.remote.faults import FaultInjectingStore
-from tiering.remote.inventory import check
-from tiering.remote.layout import segment_keys
-from tiering.remote.local import LocalObjectStore
-from tiering.remote.manifest_store import ManifestStore
-from tiering.remote.remote_log import RemoteLog, UploadEvent
-from tiering.remote.uploader import clean_unfinished, delete_segments, upload_segment
+from tierlog.tiering.codec.batch import build_batch
+from tierlog.tiering.codec.records import Record
+from tierlog.tiering.errors import UnavailableError
+from tierlog.tiering.log import LogConfig, ManualClock, PartitionLog
+from tierlog.tiering.remote import manifest as mf
+from tierlog.tiering.remote.faults import FaultInjectingStore
+from tierlog.tiering.remote.inventory import check
+from tierlog.tiering.remote.layout import segment_keys
+from tierlog.tiering.remote.local import LocalObjectStore
+from tierlog.tiering.remote.manifest_store import ManifestStore
+from tierlog.tiering.remote.remote_log import RemoteLog, UploadEvent
+from tierlog.tiering.remote.uploader import clean_unfinished, delete_segments, upload_segment
 
 START = 1_700_000_000_000
 

@@ -2,16 +2,16 @@
 
 The broker, the Python client and Spark executors share these modules. The record batch v2 codec:
 
-* :mod:`tiering.codec.header`: the 61-byte batch header, CRC-32C, framing of batches in a byte stream;
-* :mod:`tiering.codec.records`: the varint-framed records inside a batch;
-* :mod:`tiering.codec.varint`: zigzag varints;
-* :mod:`tiering.codec.compression`: none, gzip, snappy, lz4, zstd;
-* :mod:`tiering.codec.batch`: whole batches, built and decoded.
+* :mod:`tierlog.tiering.codec.header`: the 61-byte batch header, CRC-32C, framing of batches in a byte stream;
+* :mod:`tierlog.tiering.codec.records`: the varint-framed records inside a batch;
+* :mod:`tierlog.tiering.codec.varint`: zigzag varints;
+* :mod:`tierlog.tiering.codec.compression`: none, gzip, snappy, lz4, zstd;
+* :mod:`tierlog.tiering.codec.batch`: whole batches, built and decoded.
 
 ``docs/format.md`` specifies the bytes.
 """
 
-from tiering.codec.batch import (
+from tierlog.tiering.codec.batch import (
     DEFAULT_MAX_UNCOMPRESSED,
     DecodedBatch,
     build_batch,
@@ -19,8 +19,8 @@ from tiering.codec.batch import (
     iter_decoded_batches,
     iter_records,
 )
-from tiering.codec.compression import Compression, compress, decompress
-from tiering.codec.header import (
+from tierlog.tiering.codec.compression import Compression, compress, decompress
+from tierlog.tiering.codec.header import (
     HEADER_SIZE,
     LOG_OVERHEAD,
     BatchHeader,
@@ -32,7 +32,7 @@ from tiering.codec.header import (
     valid_prefix,
     verify_batch,
 )
-from tiering.codec.records import Record
+from tierlog.tiering.codec.records import Record
 
 __all__ = [
     "DEFAULT_MAX_UNCOMPRESSED",

@@ -3,9 +3,10 @@
 ::
 
     +--------------------------------------------+----------------------------------------------+
-    | header, 61 bytes (tiering.codec.header)    | records section (tiering.codec.records),     |
+    | header, 61 bytes (tierlog.tiering.codec.header)    | records section (tierlog.tiering.codec.records),
+     |
     | base_offset .. crc .. attributes ..        | compressed as one stream when attributes      |
-    | records_count                              | bits 0-2 name a codec (tiering.codec.compression)|
+    | records_count                              | bits 0-2 name a codec (tierlog.tiering.codec.compression)|
     +--------------------------------------------+----------------------------------------------+
                        CRC-32C covers byte 21 (attributes) to the end of the batch
 
@@ -19,8 +20,8 @@ import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
-from tiering.codec.compression import Compression, compress, decompress
-from tiering.codec.header import (
+from tierlog.tiering.codec.compression import Compression, compress, decompress
+from tierlog.tiering.codec.header import (
     ATTRIBUTES_OFFSET,
     CONTROL_BIT,
     CRC_OFFSET,
@@ -35,9 +36,9 @@ from tiering.codec.header import (
     decode_header,
     verify_batch,
 )
-from tiering.codec.records import Record, decode_records, write_record
-from tiering.codec.varint import INT32_MAX, INT32_MIN, INT64_MAX, INT64_MIN
-from tiering.errors import CorruptRecordError, InvalidRequestError
+from tierlog.tiering.codec.records import Record, decode_records, write_record
+from tierlog.tiering.codec.varint import INT32_MAX, INT32_MIN, INT64_MAX, INT64_MIN
+from tierlog.tiering.errors import CorruptRecordError, InvalidRequestError
 
 __all__ = [
     "DEFAULT_MAX_UNCOMPRESSED",

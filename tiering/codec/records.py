@@ -1,6 +1,6 @@
 """The records inside a v2 batch: one varint-framed record after another, after the 61-byte header.
 
-One record (``varint`` and ``varlong`` are zigzag, see :mod:`tiering.codec.varint`)::
+One record (``varint`` and ``varlong`` are zigzag, see :mod:`tierlog.tiering.codec.varint`)::
 
     length            varint    bytes of everything below
     attributes        int8      unused, 0
@@ -26,8 +26,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from tiering.codec.varint import decode_varint, decode_varlong, write_varint, write_varlong
-from tiering.errors import CorruptRecordError, InvalidRequestError
+from tierlog.tiering.codec.varint import decode_varint, decode_varlong, write_varint, write_varlong
+from tierlog.tiering.errors import CorruptRecordError, InvalidRequestError
 
 __all__ = ["Record", "Headers", "MIN_RECORD_SIZE", "write_record", "decode_records"]
 
@@ -110,7 +110,7 @@ def decode_records(
 
     This loop is the hot path of every fetch that decodes and of every Spark scan, so the common one-
     and two-byte varints and short keys and values are read inline; longer ones go through
-    :mod:`tiering.codec.varint` and :func:`_read_bytes`, which apply the same checks.
+    :mod:`tierlog.tiering.codec.varint` and :func:`_read_bytes`, which apply the same checks.
 
     Raises:
         CorruptRecordError: a length runs past its record or the section, a varint is too long, a header

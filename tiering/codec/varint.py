@@ -22,7 +22,7 @@ Every function here is pure, thread-safe and idempotent.
 
 from __future__ import annotations
 
-from tiering.errors import CorruptRecordError, InvalidRequestError
+from tierlog.tiering.errors import CorruptRecordError, InvalidRequestError
 
 __all__ = [
     "INT32_MIN",

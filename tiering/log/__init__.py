@@ -4,10 +4,10 @@ Synchronous and thread-safe per partition; the broker calls it through ``asyncio
 See ``docs/design/0001-partition-log-api.md`` and ``docs/format-segments.md``.
 """
 
-from tiering.log.clock import Clock, ManualClock, SystemClock
-from tiering.log.config import LogConfig
-from tiering.log.partition import PartitionLog
-from tiering.log.types import AppendInfo, FileSlice, ReadResult, SegmentInfo
+from tierlog.tiering.log.clock import Clock, ManualClock, SystemClock
+from tierlog.tiering.log.config import LogConfig
+from tierlog.tiering.log.partition import PartitionLog
+from tierlog.tiering.log.types import AppendInfo, FileSlice, ReadResult, SegmentInfo
 
 __all__ = [
     "PartitionLog",

@@ -12,10 +12,10 @@ import struct
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from tiering.codec.header import BatchHeader, iter_batches, set_base_offset, set_log_append_time
-from tiering.errors import CorruptRecordError, InvalidRequestError
-from tiering.log.config import LogConfig
-from tiering.log.segment import BatchMeta, LogSegment
+from tierlog.tiering.codec.header import BatchHeader, iter_batches, set_base_offset, set_log_append_time
+from tierlog.tiering.errors import CorruptRecordError, InvalidRequestError
+from tierlog.tiering.log.config import LogConfig
+from tierlog.tiering.log.segment import BatchMeta, LogSegment
 
 __all__ = ["PreparedAppend", "prepare", "assign", "write_batches"]
 

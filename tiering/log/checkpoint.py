@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from tiering.log.naming import TMP_SUFFIX
+from tierlog.tiering.log.naming import TMP_SUFFIX
 
 __all__ = ["read_offset_checkpoint", "write_offset_checkpoint", "fsync_directory"]
 

@@ -6,7 +6,7 @@ import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from tiering.errors import InvalidRequestError
+from tierlog.tiering.errors import InvalidRequestError
 
 __all__ = ["LogConfig", "TIMESTAMP_TYPES"]
 

@@ -14,15 +14,15 @@ import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from tiering.errors import ConflictError, NotFoundError, OffsetOutOfRangeError, UnavailableError
-from tiering.log import naming
-from tiering.log.checkpoint import write_offset_checkpoint
-from tiering.log.clock import Clock
-from tiering.log.config import LogConfig
-from tiering.log.group_commit import GroupCommit
-from tiering.log.reads import locate
-from tiering.log.segment import LogSegment
-from tiering.log.types import SegmentInfo
+from tierlog.tiering.errors import ConflictError, NotFoundError, OffsetOutOfRangeError, UnavailableError
+from tierlog.tiering.log import naming
+from tierlog.tiering.log.checkpoint import write_offset_checkpoint
+from tierlog.tiering.log.clock import Clock
+from tierlog.tiering.log.config import LogConfig
+from tierlog.tiering.log.group_commit import GroupCommit
+from tierlog.tiering.log.reads import locate
+from tierlog.tiering.log.segment import LogSegment
+from tierlog.tiering.log.types import SegmentInfo
 
 __all__ = ["LogCore", "io_errors"]
 
@@ -39,7 +39,7 @@ def io_errors(what: str, path: Path) -> Iterator[None]:
 
 
 class LogCore:
-    """Shared state and internals of :class:`~tiering.log.partition.PartitionLog`."""
+    """Shared state and internals of :class:`~tierlog.tiering.log.partition.PartitionLog`."""
 
     def __init__(
         self,

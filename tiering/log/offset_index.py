@@ -17,7 +17,7 @@ from array import array
 from bisect import bisect_right
 from typing import ClassVar
 
-from tiering.log.index_file import IndexCorruptError, SparseIndex
+from tierlog.tiering.log.index_file import IndexCorruptError, SparseIndex
 
 __all__ = ["OffsetIndex", "ENTRY", "ENTRY_SIZE"]
 

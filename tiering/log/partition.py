@@ -17,20 +17,20 @@ from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
 
-from tiering.errors import (
+from tierlog.tiering.errors import (
     InvalidRequestError,
     UnavailableError,
 )
-from tiering.log import naming
-from tiering.log.appending import assign, prepare, write_batches
-from tiering.log.checkpoint import fsync_directory
-from tiering.log.clock import Clock, SystemClock
-from tiering.log.config import LogConfig
-from tiering.log.log_core import LogCore, io_errors
-from tiering.log.reads import first_at_or_after
-from tiering.log.recovery import load_log
-from tiering.log.retention import deletable_prefix, largest_timestamp
-from tiering.log.types import AppendInfo, FileSlice, ReadResult, SegmentInfo
+from tierlog.tiering.log import naming
+from tierlog.tiering.log.appending import assign, prepare, write_batches
+from tierlog.tiering.log.checkpoint import fsync_directory
+from tierlog.tiering.log.clock import Clock, SystemClock
+from tierlog.tiering.log.config import LogConfig
+from tierlog.tiering.log.log_core import LogCore, io_errors
+from tierlog.tiering.log.reads import first_at_or_after
+from tierlog.tiering.log.recovery import load_log
+from tierlog.tiering.log.retention import deletable_prefix, largest_timestamp
+from tierlog.tiering.log.types import AppendInfo, FileSlice, ReadResult, SegmentInfo
 
 __all__ = ["PartitionLog"]
 

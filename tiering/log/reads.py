@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from bisect import bisect_right
 
-from tiering.log.segment import LogSegment
+from tierlog.tiering.log.segment import LogSegment
 
 __all__ = ["locate", "first_at_or_after"]
 

@@ -14,7 +14,7 @@ Rules (see ``docs/format-segments.md``):
   deeper inconsistencies are caught when the index is first loaded.
 * Empty segments that are not the last are removed.
 
-Not thread-safe: runs before the :class:`~tiering.log.partition.PartitionLog` is shared.
+Not thread-safe: runs before the :class:`~tierlog.tiering.log.partition.PartitionLog` is shared.
 """
 
 from __future__ import annotations
@@ -25,13 +25,13 @@ from bisect import bisect_right
 from dataclasses import dataclass
 from pathlib import Path
 
-from tiering.log import naming
-from tiering.log.checkpoint import fsync_directory, read_offset_checkpoint
-from tiering.log.config import LogConfig
-from tiering.log.index_file import IndexCorruptError
-from tiering.log.offset_index import ENTRY_SIZE as OFFSET_ENTRY_SIZE
-from tiering.log.segment import LogSegment
-from tiering.log.time_index import ENTRY_SIZE as TIME_ENTRY_SIZE
+from tierlog.tiering.log import naming
+from tierlog.tiering.log.checkpoint import fsync_directory, read_offset_checkpoint
+from tierlog.tiering.log.config import LogConfig
+from tierlog.tiering.log.index_file import IndexCorruptError
+from tierlog.tiering.log.offset_index import ENTRY_SIZE as OFFSET_ENTRY_SIZE
+from tierlog.tiering.log.segment import LogSegment
+from tierlog.tiering.log.time_index import ENTRY_SIZE as TIME_ENTRY_SIZE
 
 __all__ = ["LoadedLog", "load_log", "remove_segment_files"]
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from tiering.log.types import SegmentInfo
+from tierlog.tiering.log.types import SegmentInfo
 
 __all__ = ["deletable_prefix", "largest_timestamp"]
 

@@ -1,6 +1,6 @@
 """Walking the record batches of a segment file: the CRC-checking scan recovery uses, and header reads.
 
-Only the 61-byte batch header is ever parsed (:mod:`tiering.codec.header`); records stay opaque bytes.
+Only the 61-byte batch header is ever parsed (:mod:`tierlog.tiering.codec.header`); records stay opaque bytes.
 """
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ import os
 import struct
 from collections.abc import Iterator
 
-from tiering.codec.header import HEADER_SIZE, BatchHeader, decode_header, verify_batch
-from tiering.errors import CorruptRecordError
+from tierlog.tiering.codec.header import HEADER_SIZE, BatchHeader, decode_header, verify_batch
+from tierlog.tiering.errors import CorruptRecordError
 
 __all__ = ["INT32_MAX", "read_header", "read_span", "scan_batches"]
 

@@ -5,8 +5,8 @@ it without the partition lock. Indexing follows Kafka's ``LogSegment.append``: b
 than ``index.interval.bytes`` were written since the last entry, the batch (its last offset, its position)
 enters the offset index and the max timestamp so far enters the time index if it grew.
 
-Not thread-safe: :class:`~tiering.log.partition.PartitionLog` calls every method under its lock, except
-the ``pread`` of data by readers, which works on a duplicated descriptor.
+Not thread-safe: :class:`~tierlog.tiering.log.partition.PartitionLog` calls every method under its lock,
+except the ``pread`` of data by readers, which works on a duplicated descriptor.
 """
 
 from __future__ import annotations
@@ -15,14 +15,14 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
-from tiering.errors import CorruptRecordError, InternalError
-from tiering.log import naming
-from tiering.log.index_file import IndexCorruptError
-from tiering.log.offset_index import OffsetIndex
-from tiering.log.scan import INT32_MAX, read_header, read_span, scan_batches
-from tiering.log.time_index import ENTRY as TIME_ENTRY
-from tiering.log.time_index import TimeIndex
-from tiering.log.types import SegmentInfo
+from tierlog.tiering.errors import CorruptRecordError, InternalError
+from tierlog.tiering.log import naming
+from tierlog.tiering.log.index_file import IndexCorruptError
+from tierlog.tiering.log.offset_index import OffsetIndex
+from tierlog.tiering.log.scan import INT32_MAX, read_header, read_span, scan_batches
+from tierlog.tiering.log.time_index import ENTRY as TIME_ENTRY
+from tierlog.tiering.log.time_index import TimeIndex
+from tierlog.tiering.log.types import SegmentInfo
 
 __all__ = ["LogSegment", "BatchMeta"]
 

@@ -17,7 +17,7 @@ import struct
 from array import array
 from typing import ClassVar
 
-from tiering.log.index_file import IndexCorruptError, SparseIndex
+from tierlog.tiering.log.index_file import IndexCorruptError, SparseIndex
 
 __all__ = ["TimeIndex", "ENTRY", "ENTRY_SIZE"]
 

@@ -18,8 +18,8 @@ from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from tiering.errors import InvalidRequestError
-from tiering.remote.store import ObjectInfo, ObjectStore, validate_range
+from tierlog.tiering.errors import InvalidRequestError
+from tierlog.tiering.remote.store import ObjectInfo, ObjectStore, validate_range
 
 __all__ = ["CacheStats", "CachingStore"]
 

@@ -13,11 +13,11 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
-from tiering.errors import InvalidRequestError
-from tiering.remote.local import LocalObjectStore
-from tiering.remote.prefixed import PrefixedStore
-from tiering.remote.retrying import RetryingStore, RetryPolicy
-from tiering.remote.store import ObjectStore
+from tierlog.tiering.errors import InvalidRequestError
+from tierlog.tiering.remote.local import LocalObjectStore
+from tierlog.tiering.remote.prefixed import PrefixedStore
+from tierlog.tiering.remote.retrying import RetryingStore, RetryPolicy
+from tierlog.tiering.remote.store import ObjectStore
 
 __all__ = ["open_object_store", "parse_store_uri"]
 
@@ -68,7 +68,7 @@ def open_object_store(
     scheme, location, prefix = parse_store_uri(uri)
     store: ObjectStore
     if scheme == "s3":
-        from tiering.remote.s3 import S3ObjectStore  # keeps aiobotocore out of local-only processes
+        from tierlog.tiering.remote.s3 import S3ObjectStore  # keeps aiobotocore out of local-only processes
 
         store = S3ObjectStore(
             location,

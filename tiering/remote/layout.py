@@ -21,7 +21,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Literal
 
-from tiering.errors import InvalidRequestError
+from tierlog.tiering.errors import InvalidRequestError
 
 __all__ = [
     "SEGMENT_SUFFIXES",

@@ -24,9 +24,9 @@ from collections.abc import AsyncIterator, Callable, Iterable
 from pathlib import Path
 from typing import TypeVar
 
-from tiering.errors import InvalidRequestError
-from tiering.remote.store import ObjectInfo, validate_key, validate_prefix, validate_range
-from tiering.remote.translate import translating
+from tierlog.tiering.errors import InvalidRequestError
+from tierlog.tiering.remote.store import ObjectInfo, validate_key, validate_prefix, validate_range
+from tierlog.tiering.remote.translate import translating
 
 __all__ = ["LocalObjectStore"]
 
@@ -36,7 +36,7 @@ _T = TypeVar("_T")
 
 
 class LocalObjectStore:
-    """:class:`~tiering.remote.store.ObjectStore` over the directory ``root`` (created if missing).
+    """:class:`~tierlog.tiering.remote.store.ObjectStore` over the directory ``root`` (created if missing).
 
     ``fsync`` (default on) flushes file data and the parent directory before a write returns, so a
     completed write survives a power loss; tests may turn it off for speed.

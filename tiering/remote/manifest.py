@@ -43,8 +43,8 @@ from typing import Any
 
 import crc32c as _crc32c
 
-from tiering.errors import ConflictError, CorruptRecordError, InvalidRequestError, NotFoundError
-from tiering.remote.layout import MAX_OFFSET, validate_topic
+from tierlog.tiering.errors import ConflictError, CorruptRecordError, InvalidRequestError, NotFoundError
+from tierlog.tiering.remote.layout import MAX_OFFSET, validate_topic
 
 __all__ = [
     "FORMAT_VERSION",

@@ -12,10 +12,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import replace
 
-from tiering.errors import ConflictError, CorruptRecordError, NotFoundError, UnavailableError
-from tiering.remote import manifest as mf
-from tiering.remote.layout import manifest_key, manifest_prefix, parse_manifest_key
-from tiering.remote.store import ObjectStore
+from tierlog.tiering.errors import ConflictError, CorruptRecordError, NotFoundError, UnavailableError
+from tierlog.tiering.remote import manifest as mf
+from tierlog.tiering.remote.layout import manifest_key, manifest_prefix, parse_manifest_key
+from tierlog.tiering.remote.store import ObjectStore
 
 __all__ = ["ManifestStore"]
 

@@ -19,9 +19,9 @@ import asyncio
 import logging
 from collections import OrderedDict
 
-from tiering.errors import InvalidRequestError, NotFoundError, TierlogError
-from tiering.remote.read_errors import ReadStats, RemoteObjectCorruptError, RemoteObjectMissingError
-from tiering.remote.store import ObjectStore
+from tierlog.tiering.errors import InvalidRequestError, NotFoundError, TierlogError
+from tierlog.tiering.remote.read_errors import ReadStats, RemoteObjectCorruptError, RemoteObjectMissingError
+from tierlog.tiering.remote.store import ObjectStore
 
 __all__ = ["ChunkCache"]
 

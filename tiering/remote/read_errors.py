@@ -1,14 +1,14 @@
-"""The errors and counters of the remote read path (:mod:`tiering.remote.reader`).
+"""The errors and counters of the remote read path (:mod:`tierlog.tiering.remote.reader`).
 
-Both errors are subclasses of the public kinds in :mod:`tiering.errors` (so the web layer maps them with
-no extra code) and carry the object key, so an operator knows which object to look at.
+Both errors are subclasses of the public kinds in :mod:`tierlog.tiering.errors` (so the web layer maps them
+with no extra code) and carry the object key, so an operator knows which object to look at.
 """
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-from tiering.errors import CorruptRecordError, NotFoundError
+from tierlog.tiering.errors import CorruptRecordError, NotFoundError
 
 __all__ = ["RemoteObjectCorruptError", "RemoteObjectMissingError", "ReadStats"]
 
@@ -33,7 +33,8 @@ class RemoteObjectMissingError(NotFoundError):
 
 @dataclass(slots=True)
 class ReadStats:
-    """Counters of one :class:`~tiering.remote.reader.RemoteReader`; touched only on the event loop thread.
+    """Counters of one :class:`~tierlog.tiering.remote.reader.RemoteReader`; touched only on the event loop
+    thread.
 
     ``cache_hits``/``cache_misses`` count chunk lookups (a miss waited for a GET, its own or a shared one);
     ``remote_*`` count every GET the reader issued (chunks, oversized batches, indexes).

@@ -17,17 +17,17 @@ from collections import OrderedDict
 from collections.abc import Callable
 from typing import TypeVar
 
-from tiering.errors import InvalidRequestError, NotFoundError, UnavailableError
-from tiering.remote.manifest import RemoteSegment
-from tiering.remote.read_errors import ReadStats
-from tiering.remote.read_index import (
+from tierlog.tiering.errors import InvalidRequestError, NotFoundError, UnavailableError
+from tierlog.tiering.remote.manifest import RemoteSegment
+from tierlog.tiering.remote.read_errors import ReadStats
+from tierlog.tiering.remote.read_index import (
     IndexInvalid,
     RemoteOffsetIndex,
     RemoteTimeIndex,
     decode_offset_index,
     decode_time_index,
 )
-from tiering.remote.store import ObjectStore
+from tierlog.tiering.remote.store import ObjectStore
 
 __all__ = ["IndexCache"]
 

@@ -10,8 +10,8 @@ The bytes are the segment's batches unmodified, exactly what a local read of the
 so a consumer cannot tell the two apart except by speed. Design: ``docs/design/0003-remote-reads.md``.
 
 Caching: ``.log`` objects are read in aligned chunks through a byte-bounded LRU with single-flight
-fetches (:mod:`tiering.remote.read_cache`); indexes through a bounded LRU of decoded entries
-(:mod:`tiering.remote.read_index_cache`). Read-ahead: when a read continues where an earlier read of
+fetches (:mod:`tierlog.tiering.remote.read_cache`); indexes through a bounded LRU of decoded entries
+(:mod:`tierlog.tiering.remote.read_index_cache`). Read-ahead: when a read continues where an earlier read of
 the partition ended (each sequential consumer is a stream of its own), the chunks it may need and
 ``readahead_chunks`` more, continuing into the next segment, are fetched in the background by tasks the
 cache owns before the read waits for anything. Nothing holds a lock across an await, so reads of many
@@ -25,14 +25,14 @@ import uuid
 from collections import OrderedDict
 from dataclasses import dataclass
 
-from tiering.codec.header import HEADER_SIZE, BatchHeader, decode_header, verify_batch
-from tiering.errors import CorruptRecordError, InvalidRequestError, OffsetOutOfRangeError
-from tiering.remote import layout
-from tiering.remote.manifest import Manifest, RemoteSegment, readable_segments
-from tiering.remote.read_cache import ChunkCache
-from tiering.remote.read_errors import ReadStats, RemoteObjectCorruptError, RemoteObjectMissingError
-from tiering.remote.read_index_cache import IndexCache
-from tiering.remote.store import ObjectStore
+from tierlog.tiering.codec.header import HEADER_SIZE, BatchHeader, decode_header, verify_batch
+from tierlog.tiering.errors import CorruptRecordError, InvalidRequestError, OffsetOutOfRangeError
+from tierlog.tiering.remote import layout
+from tierlog.tiering.remote.manifest import Manifest, RemoteSegment, readable_segments
+from tierlog.tiering.remote.read_cache import ChunkCache
+from tierlog.tiering.remote.read_errors import ReadStats, RemoteObjectCorruptError, RemoteObjectMissingError
+from tierlog.tiering.remote.read_index_cache import IndexCache
+from tierlog.tiering.remote.store import ObjectStore
 
 __all__ = ["RemoteReader", "RemoteReadResult", "RemoteObjectCorruptError", "RemoteObjectMissingError"]
 

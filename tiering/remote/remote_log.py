@@ -1,8 +1,8 @@
 """The remote state of one partition: its manifest in memory, uploads, remote retention and deletion.
 
-A :class:`RemoteLog` pairs a local :class:`~tiering.log.PartitionLog` with its remote tier. It keeps the
-last committed manifest in memory, so the local-retention veto and the offset queries are cheap and
-never touch the network. All changes go through :mod:`tiering.remote.uploader`'s idempotent protocol.
+A :class:`RemoteLog` pairs a local :class:`~tierlog.tiering.log.PartitionLog` with its remote tier. It keeps
+the last committed manifest in memory, so the local-retention veto and the offset queries are cheap and
+never touch the network. All changes go through :mod:`tierlog.tiering.remote.uploader`'s idempotent protocol.
 
 Threading: the coroutines run on one event loop and are serialised per partition by an asyncio lock
 (uploads, retention and deletion never overlap for one partition). The cheap queries (:meth:`covers`,
@@ -18,12 +18,12 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from tiering.log import Clock, PartitionLog, SegmentInfo
-from tiering.remote import manifest as mf
-from tiering.remote.layout import parse_manifest_key, partition_prefix
-from tiering.remote.manifest_store import ManifestStore
-from tiering.remote.store import ObjectStore
-from tiering.remote.uploader import clean_unfinished, delete_segments, upload_segment
+from tierlog.tiering.log import Clock, PartitionLog, SegmentInfo
+from tierlog.tiering.remote import manifest as mf
+from tierlog.tiering.remote.layout import parse_manifest_key, partition_prefix
+from tierlog.tiering.remote.manifest_store import ManifestStore
+from tierlog.tiering.remote.store import ObjectStore
+from tierlog.tiering.remote.uploader import clean_unfinished, delete_segments, upload_segment
 
 __all__ = ["RemoteLog", "UploadEvent", "remote_retention_plan"]
 

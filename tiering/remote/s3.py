@@ -6,8 +6,8 @@ and instance roles) unless given explicitly. ``endpoint_url`` (or the ``AWS_ENDP
 addressing (``http://host/bucket/key``) is what MinIO and most self-hosted services want.
 
 botocore's own retries are off by default (``total_max_attempts=1``): retrying is the job of
-:class:`~tiering.remote.retrying.RetryingStore`, so that one policy, with an injected clock, governs it.
-Request checksums are computed only when an operation requires them, which every S3-compatible
+:class:`~tierlog.tiering.remote.retrying.RetryingStore`, so that one policy, with an injected clock, governs
+it. Request checksums are computed only when an operation requires them, which every S3-compatible
 service accepts.
 
 Large files go up as a multipart upload: parts of ``part_size`` bytes are read from disk with ``pread`` in a
@@ -28,9 +28,9 @@ from aiobotocore.config import AioConfig
 from aiobotocore.session import get_session
 from botocore.exceptions import ClientError
 
-from tiering.errors import ConflictError, InvalidRequestError, NotFoundError, UnavailableError
-from tiering.remote.store import ObjectInfo, validate_key, validate_prefix, validate_range
-from tiering.remote.translate import s3_error_code, translating
+from tierlog.tiering.errors import ConflictError, InvalidRequestError, NotFoundError, UnavailableError
+from tierlog.tiering.remote.store import ObjectInfo, validate_key, validate_prefix, validate_range
+from tierlog.tiering.remote.translate import s3_error_code, translating
 
 __all__ = ["S3ObjectStore", "DEFAULT_PART_SIZE", "DEFAULT_MULTIPART_THRESHOLD", "endpoint_from_env"]
 
@@ -45,7 +45,7 @@ def endpoint_from_env() -> str | None:
 
 
 class S3ObjectStore:
-    """:class:`~tiering.remote.store.ObjectStore` over one bucket of an S3-compatible service.
+    """:class:`~tierlog.tiering.remote.store.ObjectStore` over one bucket of an S3-compatible service.
 
     The client is created lazily on first use (so construction does no I/O) and released by
     :meth:`close`. All methods are safe to call concurrently; ``max_pool_connections`` bounds the

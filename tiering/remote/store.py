@@ -1,7 +1,7 @@
 """The one narrow object-store interface every remote-tier component talks to.
 
-Implementations: :class:`~tiering.remote.s3.S3ObjectStore` (any S3-compatible service) and
-:class:`~tiering.remote.local.LocalObjectStore` (a directory). Behaviour is stacked as wrappers that
+Implementations: :class:`~tierlog.tiering.remote.s3.S3ObjectStore` (any S3-compatible service) and
+:class:`~tierlog.tiering.remote.local.LocalObjectStore` (a directory). Behaviour is stacked as wrappers that
 implement the same protocol: prefixing, retrying, instrumentation, caching and, in tests, fault injection.
 
 Conventions shared by every implementation (the contract suite checks them against each backend):
@@ -13,7 +13,7 @@ Conventions shared by every implementation (the contract suite checks them again
 * **Ranges are half-open**: ``get_range(key, start, end)`` returns bytes ``[start, end)`` like a Python
   slice; ``end=None`` means "to the end of the object". A range past the end is clamped (a start at or
   beyond the size gives ``b""``), so chunked readers need not know the size first.
-* **Errors** are only :mod:`tiering.errors` kinds: a missing key is :class:`NotFoundError`, a lost
+* **Errors** are only :mod:`tierlog.tiering.errors` kinds: a missing key is :class:`NotFoundError`, a lost
   conditional write is ``False`` from :meth:`ObjectStore.put_if_absent` (never an exception), a
   transient failure is :class:`UnavailableError` (the only retriable kind).
 * ``list`` yields objects in ascending key order (UTF-8 byte order, as S3 does).
@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
-from tiering.errors import InvalidRequestError
+from tierlog.tiering.errors import InvalidRequestError
 
 __all__ = [
     "MAX_KEY_BYTES",
@@ -62,7 +62,7 @@ class ObjectStore(Protocol):
     """An async key/value store of immutable-by-convention byte objects.
 
     Every method is safe to call concurrently from one event loop. Methods raise only
-    :mod:`tiering.errors` kinds (see the module docstring).
+    :mod:`tierlog.tiering.errors` kinds (see the module docstring).
     """
 
     async def put(self, key: str, data: bytes) -> None:

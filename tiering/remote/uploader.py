@@ -26,12 +26,12 @@ import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from tiering.errors import NotFoundError
-from tiering.log import Clock, SegmentInfo
-from tiering.remote import manifest as mf
-from tiering.remote.layout import SegmentKind, segment_keys
-from tiering.remote.manifest_store import ManifestStore
-from tiering.remote.store import ObjectStore
+from tierlog.tiering.errors import NotFoundError
+from tierlog.tiering.log import Clock, SegmentInfo
+from tierlog.tiering.remote import manifest as mf
+from tierlog.tiering.remote.layout import SegmentKind, segment_keys
+from tierlog.tiering.remote.manifest_store import ManifestStore
+from tierlog.tiering.remote.store import ObjectStore
 
 __all__ = ["UploadResult", "upload_segment", "delete_segments", "clean_unfinished", "unfinished"]
 

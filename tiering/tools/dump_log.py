@@ -11,7 +11,7 @@ later in time. The exit status is 1 when anything found was wrong (a bad CRC, a 
 2 when a file cannot be read or the arguments are wrong, else 0.
 
 The service's CLI (``service/cli.py``) dispatches ``tierlog dump-log`` here; it also runs as
-``python -m tiering.tools.dump_log``.
+``python -m tierlog.tiering.tools.dump_log``.
 """
 
 from __future__ import annotations
@@ -24,13 +24,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
-from tiering.codec.batch import decode_batch
-from tiering.codec.compression import Compression
-from tiering.codec.header import ATTRIBUTES_OFFSET, HEADER_SIZE, BatchHeader, crc32c, decode_header
-from tiering.codec.records import Record
-from tiering.errors import CorruptRecordError
-from tiering.log import offset_index, time_index
-from tiering.log.naming import INDEX_SUFFIX, LOG_SUFFIX, TIMEINDEX_SUFFIX, parse_segment_file
+from tierlog.tiering.codec.batch import decode_batch
+from tierlog.tiering.codec.compression import Compression
+from tierlog.tiering.codec.header import ATTRIBUTES_OFFSET, HEADER_SIZE, BatchHeader, crc32c, decode_header
+from tierlog.tiering.codec.records import Record
+from tierlog.tiering.errors import CorruptRecordError
+from tierlog.tiering.log import offset_index, time_index
+from tierlog.tiering.log.naming import INDEX_SUFFIX, LOG_SUFFIX, TIMEINDEX_SUFFIX, parse_segment_file
 
 __all__ = ["main", "dump_file", "Report"]
 

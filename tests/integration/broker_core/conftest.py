@@ -12,13 +12,13 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient
 
-from service.app import create_app
-from service.broker import Broker
-from service.config import Settings, build_settings
-from service.state import BROKER
-from tiering.codec.batch import build_batch
-from tiering.codec.records import Record
-from tiering.log import ManualClock
+from tierlog.service.app import create_app
+from tierlog.service.broker import Broker
+from tierlog.service.config import Settings, build_settings
+from tierlog.service.state import BROKER
+from tierlog.tiering.codec.batch import build_batch
+from tierlog.tiering.codec.records import Record
+from tierlog.tiering.log import ManualClock
 
 START_MS = 1_700_000_000_000
 

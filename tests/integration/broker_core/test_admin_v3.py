@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from service.errors import InvalidConfigError
-from tiering.errors import NotFoundError
+from tierlog.service.errors import InvalidConfigError
+from tierlog.tiering.errors import NotFoundError
 
 from .conftest import Node, StartNode, batch
 

@@ -10,9 +10,9 @@ from typing import Any
 
 from aiohttp import web
 
-from service.errors import error_middleware
-from service.openapi import build_document, render
-from tiering.errors import NotFoundError, OffsetOutOfRangeError
+from tierlog.service.errors import error_middleware
+from tierlog.service.openapi import build_document, render
+from tierlog.tiering.errors import NotFoundError, OffsetOutOfRangeError
 
 from .conftest import Node, StartNode, batch
 
@@ -146,5 +146,5 @@ async def test_served_document_matches_docs(node: Node) -> None:
     assert served["openapi"].startswith("3.")
     assert served == json.loads(render())
     assert (REPO / "docs" / "openapi.json").read_text(encoding="utf-8") == render(), (
-        "docs/openapi.json is stale: run python -m service.openapi > docs/openapi.json"
+        "docs/openapi.json is stale: run python -m tierlog.service.openapi > docs/openapi.json"
     )

@@ -6,12 +6,12 @@ import asyncio
 
 import pytest
 
-from service.metrics import Metrics
-from service.state import METRICS
-from service.tasks import MAINTENANCE
-from tiering.codec.batch import iter_records
-from tiering.errors import CorruptRecordError, NotFoundError, OffsetOutOfRangeError
-from tiering.log import ManualClock
+from tierlog.service.metrics import Metrics
+from tierlog.service.state import METRICS
+from tierlog.service.tasks import MAINTENANCE
+from tierlog.tiering.codec.batch import iter_records
+from tierlog.tiering.errors import CorruptRecordError, NotFoundError, OffsetOutOfRangeError
+from tierlog.tiering.log import ManualClock
 
 from .conftest import START_MS, Node, StartNode, batch
 

@@ -6,8 +6,8 @@ import asyncio
 import json
 from pathlib import Path
 
-from service.metadata import CLEAN_SHUTDOWN_MARKER, STATE_FILE
-from tiering.codec.batch import iter_records
+from tierlog.service.metadata import CLEAN_SHUTDOWN_MARKER, STATE_FILE
+from tierlog.tiering.codec.batch import iter_records
 
 from .conftest import Node, StartNode, batch
 

@@ -79,7 +79,7 @@ class ServeProcess:
 @contextlib.asynccontextmanager
 async def serve(*args: str, env: dict[str, str] | None = None) -> AsyncIterator[tuple[ServeProcess, str]]:
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "service", "serve", "--port", "0", *args,
+        sys.executable, "-m", "tierlog", "serve", "--port", "0", *args,
         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env or clean_env(),
     )  # fmt: skip
     child = ServeProcess(proc)
@@ -197,7 +197,7 @@ def test_bad_settings_fail_with_one_line(
     tmp_path: Path, args: list[str], env: dict[str, str], expected: str
 ) -> None:
     proc = subprocess.run(
-        [sys.executable, "-m", "service", "serve", "--data-dir", str(tmp_path / "d"), *args],
+        [sys.executable, "-m", "tierlog", "serve", "--data-dir", str(tmp_path / "d"), *args],
         env=clean_env(**env),
         capture_output=True,
         text=True,
@@ -215,7 +215,7 @@ def test_unknown_key_in_config_file(tmp_path: Path) -> None:
     config = tmp_path / "c.toml"
     config.write_text("[log]\nsegment.megabytes = 1\n", encoding="utf-8")
     proc = subprocess.run(
-        [sys.executable, "-m", "service", "serve", "--config", str(config)],
+        [sys.executable, "-m", "tierlog", "serve", "--config", str(config)],
         env=clean_env(),
         capture_output=True,
         text=True,
@@ -233,7 +233,7 @@ async def test_unreadable_state_exits_1(tmp_path: Path) -> None:
     data.mkdir()
     (data / "tierlog-state.json").write_text("{ torn", encoding="utf-8")
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "service", "serve", "--port", "0", "--data-dir", str(data),
+        sys.executable, "-m", "tierlog", "serve", "--port", "0", "--data-dir", str(data),
         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=clean_env(),
     )  # fmt: skip
     _, stderr = await asyncio.wait_for(proc.communicate(), 60)
@@ -253,7 +253,7 @@ def test_port_in_use_exits_1(tmp_path: Path) -> None:
             [
                 sys.executable,
                 "-m",
-                "service",
+                "tierlog",
                 "serve",
                 "--data-dir",
                 str(tmp_path / "d"),

@@ -10,9 +10,9 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient
 
-from service.app import create_app
-from service.config import build_settings
-from service.state import BROKER
+from tierlog.service.app import create_app
+from tierlog.service.config import build_settings
+from tierlog.service.state import BROKER
 
 Client = TestClient[web.Request, web.Application]
 MakeClient = Callable[..., Awaitable[Client]]

@@ -10,9 +10,9 @@ from typing import Any
 from aiohttp import web
 from aiohttp.test_utils import TestClient
 
-from tiering.codec.batch import decode_batch
-from tiering.codec.header import iter_batches
-from tiering.codec.records import Record
+from tierlog.tiering.codec.batch import decode_batch
+from tierlog.tiering.codec.header import iter_batches
+from tierlog.tiering.codec.records import Record
 
 Client = TestClient[web.Request, web.Application]
 

@@ -6,12 +6,12 @@ import asyncio
 
 import pytest
 
-from service.state import BROKER
 from tests.integration.broker_data.helpers import BATCHES, Client, expect_error
-from tiering.codec.batch import build_batch, decode_batch
-from tiering.codec.compression import Compression
-from tiering.codec.header import iter_batches
-from tiering.codec.records import Record
+from tierlog.service.state import BROKER
+from tierlog.tiering.codec.batch import build_batch, decode_batch
+from tierlog.tiering.codec.compression import Compression
+from tierlog.tiering.codec.header import iter_batches
+from tierlog.tiering.codec.records import Record
 
 BASE = "/native/v1/topics/t/partitions/0"
 CONTENT = {"Content-Type": BATCHES}

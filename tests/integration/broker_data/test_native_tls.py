@@ -12,12 +12,12 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
-from service.app import create_app
-from service.config import build_settings
-from service.state import BROKER
 from tests.integration.broker_data.helpers import BATCHES
-from tiering.codec.batch import build_batch
-from tiering.codec.records import Record
+from tierlog.service.app import create_app
+from tierlog.service.config import build_settings
+from tierlog.service.state import BROKER
+from tierlog.tiering.codec.batch import build_batch
+from tierlog.tiering.codec.records import Record
 
 
 def _server_context(directory: Path) -> ssl.SSLContext:

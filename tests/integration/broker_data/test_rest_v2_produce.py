@@ -10,7 +10,6 @@ from typing import Any
 
 import pytest
 
-from service.state import BROKER
 from tests.integration.broker_data.conftest import MakeClient
 from tests.integration.broker_data.helpers import (
     BINARY,
@@ -22,7 +21,8 @@ from tests.integration.broker_data.helpers import (
     produce,
     segment_records,
 )
-from tiering.partitioner import partition_for_key
+from tierlog.service.state import BROKER
+from tierlog.tiering.partitioner import partition_for_key
 
 
 async def test_binary_produce_keyed_records_land_where_kafka_puts_them(client: Client) -> None:

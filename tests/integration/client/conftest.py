@@ -18,11 +18,11 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
-from service.app import create_app
-from service.config import build_settings
-from service.groups.state import COORDINATOR, GROUPS_READY
-from service.state import BROKER
-from tiering.log import ManualClock
+from tierlog.service.app import create_app
+from tierlog.service.config import build_settings
+from tierlog.service.groups.state import COORDINATOR, GROUPS_READY
+from tierlog.service.state import BROKER
+from tierlog.tiering.log import ManualClock
 
 START_MS = 1_700_000_000_000
 

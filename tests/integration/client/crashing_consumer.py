@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import sys
 
-from client import Consumer, ConsumerRecord, OffsetAndMetadata, TopicPartition
+from tierlog.client import Consumer, ConsumerRecord, OffsetAndMetadata, TopicPartition
 
 
 def main(url: str, topic: str, group: str, read: int, commit: int) -> None:

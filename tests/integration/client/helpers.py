@@ -8,8 +8,8 @@ from typing import Any
 
 import aiohttp
 
-from client import AsyncConsumer, ConsumerRecord, TopicPartition
-from tiering.codec.header import BatchHeader, iter_batches
+from tierlog.client import AsyncConsumer, ConsumerRecord, TopicPartition
+from tierlog.tiering.codec.header import BatchHeader, iter_batches
 
 REST_BINARY = "application/vnd.kafka.binary.v2+json"
 

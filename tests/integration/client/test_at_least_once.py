@@ -7,9 +7,9 @@ import signal
 import sys
 from pathlib import Path
 
-from client import AsyncAdmin, AsyncConsumer, AsyncProducer, ConsumerRecord, TopicPartition
 from tests.integration.client.conftest import RunningBroker, expire_sessions
-from tiering.log import ManualClock
+from tierlog.client import AsyncAdmin, AsyncConsumer, AsyncProducer, ConsumerRecord, TopicPartition
+from tierlog.tiering.log import ManualClock
 
 ROOT = Path(__file__).resolve().parents[3]
 

@@ -1,4 +1,5 @@
-"""The client CLI: ``client.cli.main`` in-process (capsys) and ``python -m client`` as a subprocess."""
+"""The client CLI: ``tierlog.client.cli.main.main`` in-process (capsys) and ``python -m tierlog`` as a
+subprocess."""
 
 from __future__ import annotations
 
@@ -12,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from client.cli import main
 from tests.integration.client.conftest import BrokerThread
+from tierlog.client.cli.main import main
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -79,6 +80,24 @@ def test_topic_commands(thread_broker: BrokerThread, capsys: pytest.CaptureFixtu
 def test_usage_errors_exit_2(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
     assert main(argv) == 2
     assert "error" in capsys.readouterr().err
+
+
+def test_global_options_go_before_or_after_the_command(
+    thread_broker: BrokerThread, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tierlog.cli import main as tierlog_main
+
+    broker = thread_broker
+    assert run(broker, "topics", "create", "global-opts", "--partitions", "1") == 0
+    capsys.readouterr()
+    assert tierlog_main(["--bootstrap-server", broker.url, "topics", "list"]) == 0
+    before = capsys.readouterr().out
+    after = ["topics", "list", "--bootstrap-server", broker.url]
+    assert tierlog_main(["--bootstrap-server=http://127.0.0.1:9", *after]) == 0
+    assert "global-opts" in before and capsys.readouterr().out == before
+    # Given only before the command, it is the one used: an unreachable broker fails the command.
+    assert tierlog_main(["--bootstrap-server", "http://127.0.0.1:9", "topics", "list"]) == 1
+    assert "(error code 50302)" in capsys.readouterr().err
 
 
 def test_an_unreachable_broker_exits_1(
@@ -165,12 +184,12 @@ def test_progress_bar_and_groups_with_lag(
 def test_python_dash_m_client_and_ctrl_c(thread_broker: BrokerThread) -> None:
     url = ["--bootstrap-server", thread_broker.url]
     produced = subprocess.run(
-        [sys.executable, "-m", "client", "produce", "piped", "--partition", "0", *url],
+        [sys.executable, "-m", "tierlog", "produce", "piped", "--partition", "0", *url],
         input=b"one\ntwo\n", capture_output=True, cwd=ROOT, timeout=60, check=False,
     )  # fmt: skip
     assert produced.returncode == 0, produced.stderr
     consumer = subprocess.Popen(
-        [sys.executable, "-m", "client", "consume", "piped", "--from-beginning", "--format", "value", *url],
+        [sys.executable, "-m", "tierlog", "consume", "piped", "--from-beginning", "--format", "value", *url],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT,
     )  # fmt: skip
     try:

@@ -6,7 +6,8 @@ import asyncio
 
 import pytest
 
-from client import (
+from tests.integration.client.conftest import RunningBroker
+from tierlog.client import (
     AsyncAdmin,
     AsyncConsumer,
     AsyncProducer,
@@ -17,8 +18,7 @@ from client import (
     OffsetAndTimestamp,
     TopicPartition,
 )
-from client.errors import OffsetOutOfRangeError, UnknownTopicError
-from tests.integration.client.conftest import RunningBroker
+from tierlog.client.errors import OffsetOutOfRangeError, UnknownTopicError
 
 TP0 = TopicPartition("events", 0)
 TP1 = TopicPartition("events", 1)

@@ -7,7 +7,8 @@ from collections.abc import Callable
 
 import pytest
 
-from client import (
+from tests.integration.client.conftest import RunningBroker, expire_sessions
+from tierlog.client import (
     AsyncAdmin,
     AsyncConsumer,
     AsyncProducer,
@@ -16,8 +17,7 @@ from client import (
     ConsumerRecord,
     TopicPartition,
 )
-from tests.integration.client.conftest import RunningBroker, expire_sessions
-from tiering.log import ManualClock
+from tierlog.tiering.log import ManualClock
 
 FAST = {"heartbeat_interval_ms": 50, "auto_offset_reset": "earliest"}
 

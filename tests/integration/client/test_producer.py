@@ -6,13 +6,13 @@ import asyncio
 
 import pytest
 
-from client import AsyncAdmin, AsyncProducer, RecordMetadata, RecordTooLargeError, UnknownTopicError
-from client.errors import ClientClosedError, UnknownPartitionError
-from client.types import LOG_APPEND_TIME
 from tests.integration.client.conftest import RunningBroker
 from tests.integration.client.helpers import raw_batches, read_topic, rest_produce_keyed
-from tiering.codec.compression import Compression
-from tiering.partitioner import partition_for_key
+from tierlog.client import AsyncAdmin, AsyncProducer, RecordMetadata, RecordTooLargeError, UnknownTopicError
+from tierlog.client.errors import ClientClosedError, UnknownPartitionError
+from tierlog.client.types import LOG_APPEND_TIME
+from tierlog.tiering.codec.compression import Compression
+from tierlog.tiering.partitioner import partition_for_key
 
 
 async def test_keyed_records_land_where_the_broker_puts_the_same_keys(broker: RunningBroker) -> None:

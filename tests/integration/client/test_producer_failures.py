@@ -9,20 +9,20 @@ from pathlib import Path
 import pytest
 from aiohttp.test_utils import TestServer
 
-from client import (
+from tests.integration.client.conftest import RunningBroker, broker_settings
+from tests.integration.client.helpers import read_topic, wait_until
+from tierlog.client import (
     AsyncProducer,
     BrokerUnavailableError,
     BufferExhaustedError,
     DeliveryTimeoutError,
     RecordMetadata,
 )
-from client.accumulator import ProducerBatch
-from service.app import create_app
-from service.config import build_settings
-from service.groups.state import GROUPS_READY
-from service.state import BROKER
-from tests.integration.client.conftest import RunningBroker, broker_settings
-from tests.integration.client.helpers import read_topic, wait_until
+from tierlog.client.accumulator import ProducerBatch
+from tierlog.service.app import create_app
+from tierlog.service.config import build_settings
+from tierlog.service.groups.state import GROUPS_READY
+from tierlog.service.state import BROKER
 
 
 async def test_back_pressure_then_delivery_timeout_when_the_broker_is_down(broker: RunningBroker) -> None:

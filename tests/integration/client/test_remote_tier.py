@@ -6,10 +6,10 @@ import random
 
 import pytest
 
-from client import AsyncAdmin, AsyncProducer
-from service.state import BROKER
 from tests.integration.client.conftest import RunningBroker
 from tests.integration.client.helpers import read_topic, wait_until
+from tierlog.client import AsyncAdmin, AsyncProducer
+from tierlog.service.state import BROKER
 
 
 @pytest.fixture

@@ -7,7 +7,8 @@ import time
 
 import pytest
 
-from client import (
+from tests.integration.client.conftest import BrokerThread
+from tierlog.client import (
     BufferExhaustedError,
     ClientClosedError,
     Consumer,
@@ -21,8 +22,7 @@ from client import (
     RecordTooLargeError,
     TopicPartition,
 )
-from client.errors import InvalidRequestError
-from tests.integration.client.conftest import BrokerThread
+from tierlog.client.errors import InvalidRequestError
 
 
 def poll_n(consumer: Consumer, count: int, within: float = 15.0) -> list[ConsumerRecord]:

@@ -10,11 +10,11 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient
 
-from service.app import create_app
-from service.config import build_settings
-from service.groups.state import GROUPS_READY
-from service.state import BROKER
-from tiering.log import ManualClock
+from tierlog.service.app import create_app
+from tierlog.service.config import build_settings
+from tierlog.service.groups.state import GROUPS_READY
+from tierlog.service.state import BROKER
+from tierlog.tiering.log import ManualClock
 
 Client = TestClient[web.Request, web.Application]
 StartBroker = Callable[..., Awaitable[Client]]

@@ -5,8 +5,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from service.groups.state import COORDINATOR
-from tiering.log import ManualClock
+from tierlog.service.groups.state import COORDINATOR
+from tierlog.tiering.log import ManualClock
 
 from .conftest import Client
 from .helpers import call, create_topic, join

@@ -5,8 +5,8 @@ from __future__ import annotations
 import asyncio
 import json
 
-from service.groups.state import CONSUMERS
-from tiering.log import ManualClock
+from tierlog.service.groups.state import CONSUMERS
+from tierlog.tiering.log import ManualClock
 
 from .conftest import Client, StartBroker
 from .helpers import BINARY, JSON, V2, call, create_topic, decoded, poll, produce, rest_consumer

@@ -7,9 +7,9 @@ import random
 import sys
 from pathlib import Path
 
-from tiering.codec.batch import build_batch
-from tiering.codec.records import Record
-from tiering.log import LogConfig, PartitionLog
+from tierlog.tiering.codec.batch import build_batch
+from tierlog.tiering.codec.records import Record
+from tierlog.tiering.log import LogConfig, PartitionLog
 
 CONFIG = LogConfig(flush_messages=1, segment_bytes=64 * 1024, index_interval_bytes=1024)
 

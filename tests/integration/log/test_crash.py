@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from tiering.codec.batch import iter_records
-from tiering.log import LogConfig, PartitionLog
+from tierlog.tiering.codec.batch import iter_records
+from tierlog.tiering.log import LogConfig, PartitionLog
 
 CHILD = Path(__file__).with_name("crash_child.py")
 ROOT = Path(__file__).resolve().parents[3]

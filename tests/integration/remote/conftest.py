@@ -21,9 +21,9 @@ from tests.integration.remote.servers import (
     run_localstack,
     run_moto,
 )
-from tiering.remote.local import LocalObjectStore
-from tiering.remote.s3 import S3ObjectStore
-from tiering.remote.store import ObjectStore
+from tierlog.tiering.remote.local import LocalObjectStore
+from tierlog.tiering.remote.s3 import S3ObjectStore
+from tierlog.tiering.remote.store import ObjectStore
 
 
 @pytest.fixture(scope="session")

@@ -15,14 +15,14 @@ from pathlib import Path
 import pytest
 
 from tests.integration.remote.conftest import Backend
-from tiering.errors import InvalidRequestError, NotFoundError, UnavailableError
-from tiering.remote.caching import CachingStore
-from tiering.remote.faults import FaultInjectingStore
-from tiering.remote.instrumented import InstrumentedStore
-from tiering.remote.manifest_store import ManifestStore
-from tiering.remote.prefixed import PrefixedStore
-from tiering.remote.retrying import RetryingStore, RetryPolicy
-from tiering.remote.store import ObjectStore
+from tierlog.tiering.errors import InvalidRequestError, NotFoundError, UnavailableError
+from tierlog.tiering.remote.caching import CachingStore
+from tierlog.tiering.remote.faults import FaultInjectingStore
+from tierlog.tiering.remote.instrumented import InstrumentedStore
+from tierlog.tiering.remote.manifest_store import ManifestStore
+from tierlog.tiering.remote.prefixed import PrefixedStore
+from tierlog.tiering.remote.retrying import RetryingStore, RetryPolicy
+from tierlog.tiering.remote.store import ObjectStore
 
 PAYLOAD = bytes(range(256)) * 4  # 1024 distinct-ish bytes: a wrong offset shows as wrong content
 
@@ -254,7 +254,7 @@ async def test_caching_counts_hits_and_misses(store: ObjectStore) -> None:
 
 
 async def test_manifest_commits_conflict_on_the_same_base(store: ObjectStore) -> None:
-    from tiering.remote import manifest as mf
+    from tierlog.tiering.remote import manifest as mf
 
     manifests = ManifestStore(store)
     base = await manifests.load("orders", 0)

@@ -13,10 +13,10 @@ import pytest
 from tests.integration.remote.conftest import aws_test_env, create_bucket, localstack_server, moto_server
 from tests.integration.remote.servers import S3Server
 from tests.integration.remote_read.helpers import Partition, upload, write_log
-from tiering.remote.instrumented import InstrumentedStore
-from tiering.remote.local import LocalObjectStore
-from tiering.remote.s3 import S3ObjectStore
-from tiering.remote.store import ObjectStore
+from tierlog.tiering.remote.instrumented import InstrumentedStore
+from tierlog.tiering.remote.local import LocalObjectStore
+from tierlog.tiering.remote.s3 import S3ObjectStore
+from tierlog.tiering.remote.store import ObjectStore
 
 __all__ = ["aws_test_env", "localstack_server", "moto_server"]
 

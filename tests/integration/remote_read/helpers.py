@@ -13,15 +13,15 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tiering.codec.batch import build_batch, iter_records
-from tiering.codec.compression import Compression
-from tiering.codec.records import Record
-from tiering.log import LogConfig, PartitionLog, SegmentInfo
-from tiering.remote import manifest as mf
-from tiering.remote.layout import segment_keys
-from tiering.remote.manifest_store import ManifestStore
-from tiering.remote.reader import RemoteReader
-from tiering.remote.store import ObjectStore
+from tierlog.tiering.codec.batch import build_batch, iter_records
+from tierlog.tiering.codec.compression import Compression
+from tierlog.tiering.codec.records import Record
+from tierlog.tiering.log import LogConfig, PartitionLog, SegmentInfo
+from tierlog.tiering.remote import manifest as mf
+from tierlog.tiering.remote.layout import segment_keys
+from tierlog.tiering.remote.manifest_store import ManifestStore
+from tierlog.tiering.remote.reader import RemoteReader
+from tierlog.tiering.remote.store import ObjectStore
 
 CODECS = (Compression.NONE, Compression.GZIP, Compression.SNAPPY, Compression.LZ4, Compression.ZSTD)
 BASE_TS = 1_700_000_000_000

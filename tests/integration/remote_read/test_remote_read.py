@@ -10,10 +10,10 @@ import asyncio
 import random
 
 from tests.integration.remote_read.helpers import Partition, Produced, decode, replay, total_chunks
-from tiering.codec.header import iter_batches
-from tiering.remote.instrumented import InstrumentedStore
-from tiering.remote.manifest import readable_segments
-from tiering.remote.reader import RemoteReader
+from tierlog.tiering.codec.header import iter_batches
+from tierlog.tiering.remote.instrumented import InstrumentedStore
+from tierlog.tiering.remote.manifest import readable_segments
+from tierlog.tiering.remote.reader import RemoteReader
 
 CHUNK = 2048
 

@@ -12,12 +12,12 @@ from pathlib import Path
 import pytest
 
 from tests.integration.remote_read.helpers import Partition, decode, replay, upload, write_log
-from tiering.codec.header import ATTRIBUTES_OFFSET, HEADER_SIZE, iter_batches
-from tiering.errors import CorruptRecordError, NotFoundError, OffsetOutOfRangeError, UnavailableError
-from tiering.remote import manifest as mf
-from tiering.remote.faults import FaultInjectingStore
-from tiering.remote.instrumented import InstrumentedStore
-from tiering.remote.reader import RemoteObjectCorruptError, RemoteObjectMissingError, RemoteReader
+from tierlog.tiering.codec.header import ATTRIBUTES_OFFSET, HEADER_SIZE, iter_batches
+from tierlog.tiering.errors import CorruptRecordError, NotFoundError, OffsetOutOfRangeError, UnavailableError
+from tierlog.tiering.remote import manifest as mf
+from tierlog.tiering.remote.faults import FaultInjectingStore
+from tierlog.tiering.remote.instrumented import InstrumentedStore
+from tierlog.tiering.remote.reader import RemoteObjectCorruptError, RemoteObjectMissingError, RemoteReader
 
 CHUNK = 2048
 

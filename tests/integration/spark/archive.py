@@ -1,9 +1,9 @@
 """Fill an archive the way the broker's uploader does, for tests that must not depend on a broker.
 
-Records are appended to a real :class:`tiering.log.PartitionLog` (so segments, ``.index`` and
+Records are appended to a real :class:`tierlog.tiering.log.PartitionLog` (so segments, ``.index`` and
 ``.timeindex`` are the log engine's own files), every sealed segment is uploaded under a fresh UUID in
-the bucket layout of :mod:`tiering.remote.layout`, and the manifest goes through the KIP-405 states with
-:class:`ManifestStore` (``copy_started`` before the objects, ``copy_finished`` after), exactly the order
+the bucket layout of :mod:`tierlog.tiering.remote.layout`, and the manifest goes through the KIP-405 states
+with :class:`ManifestStore` (``copy_started`` before the objects, ``copy_finished`` after), exactly the order
 the uploader follows.
 """
 
@@ -15,12 +15,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tiering.codec import Compression, Record, build_batch
-from tiering.log import LogConfig, PartitionLog, SegmentInfo
-from tiering.remote import manifest as mf
-from tiering.remote.layout import segment_keys
-from tiering.remote.manifest_store import ManifestStore
-from tiering.remote.store import ObjectStore
+from tierlog.tiering.codec import Compression, Record, build_batch
+from tierlog.tiering.log import LogConfig, PartitionLog, SegmentInfo
+from tierlog.tiering.remote import manifest as mf
+from tierlog.tiering.remote.layout import segment_keys
+from tierlog.tiering.remote.manifest_store import ManifestStore
+from tierlog.tiering.remote.store import ObjectStore
 
 
 @dataclass(frozen=True)

@@ -19,10 +19,10 @@ import pytest
 from tests.integration.remote.conftest import aws_test_env, create_bucket, moto_server  # noqa: F401
 from tests.integration.remote.servers import S3Server
 from tests.integration.spark.proxy import CountingProxy, counting_proxy
-from tiering.remote.manifest_store import ManifestStore
-from tiering.remote.prefixed import PrefixedStore
-from tiering.remote.s3 import S3ObjectStore
-from tiering.remote.store import ObjectStore
+from tierlog.tiering.remote.manifest_store import ManifestStore
+from tierlog.tiering.remote.prefixed import PrefixedStore
+from tierlog.tiering.remote.s3 import S3ObjectStore
+from tierlog.tiering.remote.store import ObjectStore
 
 try:
     import pyspark  # noqa: F401 - only checking that the Spark extra is installed
@@ -38,7 +38,7 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
     from pyspark.sql import SparkSession
 
-    from client.spark import TierlogDataSource
+    from tierlog.client.spark.source import TierlogDataSource
 
     session = (
         SparkSession.builder.master("local[2]")

@@ -8,7 +8,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from tests.integration.spark.archive import Produced
-from tiering.codec import Record
+from tierlog.tiering.codec import Record
 
 START_MS = 1_700_000_000_000
 STEP_MS = 1000

@@ -18,15 +18,15 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient
 
-from service.app import create_app
-from service.config import build_settings
-from service.state import BROKER
 from tests.integration.remote.servers import S3Server
 from tests.integration.spark.archive import Produced
 from tests.integration.spark.conftest import Bucket
 from tests.integration.spark.data import checksum, collect, expected_rows, make_records
-from tiering.codec import Compression, build_batch
-from tiering.log import ManualClock
+from tierlog.service.app import create_app
+from tierlog.service.config import build_settings
+from tierlog.service.state import BROKER
+from tierlog.tiering.codec import Compression, build_batch
+from tierlog.tiering.log import ManualClock
 
 pytestmark = pytest.mark.integration
 

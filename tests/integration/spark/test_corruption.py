@@ -15,10 +15,10 @@ import pytest
 from tests.integration.spark.archive import ArchivedPartition, open_partition
 from tests.integration.spark.conftest import Bucket
 from tests.integration.spark.data import collect, expected_rows, make_records
-from tiering.codec import Compression
-from tiering.codec.header import iter_batches
-from tiering.remote import manifest as mf
-from tiering.remote.layout import segment_keys
+from tierlog.tiering.codec import Compression
+from tierlog.tiering.codec.header import iter_batches
+from tierlog.tiering.remote import manifest as mf
+from tierlog.tiering.remote.layout import segment_keys
 
 pytestmark = pytest.mark.integration
 
@@ -79,7 +79,7 @@ def test_skip_mode_drops_the_damaged_rest_of_the_object_and_counts_it(spark: Any
     assert len(damaged.lost) > 0
     if not hasattr(spark.tvf, "python_worker_logs"):
         pytest.skip("worker logs are a table from Spark 4.1 on: the count cannot be queried")
-    logs = spark.tvf.python_worker_logs().where("logger = 'client.spark'").collect()
+    logs = spark.tvf.python_worker_logs().where("logger = 'tierlog.spark'").collect()
     skipped = [row for row in logs if f"{damaged.bucket.uri}/{damaged.bad_key}" in row["msg"]]
     assert len(skipped) == 1 and skipped[0]["level"] == "WARNING"
 

@@ -20,16 +20,23 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from client.spark_options import Bound, parse_options
-from client.spark_plan import SegmentTask, plan_segments, resolve_range
-from client.spark_scan import _OFFSET_ENTRY, _TIME_ENTRY, ARROW_SCHEMA, _Bounds, _fetch_index, scan_task
-from client.spark_store import LocalArchive, load_manifest
-from client.spark_stream import TierlogStreamReader, _prorate, decode_offsets, encode_offsets
 from tests.integration.spark.archive import ArchivedPartition, open_partition
-from tiering.codec import Compression, Record
-from tiering.errors import CorruptRecordError, InvalidRequestError
-from tiering.remote.local import LocalObjectStore
-from tiering.remote.manifest_store import ManifestStore
+from tierlog.client.spark.options import Bound, parse_options
+from tierlog.client.spark.plan import SegmentTask, plan_segments, resolve_range
+from tierlog.client.spark.scan import (
+    _OFFSET_ENTRY,
+    _TIME_ENTRY,
+    ARROW_SCHEMA,
+    _Bounds,
+    _fetch_index,
+    scan_task,
+)
+from tierlog.client.spark.store import LocalArchive, load_manifest
+from tierlog.client.spark.stream import TierlogStreamReader, _prorate, decode_offsets, encode_offsets
+from tierlog.tiering.codec import Compression, Record
+from tierlog.tiering.errors import CorruptRecordError, InvalidRequestError
+from tierlog.tiering.remote.local import LocalObjectStore
+from tierlog.tiering.remote.manifest_store import ManifestStore
 
 TOPIC = "model"
 COUNT = 400

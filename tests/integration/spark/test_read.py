@@ -17,9 +17,9 @@ import pytest
 from tests.integration.spark.archive import ArchivedPartition, open_partition
 from tests.integration.spark.conftest import Bucket
 from tests.integration.spark.data import START_MS, STEP_MS, checksum, collect, expected_rows, make_records
-from tiering.codec import Compression
-from tiering.remote import manifest as mf
-from tiering.remote.layout import segment_keys
+from tierlog.tiering.codec import Compression
+from tierlog.tiering.remote import manifest as mf
+from tierlog.tiering.remote.layout import segment_keys
 
 pytestmark = pytest.mark.integration
 

@@ -15,14 +15,14 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient
 
-from service.app import create_app
-from service.config import build_settings
-from service.state import BROKER
 from tests.integration.remote.conftest import aws_test_env, create_bucket, moto_server  # noqa: F401
 from tests.integration.remote.servers import S3Server
-from tiering.log import ManualClock
-from tiering.remote.s3 import S3ObjectStore
-from tiering.remote.store import ObjectStore
+from tierlog.service.app import create_app
+from tierlog.service.config import build_settings
+from tierlog.service.state import BROKER
+from tierlog.tiering.log import ManualClock
+from tierlog.tiering.remote.s3 import S3ObjectStore
+from tierlog.tiering.remote.store import ObjectStore
 
 Client = TestClient[web.Request, web.Application]
 StartBroker = Callable[..., Awaitable[Client]]
@@ -53,7 +53,7 @@ def remote_uri(bucket: str) -> str:
 @pytest.fixture
 async def store(moto_server: S3Server, bucket: str) -> AsyncIterator[ObjectStore]:  # noqa: F811
     """The test's own view of the bucket prefix (keys relative to ``tl/``)."""
-    from tiering.remote.prefixed import PrefixedStore
+    from tierlog.tiering.remote.prefixed import PrefixedStore
 
     opened = PrefixedStore(S3ObjectStore(bucket, endpoint_url=moto_server.endpoint_url), "tl")
     yield opened

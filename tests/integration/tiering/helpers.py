@@ -10,12 +10,12 @@ from typing import Any
 from aiohttp import web
 from aiohttp.test_utils import TestClient
 
-from service.broker import Broker
-from service.native import LOG_END_OFFSET, LOG_START_OFFSET
-from service.state import BROKER
-from tiering.codec.batch import build_batch, decode_batch
-from tiering.codec.header import iter_batches
-from tiering.codec.records import Record
+from tierlog.service.broker import Broker
+from tierlog.service.native import LOG_END_OFFSET, LOG_START_OFFSET
+from tierlog.service.state import BROKER
+from tierlog.tiering.codec.batch import build_batch, decode_batch
+from tierlog.tiering.codec.header import iter_batches
+from tierlog.tiering.codec.records import Record
 
 Client = TestClient[web.Request, web.Application]
 

@@ -14,13 +14,13 @@ import pytest
 from tests.integration.broker_core.test_process import clean_env, get_json, serve
 from tests.integration.remote.servers import S3Server
 from tests.integration.tiering.helpers import BATCHES, WAIT_S, record
-from tiering.codec.batch import build_batch, decode_batch
-from tiering.codec.header import iter_batches
-from tiering.codec.records import Record
-from tiering.remote import manifest as mf
-from tiering.remote.inventory import check
-from tiering.remote.manifest_store import ManifestStore
-from tiering.remote.store import ObjectStore
+from tierlog.tiering.codec.batch import build_batch, decode_batch
+from tierlog.tiering.codec.header import iter_batches
+from tierlog.tiering.codec.records import Record
+from tierlog.tiering.remote import manifest as mf
+from tierlog.tiering.remote.inventory import check
+from tierlog.tiering.remote.manifest_store import ManifestStore
+from tierlog.tiering.remote.store import ObjectStore
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 

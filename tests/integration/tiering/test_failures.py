@@ -9,8 +9,6 @@ import asyncio
 
 import pytest
 
-from service.state import METRICS
-from service.tasks import MAINTENANCE
 from tests.integration.tiering.conftest import StartBroker
 from tests.integration.tiering.helpers import (
     BATCHES,
@@ -25,12 +23,14 @@ from tests.integration.tiering.helpers import (
     wait_uploaded,
 )
 from tests.integration.tiering.switchable import SwitchableStore
-from tiering.errors import NotFoundError
-from tiering.remote import manifest as mf
-from tiering.remote.inventory import check
-from tiering.remote.layout import manifest_key, segment_key
-from tiering.remote.manifest_store import ManifestStore
-from tiering.remote.store import ObjectStore
+from tierlog.service.state import METRICS
+from tierlog.service.tasks import MAINTENANCE
+from tierlog.tiering.errors import NotFoundError
+from tierlog.tiering.remote import manifest as mf
+from tierlog.tiering.remote.inventory import check
+from tierlog.tiering.remote.layout import manifest_key, segment_key
+from tierlog.tiering.remote.manifest_store import ManifestStore
+from tierlog.tiering.remote.store import ObjectStore
 
 pytestmark = pytest.mark.integration
 

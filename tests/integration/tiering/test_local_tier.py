@@ -6,13 +6,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from service.app import create_app
-from service.config import build_settings
-from service.state import BROKER
-from service.tasks import MAINTENANCE
 from tests.integration.tiering.conftest import Client
 from tests.integration.tiering.helpers import broker_of, consume_native, produce, wait_uploaded
-from tiering.log import ManualClock
+from tierlog.service.app import create_app
+from tierlog.service.config import build_settings
+from tierlog.service.state import BROKER
+from tierlog.service.tasks import MAINTENANCE
+from tierlog.tiering.log import ManualClock
 
 
 async def test_default_remote_tier_is_a_directory_in_the_data_dir(

@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 
-from service import tiering_cli
 from tests.integration.remote.servers import S3Server
 from tests.integration.tiering.conftest import StartBroker
 from tests.integration.tiering.helpers import (
@@ -23,11 +22,12 @@ from tests.integration.tiering.helpers import (
     record,
     wait_uploaded,
 )
-from tiering.log import ManualClock
-from tiering.remote import manifest as mf
-from tiering.remote.layout import manifest_key, segment_key
-from tiering.remote.manifest_store import ManifestStore
-from tiering.remote.store import ObjectStore
+from tierlog.service import tiering_cli
+from tierlog.tiering.log import ManualClock
+from tierlog.tiering.remote import manifest as mf
+from tierlog.tiering.remote.layout import manifest_key, segment_key
+from tierlog.tiering.remote.manifest_store import ManifestStore
+from tierlog.tiering.remote.store import ObjectStore
 
 pytestmark = pytest.mark.integration
 

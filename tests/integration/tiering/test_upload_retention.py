@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import pytest
 
-from service.state import METRICS
-from service.tasks import MAINTENANCE
 from tests.integration.tiering.conftest import START_MS, StartBroker
 from tests.integration.tiering.helpers import (
     broker_of,
@@ -17,11 +15,13 @@ from tests.integration.tiering.helpers import (
     produce,
     wait_uploaded,
 )
-from tiering.log import ManualClock
-from tiering.remote import manifest as mf
-from tiering.remote.layout import partition_prefix
-from tiering.remote.manifest_store import ManifestStore
-from tiering.remote.store import ObjectStore
+from tierlog.service.state import METRICS
+from tierlog.service.tasks import MAINTENANCE
+from tierlog.tiering.log import ManualClock
+from tierlog.tiering.remote import manifest as mf
+from tierlog.tiering.remote.layout import partition_prefix
+from tierlog.tiering.remote.manifest_store import ManifestStore
+from tierlog.tiering.remote.store import ObjectStore
 
 pytestmark = pytest.mark.integration
 

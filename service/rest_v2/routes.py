@@ -24,8 +24,8 @@ from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
-from service.errors import NotAcceptableError, UnsupportedMediaTypeError
-from service.rest_v2_convert import (
+from tierlog.service.errors import NotAcceptableError, UnsupportedMediaTypeError
+from tierlog.service.rest_v2.convert import (
     ProduceRecord,
     assign_partitions,
     dump_json,
@@ -33,7 +33,7 @@ from service.rest_v2_convert import (
     produce_offsets,
     records_body,
 )
-from service.rest_v2_http import (
+from tierlog.service.rest_v2.http import (
     count,
     describe_metrics,
     int_param,
@@ -42,7 +42,7 @@ from service.rest_v2_http import (
     read_body,
     topic_name,
 )
-from service.rest_v2_media import (
+from tierlog.service.rest_v2.media import (
     METADATA_OFFERS,
     RECORDS_OFFERS,
     EmbeddedFormat,
@@ -50,16 +50,16 @@ from service.rest_v2_media import (
     negotiate,
     produce_format,
 )
-from service.rest_v2_openapi import OPENAPI_PATHS
-from service.state import BROKER
-from tiering.codec.batch import build_batch
-from tiering.codec.compression import Compression
-from tiering.codec.records import Record
-from tiering.errors import RecordTooLargeError, TierlogError
-from tiering.partitioner import StickyPartitioner
+from tierlog.service.rest_v2.openapi import OPENAPI_PATHS
+from tierlog.service.state import BROKER
+from tierlog.tiering.codec.batch import build_batch
+from tierlog.tiering.codec.compression import Compression
+from tierlog.tiering.codec.records import Record
+from tierlog.tiering.errors import RecordTooLargeError, TierlogError
+from tierlog.tiering.partitioner import StickyPartitioner
 
 if TYPE_CHECKING:
-    from service.broker import Broker, Partition, Topic
+    from tierlog.service.broker import Broker, Partition, Topic
 
 __all__ = ["OPENAPI_PATHS", "STICKY", "setup_routes"]
 

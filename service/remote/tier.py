@@ -3,7 +3,7 @@
 One :class:`RemoteTier` per broker. The store comes from ``remote.uri`` (``<data.dir>/remote`` by default,
 or ``s3://bucket/prefix`` at ``s3.endpoint.url``), stacked as backend -> retrying -> instrumented. Every
 partition of a topic with ``remote.storage.enable=true`` gets a :class:`RemotePartition`. The uploader
-loop (owned by the maintenance ``cleanup_ctx``, see :mod:`service.tasks`) runs an upload pass when a
+loop (owned by the maintenance ``cleanup_ctx``, see :mod:`tierlog.service.tasks`) runs an upload pass when a
 segment rolls and every ``remote.upload.interval.ms``; partitions upload in parallel, at most
 ``remote.upload.concurrency`` at a time, each partition's segments one after another in offset order.
 Design: ``docs/design/0004-uploader.md``; operations: ``docs/tiering.md``.
@@ -17,20 +17,20 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from service.remote_partition import RemotePartition
-from tiering.errors import TierlogError, UnavailableError
-from tiering.log import Clock, SegmentInfo
-from tiering.remote.factory import open_object_store
-from tiering.remote.instrumented import InstrumentedStore
-from tiering.remote.manifest_store import ManifestStore
-from tiering.remote.remote_log import RemoteLog, UploadEvent
-from tiering.remote.retrying import RetryingStore, RetryPolicy
-from tiering.remote.store import ObjectStore
+from tierlog.service.remote.partition import RemotePartition
+from tierlog.tiering.errors import TierlogError, UnavailableError
+from tierlog.tiering.log import Clock, SegmentInfo
+from tierlog.tiering.remote.factory import open_object_store
+from tierlog.tiering.remote.instrumented import InstrumentedStore
+from tierlog.tiering.remote.manifest_store import ManifestStore
+from tierlog.tiering.remote.remote_log import RemoteLog, UploadEvent
+from tierlog.tiering.remote.retrying import RetryingStore, RetryPolicy
+from tierlog.tiering.remote.store import ObjectStore
 
 if TYPE_CHECKING:
-    from service.config import Settings
-    from service.metrics import Metrics, Sample
-    from service.partition import Partition
+    from tierlog.service.config import Settings
+    from tierlog.service.metrics import Metrics, Sample
+    from tierlog.service.partition import Partition
 
 __all__ = ["RemoteTier", "open_remote_store"]
 
@@ -145,7 +145,7 @@ class RemoteTier:
         """
         if self._reader is None:
             try:
-                from tiering.remote.reader import RemoteReader
+                from tierlog.tiering.remote.reader import RemoteReader
             except ModuleNotFoundError as err:
                 raise UnavailableError("remote reads are not available in this build") from err
             self._reader = RemoteReader(self.store, cache_bytes=self.settings.remote_cache_bytes)
@@ -370,7 +370,7 @@ class RemoteTier:
         }
 
     def _collect(self) -> list[Sample]:
-        from service.metrics import Sample
+        from tierlog.service.metrics import Sample
 
         samples: list[Sample] = []
         for partition, remote in list(self._parts.values()):

@@ -3,7 +3,7 @@
 Only the manifests are read here (one LIST and one GET per partition); segments outside the requested
 offsets or timestamps never become tasks, so their objects are never touched. Within the segments at
 the edges of the range the executor narrows further with the uploaded ``.index`` / ``.timeindex``
-(:mod:`client.spark_scan`).
+(:mod:`tierlog.client.spark.scan`).
 
 Bounds follow Spark's Kafka source: a start offset is inclusive and an end offset exclusive; a start
 timestamp means "from the first record whose timestamp is >= it" and an end timestamp "up to, not
@@ -20,10 +20,10 @@ from dataclasses import dataclass
 
 from pyspark.sql.datasource import InputPartition
 
-from client.spark_options import EARLIEST, LATEST, Bound, ScanOptions
-from client.spark_store import ArchiveReader, list_partitions, load_manifest
-from tiering.errors import OffsetOutOfRangeError
-from tiering.remote import manifest as mf
+from tierlog.client.spark.options import EARLIEST, LATEST, Bound, ScanOptions
+from tierlog.client.spark.store import ArchiveReader, list_partitions, load_manifest
+from tierlog.tiering.errors import OffsetOutOfRangeError
+from tierlog.tiering.remote import manifest as mf
 
 __all__ = [
     "SegmentTask",

@@ -38,8 +38,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
-from tiering.errors import InvalidRequestError
-from tiering.remote.layout import validate_topic
+from tierlog.tiering.errors import InvalidRequestError
+from tierlog.tiering.remote.layout import validate_topic
 
 __all__ = [
     "EARLIEST",

@@ -9,9 +9,9 @@ index only costs reading more of the log, never a wrong answer, because every re
 against the task's offset and timestamp bounds.
 
 Every batch's CRC is verified and every codec (none, gzip, snappy, lz4, zstd) is decoded by
-:func:`tiering.codec.batch.decode_batch`. A corrupt batch raises :class:`CorruptSegmentError` naming
+:func:`tierlog.tiering.codec.batch.decode_batch`. A corrupt batch raises :class:`CorruptSegmentError` naming
 the object and the byte position, or, with ``onCorruption=skip``, ends the task's read of that object
-and is logged as a WARNING on the logger ``client.spark`` (one per skipped object, so counting the
+and is logged as a WARNING on the logger ``tierlog.spark`` (one per skipped object, so counting the
 warnings counts the objects; Spark 4.1+ exposes them as ``spark.tvf.python_worker_logs()``).
 
 Thread-safety: :func:`scan_task` keeps all state local; it may run concurrently in several threads.
@@ -29,14 +29,14 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
-from client.spark_options import ScanOptions
-from client.spark_plan import SegmentTask
-from client.spark_store import ArchiveReader
-from tiering.codec.batch import DecodedBatch, decode_batch
-from tiering.codec.header import LOG_OVERHEAD
-from tiering.codec.records import Record
-from tiering.errors import CorruptRecordError, NotFoundError
-from tiering.remote.layout import segment_keys
+from tierlog.client.spark.options import ScanOptions
+from tierlog.client.spark.plan import SegmentTask
+from tierlog.client.spark.store import ArchiveReader
+from tierlog.tiering.codec.batch import DecodedBatch, decode_batch
+from tierlog.tiering.codec.header import LOG_OVERHEAD
+from tierlog.tiering.codec.records import Record
+from tierlog.tiering.errors import CorruptRecordError, NotFoundError
+from tierlog.tiering.remote.layout import segment_keys
 
 __all__ = [
     "ARROW_SCHEMA",
@@ -47,7 +47,7 @@ __all__ = [
     "scan_task",
 ]
 
-_log = logging.getLogger("client.spark")
+_log = logging.getLogger("tierlog.spark")
 
 SPARK_SCHEMA_DDL = (
     "key binary, value binary, topic string, partition int, offset long, timestamp timestamp, "

@@ -16,11 +16,11 @@ import os
 import sys
 from typing import IO, Any
 
-from client.consumer import AsyncConsumer
-from client.errors import InvalidRequestError
-from client.producer import AsyncProducer
-from client.progress import Progress
-from client.types import ConsumerRecord, RecordMetadata, TopicPartition
+from tierlog.client.consumer import AsyncConsumer
+from tierlog.client.errors import InvalidRequestError
+from tierlog.client.producer import AsyncProducer
+from tierlog.client.progress import Progress
+from tierlog.client.types import ConsumerRecord, RecordMetadata, TopicPartition
 
 __all__ = ["FIELDS", "run_produce", "run_consume", "render"]
 

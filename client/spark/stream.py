@@ -20,8 +20,8 @@ from typing import Any
 
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 
-from client.spark_options import Bound, ScanOptions
-from client.spark_plan import (
+from tierlog.client.spark.options import Bound, ScanOptions
+from tierlog.client.spark.plan import (
     PartitionRange,
     SegmentTask,
     archive_range,
@@ -29,9 +29,9 @@ from client.spark_plan import (
     plan_segments,
     resolve_range,
 )
-from client.spark_scan import scan_task
-from client.spark_store import open_archive
-from tiering.remote import manifest as mf
+from tierlog.client.spark.scan import scan_task
+from tierlog.client.spark.store import open_archive
+from tierlog.tiering.remote import manifest as mf
 
 try:  # Spark >= 4.2; older releases run AvailableNow by wrapping the source
     from pyspark.sql.streaming.datasource import SupportsTriggerAvailableNow
@@ -99,7 +99,7 @@ class TierlogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         """Where a new query starts: ``startingOffsets`` (default ``latest``) or a starting timestamp,
         resolved against the archive now. A timestamp is resolved to the exact offset of the first
         record at or after it, by reading the one segment that holds it from its time-index position.
-        Raises what :func:`resolve_range` and :func:`client.spark_scan.scan_task` raise.
+        Raises what :func:`resolve_range` and :func:`tierlog.client.spark.scan.scan_task` raise.
         """
         offsets: Offsets = {}
         for tp, manifest in self._load().items():
@@ -188,7 +188,8 @@ class TierlogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     # -- executor side -----------------------------------------------------------------------------
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
-        """The records of one task as Arrow record batches (see :func:`client.spark_scan.scan_task`)."""
+        """The records of one task as Arrow record batches (see
+        :func:`tierlog.client.spark.scan.scan_task`)."""
         if not isinstance(partition, SegmentTask):
             return iter(())
         return scan_task(open_archive(self.options.store), self.options, partition)

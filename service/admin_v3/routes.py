@@ -5,7 +5,7 @@ broker's advertised URL) and ``metadata.resource_name``; lists are ``{"kind": ..
 "data": [...]}``. Errors are Confluent's: an unknown cluster is 404 (error_code 404), an unknown topic
 404 (40401), an unknown partition 404 (40402), a bad body 400 (40001), and an invalid name, config,
 partition count or an already existing topic 400 (40002). Handlers parse, call one broker method and
-serialise; the OpenAPI description lives in :mod:`service.admin_v3_openapi`.
+serialise; the OpenAPI description lives in :mod:`tierlog.service.admin_v3.openapi`.
 """
 
 from __future__ import annotations
@@ -17,19 +17,19 @@ from urllib.parse import urlsplit
 
 from aiohttp import web
 
-from service.admin_v3_openapi import OPENAPI_PATHS
-from service.broker import Broker, Topic
-from service.errors import (
+from tierlog.service.admin_v3.openapi import OPENAPI_PATHS
+from tierlog.service.broker import Broker, Topic
+from tierlog.service.errors import (
     CLUSTER_NOT_FOUND,
     PARTITION_NOT_FOUND,
     BadRequestError,
     InvalidConfigError,
     UnsupportedMediaTypeError,
 )
-from service.partition import Partition
-from service.state import BROKER, SETTINGS
-from service.topic_configs import TOPIC_CONFIGS
-from tiering.errors import NotFoundError
+from tierlog.service.partition import Partition
+from tierlog.service.state import BROKER, SETTINGS
+from tierlog.service.topic_configs import TOPIC_CONFIGS
+from tierlog.tiering.errors import NotFoundError
 
 __all__ = ["OPENAPI_PATHS", "setup_routes"]
 

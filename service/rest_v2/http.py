@@ -12,9 +12,9 @@ from typing import TypeVar
 
 from aiohttp import web
 
-from service.errors import BadRequestError, PayloadTooLargeError
-from service.state import METRICS, SETTINGS
-from tiering.errors import NotFoundError
+from tierlog.service.errors import BadRequestError, PayloadTooLargeError
+from tierlog.service.state import METRICS, SETTINGS
+from tierlog.tiering.errors import NotFoundError
 
 __all__ = [
     "PARTITION_NOT_FOUND",

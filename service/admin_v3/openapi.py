@@ -1,4 +1,4 @@
-"""OpenAPI description of the v3 admin routes (:mod:`service.admin_v3`)."""
+"""OpenAPI description of the v3 admin routes (:mod:`tierlog.service.admin_v3`)."""
 
 from __future__ import annotations
 

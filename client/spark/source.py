@@ -2,7 +2,7 @@
 
 ::
 
-    from client.spark import TierlogDataSource
+    from tierlog.client.spark.source import TierlogDataSource
 
     spark.dataSource.register(TierlogDataSource)
     df = (spark.read.format("tierlog")
@@ -15,7 +15,7 @@ The rows have the schema of Spark's Kafka source (``key``, ``value``, ``topic``,
 name. The driver reads only the partitions' manifests; each task reads one remote segment (or a byte
 range of a large one) with ranged GETs and decodes it with the shared codec on the executor, without a
 broker and without asyncio. ``spark.readStream.format("tierlog")`` picks up newly archived segments.
-Options are listed in :mod:`client.spark_options` and ``docs/spark.md``; the design is in
+Options are listed in :mod:`tierlog.client.spark.options` and ``docs/spark.md``; the design is in
 ``docs/design/0005-spark-source.md``.
 """
 
@@ -26,11 +26,16 @@ from typing import Any
 
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
-from client.spark_options import ScanOptions, parse_options
-from client.spark_plan import SegmentTask, load_manifests, plan_segments, resolve_range
-from client.spark_scan import SPARK_SCHEMA_DDL, SPARK_SCHEMA_DDL_NO_HEADERS, CorruptSegmentError, scan_task
-from client.spark_store import open_archive
-from client.spark_stream import TierlogStreamReader
+from tierlog.client.spark.options import ScanOptions, parse_options
+from tierlog.client.spark.plan import SegmentTask, load_manifests, plan_segments, resolve_range
+from tierlog.client.spark.scan import (
+    SPARK_SCHEMA_DDL,
+    SPARK_SCHEMA_DDL_NO_HEADERS,
+    CorruptSegmentError,
+    scan_task,
+)
+from tierlog.client.spark.store import open_archive
+from tierlog.client.spark.stream import TierlogStreamReader
 
 __all__ = [
     "CorruptSegmentError",
@@ -93,7 +98,8 @@ class TierlogBatchReader(DataSourceReader):
         return tasks
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
-        """The records of one task as Arrow record batches (see :func:`client.spark_scan.scan_task`)."""
+        """The records of one task as Arrow record batches (see
+        :func:`tierlog.client.spark.scan.scan_task`)."""
         if not isinstance(partition, SegmentTask):  # Spark's placeholder when the plan is empty
             return iter(())
         return scan_task(open_archive(self.options.store), self.options, partition)

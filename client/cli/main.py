@@ -7,7 +7,7 @@
 
 Every command talks to ``--bootstrap-server`` (default ``$TIERLOG_BOOTSTRAP_SERVER`` or
 http://127.0.0.1:8082). Exit codes: 0 success, 1 a broker or request error (one line on stderr naming the
-error code), 2 a usage error, 130 interrupted (Ctrl-C). ``python -m client ...`` runs the same commands.
+error code), 2 a usage error, 130 interrupted (Ctrl-C). ``python -m tierlog ...`` runs the same commands.
 """
 
 from __future__ import annotations
@@ -19,11 +19,11 @@ import sys
 from collections.abc import Sequence
 from typing import NoReturn
 
-from client.admin import AsyncAdmin
-from client.cli_admin import parse_configs, run_groups, run_topics
-from client.cli_data import DEFAULT_FORMAT, check_consume_args, parse_format, run_consume, run_produce
-from client.config import DEFAULT_BOOTSTRAP, normalise_bootstrap
-from client.errors import InvalidRequestError, TierlogError
+from tierlog.client.admin import AsyncAdmin
+from tierlog.client.cli.admin import parse_configs, run_groups, run_topics
+from tierlog.client.cli.data import DEFAULT_FORMAT, check_consume_args, parse_format, run_consume, run_produce
+from tierlog.client.config import DEFAULT_BOOTSTRAP, normalise_bootstrap
+from tierlog.client.errors import InvalidRequestError, TierlogError
 
 __all__ = ["COMMANDS", "main"]
 
@@ -41,14 +41,20 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(f"{self.prog}: error: {message}")
 
 
-def _common() -> _Parser:
-    common = _Parser(add_help=False)
-    common.add_argument(
+def _add_bootstrap(parser: _Parser, *, default: str) -> None:
+    parser.add_argument(
         "--bootstrap-server",
-        default=os.environ.get("TIERLOG_BOOTSTRAP_SERVER", DEFAULT_BOOTSTRAP),
+        default=default,
         metavar="URL",
-        help="broker base URL (default $TIERLOG_BOOTSTRAP_SERVER or %(default)s)",
+        help=f"broker base URL (default $TIERLOG_BOOTSTRAP_SERVER or {DEFAULT_BOOTSTRAP})",
     )
+
+
+def _common() -> _Parser:
+    """Options of every command. They are accepted before the command too (``build_parser`` adds them
+    there with the real default); here they default to SUPPRESS so they override only when given."""
+    common = _Parser(add_help=False)
+    _add_bootstrap(common, default=argparse.SUPPRESS)
     return common
 
 
@@ -129,6 +135,7 @@ def _groups_parser(commands: argparse._SubParsersAction[_Parser], common: _Parse
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the client commands."""
     parser = _Parser(prog="tierlog", description="tierlog client commands")
+    _add_bootstrap(parser, default=os.environ.get("TIERLOG_BOOTSTRAP_SERVER", DEFAULT_BOOTSTRAP))
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True, parser_class=_Parser)
     common = _common()
     _topics_parser(commands, common)

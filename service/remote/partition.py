@@ -1,7 +1,7 @@
 """The remote tier as one partition sees it: reads below the local log start, the tiered log start offset,
 retention across both tiers, and the produce-side disk budget check.
 
-A :class:`RemotePartition` is attached to a :class:`~service.partition.Partition` whose topic has
+A :class:`RemotePartition` is attached to a :class:`~tierlog.service.partition.Partition` whose topic has
 ``remote.storage.enable=true``; the partition delegates to it, so every API (native fetch, REST records,
 consumer groups) reads remote data through the same ``Partition.read`` / ``read_slice`` calls.
 """
@@ -13,12 +13,12 @@ import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from tiering.errors import CorruptRecordError, NotFoundError, OffsetOutOfRangeError
-from tiering.log import FileSlice, LogConfig, PartitionLog, ReadResult, SegmentInfo
-from tiering.remote.remote_log import RemoteLog
+from tierlog.tiering.errors import CorruptRecordError, NotFoundError, OffsetOutOfRangeError
+from tierlog.tiering.log import FileSlice, LogConfig, PartitionLog, ReadResult, SegmentInfo
+from tierlog.tiering.remote.remote_log import RemoteLog
 
 if TYPE_CHECKING:
-    from service.remote_tier import RemoteTier
+    from tierlog.service.remote.tier import RemoteTier
 
 __all__ = ["RemotePartition", "memory_slice"]
 

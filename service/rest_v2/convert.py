@@ -23,12 +23,12 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from service.errors import BadRequestError, UnsupportedMediaTypeError
-from service.rest_v2_media import EmbeddedFormat
-from tiering.codec.batch import iter_records
-from tiering.codec.records import Record
-from tiering.errors import InvalidRequestError, NotFoundError, TierlogError
-from tiering.partitioner import StickyPartitioner, partition_for_key
+from tierlog.service.errors import BadRequestError, UnsupportedMediaTypeError
+from tierlog.service.rest_v2.media import EmbeddedFormat
+from tierlog.tiering.codec.batch import iter_records
+from tierlog.tiering.codec.records import Record
+from tierlog.tiering.errors import InvalidRequestError, NotFoundError, TierlogError
+from tierlog.tiering.partitioner import StickyPartitioner, partition_for_key
 
 __all__ = [
     "KEY_ERROR",

@@ -1,7 +1,7 @@
 """``tierlog topics ...`` and ``tierlog groups ...``: topic administration and group inspection.
 
 Each command is a coroutine taking the parsed arguments and returning the exit code; errors propagate as
-typed exceptions for :func:`client.cli.main` to report.
+typed exceptions for :func:`tierlog.client.cli.main.main` to report.
 """
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ import json
 import sys
 from typing import Any
 
-from client.admin import AsyncAdmin
-from client.errors import InvalidRequestError
+from tierlog.client.admin import AsyncAdmin
+from tierlog.client.errors import InvalidRequestError
 
 __all__ = ["run_topics", "run_groups", "parse_configs"]
 

@@ -12,9 +12,9 @@ import asyncio
 import logging
 from pathlib import Path
 
-from service import metadata as meta
-from tiering.remote.inventory import inventory
-from tiering.remote.manifest_store import ManifestStore
+from tierlog.service import metadata as meta
+from tierlog.tiering.remote.inventory import inventory
+from tierlog.tiering.remote.manifest_store import ManifestStore
 
 __all__ = ["restore_missing_topics", "topics_in_store"]
 

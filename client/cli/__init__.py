@@ -1,0 +1,1 @@
+"""The client commands of the ``tierlog`` CLI: ``topics``, ``produce``, ``consume``, ``groups``."""
