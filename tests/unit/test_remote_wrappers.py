@@ -1,9 +1,8 @@
 """The object-store wrappers over a real LocalObjectStore: retrying (with an injected sleep, clock and RNG),
-instrumentation, the chunk cache and fault injection."""
+instrumentation and fault injection."""
 
 from __future__ import annotations
 
-import asyncio
 import random
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -18,7 +17,6 @@ from tierlog.tiering.errors import (
     UnauthorizedError,
     UnavailableError,
 )
-from tierlog.tiering.remote.caching import CachingStore
 from tierlog.tiering.remote.faults import FaultInjectingStore
 from tierlog.tiering.remote.instrumented import InstrumentedStore
 from tierlog.tiering.remote.local import LocalObjectStore
@@ -180,68 +178,6 @@ async def test_instrumented_put_file_counts_file_size(local: LocalObjectStore, t
     assert store.snapshot()["ops"]["put_file"]["bytes"] == len(DATA)
 
 
-# -- CachingStore --------------------------------------------------------------------------------
-
-
-async def test_cache_is_bounded_and_evicts_lru(local: LocalObjectStore) -> None:
-    counted = InstrumentedStore(local)
-    cache = CachingStore(counted, chunk_size=256, capacity_bytes=1024)  # four chunks
-    await local.put("k", DATA)  # eight chunks
-    for i in range(8):
-        assert await cache.get_range("k", i * 256, i * 256 + 1) == DATA[i * 256 : i * 256 + 1]
-        assert cache.cached_bytes <= 1024
-    assert cache.stats.evictions == 4
-    assert await cache.get_range("k", 7 * 256, 8 * 256) == DATA[7 * 256 :]  # still cached
-    assert cache.stats.hits == 1
-    assert await cache.get_range("k", 0, 10) == DATA[:10]  # evicted: fetched again
-    assert cache.stats.misses == 9
-    assert counted.requests("get_range") == 9
-
-
-@pytest.mark.parametrize("chunk", [1, 7, 256, 5000])
-async def test_cache_reads_equal_direct_reads(local: LocalObjectStore, chunk: int) -> None:
-    cache = CachingStore(local, chunk_size=chunk, capacity_bytes=4096)
-    await local.put("k", DATA)
-    rng = random.Random(chunk)
-    for _ in range(60):
-        start = rng.randrange(0, len(DATA) + 50)
-        end = None if rng.random() < 0.2 else start + rng.randrange(0, 700)
-        assert await cache.get_range("k", start, end) == DATA[start:end]
-
-
-async def test_cache_invalidated_by_writes_and_deletes(local: LocalObjectStore) -> None:
-    cache = CachingStore(local, chunk_size=4, capacity_bytes=1024)
-    await cache.put("k", b"old-bytes")
-    assert await cache.get_range("k", 0, 3) == b"old"
-    await cache.put("k", b"new-bytes")
-    assert await cache.get_range("k", 0, 3) == b"new"
-    await cache.delete("k")
-    with pytest.raises(NotFoundError):
-        await cache.get_range("k", 0, 3)
-    assert cache.cached_bytes == 0
-
-
-async def test_fetch_in_flight_during_invalidation_is_not_cached(local: LocalObjectStore) -> None:
-    read_done, gate = asyncio.Event(), asyncio.Event()
-
-    class SlowReads(FaultInjectingStore):
-        async def get_range(self, key: str, start: int, end: int | None = None) -> bytes:
-            data = await super().get_range(key, start, end)
-            read_done.set()
-            await gate.wait()
-            return data
-
-    cache = CachingStore(SlowReads(local), chunk_size=4, capacity_bytes=1024)
-    await local.put("k", b"old-bytes")
-    reader = asyncio.create_task(cache.get_range("k", 0, 3))
-    await read_done.wait()  # the old bytes are read; their response is "still on the wire"
-    await cache.put("k", b"new-bytes")
-    gate.set()
-    assert await reader == b"old"  # the caller gets what it read...
-    assert cache.cached_bytes == 0  # ...but stale bytes are not cached
-    assert await cache.get_range("k", 0, 3) == b"new"
-
-
 # -- FaultInjectingStore -------------------------------------------------------------------------
 
 
@@ -265,15 +201,3 @@ async def test_post_call_fault_happens_after_the_write(local: LocalObjectStore) 
         await faults.put("k", b"v")
     assert await local.get("k") == b"v"
     assert faults.pending("put") == 0
-
-
-@pytest.mark.parametrize("size", [0, 255, 256, 1000, 1024])
-async def test_read_to_end_uses_one_request_then_the_cache(local: LocalObjectStore, size: int) -> None:
-    counted = InstrumentedStore(local)
-    cache = CachingStore(counted, chunk_size=256, capacity_bytes=1 << 20)
-    await local.put("k", DATA[:size])
-    assert await cache.get_range("k", 0, None) == DATA[:size]
-    assert counted.requests("get_range") == 1
-    for start in (0, 1, 255, 256, size, size + 300):
-        assert await cache.get_range("k", start, None) == DATA[:size][start:]
-    assert counted.requests("get_range") == 1

@@ -12,7 +12,6 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from tierlog.tiering.remote.caching import CacheStats, CachingStore
     from tierlog.tiering.remote.factory import open_object_store, parse_store_uri
     from tierlog.tiering.remote.faults import FaultInjectingStore
     from tierlog.tiering.remote.instrumented import InstrumentedStore
@@ -23,8 +22,6 @@ if TYPE_CHECKING:
     from tierlog.tiering.remote.store import ObjectInfo, ObjectStore, validate_key
 
 _EXPORTS = {
-    "CacheStats": "tierlog.tiering.remote.caching",
-    "CachingStore": "tierlog.tiering.remote.caching",
     "FaultInjectingStore": "tierlog.tiering.remote.faults",
     "InstrumentedStore": "tierlog.tiering.remote.instrumented",
     "LocalObjectStore": "tierlog.tiering.remote.local",
@@ -40,8 +37,6 @@ _EXPORTS = {
 }
 
 __all__ = [
-    "CacheStats",
-    "CachingStore",
     "FaultInjectingStore",
     "InstrumentedStore",
     "LocalObjectStore",

@@ -1,10 +1,10 @@
 """Open an object store from a URI: ``s3://bucket[/prefix]``, ``file:///path`` or a plain path.
 
 The result is the backend, wrapped in a :class:`PrefixedStore` when the URI has a prefix and in a
-:class:`RetryingStore` unless ``retry=None``. Instrumentation and caching are stacked by the caller
-(the broker owns its metrics and its cache budget)::
+:class:`RetryingStore` unless ``retry=None``. Instrumentation is stacked by the caller (the broker owns
+its metrics)::
 
-    store = CachingStore(InstrumentedStore(open_object_store("s3://archive/tierlog")))
+    store = InstrumentedStore(open_object_store("s3://archive/tierlog"))
 """
 
 from __future__ import annotations

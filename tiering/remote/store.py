@@ -2,7 +2,8 @@
 
 Implementations: :class:`~tierlog.tiering.remote.s3.S3ObjectStore` (any S3-compatible service) and
 :class:`~tierlog.tiering.remote.local.LocalObjectStore` (a directory). Behaviour is stacked as wrappers that
-implement the same protocol: prefixing, retrying, instrumentation, caching and, in tests, fault injection.
+implement the same protocol: prefixing, retrying, instrumentation and, in tests, fault injection.
+Remote reads are cached above this interface, by :mod:`~tierlog.tiering.remote.reader`.
 
 Conventions shared by every implementation (the contract suite checks them against each backend):
 

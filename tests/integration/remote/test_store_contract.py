@@ -16,9 +16,7 @@ import pytest
 
 from tests.integration.remote.conftest import Backend
 from tierlog.tiering.errors import InvalidRequestError, NotFoundError, UnavailableError
-from tierlog.tiering.remote.caching import CachingStore
 from tierlog.tiering.remote.faults import FaultInjectingStore
-from tierlog.tiering.remote.instrumented import InstrumentedStore
 from tierlog.tiering.remote.manifest_store import ManifestStore
 from tierlog.tiering.remote.prefixed import PrefixedStore
 from tierlog.tiering.remote.retrying import RetryingStore, RetryPolicy
@@ -234,23 +232,6 @@ async def test_retried_create_after_lost_response_reports_false(store: ObjectSto
     faults.fail_next("put_if_absent", after=True)
     assert await retrying.put_if_absent("k", b"mine") is False
     assert await store.get("k") == b"mine"
-
-
-async def test_caching_counts_hits_and_misses(store: ObjectStore) -> None:
-    counted = InstrumentedStore(store)
-    cache = CachingStore(counted, chunk_size=100, capacity_bytes=1000)
-    await cache.put("c", PAYLOAD)
-    assert await cache.get_range("c", 150, 250) == PAYLOAD[150:250]  # chunks 1, 2
-    assert (cache.stats.hits, cache.stats.misses, counted.requests("get_range")) == (0, 2, 1)
-    assert await cache.get_range("c", 120, 280) == PAYLOAD[120:280]
-    assert (cache.stats.hits, cache.stats.misses, counted.requests("get_range")) == (2, 2, 1)
-    assert await cache.get_range("c", 990, None) == PAYLOAD[990:]  # chunks 9 and 10 (24 bytes): one GET
-    assert (cache.stats.misses, counted.requests("get_range")) == (4, 2)
-    assert await cache.get_range("c", 950, None) == PAYLOAD[950:]  # both cached now
-    assert (cache.stats.hits, counted.requests("get_range")) == (4, 2)
-    await cache.put("c", b"new")
-    assert await cache.get_range("c", 0, 3) == b"new"
-    assert cache.stats.misses == 5
 
 
 async def test_manifest_commits_conflict_on_the_same_base(store: ObjectStore) -> None:
