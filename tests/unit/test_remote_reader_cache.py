@@ -123,6 +123,35 @@ async def test_failed_read_ahead_is_counted_and_the_reader_fetches_again(store: 
         await cache.close()
 
 
+async def test_every_reader_of_a_failed_read_ahead_fetches_again(store: InstrumentedStore) -> None:
+    stats = ReadStats()
+    cache = ChunkCache(store, chunk_bytes=1024, capacity_bytes=1 << 20, max_prefetch=8, stats=stats)
+    inner = faults(store)
+    original = inner.get_range
+    entered, release = asyncio.Event(), asyncio.Event()
+
+    async def read_ahead_fails(key: str, start: int, end: int | None = None) -> bytes:
+        if not entered.is_set():
+            entered.set()
+            await release.wait()
+            raise UnavailableError("injected")
+        return await original(key, start, end)
+
+    inner.get_range = read_ahead_fails  # type: ignore[method-assign]
+    try:
+        assert cache.prefetch(KEY, 5, len(DATA))
+        await entered.wait()
+        readers = [asyncio.create_task(cache.chunk(KEY, 5, len(DATA))) for _ in range(3)]
+        await asyncio.sleep(0)  # one loop turn: each reader joins the running read-ahead
+        assert stats.singleflight_joins == 3 and stats.readahead_hits == 1  # one hit, however many join
+        release.set()
+        assert await asyncio.gather(*readers) == [DATA[5120:6144]] * 3
+        assert stats.readahead_errors == 1
+        assert store.requests("get_range") == 2  # the failed read-ahead, then one shared fetch
+    finally:
+        await cache.close()
+
+
 async def test_read_ahead_is_bounded(store: InstrumentedStore) -> None:
     stats = ReadStats()
     cache = ChunkCache(store, chunk_bytes=1024, capacity_bytes=1 << 20, max_prefetch=2, stats=stats)

@@ -1,12 +1,12 @@
 """The chunk cache of the remote read path: aligned pieces of ``.log`` objects in a byte-bounded LRU.
 
 A ``.log`` object is read in chunks ``[i * chunk_bytes, (i + 1) * chunk_bytes)`` (the last one short,
-ending at the object size the manifest records). Each chunk is fetched by one task the cache owns, so:
+ending at the object size the manifest records), through an :class:`~tierlog.tiering.remote.lru.LruCache`:
 
-* **single-flight**: concurrent readers of a chunk that is being fetched await the same task (through
-  ``asyncio.shield``: a reader that gives up does not cancel the fetch the others wait for);
+* **single-flight**: concurrent readers of a chunk that is being fetched await the same task, and a
+  reader that gives up does not cancel the fetch the others wait for;
 * **read-ahead** is the same fetch started without a waiter (:meth:`ChunkCache.prefetch`), bounded in
-  number; its failure is counted and forgotten, and a reader that joined it fetches again itself;
+  number; its failure is counted and logged, and a reader that joined it fetches again itself;
 * :meth:`ChunkCache.close` cancels and awaits every fetch still running.
 
 Segment objects are immutable (a fresh UUID per upload), so cached chunks never go stale. A chunk shorter
@@ -15,11 +15,11 @@ than the object size says it should be is a torn object: :class:`RemoteObjectCor
 
 from __future__ import annotations
 
-import asyncio
 import logging
-from collections import OrderedDict
+from dataclasses import dataclass
 
 from tierlog.tiering.errors import InvalidRequestError, NotFoundError, TierlogError
+from tierlog.tiering.remote.lru import CacheListener, LruCache
 from tierlog.tiering.remote.read_errors import ReadStats, RemoteObjectCorruptError, RemoteObjectMissingError
 from tierlog.tiering.remote.store import ObjectStore
 
@@ -30,11 +30,45 @@ _log = logging.getLogger(__name__)
 ChunkKey = tuple[str, int]
 
 
+@dataclass(slots=True)
+class _Chunk:
+    data: bytes
+    unused_readahead: bool  # fetched by read-ahead, not read yet
+
+
+class _ChunkEvents(CacheListener[ChunkKey, _Chunk]):
+    """Counts the chunk LRU's events into the reader's :class:`ReadStats`."""
+
+    def __init__(self, stats: ReadStats) -> None:
+        self.stats = stats
+
+    def on_hit(self, key: ChunkKey, value: _Chunk) -> None:
+        self.stats.cache_hits += 1
+        if value.unused_readahead:
+            value.unused_readahead = False
+            self.stats.readahead_hits += 1
+
+    def on_miss(self, key: ChunkKey, joined: bool) -> None:
+        self.stats.cache_misses += 1
+        if joined:
+            self.stats.singleflight_joins += 1
+
+    def on_evict(self, key: ChunkKey, value: _Chunk) -> None:
+        self.stats.cache_evictions += 1
+        if value.unused_readahead:
+            self.stats.readahead_unused += 1
+
+
+def _chunk_size(chunk: _Chunk) -> int:
+    return len(chunk.data)
+
+
 class ChunkCache:
     """Chunks of immutable objects in ``store``, at most ``capacity_bytes`` of them (LRU).
 
     All methods run on one event loop; state changes happen between awaits, so they are safe to call
     concurrently without a lock. ``max_prefetch`` bounds the read-ahead fetches running at once.
+    Raises :class:`InvalidRequestError` for a non-positive chunk size or a negative bound.
     """
 
     def __init__(
@@ -53,22 +87,20 @@ class ChunkCache:
         self.capacity_bytes = capacity_bytes
         self.max_prefetch = max_prefetch
         self._stats = stats
-        self._chunks: OrderedDict[ChunkKey, bytes] = OrderedDict()
-        self._size = 0
-        self._inflight: dict[ChunkKey, asyncio.Task[bytes]] = {}
-        self._unjoined: set[asyncio.Task[bytes]] = set()  # read-ahead fetches nobody waits for yet
-        self._prefetch_running = 0
-        self._prefetched: set[ChunkKey] = set()  # cached by read-ahead, not used yet
+        self._lru: LruCache[ChunkKey, _Chunk] = LruCache(
+            max_bytes=capacity_bytes, size_of=_chunk_size, listener=_ChunkEvents(stats)
+        )
+        self._readahead: dict[ChunkKey, bool] = {}  # read-ahead fetches running -> whether a reader joined
         self._closed = False
 
     @property
     def cached_bytes(self) -> int:
         """Bytes of chunk data held now (never above ``capacity_bytes``)."""
-        return self._size
+        return self._lru.cached_bytes
 
     @property
     def cached_chunks(self) -> int:
-        return len(self._chunks)
+        return len(self._lru)
 
     def chunk_range(self, index: int, object_size: int) -> tuple[int, int]:
         """The byte range ``[start, end)`` of chunk ``index`` of an object of ``object_size`` bytes."""
@@ -77,43 +109,28 @@ class ChunkCache:
 
     def is_present(self, key: str, index: int) -> bool:
         """Whether the chunk is cached or being fetched."""
-        return (key, index) in self._chunks or (key, index) in self._inflight
+        return (key, index) in self._lru or self._lru.is_loading((key, index))
 
     async def chunk(self, key: str, index: int, object_size: int) -> bytes:
         """Chunk ``index`` of ``key`` (an object of ``object_size`` bytes), from the cache or one shared GET.
 
         Safe to call concurrently; idempotent. Raises :class:`RemoteObjectMissingError` if the object is
-        gone, :class:`RemoteObjectCorruptError` if it is shorter than ``object_size``, and whatever else
-        the store raises (``UnavailableError`` after the store's own retries).
+        gone, :class:`RemoteObjectCorruptError` if it is shorter than ``object_size``, ``UnavailableError``
+        if the cache is closed, and whatever else the store raises (``UnavailableError`` after the
+        store's own retries).
         """
-        ck = (key, index)
-        for _ in range(2):
-            cached = self._chunks.get(ck)
-            if cached is not None:
-                self._chunks.move_to_end(ck)
-                self._stats.cache_hits += 1
-                if ck in self._prefetched:
-                    self._prefetched.discard(ck)
-                    self._stats.readahead_hits += 1
-                return cached
-            self._stats.cache_misses += 1
-            task = self._inflight.get(ck)
-            joined_prefetch = False
-            if task is None or task.done():  # a done task still listed failed; its callback is pending
-                task = self._start(key, index, object_size, prefetch=False)
-            else:
-                self._stats.singleflight_joins += 1
-                if task in self._unjoined:
-                    self._unjoined.discard(task)
-                    self._stats.readahead_hits += 1
-                    joined_prefetch = True
-            try:
-                return await asyncio.shield(task)
-            except TierlogError:
-                if not joined_prefetch or self._closed:
-                    raise
-                # A failed read-ahead is only counted; this reader fetches for itself.
-        raise AssertionError("unreachable")  # pragma: no cover
+
+        async def fetch() -> _Chunk:
+            return _Chunk(await self._get(key, *self.chunk_range(index, object_size)), False)
+
+        joined_readahead = self._join_readahead((key, index))
+        try:
+            return (await self._lru.get_or_load((key, index), fetch)).data
+        except TierlogError:
+            if not joined_readahead or self._closed:
+                raise
+        # The read-ahead this reader joined failed (that is only counted): fetch for itself.
+        return (await self._lru.get_or_load((key, index), fetch)).data
 
     def prefetch(self, key: str, index: int, object_size: int) -> bool:
         """Start fetching a chunk in the background unless it is cached, in flight, or too many read-ahead
@@ -121,12 +138,12 @@ class ChunkCache:
         """
         if self._closed or self.is_present(key, index) or index * self.chunk_bytes >= object_size:
             return False
-        if self._prefetch_running >= self.max_prefetch:
+        if len(self._readahead) >= self.max_prefetch:
             self._stats.readahead_skipped += 1
             return False
         self._stats.readahead_fetches += 1
-        self._start(key, index, object_size, prefetch=True)
-        return True
+        self._readahead[(key, index)] = False
+        return self._lru.load_in_background((key, index), lambda: self._read_ahead(key, index, object_size))
 
     async def fetch_range(self, key: str, start: int, end: int) -> bytes:
         """Bytes ``[start, end)`` of ``key`` with one uncached GET (a batch larger than a chunk).
@@ -140,58 +157,36 @@ class ChunkCache:
         """Wait until every fetch running now has finished (failures included). Tests and benchmarks use
         it to make read-ahead deterministic. Never raises except CancelledError.
         """
-        while self._inflight:
-            await asyncio.gather(*self._inflight.values(), return_exceptions=True)
+        await self._lru.drain()
 
     async def close(self) -> None:
         """Cancel and await every fetch, then drop the cache. Idempotent."""
         self._closed = True
-        tasks = list(self._inflight.values())
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-        self._inflight.clear()
-        self._unjoined.clear()
-        self._prefetched.clear()
-        self._chunks.clear()
-        self._size = 0
+        await self._lru.close()
+        self._readahead.clear()
 
     # -- internals ---------------------------------------------------------------------------------
 
-    def _start(self, key: str, index: int, object_size: int, *, prefetch: bool) -> asyncio.Task[bytes]:
-        ck = (key, index)
-        task = asyncio.get_running_loop().create_task(self._fetch(key, index, object_size))
-        self._inflight[ck] = task
-        if prefetch:
-            self._unjoined.add(task)
-            self._prefetch_running += 1
-        task.add_done_callback(lambda done: self._finished(ck, done, prefetch))
-        return task
+    def _join_readahead(self, ck: ChunkKey) -> bool:
+        """Whether a read-ahead of ``ck`` is running (the first reader to join one counts a hit)."""
+        joined = self._readahead.get(ck)
+        if joined is None:
+            return False
+        if not joined:
+            self._readahead[ck] = True
+            self._stats.readahead_hits += 1
+        return True
 
-    def _finished(self, ck: ChunkKey, task: asyncio.Task[bytes], prefetch: bool) -> None:
-        if self._inflight.get(ck) is task:
-            del self._inflight[ck]
-        unjoined = task in self._unjoined
-        self._unjoined.discard(task)
-        if prefetch:
-            self._prefetch_running -= 1
-        if task.cancelled():
-            return
-        error = task.exception()  # retrieved here, so an unawaited read-ahead failure is never "lost"
-        if error is not None:
-            if prefetch:
-                self._stats.readahead_errors += 1
-                _log.info("read-ahead of %s chunk %d failed: %s", ck[0], ck[1], error)
-            return
-        if unjoined and ck in self._chunks:
-            self._prefetched.add(ck)
-
-    async def _fetch(self, key: str, index: int, object_size: int) -> bytes:
-        start, end = self.chunk_range(index, object_size)
-        data = await self._get(key, start, end)
-        if not self._closed:
-            self._store((key, index), data)
-        return data
+    async def _read_ahead(self, key: str, index: int, object_size: int) -> _Chunk:
+        try:
+            data = await self._get(key, *self.chunk_range(index, object_size))
+        except Exception as err:
+            self._stats.readahead_errors += 1
+            _log.info("read-ahead of %s chunk %d failed: %s", key, index, err)
+            raise
+        finally:
+            joined = self._readahead.pop((key, index), True)
+        return _Chunk(data, unused_readahead=not joined)
 
     async def _get(self, key: str, start: int, end: int) -> bytes:
         self._stats.remote_requests += 1
@@ -212,19 +207,3 @@ class ChunkCache:
                 f"(the manifest says the object is at least {end} bytes)",
             )
         return data
-
-    def _store(self, ck: ChunkKey, data: bytes) -> None:
-        if len(data) > self.capacity_bytes:
-            return
-        old = self._chunks.pop(ck, None)
-        if old is not None:
-            self._size -= len(old)
-        self._chunks[ck] = data
-        self._size += len(data)
-        while self._size > self.capacity_bytes:
-            evicted_key, evicted = self._chunks.popitem(last=False)
-            self._size -= len(evicted)
-            self._stats.cache_evictions += 1
-            if evicted_key in self._prefetched:
-                self._prefetched.discard(evicted_key)
-                self._stats.readahead_unused += 1

@@ -1,5 +1,6 @@
-"""The index cache of the remote read path: decoded ``.index`` / ``.timeindex`` objects, LRU-bounded by
-count and by bytes, each loaded by one shared GET (single-flight) owned by the cache.
+"""The index cache of the remote read path: decoded ``.index`` / ``.timeindex`` objects in an
+:class:`~tierlog.tiering.remote.lru.LruCache` bounded by count and by bytes, each loaded by one shared GET
+(single-flight) owned by the cache.
 
 A missing index object (``NotFoundError``) or one that fails its checks (:class:`IndexInvalid`) is
 replaced by an empty stand-in marked ``missing``: lookups then start at position 0 and the reader scans
@@ -10,14 +11,13 @@ failure (``UnavailableError``) also yields the stand-in, but it is not cached, s
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from array import array
-from collections import OrderedDict
 from collections.abc import Callable
 from typing import TypeVar
 
 from tierlog.tiering.errors import InvalidRequestError, NotFoundError, UnavailableError
+from tierlog.tiering.remote.lru import CacheListener, LruCache, Uncached
 from tierlog.tiering.remote.manifest import RemoteSegment
 from tierlog.tiering.remote.read_errors import ReadStats
 from tierlog.tiering.remote.read_index import (
@@ -37,10 +37,23 @@ AnyIndex = RemoteOffsetIndex | RemoteTimeIndex
 _I = TypeVar("_I", RemoteOffsetIndex, RemoteTimeIndex)
 
 
+class _IndexEvents(CacheListener[str, AnyIndex]):
+    def __init__(self, stats: ReadStats) -> None:
+        self.stats = stats
+
+    def on_hit(self, key: str, value: AnyIndex) -> None:
+        self.stats.index_hits += 1
+
+
+def _index_size(index: AnyIndex) -> int:
+    return index.nbytes
+
+
 class IndexCache:
     """Decoded indexes keyed by object key. Safe to call concurrently on one event loop (no lock is held
     across an await). Raises nothing for a missing or invalid index; ``UnauthorizedError`` and other
-    non-transient store errors propagate.
+    non-transient store errors propagate (nothing is cached: the next lookup loads again), and
+    ``UnavailableError`` once the cache is closed.
     """
 
     def __init__(self, store: ObjectStore, *, max_entries: int, max_bytes: int, stats: ReadStats) -> None:
@@ -50,13 +63,12 @@ class IndexCache:
         self.max_entries = max_entries
         self.max_bytes = max_bytes
         self._stats = stats
-        self._entries: OrderedDict[str, AnyIndex] = OrderedDict()
-        self._size = 0
-        self._inflight: dict[str, asyncio.Task[tuple[AnyIndex, bool]]] = {}
-        self._closed = False
+        self._lru: LruCache[str, AnyIndex] = LruCache(
+            max_bytes=max_bytes, max_entries=max_entries, size_of=_index_size, listener=_IndexEvents(stats)
+        )
 
     def __len__(self) -> int:
-        return len(self._entries)
+        return len(self._lru)
 
     async def offset_index(self, key: str, segment: RemoteSegment) -> RemoteOffsetIndex:
         """The offset index object ``key`` of ``segment`` (or the empty stand-in). Idempotent."""
@@ -92,58 +104,24 @@ class IndexCache:
 
     def forget(self, key: str) -> None:
         """Drop a cached index (it disagreed with its log). Idempotent."""
-        entry = self._entries.pop(key, None)
-        if entry is not None:
-            self._size -= entry.nbytes
+        self._lru.discard(key)
 
     async def close(self) -> None:
         """Cancel and await the loads in flight and drop the cache. Idempotent."""
-        self._closed = True
-        tasks = list(self._inflight.values())
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-        self._inflight.clear()
-        self._entries.clear()
-        self._size = 0
+        await self._lru.close()
 
     # -- internals ---------------------------------------------------------------------------------
 
     async def _get(
         self, key: str, kind: type[_I], decode: Callable[[bytes], _I], stand_in: Callable[[], _I]
     ) -> _I:
-        cached = self._entries.get(key)
-        if isinstance(cached, kind):
-            self._entries.move_to_end(key)
-            self._stats.index_hits += 1
-            return cached
-        task = self._inflight.get(key)
-        if task is None:
-            task = self._start(key, decode, stand_in)
-        index, _ = await asyncio.shield(task)
-        assert isinstance(index, kind)
+        index = await self._lru.get_or_load(key, lambda: self._load(key, decode, stand_in))
+        assert isinstance(index, kind), f"{key} is cached as a {type(index).__name__}"  # keys name the kind
         return index
-
-    def _start(
-        self, key: str, decode: Callable[[bytes], AnyIndex], stand_in: Callable[[], AnyIndex]
-    ) -> asyncio.Task[tuple[AnyIndex, bool]]:
-        task = asyncio.get_running_loop().create_task(self._load(key, decode, stand_in))
-        self._inflight[key] = task
-        task.add_done_callback(lambda done: self._finished(key, done))
-        return task
-
-    def _finished(self, key: str, task: asyncio.Task[tuple[AnyIndex, bool]]) -> None:
-        if self._inflight.get(key) is task:
-            del self._inflight[key]
-        if task.cancelled() or task.exception() is not None:
-            return
-        index, cacheable = task.result()
-        if cacheable and not self._closed:
-            self._store(key, index)
 
     async def _load(
         self, key: str, decode: Callable[[bytes], AnyIndex], stand_in: Callable[[], AnyIndex]
-    ) -> tuple[AnyIndex, bool]:
+    ) -> AnyIndex | Uncached[AnyIndex]:
         self._stats.remote_requests += 1
         try:
             data = await self.store.get(key)
@@ -151,28 +129,18 @@ class IndexCache:
             self._stats.remote_errors += 1
             self._stats.index_missing += 1
             _log.warning("remote index %s is missing: reads of its segment scan from the start", key)
-            return stand_in(), True
+            return stand_in()
         except UnavailableError as err:
             self._stats.remote_errors += 1
             _log.info("remote index %s unavailable (%s): scanning this time", key, err)
-            return stand_in(), False
+            return Uncached(stand_in())
         self._stats.remote_bytes += len(data)
         self._stats.index_loads += 1
         try:
-            return decode(data), True
+            return decode(data)
         except IndexInvalid as err:
             self._stats.index_invalid += 1
             _log.warning(
                 "remote index %s is invalid (%s): reads of its segment scan from position 0", key, err
             )
-            return stand_in(), True
-
-    def _store(self, key: str, index: AnyIndex) -> None:
-        if index.nbytes > self.max_bytes or self.max_entries == 0:
-            return
-        self.forget(key)
-        self._entries[key] = index
-        self._size += index.nbytes
-        while len(self._entries) > self.max_entries or self._size > self.max_bytes:
-            _, evicted = self._entries.popitem(last=False)
-            self._size -= evicted.nbytes
+            return stand_in()

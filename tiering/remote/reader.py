@@ -11,11 +11,11 @@ so a consumer cannot tell the two apart except by speed. Design: ``docs/design/0
 
 Caching: ``.log`` objects are read in aligned chunks through a byte-bounded LRU with single-flight
 fetches (:mod:`tierlog.tiering.remote.read_cache`); indexes through a bounded LRU of decoded entries
-(:mod:`tierlog.tiering.remote.read_index_cache`). Read-ahead: when a read continues where an earlier read of
-the partition ended (each sequential consumer is a stream of its own), the chunks it may need and
-``readahead_chunks`` more, continuing into the next segment, are fetched in the background by tasks the
-cache owns before the read waits for anything. Nothing holds a lock across an await, so reads of many
-partitions proceed concurrently.
+(:mod:`tierlog.tiering.remote.read_index_cache`); both are built on :mod:`tierlog.tiering.remote.lru`.
+Read-ahead: when a read continues where an earlier read of the partition ended (each sequential consumer
+is a stream of its own), the chunks it may need and ``readahead_chunks`` more, continuing into the next
+segment, are fetched in the background by tasks the cache owns before the read waits for anything.
+Nothing holds a lock across an await, so reads of many partitions proceed concurrently.
 """
 
 from __future__ import annotations
