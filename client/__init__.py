@@ -5,7 +5,9 @@
     from tierlog.client import Producer, AsyncProducer, Consumer, AsyncConsumer
 
 The asyncio classes are the implementation; ``Producer`` and ``Consumer`` run them on a background thread
-for synchronous code. See docs/client.md.
+for synchronous code. Every error a client call raises is importable from here: the kinds, the errors the
+broker answers (the classes of :mod:`tierlog.tiering.errors`, the ones the broker raised) and the client's
+own (:mod:`tierlog.client.errors`). See docs/client.md.
 """
 
 from tierlog.client.admin import AsyncAdmin
@@ -16,11 +18,8 @@ from tierlog.client.errors import (
     ClientClosedError,
     CommitFailedError,
     DeliveryTimeoutError,
-    IllegalStateError,
     NoOffsetForPartitionError,
-    RecordTooLargeError,
-    TierlogError,
-    UnknownTopicError,
+    RequestTimeoutError,
 )
 from tierlog.client.producer import AsyncProducer
 from tierlog.client.sync_consumer import Consumer
@@ -32,28 +31,76 @@ from tierlog.client.types import (
     RecordMetadata,
     TopicPartition,
 )
+from tierlog.tiering.errors import (
+    BadRequestError,
+    ConflictError,
+    CorruptBatchError,
+    CorruptRecordError,
+    IllegalGenerationError,
+    IllegalStateError,
+    InternalError,
+    InvalidConfigError,
+    InvalidRequestError,
+    NotAcceptableError,
+    NotFoundError,
+    OffsetOutOfRangeError,
+    RebalanceInProgressError,
+    RecordTooLargeError,
+    TierlogError,
+    UnauthorizedError,
+    UnavailableError,
+    UnknownGroupError,
+    UnknownMemberError,
+    UnknownPartitionError,
+    UnknownTopicError,
+    UnsupportedMediaTypeError,
+)
 
 __all__ = [
+    # clients
     "AsyncAdmin",
     "AsyncConsumer",
     "AsyncProducer",
-    "BrokerUnavailableError",
-    "BufferExhaustedError",
-    "ClientClosedError",
-    "CommitFailedError",
     "Consumer",
     "ConsumerRebalanceListener",
-    "ConsumerRecord",
-    "DeliveryTimeoutError",
-    "IllegalStateError",
-    "NoOffsetForPartitionError",
-    "OffsetAndMetadata",
-    "OffsetAndTimestamp",
     "Producer",
     "RecordFuture",
+    # records and positions
+    "ConsumerRecord",
+    "OffsetAndMetadata",
+    "OffsetAndTimestamp",
     "RecordMetadata",
-    "RecordTooLargeError",
-    "TierlogError",
     "TopicPartition",
+    # error kinds
+    "TierlogError",
+    "InvalidRequestError",
+    "NotFoundError",
+    "ConflictError",
+    "UnavailableError",
+    "CorruptRecordError",
+    "UnauthorizedError",
+    "InternalError",
+    # errors the broker answers
+    "BadRequestError",
+    "InvalidConfigError",
+    "CorruptBatchError",
+    "NotAcceptableError",
+    "UnsupportedMediaTypeError",
+    "RecordTooLargeError",
+    "OffsetOutOfRangeError",
     "UnknownTopicError",
+    "UnknownPartitionError",
+    "UnknownMemberError",
+    "UnknownGroupError",
+    "IllegalStateError",
+    "RebalanceInProgressError",
+    "IllegalGenerationError",
+    # errors of the client itself
+    "BrokerUnavailableError",
+    "RequestTimeoutError",
+    "DeliveryTimeoutError",
+    "BufferExhaustedError",
+    "ClientClosedError",
+    "NoOffsetForPartitionError",
+    "CommitFailedError",
 ]

@@ -18,9 +18,10 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from tierlog.client.errors import BufferExhaustedError, TierlogError
+from tierlog.client.errors import BufferExhaustedError
 from tierlog.client.types import RecordMetadata, TopicPartition
 from tierlog.tiering.codec.records import Record
+from tierlog.tiering.errors import TierlogError
 
 __all__ = ["DeliveryFuture", "PendingRecord", "ProducerBatch", "RecordAccumulator", "record_size"]
 

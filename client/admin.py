@@ -1,8 +1,8 @@
 """Topic and group administration over the broker's v3 admin API and native group routes.
 
 Used by the CLI and by the producer's topic auto-creation. Every method is a coroutine on the client's loop,
-safe to call concurrently, and raises the typed errors of :mod:`tierlog.client.errors` (for example
-:class:`~tierlog.client.errors.UnknownTopicError`, :class:`~tierlog.client.errors.TopicExistsError`).
+safe to call concurrently, and raises the typed errors importable from :mod:`tierlog.client` (for example
+:class:`~tierlog.tiering.errors.UnknownTopicError`, :class:`~tierlog.tiering.errors.InvalidConfigError`).
 """
 
 from __future__ import annotations
@@ -72,7 +72,7 @@ class AsyncAdmin:
     ) -> int:
         """Create ``name``; answer its partition count (the broker default when ``partitions`` is None).
 
-        Not idempotent. Raises TopicExistsError (40002) when it exists or a config is invalid.
+        Not idempotent. Raises InvalidConfigError (40002) when it exists or a config is invalid.
         """
         body: dict[str, Any] = {"topic_name": name}
         if partitions is not None:
@@ -108,7 +108,7 @@ class AsyncAdmin:
     ) -> None:
         """Grow ``name`` to ``partitions`` and set or delete config overrides (configs first).
 
-        Raises UnknownTopicError, TopicExistsError (40002: invalid config or partition count).
+        Raises UnknownTopicError, InvalidConfigError (40002: invalid config or partition count).
         """
         path = await self._topics_path(name)
         updates = [{"name": k, "value": v, "operation": "SET"} for k, v in (set_configs or {}).items()]

@@ -26,18 +26,12 @@ from dataclasses import replace
 from typing import Any
 
 from tierlog.client.config import ConsumerConfig
-from tierlog.client.errors import (
-    ClientClosedError,
-    CommitFailedError,
-    IllegalGenerationError,
-    IllegalStateError,
-    TierlogError,
-    UnknownMemberError,
-)
+from tierlog.client.errors import ClientClosedError, CommitFailedError
 from tierlog.client.fetcher import EARLIEST, LATEST, Fetcher
 from tierlog.client.group import GroupMembership, Subscription
 from tierlog.client.transport import BrokerClient, segment
 from tierlog.client.types import ConsumerRecord, OffsetAndMetadata, OffsetAndTimestamp, TopicPartition
+from tierlog.tiering.errors import IllegalGenerationError, IllegalStateError, TierlogError, UnknownMemberError
 
 __all__ = ["AsyncConsumer", "ConsumerRebalanceListener", "CommitCallback"]
 

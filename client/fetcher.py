@@ -21,10 +21,11 @@ from dataclasses import dataclass, field
 
 from tierlog.client.backoff import backoff_seconds
 from tierlog.client.config import ConsumerConfig
-from tierlog.client.errors import NoOffsetForPartitionError, OffsetOutOfRangeError, TierlogError
+from tierlog.client.errors import NoOffsetForPartitionError
 from tierlog.client.transport import BrokerClient
 from tierlog.client.types import CREATE_TIME, LOG_APPEND_TIME, ConsumerRecord, TopicPartition
 from tierlog.tiering.codec.batch import iter_decoded_batches
+from tierlog.tiering.errors import OffsetOutOfRangeError, TierlogError
 
 __all__ = ["EARLIEST", "LATEST", "Fetcher", "PartitionState", "decode_records"]
 

@@ -18,14 +18,14 @@ from typing import Any
 
 from tierlog.client.backoff import backoff_seconds
 from tierlog.client.config import ConsumerConfig
-from tierlog.client.errors import (
+from tierlog.client.transport import BrokerClient, segment
+from tierlog.client.types import TopicPartition
+from tierlog.tiering.errors import (
     IllegalGenerationError,
     RebalanceInProgressError,
     TierlogError,
     UnknownMemberError,
 )
-from tierlog.client.transport import BrokerClient, segment
-from tierlog.client.types import TopicPartition
 
 __all__ = ["GroupMembership", "Subscription"]
 

@@ -13,7 +13,8 @@ import threading
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
-from tierlog.client.errors import ClientClosedError, IllegalStateError
+from tierlog.client.errors import ClientClosedError
+from tierlog.tiering.errors import IllegalStateError
 
 __all__ = ["LoopThread"]
 

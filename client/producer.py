@@ -25,19 +25,18 @@ from tierlog.client.accumulator import Callback, DeliveryFuture, PendingRecord, 
 from tierlog.client.admin import AsyncAdmin
 from tierlog.client.backoff import backoff_seconds
 from tierlog.client.config import ProducerConfig
-from tierlog.client.errors import (
-    BufferExhaustedError,
-    ClientClosedError,
-    RecordTooLargeError,
-    TierlogError,
-    TopicExistsError,
-    UnknownPartitionError,
-    UnknownTopicError,
-)
+from tierlog.client.errors import BufferExhaustedError, ClientClosedError
 from tierlog.client.sender import Sender
 from tierlog.client.transport import BrokerClient
 from tierlog.client.types import RecordMetadata, TopicPartition
 from tierlog.tiering.codec.records import Record
+from tierlog.tiering.errors import (
+    InvalidConfigError,
+    RecordTooLargeError,
+    TierlogError,
+    UnknownPartitionError,
+    UnknownTopicError,
+)
 from tierlog.tiering.partitioner import StickyPartitioner, partition_for_key
 
 __all__ = ["AsyncProducer", "to_bytes", "to_headers"]
@@ -273,7 +272,7 @@ class AsyncProducer:
                 except UnknownTopicError:
                     if not self.config.allow_auto_create_topics:
                         raise
-                with contextlib.suppress(TopicExistsError):
+                with contextlib.suppress(InvalidConfigError):
                     return await self._admin.create_topic(topic)
             except TierlogError as err:
                 if not err.retriable:

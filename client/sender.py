@@ -17,11 +17,12 @@ from collections.abc import Callable
 from tierlog.client.accumulator import ProducerBatch, RecordAccumulator
 from tierlog.client.backoff import backoff_seconds
 from tierlog.client.config import ProducerConfig
-from tierlog.client.errors import DeliveryTimeoutError, TierlogError
+from tierlog.client.errors import DeliveryTimeoutError
 from tierlog.client.transport import BrokerClient
 from tierlog.client.types import TopicPartition
 from tierlog.tiering.codec.batch import build_batch
 from tierlog.tiering.codec.compression import Compression
+from tierlog.tiering.errors import TierlogError
 
 __all__ = ["Sender"]
 

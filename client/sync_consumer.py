@@ -15,9 +15,10 @@ from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from tierlog.client.consumer import AsyncConsumer, CommitCallback, ConsumerRebalanceListener, OffsetsArg
-from tierlog.client.errors import ClientClosedError, IllegalStateError
+from tierlog.client.errors import ClientClosedError
 from tierlog.client.loop_thread import LoopThread
 from tierlog.client.types import ConsumerRecord, OffsetAndMetadata, OffsetAndTimestamp, TopicPartition
+from tierlog.tiering.errors import IllegalStateError
 
 __all__ = ["Consumer"]
 

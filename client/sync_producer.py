@@ -21,11 +21,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from tierlog.client.accumulator import Callback
-from tierlog.client.errors import BufferExhaustedError, ClientClosedError, TierlogError
+from tierlog.client.errors import BufferExhaustedError, ClientClosedError
 from tierlog.client.loop_thread import LoopThread
 from tierlog.client.producer import AsyncProducer, HeadersArg
 from tierlog.client.types import RecordMetadata
 from tierlog.tiering.codec.records import Record
+from tierlog.tiering.errors import TierlogError
 
 __all__ = ["HANDOFF_BYTES", "Producer", "RecordFuture"]
 

@@ -15,14 +15,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tierlog.service import metadata as meta
-from tierlog.service.errors import TOPIC_NOT_FOUND, InvalidConfigError
 from tierlog.service.metrics import Metrics, Sample
 from tierlog.service.partition import Partition
 from tierlog.service.remote.tier import RemoteTier
 from tierlog.service.tasks import TaskSet
 from tierlog.service.topic import Topic
 from tierlog.service.topic_configs import TOPIC_CONFIGS, effective_configs, validate_overrides
-from tierlog.tiering.errors import NotFoundError, TierlogError, UnavailableError
+from tierlog.tiering.errors import InvalidConfigError, TierlogError, UnavailableError, UnknownTopicError
 from tierlog.tiering.log import AppendInfo, Clock, LogConfig, PartitionLog, SystemClock
 
 if TYPE_CHECKING:
@@ -166,7 +165,7 @@ class Broker:
     async def close(self) -> None:
         """Finish background appends, flush and close every log, write the clean-shutdown marker.
 
-        Idempotent. Safe to call while requests are in flight: they fail with NotFoundError or finish.
+        Idempotent. Safe to call while requests are in flight: they fail with UnknownTopicError or finish.
         A log that fails to close is logged and the marker is not written (the next start recovers).
         """
         if self._closed:
@@ -200,11 +199,11 @@ class Broker:
         return [self._topics[name] for name in sorted(self._topics)]
 
     def topic(self, name: str) -> Topic:
-        """Raises: NotFoundError (40401) for an unknown topic; UnavailableError while not open."""
+        """Raises: UnknownTopicError (40401) for an unknown topic; UnavailableError while not open."""
         self.check_ready()
         topic = self._topics.get(name)
         if topic is None:
-            raise NotFoundError(f"Topic {name} not found.", code=TOPIC_NOT_FOUND)
+            raise UnknownTopicError(f"Topic {name} not found.")
         return topic
 
     def interrupt_polls(self) -> None:
@@ -222,7 +221,7 @@ class Broker:
         """The topic, auto-created with ``num.partitions`` when ``auto.create.topics.enable`` is true.
 
         Idempotent and safe concurrently (two callers racing get the same topic). Raises:
-            NotFoundError (40401): unknown and auto-creation is off.
+            UnknownTopicError (40401): unknown and auto-creation is off.
             InvalidConfigError (40002): unknown and the name is not a legal topic name.
         """
         found = self._topics.get(name) if self.ready else None
@@ -230,7 +229,7 @@ class Broker:
             return found
         self.check_ready()
         if not self.settings.auto_create_topics_enable:
-            raise NotFoundError(f"Topic {name} not found.", code=TOPIC_NOT_FOUND)
+            raise UnknownTopicError(f"Topic {name} not found.")
         async with self._lock:
             existing = self._topics.get(name)
             if existing is not None:
@@ -316,7 +315,7 @@ class Broker:
         ``<topic>-<p>.<uuid>-delete`` and remove them in the background. The name is free at once.
 
         Internal (``__``) topics are deleted only with ``internal``. Not idempotent. Raises:
-            NotFoundError (40401): unknown topic.
+            UnknownTopicError (40401): unknown topic.
             InvalidConfigError (40002): an internal topic without ``internal``.
             OSError: the state cannot be written (nothing is deleted).
         """
@@ -350,7 +349,7 @@ class Broker:
 
         With ``validate_only`` only checks. All-or-nothing: nothing changes if any name or value is
         invalid. Idempotent. Raises:
-            NotFoundError (40401): unknown topic.
+            UnknownTopicError (40401): unknown topic.
             InvalidConfigError (400, 40002): unknown config name or bad value, naming it.
         """
         self.check_ready()
@@ -393,7 +392,7 @@ class Broker:
 
     async def add_partitions(self, name: str, count: int) -> Topic:
         """Grow a topic to ``count`` partitions; all-or-nothing. Idempotent for the current count. Raises:
-        NotFoundError (40401): unknown topic.
+        UnknownTopicError (40401): unknown topic.
         InvalidConfigError (40002): ``count`` is lower than the current count or out of range.
         UnavailableError: a new partition directory cannot be created (nothing is added).
         """

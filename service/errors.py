@@ -1,11 +1,11 @@
-"""HTTP-only error kinds and the one middleware that maps every error to a JSON response.
+"""The HTTP mapping of tierlog's errors: the one middleware that turns every error into a JSON response.
 
-Every :class:`~tierlog.tiering.errors.TierlogError` becomes ``err.http_status`` with the body
-``{"error_code": err.code, "message": err.message}``; an
+Every :class:`~tierlog.tiering.errors.TierlogError` becomes the body ``{"error_code": err.code, "message":
+err.message}`` with the status its code encodes (:func:`http_status`); an
 :class:`~tierlog.tiering.errors.OffsetOutOfRangeError` also carries ``log_start_offset`` and
 ``log_end_offset``. aiohttp's own HTTP errors (unknown route 404, wrong method 405, body over the size limit
 413) get the same JSON envelope. Anything else is a bug: it is logged with its traceback and answered with 500
-``{"error_code": 50001}``.
+``{"error_code": 50001}``. The error classes and their codes live in :mod:`tierlog.tiering.errors`.
 """
 
 from __future__ import annotations
@@ -16,62 +16,20 @@ from typing import Any
 from aiohttp import web
 from aiohttp.typedefs import Handler
 
-from tierlog.tiering.errors import InvalidRequestError, OffsetOutOfRangeError, TierlogError
+from tierlog.tiering.errors import InternalError, OffsetOutOfRangeError, RecordTooLargeError, TierlogError
 
-__all__ = [
-    "BadRequestError",
-    "InvalidConfigError",
-    "NotAcceptableError",
-    "PayloadTooLargeError",
-    "UnsupportedMediaTypeError",
-    "error_middleware",
-    "error_body",
-    "json_error",
-]
+__all__ = ["error_middleware", "error_body", "http_status", "json_error"]
 
 log = logging.getLogger("tierlog.http")
 
-TOPIC_NOT_FOUND = 40401
-PARTITION_NOT_FOUND = 40402
-CLUSTER_NOT_FOUND = 404
 
+def http_status(code: int) -> int:
+    """The HTTP status an error code answers with. Pure.
 
-class BadRequestError(InvalidRequestError):
-    """The body is not valid JSON or base64, or lacks a required field."""
-
-    code = 40001
-    http_status = 400
-
-
-class InvalidConfigError(InvalidRequestError):
-    """A topic name, topic config or partition count is invalid, or the topic already exists.
-
-    Confluent's v3 admin API answers these with 400 and error code 40002 (Kafka's bad-request family).
+    Confluent's five-digit codes start with their status (40401 is a 404, 50301 a 503); its v3 admin API
+    also answers plain three-digit codes, which are the status itself.
     """
-
-    code = 40002
-    http_status = 400
-
-
-class NotAcceptableError(InvalidRequestError):
-    """No representation matching the ``Accept`` header."""
-
-    code = 40601
-    http_status = 406
-
-
-class UnsupportedMediaTypeError(InvalidRequestError):
-    """The ``Content-Type`` of the body is not one this route accepts."""
-
-    code = 41501
-    http_status = 415
-
-
-class PayloadTooLargeError(InvalidRequestError):
-    """The request body is larger than ``max.request.size``."""
-
-    code = 41301
-    http_status = 413
+    return code if code < 1000 else code // 100
 
 
 def error_body(err: TierlogError) -> dict[str, Any]:
@@ -85,12 +43,12 @@ def error_body(err: TierlogError) -> dict[str, Any]:
 
 def json_error(err: TierlogError) -> web.Response:
     """A JSON response for ``err`` with its HTTP status. Pure and idempotent."""
-    return web.json_response(error_body(err), status=err.http_status)
+    return web.json_response(error_body(err), status=http_status(err.code))
 
 
 def _from_http_exception(exc: web.HTTPException) -> web.Response:
     if exc.status == 413:
-        return json_error(PayloadTooLargeError(exc.text or "request body too large"))
+        return json_error(RecordTooLargeError(exc.text or "request body too large"))
     message = exc.reason
     if exc.status == 405 and isinstance(exc, web.HTTPMethodNotAllowed):
         message = f"method {exc.method} not allowed; allowed: {', '.join(sorted(exc.allowed_methods))}"
@@ -113,7 +71,7 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
         log.debug("client left during %s %s", request.method, request.path)
         raise
     except TierlogError as err:
-        if err.http_status >= 500:
+        if http_status(err.code) >= 500:
             log.warning("%s %s failed: %s (%d)", request.method, request.path, err.message, err.code)
         return json_error(err)
     except web.HTTPException as exc:
@@ -122,4 +80,4 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
         return _from_http_exception(exc)
     except Exception:
         log.exception("unhandled error in %s %s", request.method, request.path)
-        return web.json_response({"error_code": 50001, "message": "internal server error"}, status=500)
+        return json_error(InternalError("internal server error"))

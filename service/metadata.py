@@ -19,8 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tierlog.service.errors import InvalidConfigError
-from tierlog.tiering.errors import CorruptRecordError
+from tierlog.tiering.errors import CorruptRecordError, InvalidConfigError
 
 __all__ = [
     "CLEAN_SHUTDOWN_MARKER",

@@ -23,7 +23,7 @@ from typing import IO, TYPE_CHECKING, Any, cast
 
 from aiohttp import web
 
-from tierlog.service.errors import BadRequestError, NotAcceptableError, UnsupportedMediaTypeError, json_error
+from tierlog.service.errors import json_error
 from tierlog.service.rest_v2.convert import dump_json
 from tierlog.service.rest_v2.http import (
     count,
@@ -37,7 +37,14 @@ from tierlog.service.rest_v2.http import (
 from tierlog.service.rest_v2.media import Offer, negotiate
 from tierlog.service.state import BROKER
 from tierlog.tiering.codec.header import iter_batches
-from tierlog.tiering.errors import CorruptRecordError, OffsetOutOfRangeError
+from tierlog.tiering.errors import (
+    BadRequestError,
+    CorruptBatchError,
+    CorruptRecordError,
+    NotAcceptableError,
+    OffsetOutOfRangeError,
+    UnsupportedMediaTypeError,
+)
 
 if TYPE_CHECKING:
     from tierlog.service.broker import Broker
@@ -45,12 +52,10 @@ if TYPE_CHECKING:
 
 __all__ = [
     "BATCHES_TYPE",
-    "CORRUPT_BATCH",
     "HIGH_WATERMARK",
     "LOG_END_OFFSET",
     "LOG_START_OFFSET",
     "OPENAPI_PATHS",
-    "CorruptBatchError",
     "setup_routes",
 ]
 
@@ -60,7 +65,6 @@ BATCHES_TYPE = "application/vnd.tierlog.batches"
 HIGH_WATERMARK = "Tierlog-High-Watermark"
 LOG_START_OFFSET = "Tierlog-Log-Start-Offset"
 LOG_END_OFFSET = "Tierlog-Log-End-Offset"
-CORRUPT_BATCH = 40003
 
 DEFAULT_MAX_BYTES = 1024 * 1024
 MAX_MAX_BYTES = 256 * 1024 * 1024
@@ -71,12 +75,6 @@ CHUNK = 256 * 1024
 _ACKS = {"0": 0, "1": 1, "all": -1, "-1": -1}
 _BATCH_OFFERS = (Offer(BATCHES_TYPE, 1.0),)
 _JSON_OFFERS = (Offer("application/json", 1.0),)
-
-
-class CorruptBatchError(BadRequestError):
-    """A produced batch failed validation (CRC, framing, magic, control bit); nothing was appended."""
-
-    code = CORRUPT_BATCH
 
 
 def setup_routes(app: web.Application) -> None:
@@ -147,8 +145,8 @@ async def produce_batches(request: web.Request) -> web.Response:
 
     Each batch is CRC-checked once: by the partition log's append for acks 1/all, here before answering
     for acks 0. Not idempotent: a retried request appends again. Raises UnsupportedMediaTypeError (415),
-    NotAcceptableError (406), BadRequestError (400), CorruptBatchError (400, 40003), NotFoundError
-    (40401/40402), RecordTooLargeError / PayloadTooLargeError (413).
+    NotAcceptableError (406), BadRequestError (400), CorruptBatchError (400, 40003),
+    UnknownTopicError / UnknownPartitionError (40401/40402), RecordTooLargeError (413).
     """
     content_type = request.headers.get("Content-Type", "").split(";")[0].strip().lower()
     if content_type != BATCHES_TYPE:
@@ -212,7 +210,8 @@ async def fetch_batches(request: web.Request) -> web.StreamResponse:
 
     The body may begin with a batch whose base offset is below ``offset`` (skip those records) and may be
     empty when the wait expires. Idempotent. Raises NotAcceptableError (406), BadRequestError (400),
-    NotFoundError (40401/40402); answers 416 (41601) with the valid range for an out-of-range offset.
+    UnknownTopicError / UnknownPartitionError (40401/40402); answers 416 (41601) with the valid range for
+    an out-of-range offset.
     """
     if negotiate(request.headers.get("Accept"), _BATCH_OFFERS) is None:
         raise NotAcceptableError(f"this route answers {BATCHES_TYPE} only")
@@ -298,7 +297,7 @@ async def list_offset(request: web.Request) -> web.Response:
     """``{"offset", "timestamp"}`` for ``timestamp`` -2 (earliest), -1 (latest) or a time in ms.
 
     For a time past every batch, offset and timestamp are -1. Idempotent. Raises NotAcceptableError
-    (406), BadRequestError (400), NotFoundError (40401/40402).
+    (406), BadRequestError (400), UnknownTopicError / UnknownPartitionError (40401/40402).
     """
     _accept_json(request)
     name = topic_name(request)
@@ -317,7 +316,7 @@ async def list_offset(request: web.Request) -> web.Response:
 async def topic_metadata(request: web.Request) -> web.Response:
     """Partition count and the offsets of every partition of one topic. Idempotent.
 
-    Raises NotAcceptableError (406), BadRequestError (400), NotFoundError (40401).
+    Raises NotAcceptableError (406), BadRequestError (400), UnknownTopicError (40401).
     """
     _accept_json(request)
     name = topic_name(request)

@@ -14,8 +14,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tierlog.service.errors import TOPIC_NOT_FOUND
-from tierlog.tiering.errors import NotFoundError, OffsetOutOfRangeError, TierlogError
+from tierlog.tiering.errors import OffsetOutOfRangeError, TierlogError, UnknownTopicError
 
 if TYPE_CHECKING:
     from tierlog.service.metrics import Metrics
@@ -33,7 +32,7 @@ class Partition:
     """An open partition of a topic.
 
     All methods are safe to call concurrently from the event loop. Once the topic is deleted (or the
-    broker closes) every call raises :class:`NotFoundError` (40401) and pending long polls return early.
+    broker closes) every call raises :class:`UnknownTopicError` (40401) and pending long polls return early.
     """
 
     def __init__(
@@ -109,7 +108,7 @@ class Partition:
         Not idempotent: a retried call appends again. Raises:
             CorruptRecordError: a batch fails validation (nothing is appended).
             RecordTooLargeError: a batch exceeds ``max.message.bytes`` (nothing is appended).
-            NotFoundError: the topic was deleted.
+            UnknownTopicError: the topic was deleted.
         """
         remote = self.remote
         if remote is not None:
@@ -129,7 +128,7 @@ class Partition:
         """Append ``batches`` in a task owned by the broker (acks=0); returns at once.
 
         Background appends to one partition run in the order of these calls. Failures are logged and
-        counted in ``tierlog_background_append_errors_total``. Raises NotFoundError if the topic is gone.
+        counted in ``tierlog_background_append_errors_total``. Raises UnknownTopicError if the topic is gone.
         """
         self._check_open()
         self._spawn(self._append_later(batches), f"tierlog-append-{self.label}")
@@ -143,7 +142,7 @@ class Partition:
         ``max_wait_ms`` has elapsed (then possibly with no data). Woken by appends, no polling.
         Idempotent. Raises:
             OffsetOutOfRangeError: ``offset`` is outside ``[log_start_offset, log_end_offset]``.
-            NotFoundError: the topic was deleted.
+            UnknownTopicError: the topic was deleted.
             CorruptRecordError, UnavailableError: a remote read failed (the bytes or the store).
         """
         result: ReadResult = await self._local_or_remote(
@@ -183,7 +182,7 @@ class Partition:
     async def offset_for_timestamp(self, ts: int) -> tuple[int, int] | None:
         """``(offset, timestamp)`` of the first batch whose max timestamp is at or after ``ts``, else None.
 
-        Idempotent. Raises NotFoundError if the topic was deleted.
+        Idempotent. Raises UnknownTopicError if the topic was deleted.
         """
         async with self._operation():
             found = None if self.remote is None else await self.remote.offset_for_timestamp(ts)
@@ -192,7 +191,7 @@ class Partition:
         return None if found is None else (int(found[0]), int(found[1]))
 
     async def update_config(self, config: LogConfig) -> None:
-        """Apply a new config to the live log. Idempotent. Raises NotFoundError if the topic was deleted."""
+        """Apply a new config to the live log. Idempotent. Raises UnknownTopicError if the topic is gone."""
         async with self._operation():
             await asyncio.to_thread(self._log.update_config, config)
         self.config = config
@@ -334,7 +333,7 @@ class Partition:
 
     def _check_open(self) -> None:
         if self._closed:
-            raise NotFoundError(f"Topic {self.topic} not found.", code=TOPIC_NOT_FOUND)
+            raise UnknownTopicError(f"Topic {self.topic} not found.")
 
     @contextlib.asynccontextmanager
     async def _operation(self) -> AsyncIterator[None]:

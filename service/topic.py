@@ -5,9 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from tierlog.service.errors import PARTITION_NOT_FOUND
 from tierlog.service.topic_configs import effective_configs
-from tierlog.tiering.errors import NotFoundError
+from tierlog.tiering.errors import UnknownPartitionError
 
 if TYPE_CHECKING:
     from tierlog.service import metadata as meta
@@ -42,7 +41,7 @@ class Topic:
         return effective_configs(self._defaults, self._record.configs)
 
     def partition(self, index: int) -> Partition:
-        """Raises: NotFoundError (40402) for an index outside ``[0, partitions_count)``."""
+        """Raises: UnknownPartitionError (40402) for an index outside ``[0, partitions_count)``."""
         if isinstance(index, int) and 0 <= index < len(self.partitions):
             return self.partitions[index]
-        raise NotFoundError(f"Partition {index} of topic {self.name} not found.", code=PARTITION_NOT_FOUND)
+        raise UnknownPartitionError(f"Partition {index} of topic {self.name} not found.")

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from tierlog.service.errors import InvalidConfigError
+from tierlog.tiering.errors import InvalidConfigError
 
 __all__ = [
     "TOPIC_CONFIGS",

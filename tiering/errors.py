@@ -1,9 +1,51 @@
-"""The few public error kinds every tierlog layer raises.
+"""The one table of tierlog's error codes, shared by the broker, the storage engine and the client.
 
-Each kind has a stable ``code`` (Confluent REST proxy codes where one exists) and a ``retriable`` flag.
-Fine-grained failures are subclasses of one of these kinds, so callers match on the kind or the code,
-never on a message string. The web layer maps them to HTTP in exactly one middleware; the client maps
-codes back to these classes through :func:`error_for_code`.
+Every error code that crosses the wire is defined here exactly once, as a class. A few public *kinds*
+(``InvalidRequestError``, ``NotFoundError``, ``ConflictError``, ``UnavailableError``,
+``CorruptRecordError``, ``UnauthorizedError``, ``InternalError``) carry a stable ``code`` and a
+``retriable`` flag; the specific errors are subclasses of one kind, so callers match on the kind, the class
+or the code, never on a message string.
+
+Codes follow the Confluent REST proxy where one exists: the first three digits of a five-digit code are
+its HTTP status family (40401 is a 404, 50301 a 503), and Confluent's v3 admin API also answers plain
+three-digit codes (404). HTTP itself is not this module's business: the broker's web layer derives the
+status from the code (:mod:`tierlog.service.errors`).
+
+The code-to-class registry is built from the classes: every subclass of :class:`TierlogError` that declares
+``code`` in its own body registers it when the class is created (client-only errors in
+:mod:`tierlog.client.errors` too), and a second class claiming a registered code is a ``TypeError`` at import.
+:func:`error_for_code` turns a code received from a broker back into its class, so the broker and the client
+cannot drift apart (the pattern of Kafka's ``Errors`` and aiokafka's ``errors.py``).
+
+=====  ===============================  ==================  =========
+code   class                            kind                retriable
+=====  ===============================  ==================  =========
+404    NotFoundError                    not found           no
+40001  BadRequestError                  invalid request     no
+40002  InvalidConfigError               invalid request     no
+40003  CorruptBatchError                invalid request     no
+40101  UnauthorizedError                unauthorized        no
+40401  UnknownTopicError                not found           no
+40402  UnknownPartitionError            not found           no
+40403  ConsumerInstanceNotFoundError    not found           no
+40410  UnknownMemberError               not found           no
+40411  UnknownGroupError                not found           no
+40601  NotAcceptableError               invalid request     no
+40901  ConflictError                    conflict            no
+40902  ConsumerInstanceExistsError      conflict            no
+40903  IllegalStateError                conflict            no
+40910  RebalanceInProgressError         conflict            yes
+40911  IllegalGenerationError           conflict            no
+41301  RecordTooLargeError              invalid request     no
+41501  UnsupportedMediaTypeError        invalid request     no
+41601  OffsetOutOfRangeError            invalid request     no
+42201  InvalidRequestError              invalid request     no
+42202  InvalidValueError                invalid request     no
+42204  InvalidConsumerConfigError       invalid request     no
+50001  InternalError                    internal            yes
+50002  CorruptRecordError               corrupt data        no
+50301  UnavailableError                 unavailable         yes
+=====  ===============================  ==================  =========
 """
 
 from __future__ import annotations
@@ -19,62 +61,96 @@ __all__ = [
     "CorruptRecordError",
     "UnauthorizedError",
     "InternalError",
-    "OffsetOutOfRangeError",
+    "BadRequestError",
+    "InvalidConfigError",
+    "CorruptBatchError",
+    "NotAcceptableError",
+    "UnsupportedMediaTypeError",
     "RecordTooLargeError",
+    "OffsetOutOfRangeError",
+    "InvalidValueError",
+    "InvalidConsumerConfigError",
+    "UnknownTopicError",
+    "UnknownPartitionError",
+    "ConsumerInstanceNotFoundError",
     "UnknownMemberError",
     "UnknownGroupError",
-    "IllegalGenerationError",
+    "ConsumerInstanceExistsError",
+    "IllegalStateError",
     "RebalanceInProgressError",
+    "IllegalGenerationError",
     "error_for_code",
+    "registered_errors",
 ]
+
+_REGISTRY: dict[int, type[TierlogError]] = {}
+
+
+def _name(cls: type) -> str:
+    return f"{cls.__module__}.{cls.__qualname__}"
 
 
 class TierlogError(Exception):
     """Base of every error tierlog raises on purpose.
 
-    ``code`` is a stable numeric error code; ``http_status`` the status the broker answers with.
+    ``code`` is the stable numeric code of the class; only :func:`error_for_code` sets a different one on
+    an instance (the number a broker sent that no class has). The base itself registers no code: a bare
+    ``TierlogError`` is answered as an internal error.
     """
 
-    code: ClassVar[int] = 50001
-    http_status: ClassVar[int] = 500
+    code: int = 50001
     retriable: ClassVar[bool] = False
 
-    def __init__(self, message: str, *, code: int | None = None) -> None:
+    def __init__(self, message: str) -> None:
         super().__init__(message)
         self.message = message
-        if code is not None:
-            self.code = code  # type: ignore[misc]
+
+    def __init_subclass__(cls, **kwargs: object) -> None:
+        """Register ``cls`` under the ``code`` its own body declares.
+
+        Raises:
+            TypeError: another class already holds that code.
+        """
+        super().__init_subclass__(**kwargs)
+        if "code" not in cls.__dict__:
+            return
+        holder = _REGISTRY.get(cls.code)
+        if holder is not None and _name(holder) != _name(cls):
+            raise TypeError(f"error code {cls.code} of {_name(cls)} is already held by {_name(holder)}")
+        _REGISTRY[cls.code] = cls  # the same class again is a module reload
 
     def __str__(self) -> str:
         return self.message
 
 
+# --- the kinds ---------------------------------------------------------------------------------------------
+
+
 class InvalidRequestError(TierlogError):
-    """The request is malformed or names an invalid value. Never retried."""
+    """The request is malformed or names an invalid value. Never retried. Also Confluent's "key error"."""
 
     code = 42201
-    http_status = 422
 
 
 class NotFoundError(TierlogError):
-    """A topic, partition, group or object does not exist. Never retried."""
+    """Something does not exist (a cluster, broker, config, object). Never retried.
 
-    code = 40401
-    http_status = 404
+    404 is the plain code Confluent's v3 admin API answers; the specific not-found errors have their own.
+    """
+
+    code = 404
 
 
 class ConflictError(TierlogError):
     """The request conflicts with the current state (already exists, fenced, stale generation)."""
 
     code = 40901
-    http_status = 409
 
 
 class UnavailableError(TierlogError):
     """A dependency is temporarily unavailable (object store down, disk budget full). Retriable."""
 
     code = 50301
-    http_status = 503
     retriable = True
 
 
@@ -82,31 +158,72 @@ class CorruptRecordError(TierlogError):
     """Bytes failed validation: bad CRC, impossible length, truncated batch. Never served as data."""
 
     code = 50002
-    http_status = 500
 
 
 class UnauthorizedError(TierlogError):
     """The caller is not allowed to do this."""
 
     code = 40101
-    http_status = 401
 
 
 class InternalError(TierlogError):
-    """A bug or an unexpected failure inside tierlog."""
+    """A bug or an unexpected failure inside tierlog.
+
+    Retriable with backoff (docs/native-api.md): the next attempt may well succeed, and a produce retry is
+    no less safe than after a lost connection.
+    """
 
     code = 50001
-    http_status = 500
+    retriable = True
+
+
+# --- invalid requests --------------------------------------------------------------------------------------
+
+
+class BadRequestError(InvalidRequestError):
+    """The body is not valid JSON or base64, or a parameter or required field is malformed."""
+
+    code = 40001
+
+
+class InvalidConfigError(InvalidRequestError):
+    """The v3 admin API refused a topic change: an invalid name, config or partition count, or the topic
+    exists. Confluent answers all of these (Kafka's ``TopicExistsException`` included) with 40002."""
+
+    code = 40002
+
+
+class CorruptBatchError(InvalidRequestError):
+    """A produced batch failed validation (CRC, framing, magic, control bit); nothing was appended."""
+
+    code = 40003
+
+
+class NotAcceptableError(InvalidRequestError):
+    """No representation matches the ``Accept`` header."""
+
+    code = 40601
+
+
+class UnsupportedMediaTypeError(InvalidRequestError):
+    """The ``Content-Type`` of the body is not one this route accepts."""
+
+    code = 41501
+
+
+class RecordTooLargeError(InvalidRequestError):
+    """A batch is larger than ``max.message.bytes``, or a request body larger than ``max.request.size``."""
+
+    code = 41301
 
 
 class OffsetOutOfRangeError(InvalidRequestError):
     """A fetch asked for an offset outside ``[log_start_offset, log_end_offset]``.
 
-    Carries the valid range so a client can reset its position without another round trip.
+    Carries the valid range so a client can reset its position without another round trip (-1 when unknown).
     """
 
     code = 41601
-    http_status = 416
 
     def __init__(self, message: str, *, log_start_offset: int, log_end_offset: int) -> None:
         super().__init__(message)
@@ -114,11 +231,38 @@ class OffsetOutOfRangeError(InvalidRequestError):
         self.log_end_offset = log_end_offset
 
 
-class RecordTooLargeError(InvalidRequestError):
-    """A batch is larger than ``max.message.bytes``."""
+class InvalidValueError(InvalidRequestError):
+    """Confluent's "value error": a produced value without the schema it needs, or a stored value that is
+    not valid JSON when JSON was asked for."""
 
-    code = 41301
-    http_status = 413
+    code = 42202
+
+
+class InvalidConsumerConfigError(InvalidRequestError):
+    """A REST consumer instance's config, name, subscription or offsets are invalid."""
+
+    code = 42204
+
+
+# --- not found ---------------------------------------------------------------------------------------------
+
+
+class UnknownTopicError(NotFoundError):
+    """The topic does not exist (or was deleted)."""
+
+    code = 40401
+
+
+class UnknownPartitionError(NotFoundError):
+    """The partition does not exist."""
+
+    code = 40402
+
+
+class ConsumerInstanceNotFoundError(NotFoundError):
+    """No such REST consumer instance (never created, deleted, or expired)."""
+
+    code = 40403
 
 
 class UnknownMemberError(NotFoundError):
@@ -134,10 +278,20 @@ class UnknownGroupError(NotFoundError):
     code = 40411
 
 
-class IllegalGenerationError(ConflictError):
-    """A group request carries a generation that is not the group's current one: the member is fenced."""
+# --- conflicts ---------------------------------------------------------------------------------------------
 
-    code = 40911
+
+class ConsumerInstanceExistsError(ConflictError):
+    """A REST consumer instance with that name already exists in the group."""
+
+    code = 40902
+
+
+class IllegalStateError(ConflictError):
+    """The call does not fit the consumer's state (subscribe and assign mixed, seek on an unassigned
+    partition, a blocking call from a client callback)."""
+
+    code = 40903
 
 
 class RebalanceInProgressError(ConflictError):
@@ -147,47 +301,44 @@ class RebalanceInProgressError(ConflictError):
     retriable = True
 
 
-_KINDS: tuple[type[TierlogError], ...] = (
-    InvalidRequestError,
-    NotFoundError,
-    ConflictError,
-    UnavailableError,
-    CorruptRecordError,
-    UnauthorizedError,
-    InternalError,
-    OffsetOutOfRangeError,
-    RecordTooLargeError,
-    UnknownMemberError,
-    UnknownGroupError,
-    IllegalGenerationError,
-    RebalanceInProgressError,
-)
+class IllegalGenerationError(ConflictError):
+    """A group request carries a generation that is not the group's current one: the member is fenced."""
 
-_BY_CODE: dict[int, type[TierlogError]] = {kind.code: kind for kind in _KINDS}
-_BY_STATUS: dict[int, type[TierlogError]] = {
-    400: InvalidRequestError,
+    code = 40911
+
+
+# --- the registry ------------------------------------------------------------------------------------------
+
+_FAMILIES: dict[int, type[TierlogError]] = {
     401: UnauthorizedError,
     403: UnauthorizedError,
     404: NotFoundError,
-    406: InvalidRequestError,
     409: ConflictError,
-    413: RecordTooLargeError,
-    415: InvalidRequestError,
-    416: OffsetOutOfRangeError,
-    422: InvalidRequestError,
     503: UnavailableError,
 }
 
 
-def error_for_code(code: int, message: str) -> TierlogError:
-    """Build the error kind registered for ``code`` (falling back on its HTTP status class).
+def registered_errors() -> dict[int, type[TierlogError]]:
+    """A copy of the code-to-class registry (the classes defined so far). Safe to call from any thread."""
+    return dict(_REGISTRY)
 
-    Idempotent and pure: the same code always maps to the same class.
+
+def error_for_code(code: int, message: str) -> TierlogError:
+    """The error a broker meant by ``code``: an instance of the class registered for it.
+
+    An unregistered code falls back on the kind of its HTTP family (the first three digits of a five-digit
+    code, or a plain three-digit code itself): 401/403 unauthorized, 404 not found, 409 conflict, 503
+    unavailable, any other 4xx invalid request, anything else internal. The instance then keeps the number it
+    was given, for diagnostics. An :class:`OffsetOutOfRangeError` built here has an unknown range (-1).
+    Pure and safe to call from any thread.
     """
-    kind = _BY_CODE.get(code)
-    if kind is None:
-        status = code // 100
-        kind = _BY_STATUS.get(status, InternalError)
-    if issubclass(kind, OffsetOutOfRangeError):
+    kind = _REGISTRY.get(code)
+    if kind is OffsetOutOfRangeError:
         return OffsetOutOfRangeError(message, log_start_offset=-1, log_end_offset=-1)
-    return kind(message, code=code)
+    if kind is not None:
+        return kind(message)
+    family = code if code < 1000 else code // 100
+    fallback = _FAMILIES.get(family) or (InvalidRequestError if 400 <= family < 500 else InternalError)
+    err = fallback(message)
+    err.code = code
+    return err

@@ -12,7 +12,7 @@ import sys
 from typing import Any
 
 from tierlog.client.admin import AsyncAdmin
-from tierlog.client.errors import InvalidRequestError
+from tierlog.tiering.errors import InvalidRequestError
 
 __all__ = ["run_topics", "run_groups", "parse_configs"]
 

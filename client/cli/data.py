@@ -17,10 +17,10 @@ import sys
 from typing import IO, Any
 
 from tierlog.client.consumer import AsyncConsumer
-from tierlog.client.errors import InvalidRequestError
 from tierlog.client.producer import AsyncProducer
 from tierlog.client.progress import Progress
 from tierlog.client.types import ConsumerRecord, RecordMetadata, TopicPartition
+from tierlog.tiering.errors import InvalidRequestError
 
 __all__ = ["FIELDS", "run_produce", "run_consume", "render"]
 

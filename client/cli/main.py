@@ -23,7 +23,7 @@ from tierlog.client.admin import AsyncAdmin
 from tierlog.client.cli.admin import parse_configs, run_groups, run_topics
 from tierlog.client.cli.data import DEFAULT_FORMAT, check_consume_args, parse_format, run_consume, run_produce
 from tierlog.client.config import DEFAULT_BOOTSTRAP, normalise_bootstrap
-from tierlog.client.errors import InvalidRequestError, TierlogError
+from tierlog.tiering.errors import InvalidRequestError, TierlogError
 
 __all__ = ["COMMANDS", "main"]
 

@@ -19,21 +19,19 @@ from aiohttp import web
 
 from tierlog.service.admin_v3.openapi import OPENAPI_PATHS
 from tierlog.service.broker import Broker, Topic
-from tierlog.service.errors import (
-    CLUSTER_NOT_FOUND,
-    PARTITION_NOT_FOUND,
-    BadRequestError,
-    InvalidConfigError,
-    UnsupportedMediaTypeError,
-)
 from tierlog.service.partition import Partition
 from tierlog.service.state import BROKER, SETTINGS
 from tierlog.service.topic_configs import TOPIC_CONFIGS
-from tierlog.tiering.errors import NotFoundError
+from tierlog.tiering.errors import (
+    BadRequestError,
+    InvalidConfigError,
+    NotFoundError,
+    UnknownPartitionError,
+    UnsupportedMediaTypeError,
+)
 
 __all__ = ["OPENAPI_PATHS", "setup_routes"]
 
-CONFIG_NOT_FOUND = 404
 BASE = "/v3/clusters"
 
 
@@ -167,7 +165,7 @@ def _broker(request: web.Request) -> Broker:
     broker.check_ready()
     cluster_id = request.match_info["cluster_id"]
     if cluster_id != broker.cluster_id:
-        raise NotFoundError(f"Cluster {cluster_id} cannot be found.", code=CLUSTER_NOT_FOUND)
+        raise NotFoundError(f"Cluster {cluster_id} cannot be found.")
     return broker
 
 
@@ -180,7 +178,7 @@ def _partition_of(request: web.Request) -> tuple[Broker, Partition]:
     broker, topic = _topic_of(request)
     raw = request.match_info["partition_id"]
     if not raw.isdigit():
-        raise NotFoundError(f"Partition {raw} of topic {topic.name} not found.", code=PARTITION_NOT_FOUND)
+        raise UnknownPartitionError(f"Partition {raw} of topic {topic.name} not found.")
     return broker, topic.partition(int(raw))
 
 
@@ -254,7 +252,7 @@ async def get_broker(request: web.Request) -> web.Response:
     """``GET .../brokers/{broker_id}``. Read-only. Raises NotFoundError (404) for any id but ours."""
     broker = _broker(request)
     if request.match_info["broker_id"] != str(broker.broker_id):
-        raise NotFoundError(f"Broker {request.match_info['broker_id']} cannot be found.", code=404)
+        raise NotFoundError(f"Broker {request.match_info['broker_id']} cannot be found.")
     return web.json_response(_broker_resource(broker))
 
 
@@ -299,7 +297,7 @@ async def create_topic(request: web.Request) -> web.Response:
 
 
 async def get_topic(request: web.Request) -> web.Response:
-    """``GET .../topics/{topic_name}``. Read-only. Raises NotFoundError (40401)."""
+    """``GET .../topics/{topic_name}``. Read-only. Raises UnknownTopicError (40401)."""
     broker, topic = _topic_of(request)
     return web.json_response(_topic(broker, topic))
 
@@ -307,7 +305,7 @@ async def get_topic(request: web.Request) -> web.Response:
 async def update_topic(request: web.Request) -> web.Response:
     """``PATCH .../topics/{topic_name}`` with ``partitions_count``: grow the topic. Idempotent.
 
-    Raises NotFoundError (40401), BadRequestError (40001), InvalidConfigError (40002).
+    Raises UnknownTopicError (40401), BadRequestError (40001), InvalidConfigError (40002).
     """
     broker, topic = _topic_of(request)
     doc = await _body(request)
@@ -324,7 +322,7 @@ async def delete_topic(request: web.Request) -> web.Response:
 
 
 async def list_configs(request: web.Request) -> web.Response:
-    """``GET .../configs``: every topic config. Read-only. Raises NotFoundError (40401)."""
+    """``GET .../configs``: every topic config. Read-only. Raises UnknownTopicError (40401)."""
     broker, topic = _topic_of(request)
     data = [_config(request, topic, name) for name in sorted(TOPIC_CONFIGS)]
     return _list(broker, "KafkaTopicConfigList", f"/topics/{topic.name}/configs", data)
@@ -333,12 +331,12 @@ async def list_configs(request: web.Request) -> web.Response:
 def _config_name(request: web.Request, topic: Topic) -> str:
     name = request.match_info["name"]
     if name not in TOPIC_CONFIGS:
-        raise NotFoundError(f"Config {name} cannot be found for topic {topic.name}.", code=CONFIG_NOT_FOUND)
+        raise NotFoundError(f"Config {name} cannot be found for topic {topic.name}.")
     return name
 
 
 async def get_config(request: web.Request) -> web.Response:
-    """``GET .../configs/{name}``. Read-only. Raises NotFoundError (40401 topic, 404 config)."""
+    """``GET .../configs/{name}``. Read-only. Raises UnknownTopicError (40401), NotFoundError (404)."""
     _, topic = _topic_of(request)
     return web.json_response(_config(request, topic, _config_name(request, topic)))
 
@@ -346,7 +344,8 @@ async def get_config(request: web.Request) -> web.Response:
 async def put_config(request: web.Request) -> web.Response:
     """``PUT .../configs/{name}`` with ``value``: 204. Idempotent.
 
-    Raises NotFoundError (40401, 404), BadRequestError (40001), InvalidConfigError (40002).
+    Raises UnknownTopicError (40401), NotFoundError (404), BadRequestError (40001), InvalidConfigError
+    (40002).
     """
     broker, topic = _topic_of(request)
     name = _config_name(request, topic)
@@ -367,7 +366,7 @@ async def delete_config(request: web.Request) -> web.Response:
 async def alter_configs(request: web.Request) -> web.Response:
     """``POST .../configs:alter``: SET/DELETE several configs, all or nothing, 204. Idempotent.
 
-    Raises NotFoundError (40401), BadRequestError (40001), InvalidConfigError (40002).
+    Raises UnknownTopicError (40401), BadRequestError (40001), InvalidConfigError (40002).
     """
     broker, topic = _topic_of(request)
     doc = await _body(request)
@@ -390,7 +389,7 @@ async def alter_configs(request: web.Request) -> web.Response:
 
 
 async def list_partitions(request: web.Request) -> web.Response:
-    """``GET .../partitions``. Read-only. Raises NotFoundError (40401)."""
+    """``GET .../partitions``. Read-only. Raises UnknownTopicError (40401)."""
     broker, topic = _topic_of(request)
     data = [_partition(broker, p) for p in topic.partitions]
     return _list(broker, "KafkaPartitionList", f"/topics/{topic.name}/partitions", data)
@@ -398,7 +397,8 @@ async def list_partitions(request: web.Request) -> web.Response:
 
 async def get_partition(request: web.Request) -> web.Response:
     """``GET .../partitions/{partition_id}``, with tierlog's ``tiered_storage`` state (offsets of both
-    tiers, upload lag, uploads and failures). Read-only. Raises NotFoundError (40401, 40402)."""
+    tiers, upload lag, uploads and failures). Read-only. Raises UnknownTopicError (40401),
+    UnknownPartitionError (40402)."""
     broker, partition = _partition_of(request)
     body = _partition(broker, partition)
     body["tiered_storage"] = await broker.remote.describe(partition)
@@ -416,7 +416,7 @@ async def get_replica(request: web.Request) -> web.Response:
     """``GET .../replicas/{broker_id}``. Read-only. Raises NotFoundError (404) for any id but ours."""
     broker, partition = _partition_of(request)
     if request.match_info["broker_id"] != str(broker.broker_id):
-        raise NotFoundError(f"Replica {request.match_info['broker_id']} cannot be found.", code=404)
+        raise NotFoundError(f"Replica {request.match_info['broker_id']} cannot be found.")
     return web.json_response(_replica(broker, partition))
 
 

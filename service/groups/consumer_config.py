@@ -10,13 +10,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from tierlog.service.rest_v2.media import EmbeddedFormat
-from tierlog.tiering.errors import InvalidRequestError
+from tierlog.tiering.errors import InvalidConsumerConfigError
 
-__all__ = ["ConsumerSettings", "parse_partitions", "INVALID_CONSUMER_CONFIG"]
+__all__ = ["ConsumerSettings", "parse_partitions"]
 
 TopicPartition = tuple[str, int]
-
-INVALID_CONSUMER_CONFIG = 42204
 
 
 @dataclass(frozen=True)
@@ -34,12 +32,9 @@ class ConsumerSettings:
         """Parse the create-instance body (Confluent's names and string-or-native values).
 
         Raises:
-            InvalidRequestError: (42204) an unknown format or an invalid value.
+            InvalidConsumerConfigError: (42204) an unknown format or an invalid value.
         """
-
-        def bad(message: str) -> InvalidRequestError:
-            return InvalidRequestError(message, code=INVALID_CONSUMER_CONFIG)
-
+        bad = InvalidConsumerConfigError
         raw_format = str(body.get("format", "binary")).lower()
         if raw_format not in ("binary", "json"):
             raise bad(f"unsupported consumer format {raw_format!r}: tierlog serves binary and json")
@@ -75,17 +70,17 @@ def parse_partitions(body: Mapping[str, Any], key: str = "partitions") -> list[T
     """``[{"topic": ..., "partition": ...}, ...]`` under ``key`` as a list of pairs.
 
     Raises:
-        InvalidRequestError: (42204) a missing list or malformed entries.
+        InvalidConsumerConfigError: (42204) a missing list or malformed entries.
     """
     entries = body.get(key)
     if not isinstance(entries, list):
-        raise InvalidRequestError(f"expected a list under {key!r}", code=INVALID_CONSUMER_CONFIG)
+        raise InvalidConsumerConfigError(f"expected a list under {key!r}")
     result = []
     for entry in entries:
         if not isinstance(entry, dict) or not isinstance(entry.get("topic"), str):
-            raise InvalidRequestError(f"malformed partition entry {entry!r}", code=INVALID_CONSUMER_CONFIG)
+            raise InvalidConsumerConfigError(f"malformed partition entry {entry!r}")
         partition = entry.get("partition")
         if not isinstance(partition, int) or isinstance(partition, bool):
-            raise InvalidRequestError(f"malformed partition entry {entry!r}", code=INVALID_CONSUMER_CONFIG)
+            raise InvalidConsumerConfigError(f"malformed partition entry {entry!r}")
         result.append((entry["topic"], partition))
     return result

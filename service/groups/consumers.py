@@ -22,21 +22,26 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from tierlog.service.groups.consumer_config import INVALID_CONSUMER_CONFIG, ConsumerSettings
+from tierlog.service.groups.consumer_config import ConsumerSettings
 from tierlog.service.groups.coordinator import Clock, GroupCoordinator
 from tierlog.service.rest_v2.convert import records_to_json
 from tierlog.tiering.codec.header import iter_batches
-from tierlog.tiering.errors import ConflictError, InvalidRequestError, NotFoundError, OffsetOutOfRangeError
+from tierlog.tiering.errors import (
+    ConsumerInstanceExistsError,
+    ConsumerInstanceNotFoundError,
+    IllegalStateError,
+    InvalidConsumerConfigError,
+    InvalidRequestError,
+    OffsetOutOfRangeError,
+    UnknownPartitionError,
+    UnknownTopicError,
+)
 
 __all__ = ["ConsumerManager", "ConsumerInstance", "PartitionReader"]
 
 log = logging.getLogger(__name__)
 
 TopicPartition = tuple[str, int]
-
-INSTANCE_NOT_FOUND = 40403
-INSTANCE_EXISTS = 40902
-ILLEGAL_STATE = 40903
 
 
 class ReadLike(Protocol):
@@ -117,20 +122,17 @@ class ConsumerManager:
         """Create an instance; an absent name gets a generated one.
 
         Raises:
-            ConflictError: (40902) an instance of that name exists in the group.
-            InvalidRequestError: (42204) a bad name.
+            ConsumerInstanceExistsError: (40902) an instance of that name exists in the group.
+            InvalidConsumerConfigError: (42204) a bad name.
         """
         if name is None:
             self._counter += 1
             name = f"rest-consumer-{self._counter}-{self._clock.now_ms()}"
         if not name or len(name) > 255 or any(ord(c) < 33 or c in "/?#%" for c in name):
-            raise InvalidRequestError(
-                f"invalid consumer instance name {name!r}", code=INVALID_CONSUMER_CONFIG
-            )
+            raise InvalidConsumerConfigError(f"invalid consumer instance name {name!r}")
         if (group, name) in self._instances:
-            raise ConflictError(
-                f"Consumer with specified consumer ID already exists in the specified consumer group: {name}",
-                code=INSTANCE_EXISTS,
+            raise ConsumerInstanceExistsError(
+                f"Consumer with specified consumer ID already exists in the specified consumer group: {name}"
             )
         base_uri = f"{base_url.rstrip('/')}/consumers/{group}/instances/{name}"
         instance = ConsumerInstance(group, name, settings, base_uri, self._clock.now_ms())
@@ -142,11 +144,11 @@ class ConsumerManager:
         """The instance, marked as used now.
 
         Raises:
-            NotFoundError: (40403) no such instance (never created, deleted, or expired).
+            ConsumerInstanceNotFoundError: (40403) no such instance (never created, deleted, or expired).
         """
         instance = self._instances.get((group, name))
         if instance is None:
-            raise NotFoundError("Consumer instance not found.", code=INSTANCE_NOT_FOUND)
+            raise ConsumerInstanceNotFoundError("Consumer instance not found.")
         instance.last_used_ms = self._clock.now_ms()
         return instance
 
@@ -154,7 +156,7 @@ class ConsumerManager:
         """Commit what the instance returned (with auto commit), leave the group and forget it.
 
         Raises:
-            NotFoundError: (40403) no such instance.
+            ConsumerInstanceNotFoundError: (40403) no such instance.
         """
         instance = self.get(group, name)
         if instance.settings.auto_commit_enable and instance.positions:
@@ -198,17 +200,14 @@ class ConsumerManager:
         """Subscribe to topics (or a pattern) with group management, replacing any earlier subscription.
 
         Raises:
-            ConflictError: (40903) the instance has manually assigned partitions.
-            InvalidRequestError: neither or both of topics and pattern, or a bad pattern.
+            IllegalStateError: (40903) the instance has manually assigned partitions.
+            InvalidConsumerConfigError: (42204) neither or both of topics and pattern.
+            InvalidRequestError: a bad pattern.
         """
         if instance.manual:
-            raise ConflictError(
-                "Subscription to topics, partitions and pattern are mutually exclusive.", code=ILLEGAL_STATE
-            )
+            raise IllegalStateError("Subscription to topics, partitions and pattern are mutually exclusive.")
         if bool(topics) == (pattern is not None):
-            raise InvalidRequestError(
-                "give exactly one of topics and topic_pattern", code=INVALID_CONSUMER_CONFIG
-            )
+            raise InvalidConsumerConfigError("give exactly one of topics and topic_pattern")
         result = await self._coordinator.join(
             instance.group,
             instance.member_id,
@@ -235,13 +234,11 @@ class ConsumerManager:
         """Assign partitions by hand (no group management).
 
         Raises:
-            ConflictError: (40903) the instance is subscribed.
-            NotFoundError: (40401/40402) an unknown topic or partition.
+            IllegalStateError: (40903) the instance is subscribed.
+            UnknownTopicError, UnknownPartitionError: (40401/40402) an unknown topic or partition.
         """
         if instance.subscribed:
-            raise ConflictError(
-                "Subscription to topics, partitions and pattern are mutually exclusive.", code=ILLEGAL_STATE
-            )
+            raise IllegalStateError("Subscription to topics, partitions and pattern are mutually exclusive.")
         counts = self._broker.partition_counts()
         for topic, partition in partitions:
             self._check_partition(counts, topic, partition)
@@ -275,15 +272,13 @@ class ConsumerManager:
         """Set fetch positions of assigned partitions.
 
         Raises:
-            ConflictError: (40903) a partition is not assigned to the instance.
+            IllegalStateError: (40903) a partition is not assigned to the instance.
             InvalidRequestError: a negative offset.
         """
         assigned = set(self.assignment(instance))
         for tp, offset in offsets.items():
             if tp not in assigned:
-                raise ConflictError(
-                    f"No current assignment for partition {tp[0]}-{tp[1]}", code=ILLEGAL_STATE
-                )
+                raise IllegalStateError(f"No current assignment for partition {tp[0]}-{tp[1]}")
             if offset < 0:
                 raise InvalidRequestError(f"negative offset {offset} for {tp[0]}-{tp[1]}")
         instance.positions.update(offsets)
@@ -293,7 +288,7 @@ class ConsumerManager:
         """Move positions to the start (or the end) of the given assigned partitions.
 
         Raises:
-            ConflictError: (40903) a partition is not assigned to the instance.
+            IllegalStateError: (40903) a partition is not assigned to the instance.
         """
         targets = {}
         for tp in partitions:
@@ -447,7 +442,8 @@ class ConsumerManager:
 
         Raises:
             IllegalGenerationError / UnknownMemberError: the instance lost its group membership.
-            InvalidRequestError: an unknown partition or negative offset.
+            UnknownTopicError, UnknownPartitionError: (40401/40402) an unknown topic or partition.
+            InvalidRequestError: a negative offset.
         """
         if offsets is None:
             await self._commit_positions(instance, dict(instance.positions))
@@ -502,6 +498,6 @@ class ConsumerManager:
     @staticmethod
     def _check_partition(counts: Mapping[str, int], topic: str, partition: int) -> None:
         if topic not in counts:
-            raise NotFoundError(f"Topic {topic} not found.", code=40401)
+            raise UnknownTopicError(f"Topic {topic} not found.")
         if not 0 <= partition < counts[topic]:
-            raise NotFoundError(f"Partition {partition} of topic {topic} not found.", code=40402)
+            raise UnknownPartitionError(f"Partition {partition} of topic {topic} not found.")

@@ -33,14 +33,14 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from tierlog.service.groups.assignors import STRATEGIES, Member, TopicPartition, assign
-from tierlog.service.groups.errors import (
+from tierlog.service.groups.offsets import CommittedOffset, OffsetStore
+from tierlog.tiering.errors import (
     IllegalGenerationError,
+    InvalidRequestError,
     RebalanceInProgressError,
     UnknownGroupError,
     UnknownMemberError,
 )
-from tierlog.service.groups.offsets import CommittedOffset, OffsetStore
-from tierlog.tiering.errors import InvalidRequestError
 
 __all__ = ["GroupCoordinator", "GroupState", "JoinResult", "GroupDescription", "MemberDescription", "Clock"]
 

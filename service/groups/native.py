@@ -16,12 +16,11 @@ from typing import Any
 
 from aiohttp import web
 
-from tierlog.service.errors import BadRequestError
 from tierlog.service.groups.consumer_config import parse_partitions
 from tierlog.service.groups.coordinator import GroupCoordinator, JoinResult
 from tierlog.service.groups.lag import group_lag
 from tierlog.service.groups.state import CONSUMERS, COORDINATOR, require_ready
-from tierlog.tiering.errors import InvalidRequestError
+from tierlog.tiering.errors import BadRequestError, InvalidRequestError
 
 __all__ = ["setup_routes", "OPENAPI_PATHS"]
 

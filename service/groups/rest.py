@@ -12,7 +12,6 @@ from typing import Any
 
 from aiohttp import web
 
-from tierlog.service.errors import BadRequestError, NotAcceptableError, UnsupportedMediaTypeError
 from tierlog.service.groups.consumer_config import ConsumerSettings, parse_partitions
 from tierlog.service.groups.consumers import ConsumerManager
 from tierlog.service.groups.state import CONSUMERS, require_ready
@@ -24,7 +23,12 @@ from tierlog.service.rest_v2.media import (
     Offer,
     negotiate,
 )
-from tierlog.tiering.errors import InvalidRequestError
+from tierlog.tiering.errors import (
+    BadRequestError,
+    InvalidConsumerConfigError,
+    NotAcceptableError,
+    UnsupportedMediaTypeError,
+)
 
 __all__ = ["setup_routes", "OPENAPI_PATHS"]
 
@@ -76,7 +80,7 @@ def _offsets(body: dict[str, Any], key: str) -> dict[tuple[str, int], tuple[int,
     for (topic, partition), entry in zip(parse_partitions(body, key), body[key], strict=True):
         offset = entry.get("offset")
         if not isinstance(offset, int) or isinstance(offset, bool):
-            raise InvalidRequestError(f"offset of {topic}-{partition} must be an integer", code=42204)
+            raise InvalidConsumerConfigError(f"offset of {topic}-{partition} must be an integer")
         metadata = entry.get("metadata") or ""
         parsed[(topic, partition)] = (offset, str(metadata))
     return parsed
@@ -86,7 +90,7 @@ async def create_instance(request: web.Request) -> web.Response:
     body = await _body(request)
     name = body.get("name")
     if name is not None and not isinstance(name, str):
-        raise InvalidRequestError("name must be a string", code=42204)
+        raise InvalidConsumerConfigError("name must be a string")
     settings = ConsumerSettings.from_request(body)
     base_url = f"{request.scheme}://{request.host}"
     instance = _manager(request).create(request.match_info["group"], name, settings, base_url)
@@ -108,9 +112,9 @@ async def subscribe(request: web.Request) -> web.Response:
     topics = body.get("topics") or []
     pattern = body.get("topic_pattern")
     if not isinstance(topics, list) or not all(isinstance(t, str) for t in topics):
-        raise InvalidRequestError("topics must be a list of topic names", code=42204)
+        raise InvalidConsumerConfigError("topics must be a list of topic names")
     if pattern is not None and not isinstance(pattern, str):
-        raise InvalidRequestError("topic_pattern must be a string", code=42204)
+        raise InvalidConsumerConfigError("topic_pattern must be a string")
     await _manager(request).subscribe(instance, topics, pattern)
     return _no_content()
 

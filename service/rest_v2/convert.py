@@ -23,16 +23,23 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from tierlog.service.errors import BadRequestError, UnsupportedMediaTypeError
 from tierlog.service.rest_v2.media import EmbeddedFormat
 from tierlog.tiering.codec.batch import iter_records
 from tierlog.tiering.codec.records import Record
-from tierlog.tiering.errors import InvalidRequestError, NotFoundError, TierlogError
+from tierlog.tiering.errors import (
+    BadRequestError,
+    InternalError,
+    InvalidRequestError,
+    InvalidValueError,
+    TierlogError,
+    UnknownPartitionError,
+    UnsupportedMediaTypeError,
+)
 from tierlog.tiering.partitioner import StickyPartitioner, partition_for_key
 
 __all__ = [
-    "KEY_ERROR",
-    "VALUE_ERROR",
+    "KAFKA_ERROR",
+    "KAFKA_RETRIABLE_ERROR",
     "ProduceRecord",
     "parse_produce_body",
     "assign_partitions",
@@ -42,11 +49,10 @@ __all__ = [
     "dump_json",
 ]
 
-KEY_ERROR = 42201
-VALUE_ERROR = 42202
+# Per-record codes of a produce answer (Confluent's "Kafka error" and "retriable Kafka error"): values in a
+# 200 body, never an error raised, so they are not classes of the error table.
 KAFKA_ERROR = 50002
 KAFKA_RETRIABLE_ERROR = 50003
-PARTITION_NOT_FOUND = 40402
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,11 +107,9 @@ def _check_schemas(body: dict[str, Any], records: list[Any], fmt: EmbeddedFormat
     has_key_schema = body.get("key_schema") is not None or body.get("key_schema_id") is not None
     has_value_schema = body.get("value_schema") is not None or body.get("value_schema_id") is not None
     if not has_key_schema and any(isinstance(r, dict) and r.get("key") is not None for r in records):
-        raise InvalidRequestError("Request includes keys but does not include key schema", code=KEY_ERROR)
+        raise InvalidRequestError("Request includes keys but does not include key schema")
     if not has_value_schema and any(isinstance(r, dict) and r.get("value") is not None for r in records):
-        raise InvalidRequestError(
-            "Request includes values but does not include value schema", code=VALUE_ERROR
-        )
+        raise InvalidValueError("Request includes values but does not include value schema")
     raise UnsupportedMediaTypeError(
         f"embedded format {fmt.value} needs a schema registry, which this broker does not have; "
         "use application/vnd.kafka.binary.v2+json or application/vnd.kafka.json.v2+json"
@@ -119,7 +123,8 @@ def parse_produce_body(body: bytes, fmt: EmbeddedFormat) -> list[ProduceRecord]:
 
     Raises:
         BadRequestError: malformed JSON, wrong shape, empty ``records``, bad base64, bad ``partition``.
-        InvalidRequestError: (42201/42202) a schema format without the key/value schema it needs.
+        InvalidRequestError: (42201) a schema format without the key schema it needs.
+        InvalidValueError: (42202) a schema format without the value schema it needs.
         UnsupportedMediaTypeError: a schema-based embedded format (avro, protobuf, jsonschema).
     """
     try:
@@ -162,21 +167,20 @@ def assign_partitions(
     Safe to call concurrently; not idempotent (the sticky choice advances).
 
     Raises:
-        NotFoundError: (40402) a partition that the topic does not have.
+        UnknownPartitionError: (40402) a partition that the topic does not have.
     """
     if fixed is not None:
         if not 0 <= fixed < num_partitions:
-            raise NotFoundError(f"Partition {fixed} not found.", code=PARTITION_NOT_FOUND)
+            raise UnknownPartitionError(f"Partition {fixed} not found.")
         return [fixed] * len(records)
     keyless: int | None = None
     result: list[int] = []
     for index, record in enumerate(records):
         if record.partition is not None:
             if record.partition >= num_partitions:
-                raise NotFoundError(
+                raise UnknownPartitionError(
                     f"records[{index}]: partition {record.partition} not found "
-                    f"(topic {topic} has {num_partitions})",
-                    code=PARTITION_NOT_FOUND,
+                    f"(topic {topic} has {num_partitions})"
                 )
             result.append(record.partition)
         elif record.key is not None:
@@ -196,12 +200,14 @@ def produce_offsets(
     ``outcomes`` holds, per partition, the request positions of its records and either the base offset
     its batch got or the error its append raised. A failed append marks each of its records with
     error_code 50003 when the error is retriable and 50002 otherwise, partition and offset null, as
-    Confluent's proxy reports producer errors. Pure.
+    Confluent's proxy reports producer errors. An :class:`InternalError` (a broker bug) is reported as 50002:
+    the native client retries it with backoff, but it is no retriable Kafka error. Pure.
     """
     offsets: list[dict[str, Any]] = [{} for _ in range(total)]
     for partition, positions, outcome in outcomes:
         if isinstance(outcome, TierlogError):
-            code = KAFKA_RETRIABLE_ERROR if outcome.retriable else KAFKA_ERROR
+            retriable = outcome.retriable and not isinstance(outcome, InternalError)
+            code = KAFKA_RETRIABLE_ERROR if retriable else KAFKA_ERROR
             for i in positions:
                 offsets[i] = {"partition": None, "offset": None, "error_code": code, "error": outcome.message}
         else:
@@ -225,11 +231,10 @@ def _embed(data: bytes | None, fmt: EmbeddedFormat, *, what: str, offset: int) -
         text = data.decode("utf-8")
         _load_json(text)
     except ValueError:
-        code = KEY_ERROR if what == "key" else VALUE_ERROR
-        raise InvalidRequestError(
+        kind = InvalidRequestError if what == "key" else InvalidValueError
+        raise kind(
             f"The {what} of the record at offset {offset} is not valid JSON; "
-            "fetch it with Accept: application/vnd.kafka.binary.v2+json",
-            code=code,
+            "fetch it with Accept: application/vnd.kafka.binary.v2+json"
         ) from None
     return text
 
@@ -296,7 +301,8 @@ def records_body(
 
     Raises:
         CorruptRecordError: a batch fails its CRC or is malformed.
-        InvalidRequestError: (42201/42202) with ``json``, a key or value that is not valid JSON.
+        InvalidRequestError: (42201) with ``json``, a key that is not valid JSON; InvalidValueError (42202) a
+            value.
     """
     head = '{"topic":' + json.dumps(topic) + ',"key":'
     tail = f',"partition":{partition},"offset":'

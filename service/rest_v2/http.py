@@ -12,12 +12,10 @@ from typing import TypeVar
 
 from aiohttp import web
 
-from tierlog.service.errors import BadRequestError, PayloadTooLargeError
 from tierlog.service.state import METRICS, SETTINGS
-from tierlog.tiering.errors import NotFoundError
+from tierlog.tiering.errors import BadRequestError, RecordTooLargeError, UnknownPartitionError
 
 __all__ = [
-    "PARTITION_NOT_FOUND",
     "OFFLOAD_BYTES",
     "topic_name",
     "partition_index",
@@ -28,7 +26,6 @@ __all__ = [
     "describe_metrics",
 ]
 
-PARTITION_NOT_FOUND = 40402
 OFFLOAD_BYTES = 64 * 1024
 MAX_TOPIC_NAME = 249
 
@@ -53,11 +50,11 @@ def partition_index(request: web.Request) -> int:
     """The ``{partition}`` path segment as an int; a non-number is a partition that does not exist.
 
     Raises:
-        NotFoundError: (40402) not a non-negative decimal integer.
+        UnknownPartitionError: (40402) not a non-negative decimal integer.
     """
     raw = request.match_info["partition"]
     if not raw.isascii() or not raw.isdigit() or len(raw) > 10:
-        raise NotFoundError(f"Partition {raw!r} not found.", code=PARTITION_NOT_FOUND)
+        raise UnknownPartitionError(f"Partition {raw!r} not found.")
     return int(raw)
 
 
@@ -93,12 +90,12 @@ async def read_body(request: web.Request) -> bytes:
     measured three times slower for 1 MiB bodies (fresh pages for every chunk).
 
     Raises:
-        PayloadTooLargeError: (41301) the body is larger than ``max.request.size``.
+        RecordTooLargeError: (41301) the body is larger than ``max.request.size``.
     """
     limit = request.app[SETTINGS].max_request_size
     declared = request.content_length
     if declared is not None and declared > limit:
-        raise PayloadTooLargeError(f"request body of {declared} bytes exceeds max.request.size={limit}")
+        raise RecordTooLargeError(f"request body of {declared} bytes exceeds max.request.size={limit}")
     return await request.read()
 
 

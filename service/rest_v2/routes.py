@@ -24,7 +24,6 @@ from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
-from tierlog.service.errors import NotAcceptableError, UnsupportedMediaTypeError
 from tierlog.service.rest_v2.convert import (
     ProduceRecord,
     assign_partitions,
@@ -55,7 +54,12 @@ from tierlog.service.state import BROKER
 from tierlog.tiering.codec.batch import build_batch
 from tierlog.tiering.codec.compression import Compression
 from tierlog.tiering.codec.records import Record
-from tierlog.tiering.errors import RecordTooLargeError, TierlogError
+from tierlog.tiering.errors import (
+    NotAcceptableError,
+    RecordTooLargeError,
+    TierlogError,
+    UnsupportedMediaTypeError,
+)
 from tierlog.tiering.partitioner import StickyPartitioner
 
 if TYPE_CHECKING:
@@ -122,7 +126,7 @@ async def list_topics(request: web.Request) -> web.Response:
 
 
 async def get_topic(request: web.Request) -> web.Response:
-    """Name, configs and partitions of one topic. Raises NotFoundError (40401), 406, 400."""
+    """Name, configs and partitions of one topic. Raises UnknownTopicError (40401), 406, 400."""
     content_type = _metadata_type(request)
     broker = _broker(request)
     topic = broker.topic(topic_name(request))
@@ -131,7 +135,7 @@ async def get_topic(request: web.Request) -> web.Response:
 
 
 async def list_partitions(request: web.Request) -> web.Response:
-    """The partitions of one topic. Raises NotFoundError (40401), 406, 400."""
+    """The partitions of one topic. Raises UnknownTopicError (40401), 406, 400."""
     content_type = _metadata_type(request)
     broker = _broker(request)
     topic = broker.topic(topic_name(request))
@@ -139,7 +143,7 @@ async def list_partitions(request: web.Request) -> web.Response:
 
 
 async def get_partition(request: web.Request) -> web.Response:
-    """One partition. Raises NotFoundError (40401 topic, 40402 partition), 406, 400."""
+    """One partition. Raises UnknownTopicError (40401), UnknownPartitionError (40402), 406, 400."""
     content_type = _metadata_type(request)
     broker = _broker(request)
     partition = broker.topic(topic_name(request)).partition(partition_index(request))
@@ -205,9 +209,10 @@ async def _produce(request: web.Request, *, fixed: int | None) -> web.Response:
     """Validate the whole request, then append one batch per partition and report per-record offsets.
 
     Not idempotent (a retry appends again). Raises UnsupportedMediaTypeError (415), NotAcceptableError
-    (406), BadRequestError (400), InvalidRequestError (42201/42202), NotFoundError (40401/40402),
-    RecordTooLargeError and PayloadTooLargeError (413). Append failures after validation are reported
-    per record with error_code 50002 (or 50003 when retriable), as Confluent's proxy does.
+    (406), BadRequestError (400), InvalidRequestError / InvalidValueError (42201/42202),
+    UnknownTopicError / UnknownPartitionError (40401/40402), RecordTooLargeError (413). Append failures
+    after validation are reported per record with error_code 50002 (or 50003 when retriable), as
+    Confluent's proxy does.
     """
     fmt = _produce_type(request)
     content_type = _metadata_type(request)
@@ -250,9 +255,10 @@ def _records_offer(request: web.Request) -> Offer:
 async def fetch_records(request: web.Request) -> web.Response:
     """Records from ``offset`` as the v2 JSON array, long-polling up to ``timeout`` ms for new data.
 
-    Idempotent. Raises NotAcceptableError (406), BadRequestError (400), NotFoundError (40401/40402),
-    OffsetOutOfRangeError (416, with the valid range), InvalidRequestError (42201/42202, a record that is
-    not valid JSON when JSON was asked for), CorruptRecordError (500).
+    Idempotent. Raises NotAcceptableError (406), BadRequestError (400), UnknownTopicError /
+    UnknownPartitionError (40401/40402), OffsetOutOfRangeError (416, with the valid range),
+    InvalidRequestError / InvalidValueError (42201/42202, a key or value that is not valid JSON when JSON
+    was asked for), CorruptRecordError (500).
     """
     offer = _records_offer(request)
     fmt = offer.embedded

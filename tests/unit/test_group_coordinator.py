@@ -8,9 +8,13 @@ from collections.abc import Mapping
 import pytest
 
 from tierlog.service.groups.coordinator import GroupCoordinator, JoinResult
-from tierlog.service.groups.errors import IllegalGenerationError, RebalanceInProgressError, UnknownMemberError
 from tierlog.service.groups.offsets import MemoryOffsetStore
-from tierlog.tiering.errors import InvalidRequestError
+from tierlog.tiering.errors import (
+    IllegalGenerationError,
+    InvalidRequestError,
+    RebalanceInProgressError,
+    UnknownMemberError,
+)
 
 
 class Clock:

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tierlog.service.errors import BadRequestError, UnsupportedMediaTypeError
+from tierlog.service.errors import http_status
 from tierlog.service.rest_v2.convert import (
     ProduceRecord,
     assign_partitions,
@@ -25,11 +25,16 @@ from tierlog.service.rest_v2.media import EmbeddedFormat
 from tierlog.tiering.codec.batch import build_batch
 from tierlog.tiering.codec.records import Record
 from tierlog.tiering.errors import (
+    BadRequestError,
     CorruptRecordError,
+    InternalError,
     InvalidRequestError,
-    NotFoundError,
+    InvalidValueError,
     TierlogError,
     UnavailableError,
+    UnknownPartitionError,
+    UnknownTopicError,
+    UnsupportedMediaTypeError,
 )
 from tierlog.tiering.partitioner import StickyPartitioner, partition_for_key
 
@@ -94,7 +99,7 @@ def test_malformed_binary_bodies_are_400(raw: bytes) -> None:
     with pytest.raises(BadRequestError) as info:
         parse_produce_body(raw, BINARY)
     assert info.value.code == 40001
-    assert info.value.http_status == 400
+    assert http_status(info.value.code) == 400
 
 
 def test_schema_formats_check_schemas_like_confluent() -> None:
@@ -102,7 +107,7 @@ def test_schema_formats_check_schemas_like_confluent() -> None:
     with pytest.raises(InvalidRequestError) as key_err:
         parse_produce_body(body({"records": [{"key": 1, "value": 2}]}), fmt)
     assert key_err.value.code == 42201
-    with pytest.raises(InvalidRequestError) as value_err:
+    with pytest.raises(InvalidValueError) as value_err:
         parse_produce_body(body({"key_schema_id": 3, "records": [{"key": 1, "value": 2}]}), fmt)
     assert value_err.value.code == 42202
     with pytest.raises(UnsupportedMediaTypeError):
@@ -128,10 +133,10 @@ def test_assign_partitions_explicit_keyed_and_sticky() -> None:
 
 def test_assign_partitions_unknown_partition_is_40402() -> None:
     sticky = StickyPartitioner()
-    with pytest.raises(NotFoundError) as info:
+    with pytest.raises(UnknownPartitionError) as info:
         assign_partitions([ProduceRecord(None, b"a", 5)], 2, topic="t", sticky=sticky)
     assert info.value.code == 40402
-    with pytest.raises(NotFoundError):
+    with pytest.raises(UnknownPartitionError):
         assign_partitions([ProduceRecord(None, b"a")], 2, topic="t", sticky=sticky, fixed=2)
 
 
@@ -160,8 +165,9 @@ def test_records_body_binary_skips_before_start_control_and_past_hw() -> None:
 def test_records_body_json_format_key_not_json_is_42201(render: Any) -> None:
     with pytest.raises(InvalidRequestError) as info:
         render(_batches(), topic="t", partition=0, start_offset=10, high_watermark=99, fmt=JSON)
+    assert type(info.value) is InvalidRequestError
     assert info.value.code == 42201
-    assert info.value.http_status == 422
+    assert http_status(info.value.code) == 422
     out = rendered(_batches(), topic="t", partition=0, start_offset=11, high_watermark=99, fmt=JSON)
     assert [(r["key"], r["value"], r["offset"]) for r in out] == [
         (None, [2], 11),
@@ -173,7 +179,7 @@ def test_records_body_json_format_key_not_json_is_42201(render: Any) -> None:
 @pytest.mark.parametrize("render", [records_body, records_to_json])
 def test_records_body_value_not_json_is_42202(render: Any) -> None:
     data = build_batch([Record(None, b"plain text")], base_offset=0)
-    with pytest.raises(InvalidRequestError) as info:
+    with pytest.raises(InvalidValueError) as info:
         render(data, topic="t", partition=0, start_offset=0, high_watermark=1, fmt=JSON)
     assert info.value.code == 42202
 
@@ -222,14 +228,16 @@ def test_produce_offsets_in_request_order_with_per_record_errors() -> None:
     outcomes: list[tuple[int, list[int], int | TierlogError]] = [
         (2, [0, 3], 40),
         (0, [1], UnavailableError("disk budget full")),
-        (1, [2, 4], NotFoundError("Topic t not found.")),
+        (1, [2, 4], UnknownTopicError("Topic t not found.")),
+        (3, [5], InternalError("bug")),
     ]
-    assert produce_offsets(5, outcomes) == [
+    assert produce_offsets(6, outcomes) == [
         {"partition": 2, "offset": 40, "error_code": None, "error": None},
         {"partition": None, "offset": None, "error_code": 50003, "error": "disk budget full"},
         {"partition": None, "offset": None, "error_code": 50002, "error": "Topic t not found."},
         {"partition": 2, "offset": 41, "error_code": None, "error": None},
         {"partition": None, "offset": None, "error_code": 50002, "error": "Topic t not found."},
+        {"partition": None, "offset": None, "error_code": 50002, "error": "bug"},
     ]
 
 

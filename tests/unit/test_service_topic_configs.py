@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tierlog.service.errors import InvalidConfigError
+from tierlog.service.errors import http_status
 from tierlog.service.metadata import validate_topic_name
 from tierlog.service.topic_configs import (
     TOPIC_CONFIGS,
@@ -12,6 +12,7 @@ from tierlog.service.topic_configs import (
     normalize_value,
     validate_overrides,
 )
+from tierlog.tiering.errors import InvalidConfigError
 from tierlog.tiering.log import LogConfig
 
 
@@ -56,7 +57,7 @@ def test_invalid_overrides_name_the_config(overrides: dict[str, str], named: str
     with pytest.raises(InvalidConfigError) as info:
         validate_overrides({}, overrides)
     assert named in info.value.message
-    assert info.value.code == 40002 and info.value.http_status == 400
+    assert info.value.code == 40002 and http_status(info.value.code) == 400
 
 
 def test_local_retention_bounded_by_broker_default() -> None:

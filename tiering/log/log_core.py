@@ -14,7 +14,7 @@ import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from tierlog.tiering.errors import ConflictError, NotFoundError, OffsetOutOfRangeError, UnavailableError
+from tierlog.tiering.errors import ConflictError, OffsetOutOfRangeError, UnavailableError, UnknownTopicError
 from tierlog.tiering.log import naming
 from tierlog.tiering.log.checkpoint import write_offset_checkpoint
 from tierlog.tiering.log.clock import Clock
@@ -106,7 +106,7 @@ class LogCore:
 
     def _check_open(self) -> None:
         if self._state == "deleted":
-            raise NotFoundError(f"partition log {self._dir} was deleted")
+            raise UnknownTopicError(f"partition log {self._dir} was deleted")
         if self._state != "open":
             raise UnavailableError(f"partition log {self._dir} is closed")
 

@@ -6,8 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tierlog.service.errors import InvalidConfigError
-from tierlog.tiering.errors import NotFoundError
+from tierlog.tiering.errors import InvalidConfigError, NotFoundError
 
 from .conftest import Node, StartNode, batch
 

@@ -12,7 +12,7 @@ from aiohttp import web
 
 from tierlog.service.errors import error_middleware
 from tierlog.service.openapi import build_document, render
-from tierlog.tiering.errors import NotFoundError, OffsetOutOfRangeError
+from tierlog.tiering.errors import ConsumerInstanceNotFoundError, NotFoundError, OffsetOutOfRangeError
 
 from .conftest import Node, StartNode, batch
 
@@ -77,7 +77,10 @@ async def test_error_middleware_shapes(aiohttp_client: Any) -> None:
         raise RuntimeError("kaboom")
 
     async def gone(request: web.Request) -> web.Response:
-        raise NotFoundError("no such thing", code=40403)
+        raise ConsumerInstanceNotFoundError("no such thing")
+
+    async def plain(request: web.Request) -> web.Response:
+        raise NotFoundError("Cluster x cannot be found.")
 
     async def late(request: web.Request) -> web.Response:
         raise OffsetOutOfRangeError("offset 9 is past the end", log_start_offset=2, log_end_offset=5)
@@ -85,6 +88,7 @@ async def test_error_middleware_shapes(aiohttp_client: Any) -> None:
     app = web.Application(middlewares=[error_middleware])
     app.router.add_get("/boom", boom)
     app.router.add_get("/gone", gone)
+    app.router.add_get("/plain", plain)
     app.router.add_get("/late", late)
     client = await aiohttp_client(app)
     resp = await client.get("/boom")
@@ -93,6 +97,9 @@ async def test_error_middleware_shapes(aiohttp_client: Any) -> None:
     resp = await client.get("/gone")
     assert resp.status == 404
     assert await resp.json() == {"error_code": 40403, "message": "no such thing"}
+    resp = await client.get("/plain")
+    assert resp.status == 404
+    assert await resp.json() == {"error_code": 404, "message": "Cluster x cannot be found."}
     resp = await client.get("/late")
     assert resp.status == 416
     assert await resp.json() == {

@@ -16,9 +16,10 @@ from tierlog.client import (
     NoOffsetForPartitionError,
     OffsetAndMetadata,
     OffsetAndTimestamp,
+    OffsetOutOfRangeError,
     TopicPartition,
+    UnknownTopicError,
 )
-from tierlog.client.errors import OffsetOutOfRangeError, UnknownTopicError
 
 TP0 = TopicPartition("events", 0)
 TP1 = TopicPartition("events", 1)

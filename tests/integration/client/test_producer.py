@@ -8,8 +8,15 @@ import pytest
 
 from tests.integration.client.conftest import RunningBroker
 from tests.integration.client.helpers import raw_batches, read_topic, rest_produce_keyed
-from tierlog.client import AsyncAdmin, AsyncProducer, RecordMetadata, RecordTooLargeError, UnknownTopicError
-from tierlog.client.errors import ClientClosedError, UnknownPartitionError
+from tierlog.client import (
+    AsyncAdmin,
+    AsyncProducer,
+    ClientClosedError,
+    RecordMetadata,
+    RecordTooLargeError,
+    UnknownPartitionError,
+    UnknownTopicError,
+)
 from tierlog.client.types import LOG_APPEND_TIME
 from tierlog.tiering.codec.compression import Compression
 from tierlog.tiering.partitioner import partition_for_key

@@ -16,13 +16,13 @@ from tierlog.client import (
     ConsumerRecord,
     DeliveryTimeoutError,
     IllegalStateError,
+    InvalidRequestError,
     OffsetAndMetadata,
     Producer,
     RecordMetadata,
     RecordTooLargeError,
     TopicPartition,
 )
-from tierlog.client.errors import InvalidRequestError
 
 
 def poll_n(consumer: Consumer, count: int, within: float = 15.0) -> list[ConsumerRecord]:
