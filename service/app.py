@@ -4,18 +4,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import importlib
 import logging
 from collections.abc import AsyncIterator
-from types import ModuleType
 from typing import TYPE_CHECKING
 
 from aiohttp import web
 
-from tierlog.service import admin_v3, health, openapi
+from tierlog.service import admin_v3, health, native, openapi, rest_v2
 from tierlog.service.broker import Broker
 from tierlog.service.config import Settings
 from tierlog.service.errors import error_middleware
+from tierlog.service.groups.setup import GroupSettings, setup_groups
 from tierlog.service.metrics import Metrics, metrics_middleware
 from tierlog.service.state import BROKER, METRICS, SETTINGS
 from tierlog.service.tasks import setup_maintenance
@@ -24,42 +23,11 @@ if TYPE_CHECKING:
     from tierlog.tiering.log import Clock
     from tierlog.tiering.remote.store import ObjectStore
 
-__all__ = ["OPEN_TASK", "create_app", "documented_modules", "route_modules"]
+__all__ = ["OPEN_TASK", "create_app"]
 
 log = logging.getLogger("tierlog.app")
 
-OPTIONAL_ROUTE_MODULES = ("tierlog.service.rest_v2.routes", "tierlog.service.native")
-GROUP_MODULES = (
-    "tierlog.service.groups.rest",
-    "tierlog.service.groups.native",
-    "tierlog.service.groups.admin",
-)
 OPEN_TASK: web.AppKey[asyncio.Task[None]] = web.AppKey("tierlog.open_task", asyncio.Task)
-
-
-def _optional(name: str) -> ModuleType | None:
-    try:
-        return importlib.import_module(name)
-    except ModuleNotFoundError as err:
-        if err.name != name:
-            raise
-        return None
-
-
-def route_modules() -> list[ModuleType]:
-    """Every module whose ``setup_routes`` :func:`create_app` calls, in registration order.
-
-    The data-plane modules are optional while they are being written: a module that does not exist is
-    skipped; one that exists but fails to import raises.
-    """
-    optional = [_optional(name) for name in OPTIONAL_ROUTE_MODULES]
-    return [health, admin_v3, *(module for module in optional if module is not None)]
-
-
-def documented_modules() -> list[ModuleType]:
-    """Every module contributing ``OPENAPI_PATHS``: the route modules, the consumer-group ones, openapi."""
-    groups = [_optional(name) for name in GROUP_MODULES] if _optional("tierlog.service.groups.setup") else []
-    return [*route_modules(), *(module for module in groups if module is not None), openapi]
 
 
 def create_app(
@@ -84,10 +52,11 @@ def create_app(
     app[SETTINGS] = settings
     app[METRICS] = metrics
     app[BROKER] = Broker(settings, metrics, clock=clock, remote_store=remote_store)
-    for module in route_modules():
-        module.setup_routes(app)
+    health.setup_routes(app)
+    admin_v3.setup_routes(app)
+    rest_v2.setup_routes(app)
+    native.setup_routes(app)
     openapi.setup_routes(app)
-    groups = _optional("tierlog.service.groups.setup")
 
     async def broker_ctx(app: web.Application) -> AsyncIterator[None]:
         broker = app[BROKER]
@@ -109,8 +78,7 @@ def create_app(
     app.on_shutdown.append(interrupt_polls)
     app.cleanup_ctx.append(broker_ctx)
     setup_maintenance(app)
-    if groups is not None:
-        groups.setup_groups(app, groups.GroupSettings.from_settings(settings))
+    setup_groups(app, GroupSettings.from_settings(settings))
     return app
 
 
