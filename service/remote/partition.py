@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import os
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from tierlog.tiering.errors import CorruptRecordError, NotFoundError, OffsetOutOfRangeError
 from tierlog.tiering.log import FileSlice, LogConfig, PartitionLog, ReadResult, SegmentInfo
@@ -94,7 +94,7 @@ class RemotePartition:
             )
         reader = self.tier.reader()
         try:
-            result: Any = await reader.read(self.remote_log.manifest, offset, max_bytes)
+            result = await reader.read(self.remote_log.manifest, offset, max_bytes)
         except OffsetOutOfRangeError as err:  # a gap, or the manifest moved on: report the whole range
             raise OffsetOutOfRangeError(
                 err.message, log_start_offset=log_start, log_end_offset=log_end
@@ -110,9 +110,8 @@ class RemotePartition:
                 ) from err
             # a listed object is gone: data loss, not a missing topic
             raise CorruptRecordError(f"remote data is missing: {err.message}") from err
-        data = bytes(result.data)
-        self.tier.count_read(self.remote_log.topic, len(data))
-        return ReadResult(data, high_watermark, log_start, log_end)
+        self.tier.count_read(self.remote_log.topic, len(result.data))
+        return ReadResult(result.data, high_watermark, log_start, log_end)
 
     async def read_slice(
         self, offset: int, max_bytes: int, ranges: Callable[[], tuple[int, int, int]]

@@ -23,6 +23,7 @@ from tierlog.tiering.log import Clock, SegmentInfo
 from tierlog.tiering.remote.factory import open_object_store
 from tierlog.tiering.remote.instrumented import InstrumentedStore
 from tierlog.tiering.remote.manifest_store import ManifestStore
+from tierlog.tiering.remote.reader import RemoteReader
 from tierlog.tiering.remote.remote_log import RemoteLog, UploadEvent
 from tierlog.tiering.remote.retrying import RetryingStore, RetryPolicy
 from tierlog.tiering.remote.store import ObjectStore
@@ -93,7 +94,7 @@ class RemoteTier:
         self._retrying: RetryingStore | None = None
         self._store: InstrumentedStore | None = None
         self._manifests: ManifestStore | None = None
-        self._reader: Any = None
+        self._reader: RemoteReader | None = None
         self._parts: dict[tuple[str, int], tuple[Partition, RemotePartition]] = {}
         self._deletions: dict[tuple[str, int], asyncio.Task[Any]] = {}
         self._store_down = False
@@ -137,17 +138,13 @@ class RemoteTier:
             raise UnavailableError("the remote tier is not started")
         return self._manifests
 
-    def reader(self) -> Any:
-        """The shared remote reader (created on first use).
+    def reader(self) -> RemoteReader:
+        """The shared remote reader (created on first use). Idempotent.
 
         Raises:
-            UnavailableError: the read path is not installed.
+            UnavailableError: the tier is not started, or closed.
         """
         if self._reader is None:
-            try:
-                from tierlog.tiering.remote.reader import RemoteReader
-            except ModuleNotFoundError as err:
-                raise UnavailableError("remote reads are not available in this build") from err
             self._reader = RemoteReader(self.store, cache_bytes=self.settings.remote_cache_bytes)
         return self._reader
 
@@ -400,13 +397,13 @@ class RemoteTier:
                 samples.append(Sample("tierlog_remote_store_errors", stats["errors"], {"op": op}))
         reader = self._reader
         if reader is not None:
-            stats = reader.stats()
-            for stat, value in stats.items():
+            read_stats = reader.stats()
+            for stat, value in read_stats.items():
                 samples.append(Sample("tierlog_remote_reader_stat", value, {"stat": stat}))
             for name, stat in (
                 ("tierlog_remote_cache_hits", "cache_hits"),
                 ("tierlog_remote_cache_misses", "cache_misses"),
                 ("tierlog_remote_fetched_bytes", "remote_bytes"),
             ):
-                samples.append(Sample(name, stats.get(stat, 0), {}))
+                samples.append(Sample(name, read_stats[stat], {}))
         return samples

@@ -109,6 +109,9 @@ class S3ObjectStore:
         )
         self._event_handlers = tuple(event_handlers)
         self.conditional_writes = conditional_writes
+        # aiobotocore's S3 client: its operations are generated at runtime from botocore's service model
+        # and the package ships no type information, so Any is the honest type (types-aiobotocore-s3
+        # stubs would give it one).
         self._client: Any = None
         self._exit_stack: contextlib.AsyncExitStack | None = None
         self._lock = asyncio.Lock()
