@@ -20,7 +20,7 @@ from tierlog.service.partition import Partition
 from tierlog.service.remote.tier import RemoteTier
 from tierlog.service.tasks import TaskSet
 from tierlog.service.topic import Topic
-from tierlog.service.topic_configs import TOPIC_CONFIGS, effective_configs, validate_overrides
+from tierlog.service.topic_configs import TOPIC_CONFIGS, TopicConfig, validate_overrides
 from tierlog.tiering.errors import InvalidConfigError, TierlogError, UnavailableError, UnknownTopicError
 from tierlog.tiering.log import AppendInfo, Clock, LogConfig, PartitionLog, SystemClock
 
@@ -135,8 +135,11 @@ class Broker:
         for path in stale:
             self.background.spawn(asyncio.to_thread(meta.remove_tree, path), name=f"tierlog-rm-{path.name}")
         for record in list(state.topics.values()):
-            partitions = [await self._open_partition(record, index) for index in range(record.partitions)]
-            self._topics[record.name] = Topic(record, self.settings.topic_defaults, partitions)
+            config = self._topic_config(record)
+            partitions = [
+                await self._open_partition(record, index, config.log) for index in range(record.partitions)
+            ]
+            self._topics[record.name] = Topic(record, config, partitions)
         self._ready.set()
         log.info(
             "broker open: cluster %s, %d topics, %d partitions, %s shutdown",
@@ -296,16 +299,17 @@ class Broker:
         except BaseException:
             del state.topics[name]
             raise
+        config = self._topic_config(record)
         opened: list[Partition] = []
         try:
             for index in range(count):
-                opened.append(await self._open_partition(record, index))
+                opened.append(await self._open_partition(record, index, config.log))
         except BaseException:
             del state.topics[name]
             await self._discard(opened)
             await asyncio.to_thread(meta.save_state, self.data_dir, state)
             raise
-        topic = Topic(record, self.settings.topic_defaults, opened)
+        topic = Topic(record, config, opened)
         self._topics[name] = topic
         log.info("created topic %s with %d partitions, overrides %s", name, count, overrides or "none")
         return topic
@@ -365,11 +369,9 @@ class Broker:
                 else:
                     merged[key] = value
             merged = validate_overrides(self.settings.topic_defaults, merged)
-            was_remote = topic.configs()["remote.storage.enable"] == "true"
-            if (
-                was_remote
-                and effective_configs(self.settings.topic_defaults, merged)["remote.storage.enable"] != "true"
-            ):
+            config = TopicConfig.resolve(self.settings.topic_defaults, merged)
+            was_remote = topic.config.remote_storage_enable
+            if was_remote and not config.log.remote_storage_enable:
                 raise InvalidConfigError(
                     "Invalid value false for configuration remote.storage.enable: remote storage cannot be "
                     "disabled once enabled; delete the topic instead"
@@ -383,10 +385,10 @@ class Broker:
             except BaseException:
                 record.configs = previous
                 raise
-            config = self._log_config(record)
+            topic.reconfigure(config)
             for partition in topic.partitions:
-                await partition.update_config(config)
-                if not was_remote and topic.configs()["remote.storage.enable"] == "true":
+                await partition.update_config(config.log)
+                if not was_remote and config.log.remote_storage_enable:
                     await self.remote.attach(partition, reset_local=False)
         log.info("altered configs of topic %s: %s", name, dict(updates))
 
@@ -418,7 +420,7 @@ class Broker:
             opened: list[Partition] = []
             try:
                 for index in range(current, count):
-                    opened.append(await self._open_partition(record, index))
+                    opened.append(await self._open_partition(record, index, topic.config))
             except BaseException:
                 record.partitions = current
                 await self._discard(opened)
@@ -440,17 +442,16 @@ class Broker:
             raise UnavailableError("The broker is not ready: its state is not loaded.")
         return self._state
 
-    def _log_config(self, record: meta.TopicRecord) -> LogConfig:
-        return LogConfig.from_topic_configs(effective_configs(self.settings.topic_defaults, record.configs))
+    def _topic_config(self, record: meta.TopicRecord) -> TopicConfig:
+        return TopicConfig.resolve(self.settings.topic_defaults, record.configs)
 
-    async def _open_partition(self, record: meta.TopicRecord, index: int) -> Partition:
+    async def _open_partition(self, record: meta.TopicRecord, index: int, config: LogConfig) -> Partition:
         path = meta.partition_dir(self.data_dir, record.name, index)
-        config = self._log_config(record)
         opened: PartitionLog = await asyncio.to_thread(
             PartitionLog.open, path, config, clock=self.clock, topic=record.name, partition=index
         )
         partition = Partition(record.name, index, opened, path, self.metrics, self._spawn, config)
-        if effective_configs(self.settings.topic_defaults, record.configs)["remote.storage.enable"] == "true":
+        if config.remote_storage_enable:
             await self.remote.attach(partition)
         return partition
 

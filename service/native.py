@@ -161,7 +161,7 @@ async def produce_batches(request: web.Request) -> web.Response:
     topic = await _broker(request).ensure_topic(name)
     partition = topic.partition(index)
     if acks == 0:
-        max_size = int(topic.configs().get("max.message.bytes", str(2**31 - 1)))
+        max_size = partition.config.max_message_bytes
         batches, records = await offload(len(body), lambda: _scan(body, verify=True, max_size=max_size))
     else:
         batches, records = _scan(body, verify=False)

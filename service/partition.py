@@ -43,7 +43,7 @@ class Partition:
         path: Path,
         metrics: Metrics,
         spawn: Spawn,
-        config: LogConfig | None = None,
+        config: LogConfig,
     ) -> None:
         self.topic = topic
         self.index = index
@@ -58,7 +58,7 @@ class Partition:
         self._idle = asyncio.Event()
         self._idle.set()
         self._background = asyncio.Lock()
-        self.config = config
+        self.config = config  # the live log's config: an immutable snapshot, replaced by update_config
         self.remote: RemotePartition | None = None
 
     @property
@@ -208,7 +208,7 @@ class Partition:
         if self._closed:
             return 0
         async with self._operation():
-            if self.remote is not None and self.config is not None:
+            if self.remote is not None:
                 deleted = await self.remote.apply_retention(self.config)
             else:
                 deleted = await asyncio.to_thread(self._log.apply_retention)

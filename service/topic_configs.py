@@ -3,17 +3,22 @@
 A topic stores only its overrides; its effective configs are the broker defaults (``log.*`` settings)
 overlaid with those overrides. Validation follows Kafka's ``LogConfig``: types, ranges, and the
 cross-checks between ``local.retention.*`` and ``retention.*``. Every error names the config.
+:class:`TopicConfig` is a topic's effective configs resolved and parsed once, the snapshot the broker
+publishes when a topic is created, opened or altered.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 
 from tierlog.tiering.errors import InvalidConfigError
+from tierlog.tiering.log.config import COMPRESSION_TYPES, TIMESTAMP_TYPES, LogConfig
 
 __all__ = [
     "TOPIC_CONFIGS",
+    "TopicConfig",
     "TopicConfigSpec",
     "effective_configs",
     "normalize_value",
@@ -22,8 +27,6 @@ __all__ = [
 
 INT32_MAX = 2**31 - 1
 INT64_MAX = 2**63 - 1
-COMPRESSION_TYPES = ("producer", "uncompressed", "gzip", "snappy", "lz4", "zstd")
-TIMESTAMP_TYPES = ("CreateTime", "LogAppendTime")
 CLEANUP_POLICIES = ("delete", "compact")
 
 
@@ -144,6 +147,26 @@ def effective_configs(defaults: Mapping[str, str], overrides: Mapping[str, str])
     return {
         name: overrides.get(name, defaults.get(name, spec.default)) for name, spec in TOPIC_CONFIGS.items()
     }
+
+
+@dataclass(frozen=True, slots=True)
+class TopicConfig:
+    """A topic's effective configs, resolved and parsed once: ``values`` by Kafka name (for describing the
+    topic) and ``log``, the typed form the engine and the produce path read. Immutable: a config change
+    builds a new one and publishes it by swapping one reference, so readers need no lock."""
+
+    values: Mapping[str, str]
+    log: LogConfig
+
+    @classmethod
+    def resolve(cls, defaults: Mapping[str, str], overrides: Mapping[str, str]) -> TopicConfig:
+        """``overrides`` (already validated) over ``defaults`` over Kafka's defaults. Pure.
+
+        Raises:
+            InvalidRequestError: a value the log engine refuses (only for overrides that were not validated).
+        """
+        values = effective_configs(defaults, overrides)
+        return cls(MappingProxyType(values), LogConfig.from_topic_configs(values))
 
 
 def validate_overrides(defaults: Mapping[str, str], overrides: Mapping[str, object]) -> dict[str, str]:

@@ -63,7 +63,8 @@ from tierlog.tiering.errors import (
 from tierlog.tiering.partitioner import StickyPartitioner
 
 if TYPE_CHECKING:
-    from tierlog.service.broker import Broker, Partition, Topic
+    from tierlog.service.broker import Broker, Partition
+    from tierlog.tiering.log import LogConfig
 
 __all__ = ["OPENAPI_PATHS", "STICKY", "setup_routes"]
 
@@ -168,11 +169,11 @@ async def produce_to_partition(request: web.Request) -> web.Response:
     return await _produce(request, fixed=partition_index(request))
 
 
-def _compression(topic: Topic) -> Compression:
-    name = topic.configs().get("compression.type", "producer")
-    if name in ("producer", "uncompressed"):
-        return Compression.NONE
-    return Compression.from_name(name)
+def _compression(config: LogConfig) -> Compression:
+    """The codec of the batches this route builds: the topic's ``compression.type`` (``producer`` means
+    the records arrive uncompressed, so none)."""
+    name = config.compression_type
+    return Compression.NONE if name == "producer" else Compression.from_name(name)
 
 
 def _build_batches(
@@ -223,8 +224,8 @@ async def _produce(request: web.Request, *, fixed: int | None) -> web.Response:
     partitions = assign_partitions(
         records, len(topic.partitions), topic=name, sticky=request.app[STICKY], fixed=fixed
     )
-    max_bytes = int(topic.configs().get("max.message.bytes", str(2**31 - 1)))
-    compression = _compression(topic)
+    config = topic.config
+    max_bytes, compression = config.max_message_bytes, _compression(config)
     built = await offload(len(body), lambda: _build_batches(records, partitions, compression, max_bytes))
     order = list(built)
     results = await asyncio.gather(

@@ -8,11 +8,12 @@ from tierlog.service.errors import http_status
 from tierlog.service.metadata import validate_topic_name
 from tierlog.service.topic_configs import (
     TOPIC_CONFIGS,
+    TopicConfig,
     effective_configs,
     normalize_value,
     validate_overrides,
 )
-from tierlog.tiering.errors import InvalidConfigError
+from tierlog.tiering.errors import InvalidConfigError, InvalidRequestError
 from tierlog.tiering.log import LogConfig
 
 
@@ -67,6 +68,31 @@ def test_local_retention_bounded_by_broker_default() -> None:
     with pytest.raises(InvalidConfigError, match=r"local\.retention\.ms"):
         validate_overrides({"retention.ms": "5000"}, {"local.retention.ms": "5001"})
     assert validate_overrides({}, {"retention.ms": "-1", "local.retention.ms": "-1"})
+
+
+def test_a_topic_config_is_resolved_and_typed_once() -> None:
+    defaults = {"max.message.bytes": "2048", "compression.type": "lz4"}
+    overrides = {
+        "compression.type": "zstd",
+        "remote.storage.enable": "true",
+        "message.timestamp.type": "LogAppendTime",
+    }
+    config = TopicConfig.resolve(defaults, overrides)
+    log = config.log
+    assert (log.max_message_bytes, log.compression_type, log.remote_storage_enable) == (2048, "zstd", True)
+    assert log.log_append_time
+    assert config.values == effective_configs(defaults, overrides)
+    assert LogConfig.from_topic_configs(log.to_topic_configs()) == log
+    with pytest.raises(TypeError):
+        config.values["retention.ms"] = "1"  # type: ignore[index]
+
+
+@pytest.mark.parametrize(("name", "raw"), [("compression.type", "brotli"), ("remote.storage.enable", "yes")])
+def test_the_typed_log_config_refuses_what_topic_configs_refuse(name: str, raw: str) -> None:
+    with pytest.raises(InvalidConfigError):
+        normalize_value(name, raw)
+    with pytest.raises(InvalidRequestError, match=name.replace(".", r"\.")):
+        LogConfig.from_topic_configs({name: raw})
 
 
 @pytest.mark.parametrize("name", ["", ".", "..", "a/b", "../etc", "x" * 250, "t\x00", "tópico", "a b"])

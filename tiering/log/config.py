@@ -1,4 +1,9 @@
-"""Per-topic log configuration, named and defaulted as Kafka's topic configs."""
+"""Per-topic log configuration, named and defaulted as Kafka's topic configs.
+
+A :class:`LogConfig` is the typed, immutable form of a topic's effective configs: the broker builds it once
+when a topic is created, opened or altered, and the engine and the produce path read its fields instead of
+parsing config strings per request.
+"""
 
 from __future__ import annotations
 
@@ -8,11 +13,17 @@ from dataclasses import dataclass
 
 from tierlog.tiering.errors import InvalidRequestError
 
-__all__ = ["LogConfig", "TIMESTAMP_TYPES"]
+__all__ = ["COMPRESSION_TYPES", "LogConfig", "TIMESTAMP_TYPES"]
 
 INT32_MAX = 2**31 - 1
 INT64_MAX = 2**63 - 1
 TIMESTAMP_TYPES = ("CreateTime", "LogAppendTime")
+COMPRESSION_TYPES = ("producer", "uncompressed", "gzip", "snappy", "lz4", "zstd")
+# field -> (Kafka config name, accepted values)
+_CHOICE_FIELDS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "message_timestamp_type": ("message.timestamp.type", TIMESTAMP_TYPES),
+    "compression_type": ("compression.type", COMPRESSION_TYPES),
+}
 
 # field -> (Kafka config name, smallest accepted value, largest accepted value)
 _INT_FIELDS: dict[str, tuple[str, int, int]] = {
@@ -30,6 +41,8 @@ _INT_FIELDS: dict[str, tuple[str, int, int]] = {
     "file_delete_delay_ms": ("file.delete.delay.ms", 0, INT64_MAX),
 }
 _BY_NAME = {name: field for field, (name, _, _) in _INT_FIELDS.items()}
+_CHOICE_BY_NAME = {name: field for field, (name, _) in _CHOICE_FIELDS.items()}
+_REMOTE_STORAGE_ENABLE = "remote.storage.enable"
 
 
 @dataclass(frozen=True)
@@ -53,16 +66,22 @@ class LogConfig:
     max_message_bytes: int = 1048588
     message_timestamp_type: str = "CreateTime"
     file_delete_delay_ms: int = 60000
+    compression_type: str = "producer"
+    remote_storage_enable: bool = False
 
     def __post_init__(self) -> None:
         for field, (name, low, high) in _INT_FIELDS.items():
             value = getattr(self, field)
             if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
                 raise InvalidRequestError(f"invalid value {value!r} for {name}: must be in [{low}, {high}]")
-        if self.message_timestamp_type not in TIMESTAMP_TYPES:
+        for field, (name, choices) in _CHOICE_FIELDS.items():
+            if getattr(self, field) not in choices:
+                raise InvalidRequestError(
+                    f"invalid value {getattr(self, field)!r} for {name}: must be one of {', '.join(choices)}"
+                )
+        if not isinstance(self.remote_storage_enable, bool):
             raise InvalidRequestError(
-                f"invalid value {self.message_timestamp_type!r} for message.timestamp.type: "
-                f"must be one of {', '.join(TIMESTAMP_TYPES)}"
+                f"invalid value {self.remote_storage_enable!r} for {_REMOTE_STORAGE_ENABLE}: expected a bool"
             )
 
     @property
@@ -87,13 +106,19 @@ class LogConfig:
         Pure and idempotent.
 
         Raises:
-            InvalidRequestError: a value is not an integer, is out of range, or is not a timestamp type;
-                the message names the config.
+            InvalidRequestError: a value is not an integer, is out of range, is not one of its choices
+                (timestamp and compression types), or is not ``true``/``false``; the message names the config.
         """
         changes: dict[str, object] = {}
         for name, raw in configs.items():
-            if name == "message.timestamp.type":
-                changes["message_timestamp_type"] = str(raw)
+            if name in _CHOICE_BY_NAME:
+                changes[_CHOICE_BY_NAME[name]] = str(raw)
+                continue
+            if name == _REMOTE_STORAGE_ENABLE:
+                flag = str(raw).strip().lower()
+                if flag not in ("true", "false"):
+                    raise InvalidRequestError(f"invalid value {raw!r} for {name}: expected true or false")
+                changes["remote_storage_enable"] = flag == "true"
                 continue
             field = _BY_NAME.get(name)
             if field is None:
@@ -107,5 +132,6 @@ class LogConfig:
     def to_topic_configs(self) -> dict[str, str]:
         """The Kafka-named string form of every field (inverse of :meth:`from_topic_configs`). Pure."""
         out = {name: str(getattr(self, field)) for field, (name, _, _) in _INT_FIELDS.items()}
-        out["message.timestamp.type"] = self.message_timestamp_type
+        out.update({name: getattr(self, field) for field, (name, _) in _CHOICE_FIELDS.items()})
+        out[_REMOTE_STORAGE_ENABLE] = "true" if self.remote_storage_enable else "false"
         return out

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import base64
+import json
+import os
 
 import pytest
 
@@ -10,6 +13,8 @@ from tierlog.service.metrics import Metrics
 from tierlog.service.state import METRICS
 from tierlog.service.tasks import MAINTENANCE
 from tierlog.tiering.codec.batch import iter_records
+from tierlog.tiering.codec.compression import Compression
+from tierlog.tiering.codec.header import iter_batches
 from tierlog.tiering.errors import CorruptRecordError, NotFoundError, OffsetOutOfRangeError
 from tierlog.tiering.log import ManualClock
 
@@ -130,6 +135,30 @@ async def test_segment_bytes_applies_live(node: Node) -> None:
     for _ in range(3):
         await partition.append(batch(b"c" * 100))
     assert len(partition.log.segments()) >= 3
+
+
+async def test_config_changes_publish_one_typed_snapshot(node: Node) -> None:
+    await node.create("live", 1)
+    topic = node.broker.topic("live")
+    before = topic.config
+    assert (before.max_message_bytes, before.compression_type) == (1048588, "producer")
+    await node.broker.alter_topic_configs("live", {"max.message.bytes": "1000", "compression.type": "gzip"})
+    after = topic.config
+    assert (after.max_message_bytes, after.compression_type) == (1000, "gzip")
+    assert (before.max_message_bytes, before.compression_type) == (1048588, "producer")
+    assert topic.partition(0).config is after
+    assert topic.configs()["max.message.bytes"] == "1000"
+    rest = {"Content-Type": "application/vnd.kafka.binary.v2+json"}
+
+    def produce(value: bytes) -> str:
+        return json.dumps({"records": [{"value": base64.b64encode(value).decode()}]})
+
+    too_big = await node.client.post("/topics/live", data=produce(os.urandom(2000)), headers=rest)
+    assert too_big.status == 413 and (await too_big.json())["error_code"] == 41301
+    fits = await node.client.post("/topics/live", data=produce(b"v" * 2000), headers=rest)
+    assert fits.status == 200, await fits.text()
+    stored = (await topic.partition(0).read(0, 1 << 20)).data
+    assert [header.compression for _, header in iter_batches(stored)] == [Compression.GZIP]
 
 
 async def test_retention_pass_with_injected_clock(node: Node, clock: ManualClock) -> None:
