@@ -17,6 +17,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
+from typing import Any, Generic, TypeVar, cast
 from urllib.parse import urlsplit
 
 from tierlog.service.topic_configs import TOPIC_CONFIGS, check_combination, effective_configs
@@ -33,6 +34,8 @@ __all__ = [
     "flag_name",
     "load_settings",
 ]
+
+T = TypeVar("T")
 
 ENV_PREFIX = "TIERLOG_"
 _S3_BUCKET = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
@@ -59,18 +62,23 @@ class RemoteUri:
 
 
 @dataclass(frozen=True, slots=True)
-class SettingSpec:
-    """One broker setting."""
+class SettingSpec(Generic[T]):
+    """One broker setting. ``parse`` turns its text into the typed value :class:`Settings` holds (raising
+    ``ValueError`` with the reason); nothing converts that value again."""
 
     name: str
     default: str | None
     doc: str
-    parse: Callable[[str], object] = str
+    parse: Callable[[str], T]
     topic_config: str | None = None
 
 
-def _int(low: int, high: int) -> Callable[[str], object]:
-    def parse(raw: str) -> object:
+def _text(raw: str) -> str:
+    return raw
+
+
+def _int(low: int, high: int) -> Callable[[str], int]:
+    def parse(raw: str) -> int:
         try:
             value = int(raw.strip())
         except ValueError:
@@ -82,37 +90,41 @@ def _int(low: int, high: int) -> Callable[[str], object]:
     return parse
 
 
-def _bool(raw: str) -> object:
+def _bool(raw: str) -> bool:
     value = raw.strip().lower()
     if value not in ("true", "false"):
         raise ValueError("expected true or false")
     return value == "true"
 
 
-def _url(raw: str) -> object:
+def _url(raw: str) -> str:
     parts = urlsplit(raw.strip())
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise ValueError("expected an http:// or https:// URL with a host")
     return raw.strip().rstrip("/")
 
 
-def _assignor(raw: str) -> object:
+def _assignor(raw: str) -> str:
     if raw not in ("range", "roundrobin", "sticky", "cooperative-sticky"):
         raise ValueError("expected range, roundrobin, sticky or cooperative-sticky")
     return raw
 
 
-def _level(raw: str) -> object:
+def _level(raw: str) -> str:
     value = raw.strip().upper()
     if value not in _LOG_LEVELS:
         raise ValueError(f"must be one of {', '.join(_LOG_LEVELS)}")
     return value
 
 
-def _topic_default(topic_config: str, broker_name: str, doc: str) -> SettingSpec:
+def _path(raw: str) -> Path:
+    return Path(raw).absolute()
+
+
+def _topic_default(topic_config: str, broker_name: str, doc: str) -> SettingSpec[str]:
     spec = TOPIC_CONFIGS[topic_config]
 
-    def parse(raw: str) -> object:
+    def parse(raw: str) -> str:
         try:
             return spec.parse(broker_name, raw)
         except InvalidRequestError as err:
@@ -121,49 +133,128 @@ def _topic_default(topic_config: str, broker_name: str, doc: str) -> SettingSpec
     return SettingSpec(broker_name, spec.default, doc, parse, topic_config)
 
 
-_TABLE: tuple[SettingSpec, ...] = (
-    SettingSpec("data.dir", "./data", "directory holding the partition logs and the broker state"),
-    SettingSpec("host", "127.0.0.1", "address the HTTP server binds"),
-    SettingSpec("port", "8082", "TCP port of the HTTP server (0 picks a free one)", _int(0, 65535)),
-    SettingSpec("advertised.url", None, "base URL of v3 `metadata.self` links (default http://host:port)",
-                _url),
-    SettingSpec("remote.uri", None,
-                "remote tier: a local directory (default <data.dir>/remote) or s3://bucket/prefix"),
-    SettingSpec("s3.endpoint.url", None, "S3 endpoint for s3:// remote URIs (default $AWS_ENDPOINT_URL)",
-                _url),
-    SettingSpec("remote.upload.concurrency", "4", "partitions uploading to the remote tier at the same time",
-                _int(1, 1024)),
-    SettingSpec("remote.upload.interval.ms", "10000",
-                "how often the uploader looks for sealed segments besides when a segment rolls",
-                _int(1, 2**31 - 1)),
-    SettingSpec("remote.max.upload.interval.ms", "3600000",
-                "roll an active segment whose oldest unuploaded data is this old (-1 never)",
-                _int(-1, 2**63 - 1)),
-    SettingSpec("remote.local.disk.budget.bytes", "-1",
-                "refuse produce (503) to remote topics past this many local bytes while uploads are behind; "
-                "-1 unlimited", _int(-1, 2**63 - 1)),
-    SettingSpec("remote.retry.deadline.ms", "30000",
-                "how long one object-store request is retried (capped, jittered backoff) before it fails",
-                _int(0, 2**31 - 1)),
-    SettingSpec("remote.cache.bytes", "268435456", "memory for cached chunks of remote segments",
-                _int(0, 2**63 - 1)),
-    SettingSpec("remote.restore.on.start", "false",
-                "at start, recreate topics found in the remote tier that this broker does not have", _bool),
-    SettingSpec("num.partitions", "1", "partitions of a topic created without a count", _int(1, 100_000)),
-    SettingSpec("auto.create.topics.enable", "true", "create a topic on first produce", _bool),
-    SettingSpec("max.request.size", "10485760", "largest HTTP request body in bytes", _int(1024, 2**31 - 1)),
-    SettingSpec("log.retention.check.interval.ms", "300000",
-                "how often retention runs over every partition", _int(1, 2**63 - 1)),
-    SettingSpec("log.flush.scheduler.interval.ms", "1000",
-                "how often flush.ms and segment.ms are checked", _int(1, 2**63 - 1)),
-    SettingSpec("offsets.retention.minutes", "10080",
-                "keep a memberless group's committed offsets this long", _int(1, 2**31 - 1)),
-    SettingSpec("consumer.instance.timeout.ms", "300000",
-                "delete a REST consumer instance unused this long", _int(1000, 2**31 - 1)),
-    SettingSpec("group.default.assignor", "range",
-                "assignment strategy of groups whose members ask for none (range, roundrobin, sticky)",
-                _assignor),
-    SettingSpec("logging.level", "INFO", "DEBUG, INFO, WARNING or ERROR (log lines go to stderr)", _level),
+DATA_DIR = SettingSpec(
+    "data.dir", "./data", "directory holding the partition logs and the broker state", _path
+)
+HOST = SettingSpec("host", "127.0.0.1", "address the HTTP server binds", _text)
+PORT = SettingSpec("port", "8082", "TCP port of the HTTP server (0 picks a free one)", _int(0, 65535))
+ADVERTISED_URL = SettingSpec(
+    "advertised.url", None, "base URL of v3 `metadata.self` links (default http://host:port)", _url
+)
+REMOTE_URI = SettingSpec(
+    "remote.uri",
+    None,
+    "remote tier: a local directory (default <data.dir>/remote) or s3://bucket/prefix",
+    _text,
+)
+S3_ENDPOINT_URL = SettingSpec(
+    "s3.endpoint.url", None, "S3 endpoint for s3:// remote URIs (default $AWS_ENDPOINT_URL)", _url
+)
+REMOTE_UPLOAD_CONCURRENCY = SettingSpec(
+    "remote.upload.concurrency",
+    "4",
+    "partitions uploading to the remote tier at the same time",
+    _int(1, 1024),
+)
+REMOTE_UPLOAD_INTERVAL_MS = SettingSpec(
+    "remote.upload.interval.ms",
+    "10000",
+    "how often the uploader looks for sealed segments besides when a segment rolls",
+    _int(1, 2**31 - 1),
+)
+REMOTE_MAX_UPLOAD_INTERVAL_MS = SettingSpec(
+    "remote.max.upload.interval.ms",
+    "3600000",
+    "roll an active segment whose oldest unuploaded data is this old (-1 never)",
+    _int(-1, 2**63 - 1),
+)
+REMOTE_LOCAL_DISK_BUDGET_BYTES = SettingSpec(
+    "remote.local.disk.budget.bytes",
+    "-1",
+    "refuse produce (503) to remote topics past this many local bytes while uploads are behind; -1 unlimited",
+    _int(-1, 2**63 - 1),
+)
+REMOTE_RETRY_DEADLINE_MS = SettingSpec(
+    "remote.retry.deadline.ms",
+    "30000",
+    "how long one object-store request is retried (capped, jittered backoff) before it fails",
+    _int(0, 2**31 - 1),
+)
+REMOTE_CACHE_BYTES = SettingSpec(
+    "remote.cache.bytes", "268435456", "memory for cached chunks of remote segments", _int(0, 2**63 - 1)
+)
+REMOTE_RESTORE_ON_START = SettingSpec(
+    "remote.restore.on.start",
+    "false",
+    "at start, recreate topics found in the remote tier that this broker does not have",
+    _bool,
+)
+NUM_PARTITIONS = SettingSpec(
+    "num.partitions", "1", "partitions of a topic created without a count", _int(1, 100_000)
+)
+AUTO_CREATE_TOPICS_ENABLE = SettingSpec(
+    "auto.create.topics.enable", "true", "create a topic on first produce", _bool
+)
+MAX_REQUEST_SIZE = SettingSpec(
+    "max.request.size", "10485760", "largest HTTP request body in bytes", _int(1024, 2**31 - 1)
+)
+LOG_RETENTION_CHECK_INTERVAL_MS = SettingSpec(
+    "log.retention.check.interval.ms",
+    "300000",
+    "how often retention runs over every partition",
+    _int(1, 2**63 - 1),
+)
+LOG_FLUSH_SCHEDULER_INTERVAL_MS = SettingSpec(
+    "log.flush.scheduler.interval.ms",
+    "1000",
+    "how often flush.ms and segment.ms are checked",
+    _int(1, 2**63 - 1),
+)
+OFFSETS_RETENTION_MINUTES = SettingSpec(
+    "offsets.retention.minutes",
+    "10080",
+    "keep a memberless group's committed offsets this long",
+    _int(1, 2**31 - 1),
+)
+CONSUMER_INSTANCE_TIMEOUT_MS = SettingSpec(
+    "consumer.instance.timeout.ms",
+    "300000",
+    "delete a REST consumer instance unused this long",
+    _int(1000, 2**31 - 1),
+)
+GROUP_DEFAULT_ASSIGNOR = SettingSpec(
+    "group.default.assignor",
+    "range",
+    "assignment strategy of groups whose members ask for none (range, roundrobin, sticky)",
+    _assignor,
+)
+LOGGING_LEVEL = SettingSpec(
+    "logging.level", "INFO", "DEBUG, INFO, WARNING or ERROR (log lines go to stderr)", _level
+)
+
+_TABLE: tuple[SettingSpec[Any], ...] = (
+    DATA_DIR,
+    HOST,
+    PORT,
+    ADVERTISED_URL,
+    REMOTE_URI,
+    S3_ENDPOINT_URL,
+    REMOTE_UPLOAD_CONCURRENCY,
+    REMOTE_UPLOAD_INTERVAL_MS,
+    REMOTE_MAX_UPLOAD_INTERVAL_MS,
+    REMOTE_LOCAL_DISK_BUDGET_BYTES,
+    REMOTE_RETRY_DEADLINE_MS,
+    REMOTE_CACHE_BYTES,
+    REMOTE_RESTORE_ON_START,
+    NUM_PARTITIONS,
+    AUTO_CREATE_TOPICS_ENABLE,
+    MAX_REQUEST_SIZE,
+    LOG_RETENTION_CHECK_INTERVAL_MS,
+    LOG_FLUSH_SCHEDULER_INTERVAL_MS,
+    OFFSETS_RETENTION_MINUTES,
+    CONSUMER_INSTANCE_TIMEOUT_MS,
+    GROUP_DEFAULT_ASSIGNOR,
+    LOGGING_LEVEL,
     _topic_default("segment.bytes", "log.segment.bytes", "default segment.bytes"),
     _topic_default("segment.ms", "log.roll.ms", "default segment.ms"),
     _topic_default("segment.index.bytes", "log.index.size.max.bytes", "default segment.index.bytes"),
@@ -181,7 +272,7 @@ _TABLE: tuple[SettingSpec, ...] = (
     _topic_default("file.delete.delay.ms", "log.segment.delete.delay.ms", "default file.delete.delay.ms"),
 )  # fmt: skip
 
-SETTINGS_TABLE: dict[str, SettingSpec] = {spec.name: spec for spec in _TABLE}
+SETTINGS_TABLE: dict[str, SettingSpec[Any]] = {spec.name: spec for spec in _TABLE}
 
 
 def flag_name(name: str) -> str:
@@ -261,75 +352,82 @@ def build_settings(values: Mapping[str, object], sources: Mapping[str, str] | No
         SettingsError: an unknown name or an invalid value (one line naming the setting and its source).
     """
     sources = dict(sources or {})
-    parsed: dict[str, object] = {}
     for name in values:
         if name not in SETTINGS_TABLE:
             raise SettingsError(f"unknown setting {name!r}{_origin(sources.get(name))}")
-    for name, spec in SETTINGS_TABLE.items():
-        raw = values.get(name, spec.default)
-        if raw is None:
-            parsed[name] = None
-            continue
-        text = _as_text(raw)
-        try:
-            parsed[name] = spec.parse(text)
-        except ValueError as err:
-            raise SettingsError(
-                f"invalid value {text!r} for {name}{_origin(sources.get(name))}: {err}"
-            ) from None
-    data_dir = Path(str(parsed["data.dir"])).absolute()
+    parsed: dict[str, object] = {spec.name: _parse(spec, values, sources) for spec in _TABLE}
+
+    def get(spec: SettingSpec[T]) -> T:
+        return _typed(parsed, spec)
+
+    def optional(spec: SettingSpec[T]) -> T | None:
+        return None if parsed[spec.name] is None else get(spec)
+
+    data_dir = get(DATA_DIR)
+    raw_remote = optional(REMOTE_URI)
     try:
-        remote = _remote_uri(_opt(parsed["remote.uri"]), data_dir)
+        remote = _remote_uri(raw_remote, data_dir)
     except ValueError as err:
-        origin = _origin(sources.get("remote.uri"))
-        raise SettingsError(f"invalid value {parsed['remote.uri']!r} for remote.uri{origin}: {err}") from None
-    endpoint = _opt(parsed["s3.endpoint.url"])
+        origin = _origin(sources.get(REMOTE_URI.name))
+        raise SettingsError(f"invalid value {raw_remote!r} for remote.uri{origin}: {err}") from None
+    endpoint = optional(S3_ENDPOINT_URL)
     if endpoint is None and os.environ.get("AWS_ENDPOINT_URL"):
         try:
-            endpoint = str(_url(os.environ["AWS_ENDPOINT_URL"]))
+            endpoint = _url(os.environ["AWS_ENDPOINT_URL"])
         except ValueError as err:
             raise SettingsError(
                 f"invalid AWS_ENDPOINT_URL {os.environ['AWS_ENDPOINT_URL']!r}: {err}"
             ) from None
-    topic_defaults = {
-        spec.topic_config: str(parsed[spec.name]) for spec in _TABLE if spec.topic_config is not None
-    }
+    topic_defaults = {spec.topic_config: get(spec) for spec in _TABLE if spec.topic_config is not None}
     try:
         check_combination(effective_configs(topic_defaults, {}))
     except InvalidRequestError as err:
         raise SettingsError(f"invalid log.* defaults: {err.message}") from None
-    host = str(parsed["host"])
-    port = int(str(parsed["port"]))
+    host, port = get(HOST), get(PORT)
     return Settings(
         data_dir=data_dir,
         host=host,
         port=port,
-        advertised_url=_opt(parsed["advertised.url"]) or f"http://{host}:{port}",
+        advertised_url=optional(ADVERTISED_URL) or f"http://{host}:{port}",
         remote_uri=remote,
         s3_endpoint_url=endpoint,
-        num_partitions=int(str(parsed["num.partitions"])),
-        auto_create_topics_enable=bool(parsed["auto.create.topics.enable"]),
-        max_request_size=int(str(parsed["max.request.size"])),
-        log_retention_check_interval_ms=int(str(parsed["log.retention.check.interval.ms"])),
-        log_flush_scheduler_interval_ms=int(str(parsed["log.flush.scheduler.interval.ms"])),
-        logging_level=str(parsed["logging.level"]),
+        num_partitions=get(NUM_PARTITIONS),
+        auto_create_topics_enable=get(AUTO_CREATE_TOPICS_ENABLE),
+        max_request_size=get(MAX_REQUEST_SIZE),
+        log_retention_check_interval_ms=get(LOG_RETENTION_CHECK_INTERVAL_MS),
+        log_flush_scheduler_interval_ms=get(LOG_FLUSH_SCHEDULER_INTERVAL_MS),
+        logging_level=get(LOGGING_LEVEL),
         topic_defaults=MappingProxyType(topic_defaults),
-        offsets_retention_minutes=int(str(parsed["offsets.retention.minutes"])),
-        consumer_instance_timeout_ms=int(str(parsed["consumer.instance.timeout.ms"])),
-        group_default_assignor=str(parsed["group.default.assignor"]),
-        remote_upload_concurrency=int(str(parsed["remote.upload.concurrency"])),
-        remote_upload_interval_ms=int(str(parsed["remote.upload.interval.ms"])),
-        remote_max_upload_interval_ms=int(str(parsed["remote.max.upload.interval.ms"])),
-        remote_local_disk_budget_bytes=int(str(parsed["remote.local.disk.budget.bytes"])),
-        remote_cache_bytes=int(str(parsed["remote.cache.bytes"])),
-        remote_retry_deadline_ms=int(str(parsed["remote.retry.deadline.ms"])),
-        remote_restore_on_start=bool(parsed["remote.restore.on.start"]),
+        offsets_retention_minutes=get(OFFSETS_RETENTION_MINUTES),
+        consumer_instance_timeout_ms=get(CONSUMER_INSTANCE_TIMEOUT_MS),
+        group_default_assignor=get(GROUP_DEFAULT_ASSIGNOR),
+        remote_upload_concurrency=get(REMOTE_UPLOAD_CONCURRENCY),
+        remote_upload_interval_ms=get(REMOTE_UPLOAD_INTERVAL_MS),
+        remote_max_upload_interval_ms=get(REMOTE_MAX_UPLOAD_INTERVAL_MS),
+        remote_local_disk_budget_bytes=get(REMOTE_LOCAL_DISK_BUDGET_BYTES),
+        remote_cache_bytes=get(REMOTE_CACHE_BYTES),
+        remote_retry_deadline_ms=get(REMOTE_RETRY_DEADLINE_MS),
+        remote_restore_on_start=get(REMOTE_RESTORE_ON_START),
         sources=MappingProxyType(sources),
     )
 
 
-def _opt(value: object) -> str | None:
-    return None if value is None else str(value)
+def _parse(spec: SettingSpec[T], values: Mapping[str, object], sources: Mapping[str, str]) -> T | None:
+    """Parse the one value of ``spec`` (its default when ``values`` has none). Raises SettingsError."""
+    raw = values.get(spec.name, spec.default)
+    if raw is None:
+        return None
+    text = _as_text(raw)
+    try:
+        return spec.parse(text)
+    except ValueError as err:
+        origin = _origin(sources.get(spec.name))
+        raise SettingsError(f"invalid value {text!r} for {spec.name}{origin}: {err}") from None
+
+
+def _typed(parsed: Mapping[str, object], spec: SettingSpec[T]) -> T:
+    """The value ``spec.parse`` produced for ``spec``: a ``T`` already, so it is only typed, not converted."""
+    return cast(T, parsed[spec.name])
 
 
 def _as_text(raw: object) -> str:

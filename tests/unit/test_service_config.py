@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import dataclasses
+import types
 from pathlib import Path
+from typing import get_args, get_type_hints
 
 import pytest
 
 from tierlog.service.config import (
     SETTINGS_TABLE,
+    Settings,
     SettingsError,
     build_settings,
     env_name,
@@ -103,3 +107,22 @@ def test_every_setting_has_flag_and_env_names() -> None:
     for name in SETTINGS_TABLE:
         assert flag_name(name).startswith("--") and "." not in flag_name(name)
         assert env_name(name).startswith("TIERLOG_") and env_name(name).isupper()
+
+
+def test_parsers_hand_over_the_types_settings_declare(tmp_path: Path) -> None:
+    """Every value is parsed once, by its setting's parser, into the type of its ``Settings`` field."""
+    values: dict[str, object] = {name: spec.default for name, spec in SETTINGS_TABLE.items()}
+    values |= {"data.dir": str(tmp_path), "advertised.url": "http://h:1/", "s3.endpoint.url": "http://s3:9"}
+    settings = build_settings(values)
+    hints = get_type_hints(Settings)
+    checked = []
+    for f in dataclasses.fields(Settings):
+        hint = hints[f.name]
+        options = get_args(hint) if isinstance(hint, types.UnionType) else (hint,)  # `str | None`
+        kinds = [k for k in options if k in (int, bool, str, Path)]
+        if kinds:
+            value = getattr(settings, f.name)
+            assert isinstance(value, tuple(kinds)) and (bool in kinds or type(value) is not bool), f.name
+            checked.append(f.name)
+    assert len(checked) >= 20
+    assert (settings.data_dir, settings.advertised_url, settings.port) == (tmp_path, "http://h:1", 8082)
