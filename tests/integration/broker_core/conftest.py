@@ -1,33 +1,28 @@
-"""Fixtures for the broker core: a real app served on loopback by pytest-aiohttp, one data dir per test."""
+"""Fixtures for the broker core: a real app on loopback (the shared ``brokers`` fixture), a manual clock."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import pytest
 from aiohttp import web
-from aiohttp.test_utils import TestClient
 
-from tierlog.service.app import create_app
+from tests.integration.broker import START_MS, Brokers, Client
 from tierlog.service.broker import Broker
-from tierlog.service.config import Settings, build_settings
 from tierlog.service.state import BROKER
 from tierlog.tiering.codec.batch import build_batch
 from tierlog.tiering.codec.records import Record
 from tierlog.tiering.log import ManualClock
-
-START_MS = 1_700_000_000_000
 
 
 @dataclass
 class Node:
     """One running broker app and the client talking to it."""
 
-    client: TestClient[web.Request, web.Application]
+    client: Client
     app: web.Application
 
     @property
@@ -54,38 +49,15 @@ StartNode = Callable[..., Awaitable[Node]]
 
 
 @pytest.fixture
-def data_dir(tmp_path: Path) -> Path:
-    return tmp_path / "data"
-
-
-@pytest.fixture
-def clock() -> ManualClock:
-    return ManualClock(START_MS)
-
-
-def make_settings(data_dir: Path, **overrides: str) -> Settings:
-    values = {"data.dir": str(data_dir)}
-    values.update({k.replace("_", "."): v for k, v in overrides.items()})
-    return build_settings(values, {name: f"--{name}" for name in values})
-
-
-@pytest.fixture
-async def start_node(
-    aiohttp_client: Callable[..., Awaitable[TestClient[web.Request, web.Application]]],
-    data_dir: Path,
-    clock: ManualClock,
-) -> AsyncIterator[StartNode]:
-    """Start a broker app on the shared data dir; keywords override settings (``num_partitions="3"``)."""
+def start_node(brokers: Brokers, clock: ManualClock) -> StartNode:
+    """Start a broker app on the test's data dir; keywords override settings (``num_partitions="3"``)."""
 
     async def start(*, wait: bool = True, gate: asyncio.Event | None = None, **overrides: str) -> Node:
-        app = create_app(make_settings(data_dir, **overrides), clock=clock, startup_gate=gate)
-        client = await aiohttp_client(app)
-        node = Node(client, app)
-        if wait:
-            await node.broker.wait_ready()
-        return node
+        settings = {k.replace("_", "."): v for k, v in overrides.items()}
+        running = await brokers.start(settings, clock=clock, startup_gate=gate, wait=wait)
+        return Node(running.client, running.app)
 
-    yield start
+    return start
 
 
 @pytest.fixture

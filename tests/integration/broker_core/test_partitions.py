@@ -9,6 +9,7 @@ import os
 
 import pytest
 
+from tests.integration.broker import START_MS
 from tierlog.service.metrics import Metrics
 from tierlog.service.state import METRICS
 from tierlog.service.tasks import MAINTENANCE
@@ -18,7 +19,7 @@ from tierlog.tiering.codec.header import iter_batches
 from tierlog.tiering.errors import CorruptRecordError, NotFoundError, OffsetOutOfRangeError
 from tierlog.tiering.log import ManualClock
 
-from .conftest import START_MS, Node, StartNode, batch
+from .conftest import Node, StartNode, batch
 
 
 def values(data: bytes) -> list[bytes | None]:

@@ -7,14 +7,10 @@ import json
 from pathlib import Path
 from typing import Any
 
-from aiohttp import web
-from aiohttp.test_utils import TestClient
-
+from tests.integration.broker import Client
 from tierlog.tiering.codec.batch import decode_batch
 from tierlog.tiering.codec.header import iter_batches
 from tierlog.tiering.codec.records import Record
-
-Client = TestClient[web.Request, web.Application]
 
 BINARY = "application/vnd.kafka.binary.v2+json"
 JSON = "application/vnd.kafka.json.v2+json"

@@ -6,7 +6,8 @@ import asyncio
 
 import pytest
 
-from tests.integration.broker_data.helpers import BATCHES, Client, expect_error
+from tests.integration.broker import Client
+from tests.integration.broker_data.helpers import BATCHES, expect_error
 from tierlog.service.state import BROKER
 from tierlog.tiering.codec.batch import build_batch, decode_batch
 from tierlog.tiering.codec.compression import Compression

@@ -5,17 +5,14 @@ from __future__ import annotations
 import datetime
 import ssl
 from pathlib import Path
-from typing import Any
 
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
+from tests.integration.broker import Brokers
 from tests.integration.broker_data.helpers import BATCHES
-from tierlog.service.app import create_app
-from tierlog.service.config import build_settings
-from tierlog.service.state import BROKER
 from tierlog.tiering.codec.batch import build_batch
 from tierlog.tiering.codec.records import Record
 
@@ -46,13 +43,8 @@ def _server_context(directory: Path) -> ssl.SSLContext:
     return context
 
 
-async def test_fetch_over_tls_falls_back_to_pread(
-    tmp_path: Path, aiohttp_server: Any, aiohttp_client: Any
-) -> None:
-    app = create_app(build_settings({"data.dir": str(tmp_path / "data"), "port": "0"}))
-    server = await aiohttp_server(app, ssl=_server_context(tmp_path))
-    client = await aiohttp_client(server)
-    await app[BROKER].wait_ready()
+async def test_fetch_over_tls_falls_back_to_pread(tmp_path: Path, brokers: Brokers) -> None:
+    client = (await brokers.start(ssl_context=_server_context(tmp_path))).client
     batches = [build_batch([Record(None, bytes([i]) * 1000)] * 200, base_offset=i * 200) for i in range(3)]
     body = b"".join(batches)
     response = await client.post(

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
+from tests.integration.broker import Client
 from tests.integration.broker_data.helpers import (
     BATCHES,
     BINARY,
     JSON,
-    Client,
     b64,
     expect_error,
     produce,

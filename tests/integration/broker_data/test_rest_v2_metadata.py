@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from tests.integration.broker_data.helpers import BINARY, V2, Client, b64, expect_error, produce
+from tests.integration.broker import Client
+from tests.integration.broker_data.helpers import BINARY, V2, b64, expect_error, produce
 
 
 async def test_brokers(client: Client) -> None:

@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 
+from tests.integration.broker import Client
 from tests.integration.broker_data.conftest import MakeClient
 from tests.integration.broker_data.helpers import (
     BINARY,
     JSON,
-    Client,
     b64,
     end_offset,
     expect_error,

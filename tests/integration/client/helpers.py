@@ -1,4 +1,5 @@
-"""Helpers shared by the client tests: read a topic back, fetch raw batches, produce through REST v2."""
+"""Helpers shared by the client tests: read a topic back, fetch raw batches, produce through REST v2, expire
+group sessions on a manual clock."""
 
 from __future__ import annotations
 
@@ -7,11 +8,16 @@ import base64
 from typing import Any
 
 import aiohttp
+from aiohttp import web
 
 from tierlog.client import AsyncConsumer, ConsumerRecord, TopicPartition
+from tierlog.service.groups.state import COORDINATOR
 from tierlog.tiering.codec.header import BatchHeader, iter_batches
+from tierlog.tiering.log import ManualClock
 
 REST_BINARY = "application/vnd.kafka.binary.v2+json"
+# The client suite's brokers: three partitions per new topic, and quiet logs.
+CLIENT_SETTINGS = {"num.partitions": "3", "logging.level": "WARNING"}
 
 
 async def read_topic(url: str, topic: str, count: int, *, within: float = 20.0) -> list[ConsumerRecord]:
@@ -68,3 +74,9 @@ async def wait_until(predicate: Any, *, within: float = 10.0, what: str = "condi
         if loop.time() >= deadline:
             raise AssertionError(f"{what} not reached within {within} s")
         await asyncio.sleep(0.01)
+
+
+async def expire_sessions(app: web.Application, clock: ManualClock, ms: int) -> None:
+    """Move the manual clock and let the coordinator expire sessions and rebalance timeouts."""
+    clock.advance(ms)
+    await app[COORDINATOR].tick()

@@ -7,7 +7,8 @@ import signal
 import sys
 from pathlib import Path
 
-from tests.integration.client.conftest import RunningBroker, expire_sessions
+from tests.integration.broker import RunningBroker
+from tests.integration.client.helpers import expire_sessions
 from tierlog.client import AsyncAdmin, AsyncConsumer, AsyncProducer, ConsumerRecord, TopicPartition
 from tierlog.tiering.log import ManualClock
 

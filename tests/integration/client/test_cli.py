@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.client.conftest import BrokerThread
+from tests.integration.broker import BrokerThread
 from tierlog.client.cli.main import main
 
 ROOT = Path(__file__).resolve().parents[3]

@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from tests.integration.client.conftest import RunningBroker
+from tests.integration.broker import RunningBroker
 from tierlog.client import (
     AsyncAdmin,
     AsyncConsumer,

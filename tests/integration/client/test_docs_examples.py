@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.integration.client.conftest import BrokerThread
+from tests.integration.broker import BrokerThread
 
 ROOT = Path(__file__).resolve().parents[3]
 DOC = ROOT / "docs" / "client.md"

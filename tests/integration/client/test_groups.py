@@ -7,7 +7,8 @@ from collections.abc import Callable
 
 import pytest
 
-from tests.integration.client.conftest import RunningBroker, expire_sessions
+from tests.integration.broker import RunningBroker
+from tests.integration.client.helpers import expire_sessions
 from tierlog.client import (
     AsyncAdmin,
     AsyncConsumer,

@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from tests.integration.client.conftest import RunningBroker
+from tests.integration.broker import RunningBroker
 from tests.integration.client.helpers import raw_batches, read_topic, rest_produce_keyed
 from tierlog.client import (
     AsyncAdmin,

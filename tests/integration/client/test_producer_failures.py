@@ -4,13 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import socket
-from pathlib import Path
 
 import pytest
-from aiohttp.test_utils import TestServer
 
-from tests.integration.client.conftest import RunningBroker, broker_settings
-from tests.integration.client.helpers import read_topic, wait_until
+from tests.integration.broker import Brokers, RunningBroker
+from tests.integration.client.helpers import CLIENT_SETTINGS, read_topic, wait_until
 from tierlog.client import (
     AsyncProducer,
     BrokerUnavailableError,
@@ -19,10 +17,6 @@ from tierlog.client import (
     RecordMetadata,
 )
 from tierlog.client.accumulator import ProducerBatch
-from tierlog.service.app import create_app
-from tierlog.service.config import build_settings
-from tierlog.service.groups.state import GROUPS_READY
-from tierlog.service.state import BROKER
 
 
 async def test_back_pressure_then_delivery_timeout_when_the_broker_is_down(broker: RunningBroker) -> None:
@@ -59,22 +53,13 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-async def test_retriable_failures_are_retried_until_the_broker_is_back(tmp_path: Path) -> None:
+async def test_retriable_failures_are_retried_until_the_broker_is_back(brokers: Brokers) -> None:
     port = _free_port()
-    settings = broker_settings(tmp_path / "data")
-
-    async def serve() -> TestServer:
-        app = create_app(build_settings(settings))
-        server = TestServer(app, host="127.0.0.1", port=port)
-        await server.start_server()
-        return server
-
-    server = await serve()
-    await start_app_ready(server)
+    first = await brokers.start(CLIENT_SETTINGS, port=port, wait_groups=True)
     url = f"http://127.0.0.1:{port}"
     async with AsyncProducer(url, retry_backoff_ms=20, retry_backoff_max_ms=50, linger_ms=0) as producer:
         await producer.send_and_wait("retried", b"before", partition=0)
-        await server.close()
+        await first.stop()
         futures = [await producer.send("retried", b"while down %d" % i, partition=0) for i in range(5)]
         assert producer._acc is not None
         acc = producer._acc
@@ -83,17 +68,8 @@ async def test_retriable_failures_are_retried_until_the_broker_is_back(tmp_path:
             return any(isinstance(b, ProducerBatch) and b.attempts > 0 for b in acc.incomplete)
 
         await wait_until(retrying, what="a retried batch")
-        server = await serve()
-        try:
-            await start_app_ready(server)
-            offsets = [(await f).offset for f in futures]
-            assert offsets == [1, 2, 3, 4, 5]
-            records = await read_topic(url, "retried", 6)
-            assert [r.value for r in records] == [b"before"] + [b"while down %d" % i for i in range(5)]
-        finally:
-            await server.close()
-
-
-async def start_app_ready(server: TestServer) -> None:
-    await server.app[BROKER].wait_ready()
-    await server.app[GROUPS_READY].wait()
+        await brokers.start(CLIENT_SETTINGS, port=port, wait_groups=True)
+        offsets = [(await f).offset for f in futures]
+        assert offsets == [1, 2, 3, 4, 5]
+        records = await read_topic(url, "retried", 6)
+        assert [r.value for r in records] == [b"before"] + [b"while down %d" % i for i in range(5)]

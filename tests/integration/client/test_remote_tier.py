@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from tests.integration.client.conftest import RunningBroker
+from tests.integration.broker import RunningBroker
 from tests.integration.client.helpers import read_topic, wait_until
 from tierlog.client import AsyncAdmin, AsyncProducer
 from tierlog.service.state import BROKER

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from tests.integration.client.conftest import BrokerThread
+from tests.integration.broker import BrokerThread
 from tierlog.client import (
     BufferExhaustedError,
     ClientClosedError,

@@ -6,10 +6,7 @@ import base64
 import json
 from typing import Any
 
-from aiohttp import web
-from aiohttp.test_utils import TestClient
-
-Client = TestClient[web.Request, web.Application]
+from tests.integration.broker import Client
 
 V2 = "application/vnd.kafka.v2+json"
 BINARY = "application/vnd.kafka.binary.v2+json"

@@ -5,10 +5,10 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from tests.integration.broker import Client
 from tierlog.service.groups.state import COORDINATOR
 from tierlog.tiering.log import ManualClock
 
-from .conftest import Client
 from .helpers import call, create_topic, join
 
 TIMEOUT = 30.0

@@ -5,10 +5,11 @@ from __future__ import annotations
 import asyncio
 import json
 
+from tests.integration.broker import Client
 from tierlog.service.groups.state import CONSUMERS
 from tierlog.tiering.log import ManualClock
 
-from .conftest import Client, StartBroker
+from .conftest import StartBroker
 from .helpers import BINARY, JSON, V2, call, create_topic, decoded, poll, produce, rest_consumer
 
 

@@ -4,7 +4,6 @@ LocalStack), each a fresh, empty namespace (a new directory or a new bucket) per
 
 from __future__ import annotations
 
-import os
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
@@ -13,38 +12,10 @@ from pathlib import Path
 import pytest
 from aiobotocore.session import get_session
 
-from tests.integration.remote.servers import (
-    AWS_TEST_ENV,
-    AWS_UNSET,
-    S3Server,
-    find_localstack_python,
-    run_localstack,
-    run_moto,
-)
+from tests.integration.remote.servers import S3Server, find_localstack_python, run_localstack
 from tierlog.tiering.remote.local import LocalObjectStore
 from tierlog.tiering.remote.s3 import S3ObjectStore
 from tierlog.tiering.remote.store import ObjectStore
-
-
-@pytest.fixture(scope="session")
-def aws_test_env() -> Iterator[None]:
-    """Dummy credentials and no stray endpoint/profile for this test process; restored afterwards."""
-    saved = {k: os.environ.get(k) for k in (*AWS_TEST_ENV, *AWS_UNSET)}
-    for k in AWS_UNSET:
-        os.environ.pop(k, None)
-    os.environ.update(AWS_TEST_ENV)
-    yield
-    for k, v in saved.items():
-        if v is None:
-            os.environ.pop(k, None)
-        else:
-            os.environ[k] = v
-
-
-@pytest.fixture(scope="session")
-def moto_server(aws_test_env: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3Server]:
-    with run_moto(tmp_path_factory.mktemp("moto")) as server:
-        yield server
 
 
 @pytest.fixture(scope="session")

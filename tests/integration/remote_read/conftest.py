@@ -1,5 +1,5 @@
-"""Fixtures of the remote read tests: the S3 server fixtures of the object-store suite (re-exported), and a
-``read_store`` per backend (a local directory, a fresh bucket on a real moto_server), instrumented.
+"""Fixtures of the remote read tests: a ``read_store`` per backend (a local directory, a fresh bucket on the
+session's real moto_server), instrumented, and a partition uploaded to it.
 """
 
 from __future__ import annotations
@@ -10,15 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.remote.conftest import aws_test_env, create_bucket, localstack_server, moto_server
+from tests.integration.remote.conftest import create_bucket
 from tests.integration.remote.servers import S3Server
 from tests.integration.remote_read.helpers import Partition, upload, write_log
 from tierlog.tiering.remote.instrumented import InstrumentedStore
 from tierlog.tiering.remote.local import LocalObjectStore
 from tierlog.tiering.remote.s3 import S3ObjectStore
 from tierlog.tiering.remote.store import ObjectStore
-
-__all__ = ["aws_test_env", "localstack_server", "moto_server"]
 
 
 @pytest.fixture(params=["local", pytest.param("moto", marks=pytest.mark.integration)])

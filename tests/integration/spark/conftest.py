@@ -1,22 +1,22 @@
-"""Fixtures of the Spark data source tests: one SparkSession (``local[2]``) for the whole session, a real
-``moto_server`` bucket behind a counting proxy, and archives written by the real log engine.
+"""Fixtures of the Spark data source tests: a real ``moto_server`` bucket behind a counting proxy, and
+archives written by the real log engine. The SparkSession (``spark``) is the one of ``tests/conftest.py``.
+
+The Spark extra is optional. Without it (``pyspark`` or ``pyarrow`` not importable) every test module here is
+reported as skipped, with the reason, and never imported (they import the Spark source, which needs both).
 """
 
 from __future__ import annotations
 
 import asyncio
-import os
-import sys
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-# The S3 server fixtures of the object-store suite: a real moto_server process with test credentials.
-from tests.integration.remote.conftest import aws_test_env, create_bucket, moto_server  # noqa: F401
+from tests.conftest import spark_missing
+from tests.integration.remote.conftest import create_bucket
 from tests.integration.remote.servers import S3Server
 from tests.integration.spark.proxy import CountingProxy, counting_proxy
 from tierlog.tiering.remote.manifest_store import ManifestStore
@@ -24,38 +24,24 @@ from tierlog.tiering.remote.prefixed import PrefixedStore
 from tierlog.tiering.remote.s3 import S3ObjectStore
 from tierlog.tiering.remote.store import ObjectStore
 
-try:
-    import pyspark  # noqa: F401 - only checking that the Spark extra is installed
-except ImportError:  # the Spark extra is optional: without it these tests are not collected
-    collect_ignore_glob = ["test_*.py"]
+
+class SkippedModule(pytest.Module):
+    """A test module reported as skipped without being imported."""
+
+    reason = ""
+
+    def collect(self) -> list[pytest.Item | pytest.Collector]:
+        pytest.skip(self.reason)
 
 
-@pytest.fixture(scope="session")
-def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    """The one SparkSession of these tests, with the ``tierlog`` source registered."""
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
-    os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
-    from pyspark.sql import SparkSession
-
-    from tierlog.client.spark.source import TierlogDataSource
-
-    session = (
-        SparkSession.builder.master("local[2]")
-        .appName("tierlog-spark-tests")
-        .config("spark.ui.enabled", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.driver.memory", "1g")
-        .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.local.dir", str(tmp_path_factory.mktemp("spark-local")))
-        .config("spark.sql.warehouse.dir", str(tmp_path_factory.mktemp("spark-warehouse")))
-        .config("spark.sql.pyspark.worker.logging.enabled", "true")
-        .getOrCreate()
-    )
-    session.sparkContext.setLogLevel("ERROR")
-    session.dataSource.register(TierlogDataSource)
-    yield session
-    session.stop()
+def pytest_pycollect_makemodule(module_path: Path, parent: pytest.Collector) -> pytest.Module | None:
+    """Without the Spark extra, each test module here is a skipped one (the default collector otherwise)."""
+    reason = spark_missing()
+    if reason is None:
+        return None
+    module = SkippedModule.from_parent(parent, path=module_path)
+    module.reason = reason
+    return module
 
 
 @dataclass
@@ -85,20 +71,20 @@ class Bucket:
 
 
 @pytest.fixture(scope="session")
-def proxy(moto_server: S3Server) -> Iterator[CountingProxy]:  # noqa: F811 - the imported fixture
+def proxy(moto_server: S3Server) -> Iterator[CountingProxy]:
     with counting_proxy(moto_server.endpoint_url) as running:
         yield running
 
 
 @pytest.fixture(scope="session")
-def session_bucket(moto_server: S3Server, proxy: CountingProxy) -> Bucket:  # noqa: F811
+def session_bucket(moto_server: S3Server, proxy: CountingProxy) -> Bucket:
     """One bucket shared by the read-only tests of the session."""
     name = asyncio.run(create_bucket(moto_server))
     return Bucket(moto_server, proxy, name, "archive")
 
 
 @pytest.fixture
-def bucket(moto_server: S3Server, proxy: CountingProxy) -> Bucket:  # noqa: F811
+def bucket(moto_server: S3Server, proxy: CountingProxy) -> Bucket:
     """A bucket of its own, for tests that write after reading."""
     name = asyncio.run(create_bucket(moto_server))
     return Bucket(moto_server, proxy, name, f"p-{uuid.uuid4().hex[:8]}")

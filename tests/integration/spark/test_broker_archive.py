@@ -15,22 +15,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from aiohttp import web
-from aiohttp.test_utils import TestClient
 
+from tests.integration.broker import Brokers, RunningBroker
 from tests.integration.remote.servers import S3Server
 from tests.integration.spark.archive import Produced
 from tests.integration.spark.conftest import Bucket
 from tests.integration.spark.data import checksum, collect, expected_rows, make_records
-from tierlog.service.app import create_app
-from tierlog.service.config import build_settings
-from tierlog.service.state import BROKER
 from tierlog.tiering.codec import Compression, build_batch
 from tierlog.tiering.log import ManualClock
 
 pytestmark = pytest.mark.integration
 
-Client = TestClient[web.Request, web.Application]
 BATCHES = "application/vnd.tierlog.batches"
 TOPIC = "orders"
 PARTITIONS = 2
@@ -38,25 +33,17 @@ RECORDS = 150
 WAIT_S = 60  # a deadline for the uploader to catch up, never a timing assertion
 
 
-async def start_broker(aiohttp_client: Any, data_dir: Path, clock: ManualClock, **settings: str) -> Client:
-    values = {
-        "data.dir": str(data_dir),
-        "port": "0",
+async def start_broker(brokers: Brokers, clock: ManualClock, **settings: str) -> RunningBroker:
+    defaults = {
         "remote.max.upload.interval.ms": "60000",
         "log.retention.check.interval.ms": str(2**31 - 1),
-        **settings,
     }
-    app = create_app(build_settings(values), clock=clock)
-    client: Client = await aiohttp_client(app)
-    await app[BROKER].wait_ready()
-    return client
+    return await brokers.start({**defaults, **settings}, clock=clock)
 
 
-async def produce_and_archive(client: Client, clock: ManualClock) -> list[Produced]:
+async def produce_and_archive(running: RunningBroker, clock: ManualClock) -> list[Produced]:
     """Produce to every partition with the codecs in turn, then let the uploader archive everything."""
-    app = client.app
-    assert app is not None
-    broker = app[BROKER]
+    client, broker = running.client, running.broker
     await broker.create_topic(
         TOPIC,
         PARTITIONS,
@@ -93,17 +80,13 @@ async def produce_and_archive(client: Client, clock: ManualClock) -> list[Produc
 
 
 async def test_spark_reads_what_a_broker_archived_to_s3(
-    aiohttp_client: Any, tmp_path: Path, spark: Any, bucket: Bucket, moto_server: S3Server
+    brokers: Brokers, clock: ManualClock, spark: Any, bucket: Bucket, moto_server: S3Server
 ) -> None:
-    clock = ManualClock(1_700_000_000_000)
-    client = await start_broker(
-        aiohttp_client,
-        tmp_path / "data",
-        clock,
-        **{"remote.uri": bucket.uri, "s3.endpoint.url": moto_server.endpoint_url},
+    running = await start_broker(
+        brokers, clock, **{"remote.uri": bucket.uri, "s3.endpoint.url": moto_server.endpoint_url}
     )
-    produced = await produce_and_archive(client, clock)
-    await client.close()  # Spark needs no broker
+    produced = await produce_and_archive(running, clock)
+    await running.stop()  # Spark needs no broker
 
     bucket.proxy.reset()
     df = spark.read.format("tierlog").options(**bucket.options(topic=TOPIC)).load()
@@ -133,12 +116,13 @@ async def test_spark_reads_what_a_broker_archived_to_s3(
     assert 0 < len(bucket.proxy.gets(".log")) < len(logs) // PARTITIONS
 
 
-async def test_spark_reads_the_local_directory_tier(aiohttp_client: Any, tmp_path: Path, spark: Any) -> None:
-    clock = ManualClock(1_700_000_000_000)
+async def test_spark_reads_the_local_directory_tier(
+    brokers: Brokers, clock: ManualClock, tmp_path: Path, spark: Any
+) -> None:
     remote = tmp_path / "remote"
-    client = await start_broker(aiohttp_client, tmp_path / "data", clock, **{"remote.uri": str(remote)})
-    produced = await produce_and_archive(client, clock)
-    await client.close()
+    running = await start_broker(brokers, clock, **{"remote.uri": str(remote)})
+    produced = await produce_and_archive(running, clock)
+    await running.stop()
     df = spark.read.format("tierlog").option("uri", remote.as_uri()).option("topic", TOPIC).load()
     got = await asyncio.to_thread(collect, df)
     assert got == expected_rows(produced)

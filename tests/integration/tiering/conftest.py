@@ -8,40 +8,22 @@ restart on the same data directory; ``store`` is an S3 store on the same bucket 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable
-from pathlib import Path
-from typing import Any
 
 import pytest
-from aiohttp import web
-from aiohttp.test_utils import TestClient
 
-from tests.integration.remote.conftest import aws_test_env, create_bucket, moto_server  # noqa: F401
+from tests.integration.broker import Brokers, Client
+from tests.integration.remote.conftest import create_bucket
 from tests.integration.remote.servers import S3Server
-from tierlog.service.app import create_app
-from tierlog.service.config import build_settings
-from tierlog.service.state import BROKER
 from tierlog.tiering.log import ManualClock
+from tierlog.tiering.remote.prefixed import PrefixedStore
 from tierlog.tiering.remote.s3 import S3ObjectStore
 from tierlog.tiering.remote.store import ObjectStore
 
-Client = TestClient[web.Request, web.Application]
 StartBroker = Callable[..., Awaitable[Client]]
 
-START_MS = 1_700_000_000_000
-
 
 @pytest.fixture
-def clock() -> ManualClock:
-    return ManualClock(START_MS)
-
-
-@pytest.fixture
-def data_dir(tmp_path: Path) -> Path:
-    return tmp_path / "data"
-
-
-@pytest.fixture
-async def bucket(moto_server: S3Server) -> str:  # noqa: F811
+async def bucket(moto_server: S3Server) -> str:
     return await create_bucket(moto_server)
 
 
@@ -51,39 +33,26 @@ def remote_uri(bucket: str) -> str:
 
 
 @pytest.fixture
-async def store(moto_server: S3Server, bucket: str) -> AsyncIterator[ObjectStore]:  # noqa: F811
+async def store(moto_server: S3Server, bucket: str) -> AsyncIterator[ObjectStore]:
     """The test's own view of the bucket prefix (keys relative to ``tl/``)."""
-    from tierlog.tiering.remote.prefixed import PrefixedStore
-
     opened = PrefixedStore(S3ObjectStore(bucket, endpoint_url=moto_server.endpoint_url), "tl")
     yield opened
     await opened.close()
 
 
 @pytest.fixture
-def start_broker(
-    data_dir: Path,
-    clock: ManualClock,
-    aiohttp_client: Any,
-    remote_uri: str,
-    moto_server: S3Server,  # noqa: F811
-) -> StartBroker:
+def start_broker(brokers: Brokers, clock: ManualClock, remote_uri: str, moto_server: S3Server) -> StartBroker:
     """Start a broker (settings overrides as dotted names; ``remote_store`` replaces the bucket store)."""
 
     async def start(remote_store: ObjectStore | None = None, **overrides: str) -> Client:
-        values = {
-            "data.dir": str(data_dir),
+        defaults = {
             "num.partitions": "1",
-            "port": "0",
             "remote.uri": remote_uri,
             "s3.endpoint.url": moto_server.endpoint_url,
             "remote.retry.deadline.ms": "200",
             "log.retention.check.interval.ms": str(2**31 - 1),
-            **overrides,
         }
-        app = create_app(build_settings(values), clock=clock, remote_store=remote_store)
-        client: Client = await aiohttp_client(app)
-        await app[BROKER].wait_ready()
-        return client
+        running = await brokers.start({**defaults, **overrides}, clock=clock, remote_store=remote_store)
+        return running.client
 
     return start

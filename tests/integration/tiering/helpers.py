@@ -7,9 +7,7 @@ import asyncio
 import base64
 from typing import Any
 
-from aiohttp import web
-from aiohttp.test_utils import TestClient
-
+from tests.integration.broker import START_MS, Client
 from tierlog.service.broker import Broker
 from tierlog.service.native import LOG_END_OFFSET, LOG_START_OFFSET
 from tierlog.service.state import BROKER
@@ -17,15 +15,13 @@ from tierlog.tiering.codec.batch import build_batch, decode_batch
 from tierlog.tiering.codec.header import iter_batches
 from tierlog.tiering.codec.records import Record
 
-Client = TestClient[web.Request, web.Application]
-
 BATCHES = "application/vnd.tierlog.batches"
 BINARY_V2 = "application/vnd.kafka.binary.v2+json"
 WAIT_S = 60  # deadline for conditions the broker reaches on its own; never a timing assertion
 
 
 def broker_of(client: Client) -> Broker:
-    return client.server.app[BROKER]
+    return client.app[BROKER]
 
 
 def record(n: int, size: int = 60) -> tuple[bytes, bytes]:
@@ -33,7 +29,7 @@ def record(n: int, size: int = 60) -> tuple[bytes, bytes]:
 
 
 async def produce(
-    client: Client, topic: str, first: int, count: int, *, per_batch: int = 10, ts: int = 1_700_000_000_000
+    client: Client, topic: str, first: int, count: int, *, per_batch: int = 10, ts: int = START_MS
 ) -> list[tuple[bytes, bytes]]:
     """Append records ``first .. first+count-1`` (see :func:`record`) in batches; returns them."""
     sent = []
@@ -56,7 +52,7 @@ async def post_batch(client: Client, topic: str, n: int) -> Any:
     k, v = record(n)
     return await client.post(
         f"/native/v1/topics/{topic}/partitions/0/batches",
-        data=build_batch([Record(k, v, timestamp=1_700_000_000_000 + n)]),
+        data=build_batch([Record(k, v, timestamp=START_MS + n)]),
         headers={"Content-Type": BATCHES},
     )
 

@@ -64,10 +64,8 @@ async def test_store_outage_grows_the_local_tier_up_to_the_budget_then_uploads_r
     assert partition.size_bytes > 12000
 
     await broker.remote.upload_pass()
-    assert (
-        client.server.app[METRICS].value("tierlog_remote_upload_failures_total", topic="o", partition="0") > 0
-    )
-    await client.server.app[MAINTENANCE].retention_pass()
+    assert client.app[METRICS].value("tierlog_remote_upload_failures_total", topic="o", partition="0") > 0
+    await client.app[MAINTENANCE].retention_pass()
     assert partition.local_log_start_offset <= uploaded_before  # nothing unuploaded went
     state = await broker.remote.describe(partition)
     assert state["upload_lag_bytes"] > 10000
@@ -77,7 +75,7 @@ async def test_store_outage_grows_the_local_tier_up_to_the_budget_then_uploads_r
 
     switch.down = False
     await wait_uploaded(client, "o", partition.log.sealed_segments()[-1].next_offset)
-    await client.server.app[MAINTENANCE].retention_pass()
+    await client.app[MAINTENANCE].retention_pass()
     assert partition.size_bytes <= 4096 + 2048
     stored = await ManifestStore(store).load("o", 0)
     assert all(s.state is mf.SegmentState.COPY_FINISHED for s in stored.segments)
@@ -122,10 +120,7 @@ async def test_broker_stopped_in_the_middle_of_an_upload_cleans_up_and_uploads_a
     assert orphan.segment_uuid not in {s.segment_uuid for s in manifest.segments}
     assert manifest.segments[0].base_offset == 0
     assert (await check(store, ManifestStore(store))).clean
-    assert (
-        client.server.app[METRICS].value("tierlog_remote_cleaned_segments_total", topic="c", partition="0")
-        == 1
-    )
+    assert client.app[METRICS].value("tierlog_remote_cleaned_segments_total", topic="c", partition="0") == 1
     records = await consume_native(client, "c", 0)
     assert [(r.key, r.value) for r in records] == sent
 
@@ -139,7 +134,7 @@ async def test_a_flipped_byte_in_a_remote_segment_is_detected_and_never_served(
     sent = await produce(client, "x", 0, 100)
     partition = broker.topic("x").partition(0)
     await wait_uploaded(client, "x", partition.log.sealed_segments()[-1].next_offset)
-    await client.server.app[MAINTENANCE].retention_pass()
+    await client.app[MAINTENANCE].retention_pass()
     readable = mf.readable_segments(await ManifestStore(store).load("x", 0))
     assert partition.local_log_start_offset > readable[1].base_offset
     first = readable[0]
@@ -179,7 +174,7 @@ async def test_an_undecodable_manifest_keeps_the_broker_up_and_every_local_segme
 
     client = await start_broker()
     partition = broker_of(client).topic("m").partition(0)
-    await client.server.app[MAINTENANCE].retention_pass()
+    await client.app[MAINTENANCE].retention_pass()
     assert partition.local_log_start_offset == 0  # nothing is covered by a manifest it cannot read
     records = await consume_native(client, "m", 0)
     assert [(r.key, r.value) for r in records] == sent
@@ -209,4 +204,4 @@ async def test_the_disk_budget_only_refuses_while_sealed_data_waits_for_upload(
     await wait_uploaded(client, "b", 50)
     accepted = await post_batch(client, "b", 50)  # still over the budget, but nothing sealed is behind
     assert accepted.status == 200, await accepted.text()
-    assert client.server.app[METRICS].value("tierlog_produce_refused_disk_budget_total") == 1
+    assert client.app[METRICS].value("tierlog_produce_refused_disk_budget_total") == 1

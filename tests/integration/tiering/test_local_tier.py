@@ -4,26 +4,18 @@ turning remote storage on for a topic that already has data."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
-from tests.integration.tiering.conftest import Client
+from tests.integration.broker import Brokers
 from tests.integration.tiering.helpers import broker_of, consume_native, produce, wait_uploaded
-from tierlog.service.app import create_app
-from tierlog.service.config import build_settings
-from tierlog.service.state import BROKER
 from tierlog.service.tasks import MAINTENANCE
 from tierlog.tiering.log import ManualClock
 
 
 async def test_default_remote_tier_is_a_directory_in_the_data_dir(
-    tmp_path: Path, aiohttp_client: Any
+    brokers: Brokers, clock: ManualClock, data_dir: Path
 ) -> None:
-    data = tmp_path / "data"
-    settings = build_settings({"data.dir": str(data), "port": "0", "num.partitions": "1"})
-    app = create_app(settings, clock=ManualClock(1_700_000_000_000))
-    client: Client = await aiohttp_client(app)
-    broker = app[BROKER]
-    await broker.wait_ready()
+    running = await brokers.start({"num.partitions": "1"}, clock=clock)
+    app, client, broker = running.app, running.client, running.broker
     await broker.create_topic("plain", 1)
     await broker.create_topic(
         "local",
@@ -37,9 +29,9 @@ async def test_default_remote_tier_is_a_directory_in_the_data_dir(
     )
     await app[MAINTENANCE].retention_pass()
 
-    logs = sorted(p.name for p in (data / "remote" / "local" / "0").iterdir() if p.suffix == ".log")
+    logs = sorted(p.name for p in (data_dir / "remote" / "local" / "0").iterdir() if p.suffix == ".log")
     assert logs and logs[0].startswith("00000000000000000000-")
-    assert not (data / "remote" / "plain").exists()
+    assert not (data_dir / "remote" / "plain").exists()
     assert broker.remote.remote_of("plain", 0) is None
     assert broker.topic("local").partition(0).local_log_start_offset > 0
     records = await consume_native(client, "local", 0)
@@ -47,13 +39,10 @@ async def test_default_remote_tier_is_a_directory_in_the_data_dir(
 
 
 async def test_enabling_remote_storage_later_uploads_existing_segments_and_cannot_be_undone(
-    tmp_path: Path, aiohttp_client: Any
+    brokers: Brokers, clock: ManualClock
 ) -> None:
-    settings = build_settings({"data.dir": str(tmp_path / "d"), "port": "0", "num.partitions": "1"})
-    app = create_app(settings, clock=ManualClock(1_700_000_000_000))
-    client: Client = await aiohttp_client(app)
-    broker = app[BROKER]
-    await broker.wait_ready()
+    running = await brokers.start({"num.partitions": "1"}, clock=clock)
+    client, broker = running.client, running.broker
     await broker.create_topic("later", 1, {"segment.bytes": "2048"})
     sent = await produce(client, "later", 0, 60)
     end = broker.topic("later").partition(0).log.sealed_segments()[-1].next_offset

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from tests.integration.tiering.conftest import START_MS, StartBroker
+from tests.integration.broker import START_MS
+from tests.integration.tiering.conftest import StartBroker
 from tests.integration.tiering.helpers import (
     broker_of,
     consume_native,
@@ -49,7 +50,7 @@ async def test_sealed_segments_upload_then_local_tier_trims_and_every_record_rea
         base = f"t/0/{segment.base_offset:020d}-{segment.segment_uuid}"
         assert {f"{base}.log", f"{base}.index", f"{base}.timeindex"} <= keys
 
-    deleted = await client.server.app[MAINTENANCE].retention_pass()
+    deleted = await client.app[MAINTENANCE].retention_pass()
     assert deleted > 0
     local_start = partition.local_log_start_offset
     assert local_start > 0
@@ -73,7 +74,7 @@ async def test_sealed_segments_upload_then_local_tier_trims_and_every_record_rea
     rest = await consume_rest(client, "t", 0)
     assert [(o, k, v) for o, k, v in rest] == [(n, k, v) for n, (k, v) in enumerate(sent)]
 
-    text = client.server.app[METRICS].render()
+    text = client.app[METRICS].render()
     assert 'tierlog_remote_uploaded_segments_total{partition="0",topic="t"}' in text
     lag = [
         line for line in text.splitlines() if line.startswith('tierlog_remote_upload_lag_bytes{partition="0"')
@@ -86,8 +87,8 @@ async def test_sealed_segments_upload_then_local_tier_trims_and_every_record_rea
     assert any(line.startswith("tierlog_remote_cache_misses ") for line in text.splitlines())
     assert 'tierlog_remote_store_requests{op="put_file"}' in text
     assert f'tierlog_remote_upload_seconds_count{{topic="t"}} {len(sealed)}' in text
-    assert client.server.app[METRICS].value("tierlog_remote_read_bytes_total", topic="t") > 0
-    assert client.server.app[METRICS].value(
+    assert client.app[METRICS].value("tierlog_remote_read_bytes_total", topic="t") > 0
+    assert client.app[METRICS].value(
         "tierlog_remote_uploaded_segments_total", topic="t", partition="0"
     ) == len(sealed)
 
@@ -104,7 +105,7 @@ async def test_whole_log_retention_deletes_remote_segments_and_raises_the_log_st
     await wait_uploaded(client, "r", partition.log.sealed_segments()[-1].next_offset)
     before = {info.key async for info in store.list("r/0/") if info.key.endswith(".log")}
 
-    await client.server.app[MAINTENANCE].retention_pass()
+    await client.app[MAINTENANCE].retention_pass()
 
     manifest = await ManifestStore(store).load("r", 0)
     readable = mf.readable_segments(manifest)
