@@ -46,7 +46,8 @@ def expected_records(name: str) -> list[Record]:
 
 
 def golden_bytes(name: str) -> bytes:
-    return (DATA / GOLDEN[name]["file"]).read_bytes()
+    file: str = GOLDEN[name]["file"]
+    return (DATA / file).read_bytes()
 
 
 @pytest.mark.parametrize("name", sorted(GOLDEN))

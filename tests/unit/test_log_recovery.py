@@ -35,7 +35,8 @@ def crash_image(log: PartitionLog, dest: Path) -> Path:
 
 
 def everything(log: PartitionLog) -> list[tuple[int, bytes | None, int]]:
-    out, offset = [], log.log_start_offset
+    out: list[tuple[int, bytes | None, int]] = []
+    offset = log.log_start_offset
     while offset < log.log_end_offset:
         data = log.read(offset, 1 << 20).data
         records = decode(data)

@@ -25,7 +25,8 @@ def filled(path: Path, batches: int = 24) -> tuple[PartitionLog, Model]:
 
 
 def contents(log: PartitionLog) -> list[tuple[int, bytes | None, int]]:
-    out, offset = [], log.log_start_offset
+    out: list[tuple[int, bytes | None, int]] = []
+    offset = log.log_start_offset
     while offset < log.log_end_offset:
         records = decode(log.read(offset, 1 << 20).data)
         out.extend(r for r in records if r[0] >= offset)

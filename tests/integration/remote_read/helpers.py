@@ -7,6 +7,7 @@ produced records as the reference model.
 from __future__ import annotations
 
 import asyncio
+import functools
 import random
 import uuid
 from collections.abc import Awaitable, Callable
@@ -18,7 +19,7 @@ from tierlog.tiering.codec.compression import Compression
 from tierlog.tiering.codec.records import Record
 from tierlog.tiering.log import LogConfig, PartitionLog, SegmentInfo
 from tierlog.tiering.remote import manifest as mf
-from tierlog.tiering.remote.layout import segment_keys
+from tierlog.tiering.remote.layout import SegmentKind, segment_keys
 from tierlog.tiering.remote.manifest_store import ManifestStore
 from tierlog.tiering.remote.reader import RemoteReader
 from tierlog.tiering.remote.store import ObjectStore
@@ -52,8 +53,8 @@ class Partition:
     def end_offset(self) -> int:
         return self.records[-1].offset + 1
 
-    def keys(self, segment: mf.RemoteSegment) -> dict[str, str]:
-        return dict(segment_keys(self.topic, self.partition, segment.base_offset, segment.segment_uuid))
+    def keys(self, segment: mf.RemoteSegment) -> dict[SegmentKind, str]:
+        return segment_keys(self.topic, self.partition, segment.base_offset, segment.segment_uuid)
 
 
 def write_log(
@@ -116,15 +117,14 @@ async def upload(store: ObjectStore, part: Partition) -> mf.Manifest:
             created_ms=BASE_TS,
         )
         keys = segment_keys(part.topic, part.partition, segment.base_offset, segment.segment_uuid)
-        await manifests.update(part.topic, part.partition, lambda m, s=segment: mf.add_segment(m, s))
+        await manifests.update(part.topic, part.partition, functools.partial(mf.add_segment, segment=segment))
         await store.put_file(keys["log"], info.log_path)
         await store.put_file(keys["index"], info.index_path)
         await store.put_file(keys["timeindex"], info.timeindex_path)
-        manifest = await manifests.update(
-            part.topic,
-            part.partition,
-            lambda m, u=segment.segment_uuid: mf.transition(m, u, mf.SegmentState.COPY_FINISHED),
+        finished = functools.partial(
+            mf.transition, segment_uuid=segment.segment_uuid, state=mf.SegmentState.COPY_FINISHED
         )
+        manifest = await manifests.update(part.topic, part.partition, finished)
     part.manifest = manifest
     return manifest
 
@@ -144,7 +144,8 @@ async def replay(
 ) -> tuple[list[Produced], int]:
     """Read sequentially from ``start`` to the remote end: ``(records at or after start, reads)``."""
     end = max(s.last_offset for s in mf.readable_segments(manifest)) + 1
-    offset, out, reads = start, [], 0
+    out: list[Produced] = []
+    offset, reads = start, 0
     while offset < end:
         result = await reader.read(manifest, offset, max_bytes)
         assert result.next_offset > offset

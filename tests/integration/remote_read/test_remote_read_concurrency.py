@@ -84,7 +84,7 @@ async def test_a_stalled_partition_does_not_block_the_others(
     slow, fast = parts
     assert slow.manifest is not None and fast.manifest is not None
     gated = GatedStore(read_store, f"{slow.topic}/{slow.partition}/")
-    reader = RemoteReader(gated, chunk_bytes=CHUNK)  # type: ignore[arg-type]
+    reader = RemoteReader(gated, chunk_bytes=CHUNK)
     try:
         stalled = asyncio.create_task(reader.read(slow.manifest, 0, 1000))
         await gated.entered.wait()
@@ -127,7 +127,7 @@ async def test_close_cancels_and_awaits_read_ahead(
     first_key = uploaded.keys(uploaded.manifest.segments[0])["log"]
     second_key = uploaded.keys(uploaded.manifest.segments[1])["log"]
     gated = GatedStore(read_store, second_key)
-    reader = RemoteReader(gated, chunk_bytes=CHUNK, readahead_chunks=8)  # type: ignore[arg-type]
+    reader = RemoteReader(gated, chunk_bytes=CHUNK, readahead_chunks=8)
     first = await reader.read(uploaded.manifest, 0, 500)
     await reader.read(uploaded.manifest, first.next_offset, 500)  # sequential: read-ahead starts
     await gated.entered.wait()  # read-ahead reached the next segment and is stuck there

@@ -32,7 +32,9 @@ from tierlog.tiering.remote.store import ObjectStore
 pytestmark = pytest.mark.integration
 
 
-async def _upload_everything(start_broker: StartBroker, clock: ManualClock, topic: str, count: int) -> list:
+async def _upload_everything(
+    start_broker: StartBroker, clock: ManualClock, topic: str, count: int
+) -> list[tuple[bytes, bytes]]:
     client = await start_broker(**{"remote.max.upload.interval.ms": "1000"})
     await create_topic(client, topic, **{"segment.bytes": "2048", "local.retention.bytes": "2048"})
     sent = await produce(client, topic, 0, count)

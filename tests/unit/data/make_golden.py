@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import pathlib
 import struct
+from typing import Any
 
 import crc32c
 import kafka
@@ -27,7 +28,10 @@ HERE = pathlib.Path(__file__).parent
 CODECS = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
 T0 = 1_700_000_000_000
 
-SMALL = [
+# One record as given to the builder: key, value, headers, timestamp.
+RecordSpec = tuple[bytes | None, bytes | None, list[tuple[str, bytes | None]], int]
+
+SMALL: list[RecordSpec] = [
     (b"key-0", b"value-0 " * 20, [("h1", b"v1"), ("null-h", None)], T0),
     (None, b"no key " * 20, [], T0 + 5),
     (b"k2", None, [("tomb", b"stone")], T0 + 3),
@@ -35,10 +39,16 @@ SMALL = [
     (b"\x00\xff", b"x" * 300, [("cl\u00e9", b"\x00" * 130)], T0 - 10),
 ]
 # Written to golden.json as "LARGE"; the tests rebuild this list from the same formula.
-LARGE = [(b"key-%d" % i, (b"%05d" % i) * 100, [], T0 + i) for i in range(200)]
+LARGE: list[RecordSpec] = [(b"key-%d" % i, (b"%05d" % i) * 100, [], T0 + i) for i in range(200)]
 
 
-def build(records, codec, *, transactional=False, producer=(-1, -1, -1)):
+def build(
+    records: list[RecordSpec],
+    codec: int,
+    *,
+    transactional: bool = False,
+    producer: tuple[int, int, int] = (-1, -1, -1),
+) -> bytes:
     builder = DefaultRecordBatchBuilder(
         magic=2,
         compression_type=codec,
@@ -53,7 +63,7 @@ def build(records, codec, *, transactional=False, producer=(-1, -1, -1)):
     return bytes(builder.build())
 
 
-def describe(name, data, records, **extra):
+def describe(name: str, data: bytes, records: list[RecordSpec], **extra: int) -> dict[str, Any]:
     (crc,) = struct.unpack_from(">I", data, 17)
     (attributes,) = struct.unpack_from(">h", data, 21)
     if records is LARGE:
@@ -75,9 +85,10 @@ def describe(name, data, records, **extra):
     }
 
 
-def main():
-    out = {"producer": f"kafka-python {kafka.__version__} DefaultRecordBatchBuilder", "batches": {}}
-    batches = {}
+def main() -> None:
+    described: dict[str, dict[str, Any]] = {}
+    out = {"producer": f"kafka-python {kafka.__version__} DefaultRecordBatchBuilder", "batches": described}
+    batches: dict[str, tuple[bytes, list[RecordSpec], dict[str, int]]] = {}
     for codec_name, codec in CODECS.items():
         batches[f"small-{codec_name}"] = (build(SMALL, codec), SMALL, {})
     for codec_name in ("snappy", "lz4", "zstd", "gzip"):
@@ -103,7 +114,7 @@ def main():
 
     for name, (data, records, extra) in batches.items():
         (HERE / f"{name}.bin").write_bytes(data)
-        out["batches"][name] = describe(name, data, records, **extra)
+        described[name] = describe(name, data, records, **extra)
     (HERE / "golden.json").write_text(json.dumps(out, indent=1, sort_keys=True) + "\n")
 
 
