@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 EXTRAS ?= dev,spark
 
-.PHONY: venv run test test-fast lint format bench clean
+.PHONY: venv localstack run test test-fast lint format bench clean
 
 venv: $(STAMP)
 
@@ -16,13 +16,19 @@ $(STAMP): pyproject.toml
 	@$(BIN)/python -m pip install --quiet --disable-pip-version-check -e ".[$(EXTRAS)]"
 	@touch $(STAMP)
 
+# LocalStack needs Python >= 3.12 and gets a venv of its own (~/.cache/tierlog/localstack-venv) for the
+# object-store contract suite. Idempotent: after the first install a stamp makes this instant. Without a
+# Python >= 3.12 on PATH or in pyenv it says so in one line and the LocalStack tests skip.
+localstack:
+	@localstack/setup-venv.sh --optional
+
 run: venv
 	$(BIN)/tierlog serve $(ARGS)
 
-test: venv
+test: venv localstack
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
-test-fast: venv
+test-fast: venv localstack
 	$(BIN)/python -m pytest -m "not slow" $(PYTEST_ARGS)
 
 # The source folders as ruff sees them; mypy checks the tierlog package (tierlog/ maps the folders in).

@@ -29,8 +29,8 @@ AWS_TEST_ENV = {
 AWS_UNSET = ("AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_CONFIG_FILE")
 
 LOCALSTACK_HINT = (
-    "install it with localstack/setup-venv.sh or point TIERLOG_LOCALSTACK_PYTHON at a Python >= 3.13 "
-    "that has localstack-core installed"
+    "`make test` installs it with localstack/setup-venv.sh; or point TIERLOG_LOCALSTACK_PYTHON at a "
+    "Python >= 3.12 that has localstack-core installed"
 )
 
 
@@ -129,10 +129,13 @@ def _python_candidates() -> list[str]:
         return [explicit]
     venv = Path(os.environ.get("TIERLOG_LOCALSTACK_VENV", Path.home() / ".cache/tierlog/localstack-venv"))
     found = [str(venv / "bin" / "python")]
+    # Where localstack/setup-venv.sh looks for an interpreter: PATH, then pyenv's versions.
     for name in ("python3.13", "python3.12", "python3.14"):
         path = shutil.which(name)
         if path:
             found.append(path)
+    pyenv = Path(os.environ.get("PYENV_ROOT", Path.home() / ".pyenv")) / "versions"
+    found += sorted(str(p) for p in pyenv.glob("3.1[2-9].*/bin/python3"))
     return found
 
 
