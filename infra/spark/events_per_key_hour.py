@@ -9,6 +9,8 @@ Runs against a broker's local-directory tier or an S3 bucket, with no broker::
 ``--demo N`` first archives N generated records (three keys, one record a minute) under ``--uri`` with
 the log engine, in the layout the broker's uploader writes, so the job can be tried on its own.
 Under spark-submit, pass ``--master`` through spark-submit instead and leave ``--master`` out here.
+tierlog must be installed in the Python that runs this and in the executors' (``PYSPARK_PYTHON``, which
+this script sets to its own interpreter unless it is set); see docs/spark.md.
 """
 
 from __future__ import annotations
@@ -23,10 +25,6 @@ import time
 import uuid
 from pathlib import Path
 from typing import Any
-
-ROOT = Path(__file__).resolve().parents[2]
-if str(ROOT) not in sys.path:  # run from a checkout without installing
-    sys.path.insert(0, str(ROOT))
 
 
 def events_per_key_hour(df: Any) -> Any:
@@ -49,7 +47,7 @@ def run(spark: Any, uri: str, topic: str, out: str, options: dict[str, str] | No
     """Read ``topic`` from the archive at ``uri``, write the per-hour counts to ``out`` as Parquet,
     return the number of rows written. Registers the ``tierlog`` source (idempotent).
     """
-    from tierlog.client.spark.source import register
+    from tierlog.spark import register
 
     register(spark)
     df = (
