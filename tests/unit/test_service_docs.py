@@ -89,3 +89,17 @@ def test_every_design_note_has_a_status_and_a_date_under_its_title() -> None:
     status = re.compile(r"Status: (proposed|accepted|rejected|superseded by \S+) · \d{4}-\d{2}-\d{2}$")
     bad = [p.name for p in notes if not status.match(p.read_text(encoding="utf-8").splitlines()[2])]
     assert bad == []
+
+
+def test_every_source_file_the_docs_name_exists() -> None:
+    source_path = re.compile(
+        r"`((?:service|tiering|client|tierlog|infra|tests|localstack)/[\w./-]+\.(?:py|sh))`"
+    )
+    missing = [
+        f"{path.relative_to(ROOT)}: {name}"
+        for path in USER_DOCS
+        if path != RENAME_NOTE
+        for name in source_path.findall(path.read_text(encoding="utf-8"))
+        if not (ROOT / name).exists()
+    ]
+    assert missing == []
