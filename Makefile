@@ -31,13 +31,15 @@ test: venv localstack
 test-fast: venv localstack
 	$(BIN)/python -m pytest -m "not slow" $(PYTEST_ARGS)
 
-# The source folders as ruff sees them; mypy checks the tierlog package (tierlog/ maps the folders in).
+# The source folders as ruff sees them. mypy is strict (pyproject.toml) on the tierlog package (tierlog/ maps
+# the folders in), then on the tests and the infra scripts.
 SOURCES := tierlog service tiering client tests infra
 
 lint: venv
 	$(BIN)/ruff check $(SOURCES)
 	$(BIN)/ruff format --check $(SOURCES)
 	$(BIN)/mypy -p tierlog
+	$(BIN)/mypy --strict tests infra
 	$(BIN)/lint-imports
 
 format: venv
