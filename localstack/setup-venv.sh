@@ -42,13 +42,20 @@ give_up() {
     exit 1
 }
 
-# Fast path: the venv exists, its interpreter still runs, and it holds what this script pins for it.
-if [ -z "$PYTHON" ] && [ -f "$STAMP" ]; then
+# The venv exists, its interpreter still runs, and it holds what this script pins for it.
+up_to_date() {
+    [ -f "$STAMP" ] || return 1
+    local have
     have="$(minor_version "$VENV/bin/python")"
-    if [ -n "$have" ] && [ "$(cat "$STAMP")" = "$have $(requirements_for "$have")" ]; then
-        exit 0
-    fi
-fi
+    [ -n "$have" ] && [ "$(cat "$STAMP")" = "$have $(requirements_for "$have")" ]
+}
+
+if [ -z "$PYTHON" ] && up_to_date; then exit 0; fi
+# One installer at a time (two `make test` runs on a fresh machine); the second finds the first's result.
+mkdir -p "$(dirname "$VENV")"
+exec 9> "$VENV.lock"
+flock 9
+if [ -z "$PYTHON" ] && up_to_date; then exit 0; fi
 
 # Look for an interpreter: 3.13 first (what current LocalStack releases target), then newer, then 3.12; for
 # each, the one on PATH, then pyenv's (highest patch release first).
