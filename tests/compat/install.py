@@ -147,8 +147,9 @@ def install_node() -> NodeEnv:
     version = _run([node, "--version"]).strip()
     want = _digest(manifest, lockfile, version.encode())
     stamp = target / ".installed"
+    installed = target / "node_modules" / "kafka-rest" / "package.json"
     with _locked(cache_dir() / "compat-node.lock"):
-        if not (stamp.exists() and stamp.read_text() == want):
+        if not (stamp.exists() and stamp.read_text() == want and installed.exists()):
             _probe(_npm_registry(npm).rstrip("/") + "/kafka-rest")
             stamp.unlink(missing_ok=True)
             target.mkdir(parents=True, exist_ok=True)
@@ -157,6 +158,11 @@ def install_node() -> NodeEnv:
             _run([npm, "ci", "--ignore-scripts", "--no-audit", "--no-fund", "--loglevel=error"], cwd=target)
             stamp.write_text(want)
     return NodeEnv(node, target / "node_modules")
+
+
+def _pip_index() -> str:
+    """The index pip will use: ``PIP_INDEX_URL`` or PyPI (pip's configuration files are not consulted)."""
+    return os.environ.get("PIP_INDEX_URL") or "https://pypi.org/simple"
 
 
 def install_python() -> PythonEnv:
@@ -170,7 +176,7 @@ def install_python() -> PythonEnv:
     stamp = target / ".installed"
     with _locked(cache_dir() / "compat-venv.lock"):
         if not (stamp.exists() and stamp.read_text() == want and python.exists()):
-            _probe("https://pypi.org/simple/kafka-rest-client/")
+            _probe(_pip_index().rstrip("/") + "/kafka-rest-client/")
             if target.exists():
                 shutil.rmtree(target)
             _run([sys.executable, "-m", "venv", str(target)])
