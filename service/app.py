@@ -16,6 +16,7 @@ from tierlog.service.config import Settings
 from tierlog.service.errors import error_middleware
 from tierlog.service.groups.setup import GroupSettings, setup_groups
 from tierlog.service.metrics import Metrics, metrics_middleware
+from tierlog.service.routing import body_limit_middleware, trailing_slash_middleware
 from tierlog.service.state import BROKER, METRICS, SETTINGS
 from tierlog.service.tasks import setup_maintenance
 
@@ -47,7 +48,12 @@ def create_app(
     metrics = Metrics()
     app = web.Application(
         client_max_size=settings.max_request_size,
-        middlewares=[metrics_middleware(metrics), error_middleware],
+        middlewares=[
+            metrics_middleware(metrics),
+            error_middleware,
+            body_limit_middleware,
+            trailing_slash_middleware,
+        ],
     )
     app[SETTINGS] = settings
     app[METRICS] = metrics

@@ -206,7 +206,7 @@ class Broker:
         self.check_ready()
         topic = self._topics.get(name)
         if topic is None:
-            raise UnknownTopicError(f"Topic {name} not found.")
+            raise UnknownTopicError(f"Topic not found. ({name})")
         return topic
 
     def interrupt_polls(self) -> None:
@@ -232,7 +232,7 @@ class Broker:
             return found
         self.check_ready()
         if not self.settings.auto_create_topics_enable:
-            raise UnknownTopicError(f"Topic {name} not found.")
+            raise UnknownTopicError(f"Topic not found. ({name})")
         async with self._lock:
             existing = self._topics.get(name)
             if existing is not None:

@@ -6,6 +6,11 @@ err.message}`` with the status its code encodes (:func:`http_status`); an
 ``log_end_offset``. aiohttp's own HTTP errors (unknown route 404, wrong method 405, body over the size limit
 413) get the same JSON envelope. Anything else is a bug: it is logged with its traceback and answered with 500
 ``{"error_code": 50001}``. The error classes and their codes live in :mod:`tierlog.tiering.errors`.
+
+An unknown path answers 404 with code 40400 and a wrong method 405 with 40501, so every error carries a
+five-digit code. Errors of the REST Proxy routes (``/topics``, ``/consumers``, ``/brokers``) carry the
+Kafka content type the request's ``Accept`` header negotiates (``application/vnd.kafka.v2+json`` when it
+allows none), as Confluent's REST Proxy answers them; every other route answers ``application/json``.
 """
 
 from __future__ import annotations
@@ -16,9 +21,26 @@ from typing import Any
 from aiohttp import web
 from aiohttp.typedefs import Handler
 
-from tierlog.tiering.errors import InternalError, OffsetOutOfRangeError, RecordTooLargeError, TierlogError
+from tierlog.service.rest_v2.media import KAFKA_V2_JSON, negotiate, response_offers
+from tierlog.tiering.errors import (
+    InternalError,
+    MethodNotAllowedError,
+    NoSuchRouteError,
+    OffsetOutOfRangeError,
+    RecordTooLargeError,
+    TierlogError,
+)
 
-__all__ = ["error_middleware", "error_body", "http_status", "json_error"]
+__all__ = [
+    "REST_PROXY_PREFIXES",
+    "error_content_type",
+    "error_middleware",
+    "error_body",
+    "http_status",
+    "json_error",
+]
+
+REST_PROXY_PREFIXES = ("/topics", "/consumers", "/brokers")
 
 log = logging.getLogger("tierlog.http")
 
@@ -34,27 +56,44 @@ def http_status(code: int) -> int:
 
 def error_body(err: TierlogError) -> dict[str, Any]:
     """The JSON body for ``err``. Pure and idempotent."""
-    body: dict[str, Any] = {"error_code": err.code, "message": err.message}
+    message = err.message if err.message.startswith(err.PREFIX) else err.PREFIX + err.message
+    body: dict[str, Any] = {"error_code": err.code, "message": message}
     if isinstance(err, OffsetOutOfRangeError):
         body["log_start_offset"] = err.log_start_offset
         body["log_end_offset"] = err.log_end_offset
     return body
 
 
-def json_error(err: TierlogError) -> web.Response:
+def json_error(err: TierlogError, content_type: str = "application/json") -> web.Response:
     """A JSON response for ``err`` with its HTTP status. Pure and idempotent."""
-    return web.json_response(error_body(err), status=http_status(err.code))
+    return web.json_response(error_body(err), status=http_status(err.code), content_type=content_type)
 
 
-def _from_http_exception(exc: web.HTTPException) -> web.Response:
-    if exc.status == 413:
-        return json_error(RecordTooLargeError(exc.text or "request body too large"))
-    message = exc.reason
-    if exc.status == 405 and isinstance(exc, web.HTTPMethodNotAllowed):
-        message = f"method {exc.method} not allowed; allowed: {', '.join(sorted(exc.allowed_methods))}"
+def error_content_type(request: web.Request) -> str:
+    """The ``Content-Type`` of an error answer to ``request``: the negotiated Kafka type on the REST Proxy
+    routes (v2 JSON when the ``Accept`` header allows none of them), ``application/json`` elsewhere. Pure."""
+    path = request.path
+    if not path.startswith(REST_PROXY_PREFIXES):
+        return "application/json"
+    offer = negotiate(request.headers.get("Accept"), response_offers(request.headers.get("Content-Type")))
+    return offer.response_type if offer is not None else KAFKA_V2_JSON
+
+
+def _from_http_exception(exc: web.HTTPException, content_type: str) -> web.Response:
     headers = {k: v for k, v in exc.headers.items() if k.lower() == "allow"}
-    body = {"error_code": exc.status, "message": message}
-    return web.json_response(body, status=exc.status, headers=headers)
+    if exc.status == 413:
+        err: TierlogError = RecordTooLargeError(exc.text or "request body too large")
+    elif exc.status == 404:
+        err = NoSuchRouteError("HTTP 404 Not Found")
+    elif exc.status == 405 and isinstance(exc, web.HTTPMethodNotAllowed):
+        allowed = ", ".join(sorted(exc.allowed_methods))
+        err = MethodNotAllowedError(f"HTTP 405 Method Not Allowed: {exc.method}; allowed: {allowed}")
+    else:
+        body = {"error_code": exc.status * 100 + 1, "message": f"HTTP {exc.status} {exc.reason}"}
+        return web.json_response(body, status=exc.status, headers=headers, content_type=content_type)
+    response = json_error(err, content_type)
+    response.headers.update(headers)
+    return response
 
 
 @web.middleware
@@ -73,11 +112,11 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
     except TierlogError as err:
         if http_status(err.code) >= 500:
             log.warning("%s %s failed: %s (%d)", request.method, request.path, err.message, err.code)
-        return json_error(err)
+        return json_error(err, error_content_type(request))
     except web.HTTPException as exc:
         if exc.status < 400:
             raise
-        return _from_http_exception(exc)
+        return _from_http_exception(exc, error_content_type(request))
     except Exception:
         log.exception("unhandled error in %s %s", request.method, request.path)
-        return json_error(InternalError("internal server error"))
+        return json_error(InternalError("internal server error"), error_content_type(request))

@@ -333,7 +333,7 @@ class Partition:
 
     def _check_open(self) -> None:
         if self._closed:
-            raise UnknownTopicError(f"Topic {self.topic} not found.")
+            raise UnknownTopicError(f"Topic not found. ({self.topic})")
 
     @contextlib.asynccontextmanager
     async def _operation(self) -> AsyncIterator[None]:

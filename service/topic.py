@@ -55,4 +55,4 @@ class Topic:
         """Raises: UnknownPartitionError (40402) for an index outside ``[0, partitions_count)``."""
         if isinstance(index, int) and 0 <= index < len(self.partitions):
             return self.partitions[index]
-        raise UnknownPartitionError(f"Partition {index} of topic {self.name} not found.")
+        raise UnknownPartitionError(f"Partition not found. (partition {index} of topic {self.name})")

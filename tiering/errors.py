@@ -21,15 +21,18 @@ cannot drift apart (the pattern of Kafka's ``Errors`` and aiokafka's ``errors.py
 code   class                            kind                retriable
 =====  ===============================  ==================  =========
 404    NotFoundError                    not found           no
+422    InvalidBodyError                 invalid request     no
 40001  BadRequestError                  invalid request     no
 40002  InvalidConfigError               invalid request     no
 40003  CorruptBatchError                invalid request     no
 40101  UnauthorizedError                unauthorized        no
+40400  NoSuchRouteError                 not found           no
 40401  UnknownTopicError                not found           no
 40402  UnknownPartitionError            not found           no
 40403  ConsumerInstanceNotFoundError    not found           no
 40410  UnknownMemberError               not found           no
 40411  UnknownGroupError                not found           no
+40501  MethodNotAllowedError            invalid request     no
 40601  NotAcceptableError               invalid request     no
 40901  ConflictError                    conflict            no
 40902  ConsumerInstanceExistsError      conflict            no
@@ -42,6 +45,7 @@ code   class                            kind                retriable
 42201  InvalidRequestError              invalid request     no
 42202  InvalidValueError                invalid request     no
 42204  InvalidConsumerConfigError       invalid request     no
+42206  SchemaRegistryRequiredError      invalid request     no
 50001  InternalError                    internal            yes
 50002  CorruptRecordError               corrupt data        no
 50301  UnavailableError                 unavailable         yes
@@ -70,6 +74,10 @@ __all__ = [
     "OffsetOutOfRangeError",
     "InvalidValueError",
     "InvalidConsumerConfigError",
+    "InvalidBodyError",
+    "SchemaRegistryRequiredError",
+    "MethodNotAllowedError",
+    "NoSuchRouteError",
     "UnknownTopicError",
     "UnknownPartitionError",
     "ConsumerInstanceNotFoundError",
@@ -100,6 +108,9 @@ class TierlogError(Exception):
 
     code: int = 50001
     retriable: ClassVar[bool] = False
+    # What a broker puts before the message on the wire: the start of the peer proxies' message that
+    # clients match on ("Illegal state: "). The message itself stays as raised, so a round trip keeps it.
+    PREFIX: ClassVar[str] = ""
 
     def __init__(self, message: str) -> None:
         super().__init__(message)
@@ -239,12 +250,44 @@ class InvalidValueError(InvalidRequestError):
 
 
 class InvalidConsumerConfigError(InvalidRequestError):
-    """A REST consumer instance's config, name, subscription or offsets are invalid."""
+    """A REST consumer instance's config, name, subscription or offsets are invalid.
+
+    On the wire the message starts with Confluent's "Invalid consumer configuration: " (``PREFIX``).
+    """
 
     code = 42204
+    PREFIX = "Invalid consumer configuration: "
+
+
+class InvalidBodyError(InvalidRequestError):
+    """A well-formed JSON body that does not have the documented shape: ``records`` missing or empty, a
+    record with a field the API does not define (a misspelled ``valur``), an empty body where one is needed.
+    Confluent's REST Proxy and Karapace answer these with the plain code 422; so does tierlog."""
+
+    code = 422
+
+
+class SchemaRegistryRequiredError(InvalidRequestError):
+    """Produce with a schema-based embedded format (avro, protobuf, jsonschema) on a broker without a schema
+    registry. Confluent's REST Proxy answers this case with the same code and message prefix ("Payload
+    error.")."""
+
+    code = 42206
+
+
+class MethodNotAllowedError(InvalidRequestError):
+    """The path exists but not with this HTTP method (405)."""
+
+    code = 40501
 
 
 # --- not found ---------------------------------------------------------------------------------------------
+
+
+class NoSuchRouteError(NotFoundError):
+    """No route has this path (404): a typo in the URL, or an API tierlog does not serve."""
+
+    code = 40400
 
 
 class UnknownTopicError(NotFoundError):
@@ -289,9 +332,13 @@ class ConsumerInstanceExistsError(ConflictError):
 
 class IllegalStateError(ConflictError):
     """The call does not fit the consumer's state (subscribe and assign mixed, seek on an unassigned
-    partition, a blocking call from a client callback)."""
+    partition, a blocking call from a client callback).
+
+    On the wire the message starts with Confluent's "Illegal state: " (``PREFIX``).
+    """
 
     code = 40903
+    PREFIX = "Illegal state: "
 
 
 class RebalanceInProgressError(ConflictError):
@@ -330,9 +377,12 @@ def error_for_code(code: int, message: str) -> TierlogError:
     code, or a plain three-digit code itself): 401/403 unauthorized, 404 not found, 409 conflict, 503
     unavailable, any other 4xx invalid request, anything else internal. The instance then keeps the number it
     was given, for diagnostics. An :class:`OffsetOutOfRangeError` built here has an unknown range (-1).
+    The wire prefix of the class (``PREFIX``) is taken off the message, so it reads as it was raised.
     Pure and safe to call from any thread.
     """
     kind = _REGISTRY.get(code)
+    if kind is not None and kind.PREFIX and message.startswith(kind.PREFIX):
+        message = message[len(kind.PREFIX) :]  # the broker added it on the wire (see TierlogError.PREFIX)
     if kind is OffsetOutOfRangeError:
         return OffsetOutOfRangeError(message, log_start_offset=-1, log_end_offset=-1)
     if kind is not None:

@@ -178,7 +178,7 @@ def _partition_of(request: web.Request) -> tuple[Broker, Partition]:
     broker, topic = _topic_of(request)
     raw = request.match_info["partition_id"]
     if not raw.isdigit():
-        raise UnknownPartitionError(f"Partition {raw} of topic {topic.name} not found.")
+        raise UnknownPartitionError(f"Partition not found. (partition {raw} of topic {topic.name})")
     return broker, topic.partition(int(raw))
 
 

@@ -16,6 +16,8 @@ __all__ = ["ConsumerSettings", "parse_partitions"]
 
 TopicPartition = tuple[str, int]
 
+_RESET_ALIASES = {"smallest": "earliest", "largest": "latest"}  # the v1 API's (Kafka 0.8) names
+
 
 @dataclass(frozen=True)
 class ConsumerSettings:
@@ -31,17 +33,26 @@ class ConsumerSettings:
     def from_request(cls, body: Mapping[str, Any]) -> ConsumerSettings:
         """Parse the create-instance body (Confluent's names and string-or-native values).
 
+        A field sent as ``null`` means its default, as absent does (Confluent's Java client sends every
+        field). ``auto.offset.reset`` also takes the v1 API's ``smallest`` and ``largest``.
+
         Raises:
             InvalidConsumerConfigError: (42204) an unknown format or an invalid value.
         """
         bad = InvalidConsumerConfigError
-        raw_format = str(body.get("format", "binary")).lower()
+
+        def text(name: str, default: str) -> str:
+            value = body.get(name)
+            return default if value is None else str(value).lower()
+
+        raw_format = text("format", "binary")
         if raw_format not in ("binary", "json"):
             raise bad(f"unsupported consumer format {raw_format!r}: tierlog serves binary and json")
-        reset = str(body.get("auto.offset.reset", "latest")).lower()
+        reset = text("auto.offset.reset", "latest")
+        reset = _RESET_ALIASES.get(reset, reset)
         if reset not in ("earliest", "latest", "none"):
             raise bad(f"auto.offset.reset must be earliest, latest or none, not {reset!r}")
-        commit = str(body.get("auto.commit.enable", "true")).lower()
+        commit = text("auto.commit.enable", "true")
         if commit not in ("true", "false"):
             raise bad(f"auto.commit.enable must be true or false, not {commit!r}")
 

@@ -24,7 +24,7 @@ from typing import Any, Protocol
 
 from tierlog.service.groups.consumer_config import ConsumerSettings
 from tierlog.service.groups.coordinator import Clock, GroupCoordinator
-from tierlog.service.rest_v2.convert import records_to_json
+from tierlog.service.rest_v2.convert import consumer_records
 from tierlog.tiering.codec.header import iter_batches
 from tierlog.tiering.errors import (
     ConsumerInstanceExistsError,
@@ -65,6 +65,8 @@ class PartitionReader(Protocol):
     async def read(
         self, topic: str, partition: int, offset: int, max_bytes: int, max_wait_ms: int, min_bytes: int
     ) -> ReadLike: ...
+
+    async def offset_for_timestamp(self, topic: str, partition: int, timestamp: int) -> int | None: ...
 
 
 @dataclass
@@ -200,13 +202,14 @@ class ConsumerManager:
         """Subscribe to topics (or a pattern) with group management, replacing any earlier subscription.
 
         Raises:
-            IllegalStateError: (40903) the instance has manually assigned partitions.
-            InvalidConsumerConfigError: (42204) neither or both of topics and pattern.
+            IllegalStateError: (40903) the instance has manually assigned partitions, or both topics and a
+                pattern were given (as Kafka's consumer and both REST proxies refuse them).
+            InvalidConsumerConfigError: (42204) neither topics nor a pattern.
             InvalidRequestError: a bad pattern.
         """
-        if instance.manual:
+        if instance.manual or (topics and pattern is not None):
             raise IllegalStateError("Subscription to topics, partitions and pattern are mutually exclusive.")
-        if bool(topics) == (pattern is not None):
+        if not topics and pattern is None:
             raise InvalidConsumerConfigError("give exactly one of topics and topic_pattern")
         result = await self._coordinator.join(
             instance.group,
@@ -296,12 +299,34 @@ class ConsumerManager:
             targets[tp] = high if end else start
         self.seek(instance, targets)
 
+    async def seek_to_timestamps(
+        self, instance: ConsumerInstance, timestamps: Mapping[TopicPartition, int]
+    ) -> None:
+        """Move positions of assigned partitions to the first record at or after each timestamp (ms), or
+        to the end of the log when there is none, as Kafka's ``offsetsForTimes`` and ``seek`` do.
+
+        Raises:
+            IllegalStateError: (40903) a partition is not assigned to the instance.
+            UnknownTopicError, UnknownPartitionError: (40401/40402) an unknown topic or partition.
+        """
+        counts = self._broker.partition_counts()
+        targets = {}
+        for tp, timestamp in timestamps.items():
+            self._check_partition(counts, *tp)
+            found = await self._broker.offset_for_timestamp(tp[0], tp[1], timestamp)
+            targets[tp] = found if found is not None else self._broker.log_bounds(*tp)[1]
+        self.seek(instance, targets)
+
     # -- records --------------------------------------------------------------------------------------
 
     async def poll(
-        self, instance: ConsumerInstance, timeout_ms: int | None, max_bytes: int
+        self, instance: ConsumerInstance, timeout_ms: int | None, max_bytes: int, *, topic: str | None = None
     ) -> list[dict[str, Any]]:
-        """Records from the instance's partitions, waiting up to ``timeout_ms`` when there are none.
+        """Records from the instance's partitions (of ``topic`` only, when given), waiting up to
+        ``timeout_ms`` when there are none.
+
+        ``max_bytes`` bounds the keys' and values' bytes of the records returned, counted per record; the
+        first record is returned whatever its size (see ``rest_v2.convert.consumer_records``).
 
         Raises:
             OffsetOutOfRangeError: a position is out of range and auto.offset.reset is ``none``.
@@ -311,6 +336,8 @@ class ConsumerManager:
         timeout = instance.settings.request_timeout_ms if timeout_ms is None else timeout_ms
         partitions = self.assignment(instance)
         self._forget_revoked(instance, partitions)
+        if topic is not None:
+            partitions = [tp for tp in partitions if tp[0] == topic]
         instance.acknowledged = dict(instance.positions)
         await self._maybe_auto_commit(instance)
         if not partitions:
@@ -386,25 +413,28 @@ class ConsumerManager:
             return 0
         if not result.data or instance.positions.get(tp) != position:
             return 0
-        records = records_to_json(
+        first = not out
+        records, used = consumer_records(
             result.data,
             topic=tp[0],
             partition=tp[1],
             start_offset=position,
             high_watermark=result.high_watermark,
             fmt=instance.settings.format,
+            max_bytes=max_bytes,
+            at_least_one=first,
         )
         if wait_only and out:
             return 0
         if records:
             instance.positions[tp] = records[-1]["offset"] + 1
             out.extend(records)
-        else:
+        elif first:  # no visible record (control batches only): skip past them
             last_next = position
             for _, header in iter_batches(result.data, verify=False):
                 last_next = header.next_offset
             instance.positions[tp] = max(position, min(last_next, result.high_watermark))
-        return len(result.data)
+        return used
 
     @staticmethod
     def _forget_revoked(instance: ConsumerInstance, partitions: list[TopicPartition]) -> None:
@@ -436,9 +466,12 @@ class ConsumerManager:
 
     async def commit(
         self, instance: ConsumerInstance, offsets: Mapping[TopicPartition, tuple[int, str]] | None
-    ) -> None:
+    ) -> list[dict[str, Any]]:
         """Commit explicit offsets (each the offset of the *last consumed* record, so ``offset + 1`` is
         stored, as Confluent's REST proxy does), or, with ``None``, everything the instance has returned.
+
+        Returns what was committed as Confluent's proxy answers it: ``{"topic", "partition", "consumed",
+        "committed"}`` per partition, ``committed`` being the stored offset (``consumed + 1``).
 
         Raises:
             IllegalGenerationError / UnknownMemberError: the instance lost its group membership.
@@ -446,14 +479,15 @@ class ConsumerManager:
             InvalidRequestError: a negative offset.
         """
         if offsets is None:
-            await self._commit_positions(instance, dict(instance.positions))
-            return
+            stored = await self._commit_positions(instance, dict(instance.positions))
+            return _committed_json(stored)
         counts = self._broker.partition_counts()
         for (topic, partition), (offset, _) in offsets.items():
             self._check_partition(counts, topic, partition)
             if offset < -1:
                 raise InvalidRequestError(f"invalid offset {offset} for {topic}-{partition}")
         await self._commit(instance, {tp: (o + 1, m) for tp, (o, m) in offsets.items()})
+        return _committed_json({tp: o + 1 for tp, (o, _) in offsets.items()})
 
     def committed(self, instance: ConsumerInstance, partitions: list[TopicPartition]) -> list[dict[str, Any]]:
         stored = self._coordinator.committed(instance.group, partitions)
@@ -478,11 +512,12 @@ class ConsumerManager:
 
     async def _commit_positions(
         self, instance: ConsumerInstance, positions: Mapping[TopicPartition, int]
-    ) -> None:
+    ) -> dict[TopicPartition, int]:
         owned = set(self.assignment(instance))
         positions = {tp: offset for tp, offset in positions.items() if tp in owned}
         if positions:
             await self._commit(instance, {tp: (offset, "") for tp, offset in positions.items()})
+        return positions
 
     async def _commit(
         self, instance: ConsumerInstance, offsets: Mapping[TopicPartition, tuple[int, str]]
@@ -498,6 +533,13 @@ class ConsumerManager:
     @staticmethod
     def _check_partition(counts: Mapping[str, int], topic: str, partition: int) -> None:
         if topic not in counts:
-            raise UnknownTopicError(f"Topic {topic} not found.")
+            raise UnknownTopicError(f"Topic not found. ({topic})")
         if not 0 <= partition < counts[topic]:
-            raise UnknownPartitionError(f"Partition {partition} of topic {topic} not found.")
+            raise UnknownPartitionError(f"Partition not found. (partition {partition} of topic {topic})")
+
+
+def _committed_json(stored: Mapping[TopicPartition, int]) -> list[dict[str, Any]]:
+    return [
+        {"topic": t, "partition": p, "consumed": offset - 1, "committed": offset}
+        for (t, p), offset in sorted(stored.items())
+    ]

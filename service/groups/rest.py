@@ -1,13 +1,17 @@
-"""The REST Proxy v2 consumer API: ``/consumers/{group}`` and its instances.
+"""The REST Proxy consumer API: ``/consumers/{group}`` and its instances, v2 and v1.
 
 Request and response JSON, status codes and error codes follow Confluent's REST Proxy v2, so existing REST
-clients work unchanged. Handlers parse, call one :class:`~tierlog.service.groups.consumers.ConsumerManager`
-method and serialise.
+clients work unchanged. The v1 API shares the v2 routes (create, delete, commit) and adds one:
+``GET /consumers/{group}/instances/{instance}/topics/{topic}`` subscribes the instance to the topic (on
+the first read) and returns its records. Request bodies may come as any REST Proxy media type, v1 or v2,
+format-specific or not, or as ``application/json``; an empty or ``null`` body means "no fields".
+Handlers parse, call one :class:`~tierlog.service.groups.consumers.ConsumerManager` method and serialise.
 """
 
 from __future__ import annotations
 
 import json
+from datetime import datetime
 from typing import Any
 
 from aiohttp import web
@@ -16,29 +20,24 @@ from tierlog.service.groups.consumer_config import ConsumerSettings, parse_parti
 from tierlog.service.groups.consumers import ConsumerManager
 from tierlog.service.groups.state import CONSUMERS, require_ready
 from tierlog.service.rest_v2.media import (
-    KAFKA_V2_BINARY,
-    KAFKA_V2_JSON,
-    KAFKA_V2_JSON_JSON,
-    EmbeddedFormat,
-    Offer,
+    consumer_records_offers,
     negotiate,
+    parse_kafka_type,
+    response_offers,
 )
 from tierlog.tiering.errors import (
     BadRequestError,
+    IllegalStateError,
     InvalidConsumerConfigError,
     NotAcceptableError,
+    UnknownTopicError,
     UnsupportedMediaTypeError,
 )
 
 __all__ = ["setup_routes", "OPENAPI_PATHS"]
 
-REQUEST_TYPES = ("application/vnd.kafka.v2+json", "application/vnd.kafka+json", "application/json")
-V2_OFFERS = (
-    Offer(KAFKA_V2_JSON, 1.0),
-    Offer("application/vnd.kafka+json", 0.8),
-    Offer("application/json", 0.5),
-)
 INSTANCE = "/consumers/{group}/instances/{instance}"
+DEFAULT_MAX_BYTES = 64 * 1024 * 1024
 
 
 def _manager(request: web.Request) -> ConsumerManager:
@@ -47,27 +46,38 @@ def _manager(request: web.Request) -> ConsumerManager:
 
 
 async def _body(request: web.Request, *, optional: bool = False) -> dict[str, Any]:
+    """The JSON object of the body; ``{}`` for an empty or ``null`` body when ``optional``.
+
+    Raises:
+        UnsupportedMediaTypeError: (41501) a ``Content-Type`` that is no REST Proxy type.
+        BadRequestError: (40001) malformed JSON, not an object, or no body where one is required.
+    """
+    content_type = request.headers.get("Content-Type")
+    if request.can_read_body and content_type is not None and parse_kafka_type(content_type) is None:
+        raise UnsupportedMediaTypeError(
+            f"HTTP 415 Unsupported Media Type: {content_type!r}; use application/vnd.kafka.v2+json"
+        )
     raw = await request.read()
     if not raw.strip():
         if optional:
             return {}
         raise BadRequestError("request body is empty")
-    content_type = request.headers.get("Content-Type")
-    if content_type is not None and content_type.split(";")[0].strip().lower() not in REQUEST_TYPES:
-        raise UnsupportedMediaTypeError(f"unsupported Content-Type {content_type!r}; use {REQUEST_TYPES[0]}")
     try:
         body = json.loads(raw)
     except ValueError as err:
         raise BadRequestError(f"malformed JSON body: {err}") from None
+    if body is None and optional:
+        return {}
     if not isinstance(body, dict):
         raise BadRequestError("the request body must be a JSON object")
     return body
 
 
 def _reply(request: web.Request, body: Any, status: int = 200) -> web.Response:
-    offer = negotiate(request.headers.get("Accept"), V2_OFFERS)
+    offers = response_offers(request.headers.get("Content-Type"))
+    offer = negotiate(request.headers.get("Accept"), offers)
     if offer is None:
-        raise NotAcceptableError(f"cannot answer with any of {request.headers.get('Accept')!r}")
+        raise NotAcceptableError(f"HTTP 406 Not Acceptable: {request.headers.get('Accept')!r}")
     return web.json_response(body, status=status, content_type=offer.response_type)
 
 
@@ -87,8 +97,10 @@ def _offsets(body: dict[str, Any], key: str) -> dict[tuple[str, int], tuple[int,
 
 
 async def create_instance(request: web.Request) -> web.Response:
-    body = await _body(request)
+    body = await _body(request, optional=True)
     name = body.get("name")
+    if name is None:
+        name = body.get("id")  # the v1 API's older name for it
     if name is not None and not isinstance(name, str):
         raise InvalidConsumerConfigError("name must be a string")
     settings = ConsumerSettings.from_request(body)
@@ -108,7 +120,7 @@ def _instance(request: web.Request) -> Any:
 
 async def subscribe(request: web.Request) -> web.Response:
     instance = _instance(request)
-    body = await _body(request)
+    body = await _body(request, optional=True)
     topics = body.get("topics") or []
     pattern = body.get("topic_pattern")
     if not isinstance(topics, list) or not all(isinstance(t, str) for t in topics):
@@ -141,10 +153,38 @@ async def get_assignments(request: web.Request) -> web.Response:
     return _reply(request, {"partitions": [{"topic": t, "partition": p} for t, p in partitions]})
 
 
+def _timestamp(raw: Any, topic: str, partition: int) -> int:
+    """Milliseconds since the epoch from Confluent's ISO 8601 string (``2024-01-01T00:00:00Z``) or an int."""
+    if isinstance(raw, int) and not isinstance(raw, bool):
+        return raw
+    if isinstance(raw, str):
+        try:
+            return int(datetime.fromisoformat(raw.replace("Z", "+00:00")).timestamp() * 1000)
+        except ValueError:
+            pass
+    raise InvalidConsumerConfigError(
+        f"timestamp of {topic}-{partition} must be an ISO 8601 date-time or epoch milliseconds, not {raw!r}"
+    )
+
+
 async def seek(request: web.Request) -> web.Response:
+    """``{"offsets": [...]}``, ``{"timestamps": [{"topic", "partition", "timestamp"}]}``, or both."""
     instance = _instance(request)
-    offsets = _offsets(await _body(request), "offsets")
-    _manager(request).seek(instance, {tp: o for tp, (o, _) in offsets.items()})
+    body = await _body(request)
+    if "offsets" not in body and "timestamps" not in body:
+        raise InvalidConsumerConfigError("give offsets or timestamps to seek to")
+    manager = _manager(request)
+    if body.get("offsets") is not None:
+        offsets = _offsets(body, "offsets")
+        manager.seek(instance, {tp: o for tp, (o, _) in offsets.items()})
+    if body.get("timestamps") is not None:
+        targets = {
+            (topic, partition): _timestamp(entry.get("timestamp"), topic, partition)
+            for (topic, partition), entry in zip(
+                parse_partitions(body, "timestamps"), body["timestamps"], strict=True
+            )
+        }
+        await manager.seek_to_timestamps(instance, targets)
     return _no_content()
 
 
@@ -160,40 +200,61 @@ async def seek_end(request: web.Request) -> web.Response:
     return _no_content()
 
 
-def _query_int(request: web.Request, name: str, default: int | None) -> int | None:
+def _query_int(request: web.Request, name: str) -> int | None:
+    """Query parameter ``name`` as an int; absent or negative (Confluent's default is -1) means None."""
     raw = request.query.get(name)
-    if raw is None:
-        return default
+    if raw is None or raw == "":
+        return None
     try:
         value = int(raw)
     except ValueError:
         raise BadRequestError(f"query parameter {name} must be an integer, not {raw!r}") from None
-    if value < 0:
-        raise BadRequestError(f"query parameter {name} must not be negative")
-    return value
+    return value if value >= 0 else None
+
+
+async def _read(request: web.Request, *, topic: str | None) -> web.Response:
+    instance = _instance(request)
+    fmt = instance.settings.format
+    offer = negotiate(request.headers.get("Accept"), consumer_records_offers(fmt))
+    if offer is None:
+        raise NotAcceptableError(
+            f"HTTP 406 Not Acceptable: this consumer instance uses the {fmt.value} format; "
+            f"accept application/vnd.kafka.{fmt.value}.v2+json"
+        )
+    timeout = _query_int(request, "timeout")
+    max_bytes = _query_int(request, "max_bytes")
+    budget = max_bytes or DEFAULT_MAX_BYTES
+    out = await _manager(request).poll(instance, timeout, budget, topic=topic)
+    return web.json_response(out, content_type=offer.response_type)
 
 
 async def records(request: web.Request) -> web.Response:
+    """Records of the instance's partitions. See :meth:`ConsumerManager.poll`."""
+    return await _read(request, topic=None)
+
+
+async def read_topic_v1(request: web.Request) -> web.Response:
+    """The v1 API's read: subscribe the instance to ``{topic}`` if it is not yet, then read its records."""
     instance = _instance(request)
-    wanted = KAFKA_V2_BINARY if instance.settings.format is EmbeddedFormat.BINARY else KAFKA_V2_JSON_JSON
-    offer = negotiate(request.headers.get("Accept"), (Offer(wanted, 1.0),))
-    if offer is None:
-        raise NotAcceptableError(
-            f"this consumer instance uses the {instance.settings.format.value} format; accept {wanted}"
-        )
-    timeout = _query_int(request, "timeout", None)
-    max_bytes = _query_int(request, "max_bytes", 64 * 1024 * 1024) or 1
-    out = await _manager(request).poll(instance, timeout, max_bytes)
-    return web.json_response(out, content_type=wanted)
+    topic = request.match_info["topic"]
+    manager = _manager(request)
+    if topic not in instance.topics:
+        if instance.manual or instance.pattern is not None:
+            raise IllegalStateError("a v1 topic read needs an instance without assignment or pattern")
+        if topic not in manager.reader.partition_counts():
+            raise UnknownTopicError(f"Topic not found. ({topic})")
+        await manager.subscribe(instance, [*instance.topics, topic], None)
+    return await _read(request, topic=topic)
 
 
 async def commit(request: web.Request) -> web.Response:
+    """Commit, and answer what was committed: ``[{"topic", "partition", "consumed", "committed"}]``."""
     instance = _instance(request)
     body = await _body(request, optional=True)
     key = "offsets" if "offsets" in body else "partitions" if "partitions" in body else None
     offsets = _offsets(body, key) if key is not None else None
-    await _manager(request).commit(instance, offsets)
-    return web.Response(status=200)
+    committed = await _manager(request).commit(instance, offsets)
+    return _reply(request, committed)
 
 
 async def committed(request: web.Request) -> web.Response:
@@ -217,6 +278,7 @@ def setup_routes(app: web.Application) -> None:
     app.router.add_get(INSTANCE + "/records", records)
     app.router.add_post(INSTANCE + "/offsets", commit)
     app.router.add_get(INSTANCE + "/offsets", committed)
+    app.router.add_get(INSTANCE + "/topics/{topic}", read_topic_v1)
 
 
 def _op(
@@ -270,7 +332,12 @@ OPENAPI_PATHS: dict[str, Any] = {
     },
     INSTANCE + "/positions": {
         "parameters": _INST,
-        "post": _op("Seek", body='{"offsets": [{"topic", "partition", "offset"}]}', ok="204"),
+        "post": _op(
+            "Seek to offsets, or to the first record at or after timestamps",
+            body='{"offsets": [{"topic", "partition", "offset"}]} and/or '
+            '{"timestamps": [{"topic", "partition", "timestamp"}]}',
+            ok="204",
+        ),
     },
     INSTANCE + "/positions/beginning": {
         "parameters": _INST,
@@ -286,7 +353,20 @@ OPENAPI_PATHS: dict[str, Any] = {
     },
     INSTANCE + "/offsets": {
         "parameters": _INST,
-        "post": _op("Commit offsets (empty body: everything fetched)", body='{"offsets": [...]} or empty'),
+        "post": _op(
+            "Commit offsets (empty body: everything fetched); answers "
+            '[{"topic", "partition", "consumed", "committed"}]',
+            body='{"offsets": [...]} or empty',
+        ),
         "get": _op("Committed offsets", body='{"partitions": [...]}'),
+    },
+    INSTANCE + "/topics/{topic}": {
+        "parameters": [
+            *_INST,
+            {"name": "topic", "in": "path", "required": True, "schema": {"type": "string"}},
+        ],
+        "get": _op(
+            "v1 API: subscribe to the topic on the first read, then fetch its records", params=("max_bytes",)
+        ),
     },
 }

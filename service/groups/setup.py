@@ -75,6 +75,10 @@ class BrokerReader:
         part = self._broker.topic(topic).partition(partition)
         return await part.read(offset, max_bytes, max_wait_ms=max_wait_ms, min_bytes=min_bytes)
 
+    async def offset_for_timestamp(self, topic: str, partition: int, timestamp: int) -> int | None:
+        found = await self._broker.topic(topic).partition(partition).offset_for_timestamp(timestamp)
+        return None if found is None else found[0]
+
 
 class PartitionOffsetLog:
     """``__consumer_offsets`` partition 0, as the committed-offset store writes and compacts it."""

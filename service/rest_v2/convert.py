@@ -29,11 +29,12 @@ from tierlog.tiering.codec.records import Record
 from tierlog.tiering.errors import (
     BadRequestError,
     InternalError,
+    InvalidBodyError,
     InvalidRequestError,
     InvalidValueError,
+    SchemaRegistryRequiredError,
     TierlogError,
     UnknownPartitionError,
-    UnsupportedMediaTypeError,
 )
 from tierlog.tiering.partitioner import StickyPartitioner, partition_for_key
 
@@ -46,6 +47,7 @@ __all__ = [
     "produce_offsets",
     "records_body",
     "records_to_json",
+    "consumer_records",
     "dump_json",
 ]
 
@@ -110,10 +112,52 @@ def _check_schemas(body: dict[str, Any], records: list[Any], fmt: EmbeddedFormat
         raise InvalidRequestError("Request includes keys but does not include key schema")
     if not has_value_schema and any(isinstance(r, dict) and r.get("value") is not None for r in records):
         raise InvalidValueError("Request includes values but does not include value schema")
-    raise UnsupportedMediaTypeError(
-        f"embedded format {fmt.value} needs a schema registry, which this broker does not have; "
+    raise SchemaRegistryRequiredError(
+        "Payload error. Schema Registry must be configured when using schemas. "
+        f"This broker has no schema registry, so the {fmt.value} embedded format cannot be produced; "
         "use application/vnd.kafka.binary.v2+json or application/vnd.kafka.json.v2+json"
     )
+
+
+_BODY_FIELDS = frozenset(("records", "key_schema", "key_schema_id", "value_schema", "value_schema_id"))
+_RECORD_FIELDS = frozenset(("key", "value", "partition"))
+MAX_REPORTED_PROBLEMS = 10
+
+
+def _record_problem(index: int, record: Any) -> str | None:
+    if not isinstance(record, dict):
+        return f"records[{index}] must be a JSON object, not {type(record).__name__}"
+    unknown = record.keys() - _RECORD_FIELDS
+    if unknown:
+        names = ", ".join(sorted(repr(name) for name in unknown))
+        return f"records[{index}] has unknown field(s) {names} (a record has key, value and partition)"
+    return None
+
+
+def _invalid_body(problems: list[str]) -> InvalidBodyError:
+    shown = problems[:MAX_REPORTED_PROBLEMS]
+    more = len(problems) - len(shown)
+    detail = "; ".join(shown) + (f"; and {more} more" if more else "")
+    return InvalidBodyError(f"Invalid request format: {detail}")
+
+
+def _records_of(body: bytes) -> tuple[dict[str, Any], list[Any]]:
+    if not body.strip():
+        raise _invalid_body(['the request body is empty; send {"records": [...]}'])
+    try:
+        parsed = _load_json(body)
+    except ValueError as err:
+        raise BadRequestError(f"request body is not valid JSON: {err}") from None
+    if not isinstance(parsed, dict):
+        raise _invalid_body(["the request body must be a JSON object with a 'records' array"])
+    unknown = parsed.keys() - _BODY_FIELDS
+    if unknown:
+        names = ", ".join(sorted(repr(name) for name in unknown))
+        raise _invalid_body([f"unknown field(s) {names} in the request body"])
+    records = parsed.get("records")
+    if not isinstance(records, list) or not records:
+        raise _invalid_body(["'records' must be a non-empty array"])
+    return parsed, records
 
 
 def parse_produce_body(body: bytes, fmt: EmbeddedFormat) -> list[ProduceRecord]:
@@ -122,26 +166,21 @@ def parse_produce_body(body: bytes, fmt: EmbeddedFormat) -> list[ProduceRecord]:
     Pure and idempotent.
 
     Raises:
-        BadRequestError: malformed JSON, wrong shape, empty ``records``, bad base64, bad ``partition``.
+        BadRequestError: (40001) malformed JSON, bad base64, bad ``partition``.
+        InvalidBodyError: (422) an empty body, no ``records`` or an empty one, an unknown field in the body
+            or in a record (the message names every offending record, up to ten), a record not an object.
         InvalidRequestError: (42201) a schema format without the key schema it needs.
         InvalidValueError: (42202) a schema format without the value schema it needs.
-        UnsupportedMediaTypeError: a schema-based embedded format (avro, protobuf, jsonschema).
+        SchemaRegistryRequiredError: (42206) a schema-based embedded format (avro, protobuf, jsonschema).
     """
-    try:
-        parsed = _load_json(body)
-    except ValueError as err:
-        raise BadRequestError(f"request body is not valid JSON: {err}") from None
-    if not isinstance(parsed, dict):
-        raise BadRequestError("request body must be a JSON object with a 'records' array")
-    records = parsed.get("records")
-    if not isinstance(records, list) or not records:
-        raise BadRequestError("'records' must be a non-empty array")
+    parsed, records = _records_of(body)
+    problems = [p for p in (_record_problem(i, r) for i, r in enumerate(records)) if p is not None]
+    if problems:
+        raise _invalid_body(problems)
     if fmt.needs_schema:
         _check_schemas(parsed, records, fmt)
     out: list[ProduceRecord] = []
     for index, record in enumerate(records):
-        if not isinstance(record, dict):
-            raise BadRequestError(f"records[{index}] must be a JSON object")
         if fmt is EmbeddedFormat.BINARY:
             key = _binary_field(record, "key", index)
             value = _binary_field(record, "value", index)
@@ -171,7 +210,7 @@ def assign_partitions(
     """
     if fixed is not None:
         if not 0 <= fixed < num_partitions:
-            raise UnknownPartitionError(f"Partition {fixed} not found.")
+            raise UnknownPartitionError(f"Partition not found. (partition {fixed} of topic {topic})")
         return [fixed] * len(records)
     keyless: int | None = None
     result: list[int] = []
@@ -179,8 +218,8 @@ def assign_partitions(
         if record.partition is not None:
             if record.partition >= num_partitions:
                 raise UnknownPartitionError(
-                    f"records[{index}]: partition {record.partition} not found "
-                    f"(topic {topic} has {num_partitions})"
+                    f"Partition not found. (records[{index}]: partition {record.partition}; "
+                    f"topic {topic} has {num_partitions})"
                 )
             result.append(record.partition)
         elif record.key is not None:
@@ -281,6 +320,50 @@ def records_to_json(
         }
         for record in _visible(data, start_offset, high_watermark)
     ]
+
+
+def consumer_records(
+    data: bytes,
+    *,
+    topic: str,
+    partition: int,
+    start_offset: int,
+    high_watermark: int,
+    fmt: EmbeddedFormat,
+    max_bytes: int,
+    at_least_one: bool,
+) -> tuple[list[dict[str, Any]], int]:
+    """The records a consumer instance returns from ``data``, within ``max_bytes``, and the bytes they count.
+
+    Each record is ``{"topic", "key", "value", "partition", "offset", "timestamp"}`` (Karapace's fields;
+    Confluent's plus ``timestamp``). ``max_bytes`` is counted per record as the key's plus the value's
+    length, as Confluent's proxy counts it: records are taken in order while the total stays within it,
+    and with ``at_least_one`` the first record is taken whatever its size, so a consumer never stalls
+    on a record larger than its ``max_bytes``. Pure.
+
+    Raises:
+        CorruptRecordError, InvalidRequestError: as :func:`records_body`.
+    """
+    out: list[dict[str, Any]] = []
+    used = 0
+    for record in _visible(data, start_offset, high_watermark):
+        size = (0 if record.key is None else len(record.key)) + (
+            0 if record.value is None else len(record.value)
+        )
+        if used + size > max_bytes and (out or not at_least_one):
+            break
+        used += size
+        out.append(
+            {
+                "topic": topic,
+                "key": _parsed(record.key, fmt, what="key", offset=record.offset),
+                "value": _parsed(record.value, fmt, what="value", offset=record.offset),
+                "partition": partition,
+                "offset": record.offset,
+                "timestamp": record.timestamp,
+            }
+        )
+    return out, used
 
 
 def records_body(

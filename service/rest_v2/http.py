@@ -54,7 +54,7 @@ def partition_index(request: web.Request) -> int:
     """
     raw = request.match_info["partition"]
     if not raw.isascii() or not raw.isdigit() or len(raw) > 10:
-        raise UnknownPartitionError(f"Partition {raw!r} not found.")
+        raise UnknownPartitionError(f"Partition not found. ({raw!r} is not a partition number)")
     return int(raw)
 
 

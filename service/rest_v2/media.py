@@ -7,12 +7,19 @@ for metadata the most specific type ``application/vnd.kafka.v2+json`` wins over
 ``application/vnd.kafka+json`` and plain ``application/json`` when the client accepts several.
 When a client names no embedded format on a records fetch, binary is assumed (Confluent's rule).
 
+The v1 API's types (``application/vnd.kafka[.format].v1+json``) are accepted and answered wherever the v2
+ones are: the v1 and v2 APIs share their paths and this broker serves both from the same handlers.
+Format-specific types (``application/vnd.kafka.binary.v2+json`` ...) are acceptable on every route with a
+low server weight, as Confluent's consumer resource declares them, so a client that sends one header set
+for all its requests is answered.
+
 Everything here is pure: parsing never raises; callers turn ``None`` into 406 or 415.
 """
 
 from __future__ import annotations
 
 import enum
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -21,16 +28,25 @@ __all__ = [
     "MediaRange",
     "Offer",
     "KAFKA_V2_JSON",
+    "KAFKA_V1_JSON",
+    "KAFKA_DEFAULT_JSON",
+    "JSON",
     "KAFKA_V2_BINARY",
     "KAFKA_V2_JSON_JSON",
     "METADATA_OFFERS",
+    "METADATA_OFFERS_V1",
     "RECORDS_OFFERS",
+    "response_offers",
+    "KafkaMediaType",
+    "parse_kafka_type",
+    "consumer_records_offers",
     "parse_accept",
     "negotiate",
     "produce_format",
 ]
 
 KAFKA_V2_JSON = "application/vnd.kafka.v2+json"
+KAFKA_V1_JSON = "application/vnd.kafka.v1+json"
 KAFKA_DEFAULT_JSON = "application/vnd.kafka+json"
 JSON = "application/json"
 KAFKA_V2_BINARY = "application/vnd.kafka.binary.v2+json"
@@ -51,14 +67,36 @@ class EmbeddedFormat(enum.Enum):
         return self in (EmbeddedFormat.AVRO, EmbeddedFormat.PROTOBUF, EmbeddedFormat.JSONSCHEMA)
 
 
-_PRODUCE_TYPES: dict[str, EmbeddedFormat] = {
-    KAFKA_V2_BINARY: EmbeddedFormat.BINARY,
-    KAFKA_V2_JSON: EmbeddedFormat.BINARY,
-    KAFKA_V2_JSON_JSON: EmbeddedFormat.JSON,
-    "application/vnd.kafka.avro.v2+json": EmbeddedFormat.AVRO,
-    "application/vnd.kafka.protobuf.v2+json": EmbeddedFormat.PROTOBUF,
-    "application/vnd.kafka.jsonschema.v2+json": EmbeddedFormat.JSONSCHEMA,
-}
+_KAFKA_TYPE = re.compile(
+    r"application/vnd\.kafka(?:\.(binary|json|avro|protobuf|jsonschema))?(?:\.(v1|v2))?\+json"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class KafkaMediaType:
+    """A parsed REST Proxy media type: its embedded format and API version, either of which may be absent
+    (``application/vnd.kafka+json`` names neither, nor does plain ``application/json``)."""
+
+    embedded: EmbeddedFormat | None
+    version: str | None
+
+
+def parse_kafka_type(content_type: str | None) -> KafkaMediaType | None:
+    """The REST Proxy media type ``content_type`` names, or ``None`` for anything else (415). Pure.
+
+    Accepts ``application/vnd.kafka[.binary|.json|.avro|.protobuf|.jsonschema][.v1|.v2]+json`` and
+    ``application/json``, parameters (``; charset=utf-8``) ignored, case-insensitively.
+    """
+    if content_type is None:
+        return None
+    kind, _ = _media_type(content_type)
+    if kind == JSON:
+        return KafkaMediaType(None, None)
+    match = _KAFKA_TYPE.fullmatch(kind)
+    if match is None:
+        return None
+    embedded = EmbeddedFormat(match.group(1)) if match.group(1) else None
+    return KafkaMediaType(embedded, match.group(2))
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,11 +134,32 @@ class Offer:
         return self.content_type or self.media_type
 
 
+def _typed(fmt: EmbeddedFormat, version: str) -> str:
+    return f"application/vnd.kafka.{fmt.value}.{version}+json"
+
+
 METADATA_OFFERS: tuple[Offer, ...] = (
     Offer(KAFKA_V2_JSON, 1.0),
+    Offer(KAFKA_V1_JSON, 0.9),
     Offer(KAFKA_DEFAULT_JSON, 0.8),
+    *(Offer(_typed(fmt, version), 0.6) for version in ("v2", "v1") for fmt in EmbeddedFormat),
     Offer(JSON, 0.5),
 )
+
+# The same representations, the v1 type first: what answers a request whose body came as a v1 type.
+METADATA_OFFERS_V1: tuple[Offer, ...] = (
+    Offer(KAFKA_V1_JSON, 1.0),
+    Offer(KAFKA_V2_JSON, 0.9),
+    *METADATA_OFFERS[2:],
+)
+
+
+def response_offers(content_type: str | None) -> tuple[Offer, ...]:
+    """The offers of a JSON answer: v1 preferred when the request body came as a v1 type, v2 otherwise (an
+    ``Accept: */*`` is then answered in the API version the client spoke). Pure."""
+    parsed = parse_kafka_type(content_type)
+    return METADATA_OFFERS_V1 if parsed is not None and parsed.version == "v1" else METADATA_OFFERS
+
 
 RECORDS_OFFERS: tuple[Offer, ...] = (
     Offer(KAFKA_V2_BINARY, 1.0, EmbeddedFormat.BINARY),
@@ -109,6 +168,20 @@ RECORDS_OFFERS: tuple[Offer, ...] = (
     Offer(KAFKA_DEFAULT_JSON, 0.8, EmbeddedFormat.BINARY, KAFKA_V2_BINARY),
     Offer(JSON, 0.5, EmbeddedFormat.BINARY, KAFKA_V2_BINARY),
 )
+
+
+def consumer_records_offers(fmt: EmbeddedFormat) -> tuple[Offer, ...]:
+    """What a consumer instance of format ``fmt`` can answer a records read with: its own format's v2 and
+    v1 types, and the format-free types (answered as the v2 type of ``fmt``). Pure."""
+    own = _typed(fmt, "v2")
+    return (
+        Offer(own, 1.0, fmt),
+        Offer(_typed(fmt, "v1"), 0.9, fmt),
+        Offer(KAFKA_V2_JSON, 0.9, fmt, own),
+        Offer(KAFKA_V1_JSON, 0.85, fmt, _typed(fmt, "v1")),
+        Offer(KAFKA_DEFAULT_JSON, 0.8, fmt, own),
+        Offer(JSON, 0.5, fmt, own),
+    )
 
 
 def _media_type(raw: str) -> tuple[str, dict[str, str]]:
@@ -169,8 +242,12 @@ def negotiate(accept: str | None, offers: Sequence[Offer]) -> Offer | None:
 
 
 def produce_format(content_type: str | None) -> EmbeddedFormat | None:
-    """The embedded format a produce body's ``Content-Type`` declares, or ``None`` if unsupported. Pure."""
-    if content_type is None:
+    """The embedded format a produce body's ``Content-Type`` declares, or ``None`` if unsupported. Pure.
+
+    A type without an embedded format (``application/vnd.kafka.v2+json``, ``application/vnd.kafka+json``,
+    ``application/json``, the v1 ones) means binary, as the v1 API and Karapace read it.
+    """
+    parsed = parse_kafka_type(content_type)
+    if parsed is None:
         return None
-    kind, _ = _media_type(content_type)
-    return _PRODUCE_TYPES.get(kind)
+    return parsed.embedded or EmbeddedFormat.BINARY

@@ -42,12 +42,12 @@ from tierlog.service.rest_v2.http import (
     topic_name,
 )
 from tierlog.service.rest_v2.media import (
-    METADATA_OFFERS,
     RECORDS_OFFERS,
     EmbeddedFormat,
     Offer,
     negotiate,
     produce_format,
+    response_offers,
 )
 from tierlog.service.rest_v2.openapi import OPENAPI_PATHS
 from tierlog.service.state import BROKER
@@ -96,10 +96,10 @@ def _broker(request: web.Request) -> Broker:
 
 
 def _metadata_type(request: web.Request) -> str:
-    offer = negotiate(request.headers.get("Accept"), METADATA_OFFERS)
+    offer = negotiate(request.headers.get("Accept"), response_offers(request.headers.get("Content-Type")))
     if offer is None:
         raise NotAcceptableError(
-            f"cannot answer with any of Accept: {request.headers.get('Accept')}; "
+            f"HTTP 406 Not Acceptable: cannot answer with any of Accept: {request.headers.get('Accept')}; "
             "use application/vnd.kafka.v2+json, application/vnd.kafka+json or application/json"
         )
     return offer.response_type
@@ -200,7 +200,7 @@ def _produce_type(request: web.Request) -> EmbeddedFormat:
     fmt = produce_format(request.headers.get("Content-Type"))
     if fmt is None:
         raise UnsupportedMediaTypeError(
-            f"unsupported Content-Type {request.headers.get('Content-Type')!r}; use "
+            f"HTTP 415 Unsupported Media Type: {request.headers.get('Content-Type')!r}; use "
             "application/vnd.kafka.binary.v2+json or application/vnd.kafka.json.v2+json"
         )
     return fmt

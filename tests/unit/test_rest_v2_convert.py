@@ -28,13 +28,14 @@ from tierlog.tiering.errors import (
     BadRequestError,
     CorruptRecordError,
     InternalError,
+    InvalidBodyError,
     InvalidRequestError,
     InvalidValueError,
+    SchemaRegistryRequiredError,
     TierlogError,
     UnavailableError,
     UnknownPartitionError,
     UnknownTopicError,
-    UnsupportedMediaTypeError,
 )
 from tierlog.tiering.partitioner import StickyPartitioner, partition_for_key
 
@@ -80,11 +81,6 @@ def test_json_body_stores_compact_serialization() -> None:
     "raw",
     [
         b"not json",
-        b"[]",
-        b'{"records": []}',
-        b'{"records": {}}',
-        b'{"nothing": 1}',
-        b'{"records": [1]}',
         b'{"records": [{"value": NaN}]}',
         b'{"records": [{"value": "!!notbase64"}]}',
         b'{"records": [{"value": "YWJ"}]}',
@@ -102,6 +98,39 @@ def test_malformed_binary_bodies_are_400(raw: bytes) -> None:
     assert http_status(info.value.code) == 400
 
 
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b"",
+        b"  ",
+        b"[]",
+        b"{}",
+        b'{"records": []}',
+        b'{"records": {}}',
+        b'{"nothing": 1}',
+        b'{"records": [1]}',
+        b'{"records": [{"valur": "YQ=="}]}',
+        b'{"records": [{"value": "YQ=="}], "extra": 1}',
+    ],
+)
+def test_misshapen_bodies_are_422(raw: bytes) -> None:
+    """Issue 12: the peers answer 422 for a body of the wrong shape (a misspelled field included)."""
+    with pytest.raises(InvalidBodyError) as info:
+        parse_produce_body(raw, BINARY)
+    assert info.value.code == 422
+    assert info.value.message.startswith("Invalid request format: ")
+
+
+def test_a_misshapen_body_names_every_bad_record() -> None:
+    raw = body({"records": [{"value": "YQ=="}, {"valur": "YQ=="}, 7, {"key": None, "partitio": 1}]})
+    with pytest.raises(InvalidBodyError) as info:
+        parse_produce_body(raw, BINARY)
+    message = info.value.message
+    assert "records[1]" in message and "'valur'" in message
+    assert "records[2]" in message and "records[3]" in message and "'partitio'" in message
+    assert "records[0]" not in message
+
+
 def test_schema_formats_check_schemas_like_confluent() -> None:
     fmt = EmbeddedFormat.AVRO
     with pytest.raises(InvalidRequestError) as key_err:
@@ -110,8 +139,10 @@ def test_schema_formats_check_schemas_like_confluent() -> None:
     with pytest.raises(InvalidValueError) as value_err:
         parse_produce_body(body({"key_schema_id": 3, "records": [{"key": 1, "value": 2}]}), fmt)
     assert value_err.value.code == 42202
-    with pytest.raises(UnsupportedMediaTypeError):
+    with pytest.raises(SchemaRegistryRequiredError) as registry_err:
         parse_produce_body(body({"key_schema_id": 3, "value_schema": "x", "records": [{"value": 2}]}), fmt)
+    assert registry_err.value.code == 42206
+    assert registry_err.value.message.startswith("Payload error. Schema Registry must be configured")
 
 
 def test_assign_partitions_explicit_keyed_and_sticky() -> None:

@@ -43,7 +43,7 @@ def test_metadata_negotiation(accept: str | None, expected: str) -> None:
 
 @pytest.mark.parametrize(
     "accept",
-    ["text/html", "application/xml", "application/json;q=0", "*/*;q=0", "application/vnd.kafka.avro.v2+json"],
+    ["text/html", "application/xml", "application/json;q=0", "*/*;q=0", "application/vnd.kafka.avro.v3+json"],
 )
 def test_metadata_not_acceptable(accept: str) -> None:
     assert negotiate(accept, METADATA_OFFERS) is None
@@ -85,6 +85,13 @@ def test_records_refuses_schema_formats_and_text() -> None:
         ("application/vnd.kafka.avro.v2+json", EmbeddedFormat.AVRO),
         ("application/vnd.kafka.protobuf.v2+json", EmbeddedFormat.PROTOBUF),
         ("application/vnd.kafka.jsonschema.v2+json", EmbeddedFormat.JSONSCHEMA),
+        # issue 12: the v1 types, the version-free ones and plain JSON produce as the peers read them
+        ("application/json", EmbeddedFormat.BINARY),
+        ("application/vnd.kafka+json", EmbeddedFormat.BINARY),
+        ("application/vnd.kafka.v1+json", EmbeddedFormat.BINARY),
+        ("application/vnd.kafka.binary.v1+json", EmbeddedFormat.BINARY),
+        ("application/vnd.kafka.json.v1+json", EmbeddedFormat.JSON),
+        ("application/vnd.kafka.avro.v1+json", EmbeddedFormat.AVRO),
     ],
 )
 def test_produce_format(content_type: str, fmt: EmbeddedFormat) -> None:
@@ -95,10 +102,10 @@ def test_produce_format(content_type: str, fmt: EmbeddedFormat) -> None:
     "content_type",
     [
         None,
-        "application/json",
         "text/plain",
         "application/octet-stream",
-        "application/vnd.kafka.binary.v1+json",
+        "application/vnd.kafka.binary.v3+json",
+        "application/vnd.kafka.xml.v2+json",
     ],
 )
 def test_produce_format_unsupported(content_type: str | None) -> None:

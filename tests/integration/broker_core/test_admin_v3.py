@@ -249,10 +249,10 @@ async def test_alter_batch_is_all_or_nothing(node: Node) -> None:
 async def test_unknown_route_and_method_are_json(node: Node, tmp_path: Path) -> None:
     resp = await node.client.get("/no/such/route")
     assert resp.status == 404
-    assert (await resp.json())["error_code"] == 404
+    assert (await resp.json())["error_code"] == 40400  # issue 12: five-digit codes for every error
     resp = await node.client.put("/v3/clusters")
     assert resp.status == 405
-    assert (await resp.json())["error_code"] == 405
+    assert (await resp.json())["error_code"] == 40501
     assert "GET" in resp.headers["Allow"]
 
 
