@@ -25,6 +25,7 @@ from typing import Any, Protocol
 from tierlog.service.groups.consumer_config import ConsumerSettings
 from tierlog.service.groups.coordinator import Clock, GroupCoordinator
 from tierlog.service.rest_v2.convert import consumer_records
+from tierlog.tiering.codec.batch import iter_records
 from tierlog.tiering.codec.header import iter_batches
 from tierlog.tiering.errors import (
     ConsumerInstanceExistsError,
@@ -314,8 +315,22 @@ class ConsumerManager:
         for tp, timestamp in timestamps.items():
             self._check_partition(counts, *tp)
             found = await self._broker.offset_for_timestamp(tp[0], tp[1], timestamp)
-            targets[tp] = found if found is not None else self._broker.log_bounds(*tp)[1]
+            if found is None:
+                targets[tp] = self._broker.log_bounds(*tp)[1]
+            else:
+                targets[tp] = await self._first_record_at_or_after(tp, found, timestamp)
         self.seek(instance, targets)
+
+    async def _first_record_at_or_after(self, tp: TopicPartition, batch_offset: int, timestamp: int) -> int:
+        """The offset of the first record at or after ``timestamp`` in the batch at ``batch_offset`` (the
+        log's time index finds batches; Kafka answers records)."""
+        result = await self._broker.read(tp[0], tp[1], batch_offset, 1, 0, 1)
+        for header, record in iter_records(result.data):
+            if header.is_control or record.offset < batch_offset:
+                continue
+            if record.timestamp >= timestamp:
+                return record.offset
+        return batch_offset
 
     # -- records --------------------------------------------------------------------------------------
 

@@ -134,6 +134,12 @@ def _record_problem(index: int, record: Any) -> str | None:
     return None
 
 
+def _check_shapes(records: list[Any]) -> None:
+    problems = [p for p in (_record_problem(i, r) for i, r in enumerate(records)) if p is not None]
+    if problems:
+        raise _invalid_body(problems)
+
+
 def _invalid_body(problems: list[str]) -> InvalidBodyError:
     shown = problems[:MAX_REPORTED_PROBLEMS]
     more = len(problems) - len(shown)
@@ -174,13 +180,13 @@ def parse_produce_body(body: bytes, fmt: EmbeddedFormat) -> list[ProduceRecord]:
         SchemaRegistryRequiredError: (42206) a schema-based embedded format (avro, protobuf, jsonschema).
     """
     parsed, records = _records_of(body)
-    problems = [p for p in (_record_problem(i, r) for i, r in enumerate(records)) if p is not None]
-    if problems:
-        raise _invalid_body(problems)
     if fmt.needs_schema:
+        _check_shapes(records)
         _check_schemas(parsed, records, fmt)
     out: list[ProduceRecord] = []
     for index, record in enumerate(records):
+        if type(record) is not dict or not _RECORD_FIELDS.issuperset(record):
+            _check_shapes(records)  # names every offending record, not only this one
         if fmt is EmbeddedFormat.BINARY:
             key = _binary_field(record, "key", index)
             value = _binary_field(record, "value", index)

@@ -78,6 +78,14 @@ async def test_positions_seek_by_timestamp(node: RunningBroker) -> None:
     by_ms = {"timestamps": [{"topic": "t", "partition": 0, "timestamp": int(moments[2].timestamp() * 1000)}]}
     assert (await send(client, "POST", f"{base}/positions", by_ms)).status == 204
     assert [unb64(str(r["value"])) for r in await read(node, base)] == [b"day3"]
+    # inside one batch, the first record at or after the time, not the batch's first record
+    hours = [int(datetime(2024, 2, 1, h, tzinfo=UTC).timestamp() * 1000) for h in (1, 2, 3)]
+    await partition.append(
+        build_batch([Record(None, f"h{i}".encode(), timestamp=t) for i, t in enumerate(hours)])
+    )
+    in_batch = {"timestamps": [{"topic": "t", "partition": 0, "timestamp": "2024-02-01T01:30:00+00:00"}]}
+    assert (await send(client, "POST", f"{base}/positions", in_batch)).status == 204
+    assert [unb64(str(r["value"])) for r in await read(node, base)] == [b"h1", b"h2"]
     bad = {"timestamps": [{"topic": "t", "partition": 0, "timestamp": "yesterday"}]}
     (await send(client, "POST", f"{base}/positions", bad)).error(
         422, 42204, "Invalid consumer configuration: "
