@@ -15,6 +15,7 @@ from tierlog.service.errors import http_status
 from tierlog.service.rest_v2.convert import (
     ProduceRecord,
     assign_partitions,
+    consumer_records,
     dump_json,
     parse_produce_body,
     produce_offsets,
@@ -284,3 +285,39 @@ def test_records_body_rejects_json_that_is_not_utf8() -> None:
     with pytest.raises(InvalidRequestError) as info:
         records_body(data, topic="t", partition=0, start_offset=0, high_watermark=1, fmt=JSON)
     assert info.value.code == 42202
+
+
+def _sized() -> bytes:
+    values = [(None, b"aa"), (b"k", b"bbb"), (None, None), (b"kk", b"cccc")]  # sizes 2, 4, 0, 6
+    return build_batch([Record(k, v, timestamp=1_000 + i) for i, (k, v) in enumerate(values)], base_offset=5)
+
+
+@pytest.mark.parametrize(
+    ("max_bytes", "at_least_one", "offsets", "used"),
+    [
+        (100, True, [5, 6, 7, 8], 12),
+        (6, True, [5, 6, 7], 6),
+        (5, True, [5], 2),
+        (1, True, [5], 2),
+        (1, False, [], 0),
+        (2, False, [5], 2),
+    ],
+)
+def test_consumer_records_count_keys_and_values_per_record(
+    max_bytes: int, at_least_one: bool, offsets: list[int], used: int
+) -> None:
+    records, counted = consumer_records(
+        _sized(),
+        topic="t",
+        partition=2,
+        start_offset=5,
+        high_watermark=9,
+        fmt=BINARY,
+        max_bytes=max_bytes,
+        at_least_one=at_least_one,
+    )
+    assert [r["offset"] for r in records] == offsets
+    assert counted == used
+    for r in records:
+        assert set(r) == {"topic", "key", "value", "partition", "offset", "timestamp"}
+        assert r["timestamp"] == 1_000 + r["offset"] - 5

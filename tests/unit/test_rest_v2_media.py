@@ -7,15 +7,20 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tierlog.service.rest_v2.media import (
+    KAFKA_V1_JSON,
     KAFKA_V2_BINARY,
     KAFKA_V2_JSON,
     KAFKA_V2_JSON_JSON,
     METADATA_OFFERS,
     RECORDS_OFFERS,
     EmbeddedFormat,
+    KafkaMediaType,
+    consumer_records_offers,
     negotiate,
     parse_accept,
+    parse_kafka_type,
     produce_format,
+    response_offers,
 )
 
 
@@ -121,3 +126,68 @@ def test_parse_accept_skips_garbage_and_clamps_q() -> None:
 def test_negotiate_never_raises(header: str) -> None:
     offer = negotiate(header, RECORDS_OFFERS)
     assert offer is None or offer in RECORDS_OFFERS
+
+
+@pytest.mark.parametrize(
+    ("content_type", "expected"),
+    [
+        ("application/json", KafkaMediaType(None, None)),
+        ("application/vnd.kafka+json", KafkaMediaType(None, None)),
+        ("application/vnd.kafka.v1+json", KafkaMediaType(None, "v1")),
+        ("application/vnd.kafka.binary+json", KafkaMediaType(EmbeddedFormat.BINARY, None)),
+        ("application/vnd.kafka.avro.v1+json", KafkaMediaType(EmbeddedFormat.AVRO, "v1")),
+        (
+            "APPLICATION/VND.KAFKA.JSONSCHEMA.V2+JSON; charset=utf-8",
+            KafkaMediaType(EmbeddedFormat.JSONSCHEMA, "v2"),
+        ),
+        ("application/vnd.kafka.v3+json", None),
+        ("application/vnd.kafka.xml.v2+json", None),
+        ("application/vnd.kafka.v2+xml", None),
+        ("application/octet-stream", None),
+        ("text/plain", None),
+        (None, None),
+    ],
+)
+def test_parse_kafka_type(content_type: str | None, expected: KafkaMediaType | None) -> None:
+    assert parse_kafka_type(content_type) == expected
+
+
+@pytest.mark.parametrize(
+    ("content_type", "accept", "expected"),
+    [
+        ("application/vnd.kafka.binary.v1+json", "*/*", KAFKA_V1_JSON),
+        ("application/vnd.kafka.binary.v1+json", None, KAFKA_V1_JSON),
+        ("application/vnd.kafka.binary.v1+json", KAFKA_V2_JSON, KAFKA_V2_JSON),
+        ("application/vnd.kafka.binary.v2+json", "*/*", KAFKA_V2_JSON),
+        (None, "*/*", KAFKA_V2_JSON),
+        (None, KAFKA_V1_JSON, KAFKA_V1_JSON),
+    ],
+)
+def test_a_v1_request_is_answered_in_v1(content_type: str | None, accept: str | None, expected: str) -> None:
+    offer = negotiate(accept, response_offers(content_type))
+    assert offer is not None and offer.response_type == expected
+
+
+@pytest.mark.parametrize(
+    ("fmt", "accept", "expected"),
+    [
+        (EmbeddedFormat.BINARY, None, KAFKA_V2_BINARY),
+        (
+            EmbeddedFormat.BINARY,
+            "application/vnd.kafka.binary.v1+json",
+            "application/vnd.kafka.binary.v1+json",
+        ),
+        (EmbeddedFormat.BINARY, KAFKA_V1_JSON, "application/vnd.kafka.binary.v1+json"),
+        (EmbeddedFormat.JSON, "*/*", KAFKA_V2_JSON_JSON),
+        (EmbeddedFormat.JSON, "application/json", KAFKA_V2_JSON_JSON),
+        (EmbeddedFormat.JSON, f"{KAFKA_V2_BINARY}, {KAFKA_V2_JSON_JSON};q=0.2", KAFKA_V2_JSON_JSON),
+        (EmbeddedFormat.JSON, KAFKA_V2_BINARY, None),
+        (EmbeddedFormat.BINARY, KAFKA_V2_JSON_JSON, None),
+    ],
+)
+def test_consumer_records_offers_follow_the_instance_format(
+    fmt: EmbeddedFormat, accept: str | None, expected: str | None
+) -> None:
+    offer = negotiate(accept, consumer_records_offers(fmt))
+    assert (offer.response_type if offer is not None else None) == expected
+    assert offer is None or offer.embedded is fmt
