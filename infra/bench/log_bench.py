@@ -17,14 +17,11 @@ import argparse
 import os
 import platform
 import shutil
-import sys
 import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from tierlog.tiering.codec.batch import build_batch
 from tierlog.tiering.codec.records import Record

@@ -36,7 +36,6 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))
 
 from tierlog.tiering.codec import Compression, Record, build_batch  # noqa: E402
 from tierlog.tiering.log import LogConfig, PartitionLog  # noqa: E402

@@ -103,6 +103,8 @@ def test_the_folders_are_mapped_into_tierlog_as_real_files_once_each(wheel: Whee
             if "__pycache__" in path.parts or any(p.is_symlink() for p in path.relative_to(ROOT).parents):
                 continue
             expected[f"{target}/{path.relative_to(ROOT / folder).as_posix()}"] = path
+    # PEP 561: the package ships its type hints.
+    expected["tierlog/py.typed"] = ROOT / "tierlog" / "py.typed"
     assert sorted(n for n in wheel.names if n.startswith("tierlog/")) == sorted(expected)
     for name, path in expected.items():
         assert wheel.zf.read(name) == path.read_bytes(), name
