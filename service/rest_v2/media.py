@@ -36,6 +36,7 @@ __all__ = [
     "METADATA_OFFERS",
     "METADATA_OFFERS_V1",
     "RECORDS_OFFERS",
+    "MESSAGES_V1_OFFERS",
     "response_offers",
     "KafkaMediaType",
     "parse_kafka_type",
@@ -167,6 +168,19 @@ RECORDS_OFFERS: tuple[Offer, ...] = (
     Offer(KAFKA_V2_JSON, 0.9, EmbeddedFormat.BINARY, KAFKA_V2_BINARY),
     Offer(KAFKA_DEFAULT_JSON, 0.8, EmbeddedFormat.BINARY, KAFKA_V2_BINARY),
     Offer(JSON, 0.5, EmbeddedFormat.BINARY, KAFKA_V2_BINARY),
+)
+
+
+# The v1 API's partition read (``GET .../messages``) answers in the v1 types; v2 types are served too.
+MESSAGES_V1_OFFERS: tuple[Offer, ...] = (
+    Offer(_typed(EmbeddedFormat.BINARY, "v1"), 1.0, EmbeddedFormat.BINARY),
+    Offer(_typed(EmbeddedFormat.JSON, "v1"), 1.0, EmbeddedFormat.JSON),
+    Offer(KAFKA_V2_BINARY, 0.95, EmbeddedFormat.BINARY),
+    Offer(KAFKA_V2_JSON_JSON, 0.95, EmbeddedFormat.JSON),
+    Offer(KAFKA_V1_JSON, 0.9, EmbeddedFormat.BINARY, _typed(EmbeddedFormat.BINARY, "v1")),
+    Offer(KAFKA_V2_JSON, 0.85, EmbeddedFormat.BINARY, KAFKA_V2_BINARY),
+    Offer(KAFKA_DEFAULT_JSON, 0.8, EmbeddedFormat.BINARY, _typed(EmbeddedFormat.BINARY, "v1")),
+    Offer(JSON, 0.5, EmbeddedFormat.BINARY, _typed(EmbeddedFormat.BINARY, "v1")),
 )
 
 

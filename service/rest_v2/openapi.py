@@ -220,4 +220,26 @@ OPENAPI_PATHS: dict[str, Any] = {
             },
         },
     },
+    "/topics/{topic}/partitions/{partition}/messages": {
+        "get": {
+            "tags": [_TAG],
+            "operationId": "v1ReadMessages",
+            "summary": "v1 API: up to count records from an offset, without waiting",
+            "parameters": [
+                _TOPIC,
+                _PARTITION,
+                {
+                    "name": "offset",
+                    "in": "query",
+                    "required": True,
+                    "schema": {"type": "integer", "minimum": 0},
+                },
+                {"name": "count", "in": "query", "schema": {"type": "integer", "default": 1, "minimum": 1}},
+            ],
+            "responses": {
+                **_ok(_RECORDS, "application/vnd.kafka.binary.v1+json", "application/vnd.kafka.json.v1+json"),
+                **error_responses("400", "404", "406", "416", "422", "500"),
+            },
+        },
+    },
 }

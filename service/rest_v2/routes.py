@@ -11,6 +11,7 @@ Routes (see ``docs/rest-v2.md`` for bodies and error codes)::
     POST /topics/{topic}/partitions/{partition}            produce to one partition
     GET  /topics/{topic}/partitions/{partition}/offsets
     GET  /topics/{topic}/partitions/{partition}/records    ?offset=&timeout=&max_bytes=  (long poll)
+    GET  /topics/{topic}/partitions/{partition}/messages   ?offset=&count=   (the v1 API's partition read)
 
 A produce request is converted and validated whole (JSON, base64, partitions, batch sizes) before
 anything is appended; then one v2 batch per partition is appended, all partitions concurrently.
@@ -31,6 +32,7 @@ from tierlog.service.rest_v2.convert import (
     parse_produce_body,
     produce_offsets,
     records_body,
+    records_to_json,
 )
 from tierlog.service.rest_v2.http import (
     count,
@@ -42,6 +44,7 @@ from tierlog.service.rest_v2.http import (
     topic_name,
 )
 from tierlog.service.rest_v2.media import (
+    MESSAGES_V1_OFFERS,
     RECORDS_OFFERS,
     EmbeddedFormat,
     Offer,
@@ -89,6 +92,7 @@ def setup_routes(app: web.Application) -> None:
     app.router.add_post("/topics/{topic}/partitions/{partition}", produce_to_partition)
     app.router.add_get("/topics/{topic}/partitions/{partition}/offsets", get_offsets)
     app.router.add_get("/topics/{topic}/partitions/{partition}/records", fetch_records)
+    app.router.add_get("/topics/{topic}/partitions/{partition}/messages", fetch_messages_v1)
 
 
 def _broker(request: web.Request) -> Broker:
@@ -285,3 +289,42 @@ async def fetch_records(request: web.Request) -> web.Response:
     count(request, "tierlog_records_out_total", delivered, topic=name, api="rest")
     count(request, "tierlog_http_body_bytes_total", len(body), api="rest", direction="out", topic=name)
     return web.Response(body=body, content_type=offer.response_type)
+
+
+DEFAULT_MESSAGES_COUNT = 1
+MAX_MESSAGES_COUNT = 100_000
+
+
+async def fetch_messages_v1(request: web.Request) -> web.Response:
+    """The v1 API's partition read: up to ``count`` (default 1) records from ``offset``, without waiting.
+
+    Each record is ``{"topic", "key", "value", "partition", "offset"}`` (v1 clients read ``key``, ``value``,
+    ``partition`` and ``offset``). Idempotent. Raises as :func:`fetch_records`.
+    """
+    offer = negotiate(request.headers.get("Accept"), MESSAGES_V1_OFFERS)
+    if offer is None or offer.embedded is None:
+        raise NotAcceptableError(
+            f"HTTP 406 Not Acceptable: {request.headers.get('Accept')!r}; use "
+            "application/vnd.kafka.binary.v1+json or application/vnd.kafka.json.v1+json"
+        )
+    fmt = offer.embedded
+    name = topic_name(request)
+    partition: Partition = _broker(request).topic(name).partition(partition_index(request))
+    offset = int_param(request, "offset", None, low=0)
+    wanted = int_param(request, "count", DEFAULT_MESSAGES_COUNT, low=1, high=MAX_MESSAGES_COUNT)
+    result = await partition.read(offset, DEFAULT_FETCH_MAX_BYTES, max_wait_ms=0, min_bytes=1)
+
+    def convert() -> list[dict[str, Any]]:
+        found = records_to_json(
+            result.data,
+            topic=name,
+            partition=partition.index,
+            start_offset=offset,
+            high_watermark=result.high_watermark,
+            fmt=fmt,
+        )
+        return found[:wanted]
+
+    records = await offload(len(result.data), convert)
+    count(request, "tierlog_records_out_total", len(records), topic=name, api="rest")
+    return _json(records, offer.response_type)

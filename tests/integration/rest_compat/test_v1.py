@@ -74,3 +74,49 @@ async def test_v1_reads_only_the_named_topic(node: RunningBroker) -> None:
     assert [unb64(r["value"]) for r in from_b.body] == [b"from-b"]
     subscription = await send(client, "GET", f"{base}/subscription", content_type=None)
     assert sorted(subscription.body["topics"]) == ["a", "b"]
+
+
+@pytest.mark.parametrize(
+    ("accept", "content_type"),
+    [
+        (BINARY_V1, BINARY_V1),
+        (V1, BINARY_V1),
+        ("*/*", BINARY_V1),
+        ("application/vnd.kafka.binary.v2+json", "application/vnd.kafka.binary.v2+json"),
+    ],
+)
+async def test_v1_partition_read_of_messages(node: RunningBroker, accept: str, content_type: str) -> None:
+    client = node.client
+    await produce_binary(client, "t", [b"m0", b"m1", b"m2", b"m3"])
+    one = await send(
+        client, "GET", "/topics/t/partitions/0/messages?offset=1", content_type=None, accept=accept
+    )
+    assert (one.status, one.content_type) == (200, content_type)
+    assert [(r["offset"], unb64(r["value"])) for r in one.body] == [(1, b"m1")]
+    some = await send(
+        client, "GET", "/topics/t/partitions/0/messages?offset=1&count=2", content_type=None, accept=accept
+    )
+    assert [r["offset"] for r in some.body] == [1, 2]
+    at_end = await send(
+        client, "GET", "/topics/t/partitions/0/messages?offset=4&count=5", content_type=None, accept=accept
+    )
+    assert (at_end.status, at_end.body) == (200, [])
+
+
+async def test_v1_partition_read_as_json_and_its_errors(node: RunningBroker) -> None:
+    client = node.client
+    produced = await send(
+        client, "POST", "/topics/t", {"records": [{"value": {"n": 1}}]}, content_type=JSON_V1
+    )
+    assert produced.status == 200
+    read = await send(
+        client, "GET", "/topics/t/partitions/0/messages?offset=0", content_type=None, accept=JSON_V1
+    )
+    assert (read.content_type, [r["value"] for r in read.body]) == (JSON_V1, [{"n": 1}])
+    (await send(client, "GET", "/topics/t/partitions/3/messages?offset=0", content_type=None)).error(
+        404, 40402, "Partition not found."
+    )
+    (await send(client, "GET", "/topics/t/partitions/0/messages?offset=9", content_type=None)).error(
+        416, 41601
+    )
+    (await send(client, "GET", "/topics/t/partitions/0/messages", content_type=None)).error(400, 40001)
