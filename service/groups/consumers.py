@@ -19,11 +19,11 @@ import contextlib
 import logging
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 from tierlog.service.groups.consumer_config import ConsumerSettings
 from tierlog.service.groups.coordinator import Clock, GroupCoordinator
+from tierlog.service.groups.instance import ConsumerInstance, PartitionReader, ReadLike, TopicPartition
 from tierlog.service.rest_v2.convert import consumer_records
 from tierlog.tiering.codec.batch import iter_records
 from tierlog.tiering.codec.header import iter_batches
@@ -38,59 +38,9 @@ from tierlog.tiering.errors import (
     UnknownTopicError,
 )
 
-__all__ = ["ConsumerManager", "ConsumerInstance", "PartitionReader"]
+__all__ = ["ConsumerManager", "ConsumerInstance", "PartitionReader", "ReadLike"]
 
 log = logging.getLogger(__name__)
-
-TopicPartition = tuple[str, int]
-
-
-class ReadLike(Protocol):
-    @property
-    def data(self) -> bytes: ...
-
-    @property
-    def high_watermark(self) -> int: ...
-
-    @property
-    def log_start_offset(self) -> int: ...
-
-
-class PartitionReader(Protocol):
-    """What the consumer layer needs of the broker (``tierlog.service.broker.Broker`` satisfies it)."""
-
-    def partition_counts(self) -> Mapping[str, int]: ...
-
-    def log_bounds(self, topic: str, partition: int) -> tuple[int, int]: ...
-
-    async def read(
-        self, topic: str, partition: int, offset: int, max_bytes: int, max_wait_ms: int, min_bytes: int
-    ) -> ReadLike: ...
-
-    async def offset_for_timestamp(self, topic: str, partition: int, timestamp: int) -> int | None: ...
-
-
-@dataclass
-class ConsumerInstance:
-    """One REST consumer instance. Use only through :class:`ConsumerManager`'s coroutines."""
-
-    group: str
-    name: str
-    settings: ConsumerSettings
-    base_uri: str
-    last_used_ms: int
-    member_id: str = ""
-    topics: list[str] = field(default_factory=list)
-    pattern: str | None = None
-    manual: list[TopicPartition] = field(default_factory=list)
-    positions: dict[TopicPartition, int] = field(default_factory=dict)
-    acknowledged: dict[TopicPartition, int] = field(default_factory=dict)
-    last_auto_commit_ms: int = 0
-    changed: asyncio.Event = field(default_factory=asyncio.Event)
-
-    @property
-    def subscribed(self) -> bool:
-        return bool(self.member_id)
 
 
 class ConsumerManager:

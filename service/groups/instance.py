@@ -1,0 +1,66 @@
+"""A REST consumer instance and what the consumer layer needs of the broker to serve it.
+
+Pure declarations: the instance's state lives here, :class:`~tierlog.service.groups.consumers.ConsumerManager`
+changes it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from tierlog.service.groups.consumer_config import ConsumerSettings
+
+__all__ = ["ConsumerInstance", "PartitionReader", "ReadLike", "TopicPartition"]
+
+TopicPartition = tuple[str, int]
+
+
+class ReadLike(Protocol):
+    @property
+    def data(self) -> bytes: ...
+
+    @property
+    def high_watermark(self) -> int: ...
+
+    @property
+    def log_start_offset(self) -> int: ...
+
+
+class PartitionReader(Protocol):
+    """What the consumer layer needs of the broker (``tierlog.service.broker.Broker`` satisfies it)."""
+
+    def partition_counts(self) -> Mapping[str, int]: ...
+
+    def log_bounds(self, topic: str, partition: int) -> tuple[int, int]: ...
+
+    async def read(
+        self, topic: str, partition: int, offset: int, max_bytes: int, max_wait_ms: int, min_bytes: int
+    ) -> ReadLike: ...
+
+    async def offset_for_timestamp(self, topic: str, partition: int, timestamp: int) -> int | None: ...
+
+
+@dataclass
+class ConsumerInstance:
+    """One REST consumer instance. Use only through :class:`ConsumerManager`'s coroutines."""
+
+    group: str
+    name: str
+    settings: ConsumerSettings
+    base_uri: str
+    last_used_ms: int
+    member_id: str = ""
+    topics: list[str] = field(default_factory=list)
+    pattern: str | None = None
+    manual: list[TopicPartition] = field(default_factory=list)
+    positions: dict[TopicPartition, int] = field(default_factory=dict)
+    acknowledged: dict[TopicPartition, int] = field(default_factory=dict)
+    last_auto_commit_ms: int = 0
+    changed: asyncio.Event = field(default_factory=asyncio.Event)
+
+    @property
+    def subscribed(self) -> bool:
+        return bool(self.member_id)
