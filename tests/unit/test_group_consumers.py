@@ -16,7 +16,7 @@ from tierlog.service.groups.consumers import ConsumerManager
 from tierlog.service.groups.coordinator import GroupCoordinator
 from tierlog.service.groups.offsets import MemoryOffsetStore
 from tierlog.service.rest_v2.media import EmbeddedFormat
-from tierlog.tiering.codec.batch import build_batch
+from tierlog.tiering.codec.batch import build_batch, iter_records
 from tierlog.tiering.codec.records import Record
 from tierlog.tiering.errors import ConflictError, InvalidRequestError, NotFoundError, OffsetOutOfRangeError
 
@@ -60,6 +60,14 @@ class MemoryPartitions:
         self.batches.setdefault((topic, partition), []).append((base, base + len(values), batch))
         async with self.appended:
             self.appended.notify_all()
+
+    async def offset_for_timestamp(self, topic: str, partition: int, timestamp: int) -> int | None:
+        """The first offset whose record timestamp is >= ``timestamp`` (Kafka's ListOffsets), or None."""
+        for _, _, batch in self.batches.get((topic, partition), []):
+            for _, record in iter_records(batch):
+                if record.timestamp >= timestamp:
+                    return record.offset
+        return None
 
     async def read(
         self, topic: str, partition: int, offset: int, max_bytes: int, max_wait_ms: int, min_bytes: int
