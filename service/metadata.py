@@ -30,7 +30,10 @@ __all__ = [
     "new_cluster_id",
     "partition_dir",
     "save_state",
+    "topic_name_problem",
     "validate_topic_name",
+    "MAX_TOPIC_NAME",
+    "TOPIC_NAME_PATTERN",
 ]
 
 log = logging.getLogger("tierlog.broker")
@@ -39,9 +42,11 @@ STATE_FILE = "tierlog-state.json"
 CLEAN_SHUTDOWN_MARKER = ".tierlog_cleanshutdown"
 STATE_VERSION = 1
 MAX_TOPIC_NAME = 249
-_LEGAL = re.compile(r"^[a-zA-Z0-9._-]+$")
-PARTITION_DIR = re.compile(r"^(?P<topic>[a-zA-Z0-9._-]+)-(?P<partition>\d+)$")
-DELETED_DIR = re.compile(r"^[a-zA-Z0-9._-]+-\d+\.[0-9a-f]{32}-delete$")
+# Kafka's legal topic name characters; use with fullmatch (see topic_name_problem).
+TOPIC_NAME = re.compile(r"[a-zA-Z0-9._-]+")
+TOPIC_NAME_PATTERN = r"^[a-zA-Z0-9._-]{1,249}$"
+PARTITION_DIR = re.compile(r"(?P<topic>[a-zA-Z0-9._-]+)-(?P<partition>\d+)")
+DELETED_DIR = re.compile(r"[a-zA-Z0-9._-]+-\d+\.[0-9a-f]{32}-delete")
 
 
 @dataclass(slots=True)
@@ -98,26 +103,39 @@ def new_cluster_id() -> str:
     return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
 
 
+def topic_name_problem(name: object) -> str | None:
+    """Why ``name`` is not a legal Kafka topic name, or ``None`` when it is. Pure.
+
+    The rule (Kafka's ``Topic.validate``): 1 to 249 characters, each an ASCII letter, digit, ``.``, ``_``
+    or ``-``, and not ``.`` or ``..``. The character check is a full match (``\\Z``, not ``$``, which would
+    let a trailing newline through). Every entry point (v3 create, v2 and native paths, auto-create,
+    restore) uses this one rule.
+    """
+    if not isinstance(name, str) or not name:
+        return "Topic name is illegal, it can't be empty"
+    if name in (".", ".."):
+        return 'Topic name cannot be "." or ".."'
+    if len(name) > MAX_TOPIC_NAME:
+        return f"Topic name is illegal, it can't be longer than {MAX_TOPIC_NAME} characters"
+    if TOPIC_NAME.fullmatch(name) is None:
+        return (
+            f"Topic name {name!r} is illegal, it contains a character other than "
+            "ASCII alphanumerics, '.', '_' and '-'"
+        )
+    return None
+
+
 def validate_topic_name(name: object) -> str:
-    """Check ``name`` against Kafka's topic name rules and return it. Pure.
+    """Check ``name`` against Kafka's topic name rule (:func:`topic_name_problem`) and return it. Pure.
 
     Raises:
         InvalidConfigError (400, 40002): empty, ``.`` or ``..``, longer than 249 characters, or a character
             other than ASCII letters, digits, ``.``, ``_`` and ``-``.
     """
-    if not isinstance(name, str) or not name:
-        raise InvalidConfigError("Topic name is illegal, it can't be empty")
-    if name in (".", ".."):
-        raise InvalidConfigError('Topic name cannot be "." or ".."')
-    if len(name) > MAX_TOPIC_NAME:
-        raise InvalidConfigError(
-            f"Topic name is illegal, it can't be longer than {MAX_TOPIC_NAME} characters"
-        )
-    if not _LEGAL.match(name):
-        raise InvalidConfigError(
-            f"Topic name {name!r} is illegal, it contains a character other than "
-            "ASCII alphanumerics, '.', '_' and '-'"
-        )
+    problem = topic_name_problem(name)
+    if problem is not None:
+        raise InvalidConfigError(problem)
+    assert isinstance(name, str)
     return name
 
 
@@ -198,9 +216,9 @@ def sweep_data_dir(data_dir: Path, expected: set[str]) -> list[Path]:
     for entry in sorted(data_dir.iterdir()):
         if not entry.is_dir():
             continue
-        if DELETED_DIR.match(entry.name):
+        if DELETED_DIR.fullmatch(entry.name):
             stale.append(entry)
-        elif PARTITION_DIR.match(entry.name) and entry.name not in expected:
+        elif PARTITION_DIR.fullmatch(entry.name) and entry.name not in expected:
             stray = entry.with_name(f"{entry.name}.{uuid.uuid4().hex}-stray")
             log.warning("partition directory %s belongs to no topic: renamed to %s", entry.name, stray.name)
             entry.rename(stray)

@@ -12,6 +12,7 @@ from typing import TypeVar
 
 from aiohttp import web
 
+from tierlog.service.metadata import topic_name_problem
 from tierlog.service.state import METRICS, SETTINGS
 from tierlog.tiering.errors import BadRequestError, RecordTooLargeError, UnknownPartitionError
 
@@ -27,22 +28,23 @@ __all__ = [
 ]
 
 OFFLOAD_BYTES = 64 * 1024
-MAX_TOPIC_NAME = 249
 
 T = TypeVar("T")
 
 
 def topic_name(request: web.Request) -> str:
-    """The ``{topic}`` path segment, refused if it holds control characters or is too long.
+    """The ``{topic}`` path segment, refused unless it is a legal Kafka topic name.
+
+    The rule is :func:`tierlog.service.metadata.topic_name_problem` (the one v3 create and auto-create
+    use): 1 to 249 characters from ``[a-zA-Z0-9._-]``, not ``.`` or ``..``.
 
     Raises:
-        BadRequestError: (40001) control characters, empty, or longer than 249 characters.
+        BadRequestError: (40001) not a legal topic name; the message says why.
     """
     name = request.match_info["topic"]
-    if not name or len(name) > MAX_TOPIC_NAME:
-        raise BadRequestError(f"topic name must be 1 to {MAX_TOPIC_NAME} characters")
-    if any(ord(ch) < 0x20 or 0x7F <= ord(ch) <= 0x9F for ch in name):
-        raise BadRequestError("topic name must not contain control characters")
+    problem = topic_name_problem(name)
+    if problem is not None:
+        raise BadRequestError(problem)
     return name
 
 
