@@ -13,6 +13,7 @@ from aiohttp import web
 from tierlog.service import admin_v3, health, native, openapi, rest_v2
 from tierlog.service.broker import Broker
 from tierlog.service.config import Settings
+from tierlog.service.connections import ConnectionGuard
 from tierlog.service.errors import error_middleware
 from tierlog.service.groups.setup import GroupSettings, setup_groups
 from tierlog.service.metrics import Metrics, metrics_middleware
@@ -24,11 +25,12 @@ if TYPE_CHECKING:
     from tierlog.tiering.log import Clock
     from tierlog.tiering.remote.store import ObjectStore
 
-__all__ = ["OPEN_TASK", "create_app"]
+__all__ = ["CONNECTIONS", "OPEN_TASK", "create_app"]
 
 log = logging.getLogger("tierlog.app")
 
 OPEN_TASK: web.AppKey[asyncio.Task[None]] = web.AppKey("tierlog.open_task", asyncio.Task)
+CONNECTIONS: web.AppKey[ConnectionGuard] = web.AppKey("tierlog.connections", ConnectionGuard)
 
 
 def create_app(
@@ -46,9 +48,16 @@ def create_app(
     replaces the store ``remote.uri`` names (tests wrap a real store in fault injection).
     """
     metrics = Metrics()
+    guard = ConnectionGuard(
+        idle_ms=settings.connections_max_idle_ms,
+        read_ms=settings.request_read_timeout_ms,
+        max_connections=settings.max_connections,
+        metrics=metrics,
+    )
     app = web.Application(
         client_max_size=settings.max_request_size,
         middlewares=[
+            guard.middleware(),
             metrics_middleware(metrics),
             error_middleware,
             body_limit_middleware,
@@ -57,6 +66,7 @@ def create_app(
     )
     app[SETTINGS] = settings
     app[METRICS] = metrics
+    app[CONNECTIONS] = guard
     app[BROKER] = Broker(settings, metrics, clock=clock, remote_store=remote_store)
     health.setup_routes(app)
     admin_v3.setup_routes(app)

@@ -80,15 +80,24 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 async def serve(settings: Settings) -> int:
     """Serve until SIGTERM or SIGINT. Returns 0 after a clean shutdown, 1 when start-up fails."""
-    from tierlog.service.app import OPEN_TASK, create_app
-    from tierlog.service.state import BROKER
+    from tierlog.service.app import CONNECTIONS, OPEN_TASK, create_app
+    from tierlog.service.connections import GuardedSite, install_accept_error_handler
+    from tierlog.service.state import BROKER, METRICS
 
     log.info("starting tierlog: %s", settings.describe())
     app = create_app(settings)
     access_log = logging.getLogger("aiohttp.access") if settings.logging_level == "DEBUG" else None
-    runner = web.AppRunner(app, handle_signals=False, access_log=access_log)
+    install_accept_error_handler(
+        asyncio.get_running_loop(), app[METRICS], settings.accept_error_log_interval_ms
+    )
+    runner = web.AppRunner(
+        app,
+        handle_signals=False,
+        access_log=access_log,
+        keepalive_timeout=settings.connections_max_idle_ms / 1000,
+    )
     await runner.setup()
-    site = web.TCPSite(runner, settings.host, settings.port)
+    site = GuardedSite(runner, settings.host, settings.port, app[CONNECTIONS])
     try:
         await site.start()
     except OSError as err:

@@ -231,6 +231,31 @@ GROUP_DEFAULT_ASSIGNOR = SettingSpec(
 LOGGING_LEVEL = SettingSpec(
     "logging.level", "INFO", "DEBUG, INFO, WARNING or ERROR (log lines go to stderr)", _level
 )
+CONNECTIONS_MAX_IDLE_MS = SettingSpec(
+    "connections.max.idle.ms",
+    "600000",
+    "close a client connection that has no request in progress for this long",
+    _int(100, 2**31 - 1),
+)
+REQUEST_READ_TIMEOUT_MS = SettingSpec(
+    "request.read.timeout.ms",
+    "30000",
+    "close a connection whose request headers and body are not all received this long after its first byte",
+    _int(100, 2**31 - 1),
+)
+MAX_CONNECTIONS = SettingSpec(
+    "max.connections",
+    "512",
+    "most client connections open at once; more are answered 503 (50301) and closed. Keep it well "
+    "below the process's file descriptor limit, which segments share",
+    _int(1, 2**20),
+)
+ACCEPT_ERROR_LOG_INTERVAL_MS = SettingSpec(
+    "accept.error.log.interval.ms",
+    "10000",
+    "log failures to accept a connection (EMFILE, ENFILE) at most once per this interval",
+    _int(1, 2**31 - 1),
+)
 
 _TABLE: tuple[SettingSpec[Any], ...] = (
     DATA_DIR,
@@ -255,6 +280,10 @@ _TABLE: tuple[SettingSpec[Any], ...] = (
     CONSUMER_INSTANCE_TIMEOUT_MS,
     GROUP_DEFAULT_ASSIGNOR,
     LOGGING_LEVEL,
+    CONNECTIONS_MAX_IDLE_MS,
+    REQUEST_READ_TIMEOUT_MS,
+    MAX_CONNECTIONS,
+    ACCEPT_ERROR_LOG_INTERVAL_MS,
     _topic_default("segment.bytes", "log.segment.bytes", "default segment.bytes"),
     _topic_default("segment.ms", "log.roll.ms", "default segment.ms"),
     _topic_default("segment.index.bytes", "log.index.size.max.bytes", "default segment.index.bytes"),
@@ -312,6 +341,10 @@ class Settings:
     remote_cache_bytes: int = 256 * 2**20
     remote_retry_deadline_ms: int = 30_000
     remote_restore_on_start: bool = False
+    connections_max_idle_ms: int = 600_000
+    request_read_timeout_ms: int = 30_000
+    max_connections: int = 512
+    accept_error_log_interval_ms: int = 10_000
     sources: Mapping[str, str] = field(default_factory=dict)
 
     def describe(self) -> str:
@@ -408,6 +441,10 @@ def build_settings(values: Mapping[str, object], sources: Mapping[str, str] | No
         remote_cache_bytes=get(REMOTE_CACHE_BYTES),
         remote_retry_deadline_ms=get(REMOTE_RETRY_DEADLINE_MS),
         remote_restore_on_start=get(REMOTE_RESTORE_ON_START),
+        connections_max_idle_ms=get(CONNECTIONS_MAX_IDLE_MS),
+        request_read_timeout_ms=get(REQUEST_READ_TIMEOUT_MS),
+        max_connections=get(MAX_CONNECTIONS),
+        accept_error_log_interval_ms=get(ACCEPT_ERROR_LOG_INTERVAL_MS),
         sources=MappingProxyType(sources),
     )
 
