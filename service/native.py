@@ -9,7 +9,8 @@ Routes (the wire contract is ``docs/native-api.md``)::
     GET  /native/v1/topics/{topic}                                           partition count and watermarks
 
 Produce bodies and fetch answers are ``application/vnd.tierlog.batches``: whole Kafka v2 record
-batches, concatenated. The broker validates each produced batch (CRC, framing, ``max.message.bytes``)
+batches, concatenated. The broker validates each produced batch and every record in it (CRC, codec,
+attributes, lengths, offset deltas, timestamps, ``max.message.bytes`` before and after decompression)
 and only rewrites base offsets; a fetch sends bytes straight from the segment file with
 ``loop.sendfile`` (``pread`` + write when the transport cannot), never decoding them.
 """
@@ -36,7 +37,7 @@ from tierlog.service.rest_v2.http import (
 )
 from tierlog.service.rest_v2.media import Offer, negotiate
 from tierlog.service.state import BROKER
-from tierlog.tiering.codec.header import iter_batches
+from tierlog.tiering.codec.validate import validate_batch
 from tierlog.tiering.errors import (
     BadRequestError,
     CorruptBatchError,
@@ -107,46 +108,49 @@ def _acks(request: web.Request) -> int:
     return _ACKS[raw]
 
 
-def _scan(body: bytes, *, verify: bool, max_size: int | None = None) -> tuple[int, int]:
-    """Walk the batches of ``body`` and return ``(batch_count, record_count)``.
+def _scan(body: bytes, *, max_size: int) -> tuple[int, int]:
+    """Validate every batch of ``body`` and every record in it; return ``(batch_count, record_count)``.
 
-    With ``verify`` every CRC and size is checked too (acks=0 must refuse a bad batch before answering);
-    otherwise only the framing and headers are read, and the partition log's append does the one full
-    validation. Pure; safe to call concurrently.
+    Each batch must pass :func:`~tierlog.tiering.codec.validate.validate_batch` (CRC, codec, producer
+    attributes, record count, every record's lengths, offset deltas and timestamps, decompressed size
+    within ``max_size``); the first failure rejects the whole body. Pure; safe to call concurrently.
 
     Raises:
-        CorruptBatchError: (40003) no batch, truncated, bad magic, a control batch, a record count that
-            disagrees with the offset delta, or (``verify``) a bad CRC.
-        RecordTooLargeError: (41301, ``verify``) a batch over ``max_size``.
+        CorruptBatchError: (40003) no batch, or a batch failed; the message names the batch by its index
+            in the body and its base offset, and gives the reason.
+        RecordTooLargeError: (41301) a batch over ``max_size``.
     """
     if not body:
         raise CorruptBatchError("the body holds no record batch")
-    batches = records = 0
-    try:
-        for position, header in iter_batches(body, verify=verify, max_size=max_size):
-            if header.is_control:
-                raise CorruptBatchError(
-                    f"batch at byte {position} is a control batch; producers cannot send those"
-                )
-            if header.records_count != header.last_offset_delta + 1:
-                raise CorruptBatchError(
-                    f"batch at byte {position} declares {header.records_count} records "
-                    f"but an offset delta of {header.last_offset_delta}"
-                )
-            batches += 1
-            records += header.records_count
-    except CorruptRecordError as err:
-        raise CorruptBatchError(f"batch {batches} rejected, nothing appended: {err.message}") from None
+    batches = records = pos = 0
+    while pos < len(body):
+        try:
+            header = validate_batch(body, pos, max_size=max_size)
+        except CorruptRecordError as err:
+            raise CorruptBatchError(
+                f"batch {batches} (base offset {_base_offset(body, pos)}, byte {pos}) rejected, "
+                f"nothing appended: {err.message}"
+            ) from None
+        batches += 1
+        records += header.records_count
+        pos += header.size
     return batches, records
+
+
+def _base_offset(body: bytes, pos: int) -> int | str:
+    if len(body) - pos < 8:
+        return "unknown"
+    return int.from_bytes(body[pos : pos + 8], "big", signed=True)
 
 
 async def produce_batches(request: web.Request) -> web.Response:
     """Validate and append raw batches; answer the assigned offsets (acks 1/all) or 202 at once (acks 0).
 
-    Each batch is CRC-checked once: by the partition log's append for acks 1/all, here before answering
-    for acks 0. Not idempotent: a retried request appends again. Raises UnsupportedMediaTypeError (415),
-    NotAcceptableError (406), BadRequestError (400), CorruptBatchError (400, 40003),
-    UnknownTopicError / UnknownPartitionError (40401/40402), RecordTooLargeError (413).
+    Every batch and record is validated here, off the event loop for bodies over 64 KiB, before anything
+    is appended (the log's append checks CRCs again). Not idempotent: a retried request appends again.
+    Raises UnsupportedMediaTypeError (415), NotAcceptableError (406), BadRequestError (400),
+    CorruptBatchError (400, 40003), UnknownTopicError / UnknownPartitionError (40401/40402),
+    RecordTooLargeError (413).
     """
     content_type = request.headers.get("Content-Type", "").split(";")[0].strip().lower()
     if content_type != BATCHES_TYPE:
@@ -160,11 +164,8 @@ async def produce_batches(request: web.Request) -> web.Response:
     body = await read_body(request)
     topic = await _broker(request).ensure_topic(name)
     partition = topic.partition(index)
-    if acks == 0:
-        max_size = partition.config.max_message_bytes
-        batches, records = await offload(len(body), lambda: _scan(body, verify=True, max_size=max_size))
-    else:
-        batches, records = _scan(body, verify=False)
+    max_size = partition.config.max_message_bytes
+    batches, records = await offload(len(body), lambda: _scan(body, max_size=max_size))
     count(request, "tierlog_http_body_bytes_total", len(body), api="native", direction="in", topic=name)
     answer: dict[str, Any] = {
         "topic": name,
