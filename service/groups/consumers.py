@@ -296,7 +296,9 @@ class ConsumerManager:
         Raises:
             OffsetOutOfRangeError: a position is out of range and auto.offset.reset is ``none``.
             CorruptRecordError: stored bytes failed their CRC.
-            InvalidRequestError: (42201/42202) a json-format instance met a record that is not JSON.
+            InvalidRequestError: (42201/42202) a json-format instance met a record that is not JSON and had
+                nothing else to return. The message names topic, partition and offset; the position stays
+                on that record (so a commit never covers it) until a seek moves it.
         """
         timeout = instance.settings.request_timeout_ms if timeout_ms is None else timeout_ms
         partitions = self.assignment(instance)
@@ -343,7 +345,12 @@ class ConsumerManager:
             while pending and not out:
                 done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
                 for task in done:
-                    task.result()
+                    try:
+                        task.result()
+                    except InvalidRequestError:
+                        if out:  # another read returned records: deliver those, the 422 comes next poll
+                            continue
+                        raise
         finally:
             for task in reads:
                 task.cancel()
@@ -379,16 +386,24 @@ class ConsumerManager:
         if not result.data or instance.positions.get(tp) != position:
             return 0
         first = not out
-        records, used = consumer_records(
-            result.data,
-            topic=tp[0],
-            partition=tp[1],
-            start_offset=position,
-            high_watermark=result.high_watermark,
-            fmt=instance.settings.format,
-            max_bytes=max_bytes,
-            at_least_one=first,
-        )
+        try:
+            records, used = consumer_records(
+                result.data,
+                topic=tp[0],
+                partition=tp[1],
+                start_offset=position,
+                high_watermark=result.high_watermark,
+                fmt=instance.settings.format,
+                max_bytes=max_bytes,
+                at_least_one=first,
+            )
+        except InvalidRequestError:
+            # A record this instance's format cannot render: the position stays on it. Answer 422 only
+            # when nothing else is being returned, so records read from other partitions are delivered
+            # (their positions already moved) and never committed unseen.
+            if out:
+                return 0
+            raise
         if wait_only and out:
             return 0
         if records:

@@ -347,8 +347,13 @@ def consumer_records(
     and with ``at_least_one`` the first record is taken whatever its size, so a consumer never stalls
     on a record larger than its ``max_bytes``. Pure.
 
+    A record that cannot be rendered in ``fmt`` (a value that is not JSON for ``json``) ends the list
+    before it; when it is the first record, the error is raised and names topic, partition and offset.
+
     Raises:
-        CorruptRecordError, InvalidRequestError: as :func:`records_body`.
+        CorruptRecordError: as :func:`records_body`.
+        InvalidRequestError (42201, a key) / InvalidValueError (42202, a value): the first record cannot
+            be rendered in ``fmt``.
     """
     out: list[dict[str, Any]] = []
     used = 0
@@ -358,12 +363,23 @@ def consumer_records(
         )
         if used + size > max_bytes and (out or not at_least_one):
             break
+        try:
+            key = _parsed(record.key, fmt, what="key", offset=record.offset)
+            value = _parsed(record.value, fmt, what="value", offset=record.offset)
+        except InvalidRequestError as err:
+            if out:  # deliver what precedes it; the next read starts at this record
+                break
+            raise type(err)(
+                f"Record {topic}-{partition} at offset {record.offset} cannot be rendered as "
+                f"{fmt.value}: {err}. The position stays at offset {record.offset}: seek past it "
+                "(POST .../positions) or read it with a binary consumer."
+            ) from None
         used += size
         out.append(
             {
                 "topic": topic,
-                "key": _parsed(record.key, fmt, what="key", offset=record.offset),
-                "value": _parsed(record.value, fmt, what="value", offset=record.offset),
+                "key": key,
+                "value": value,
                 "partition": partition,
                 "offset": record.offset,
                 "timestamp": record.timestamp,
