@@ -180,6 +180,18 @@ REMOTE_RETRY_DEADLINE_MS = SettingSpec(
     "how long one object-store request is retried (capped, jittered backoff) before it fails",
     _int(0, 2**31 - 1),
 )
+S3_CONNECT_TIMEOUT_MS = SettingSpec(
+    "s3.connect.timeout.ms",
+    "10000",
+    "how long one attempt waits for a TCP connection to the S3 endpoint",
+    _int(1, 2**31 - 1),
+)
+S3_READ_TIMEOUT_MS = SettingSpec(
+    "s3.read.timeout.ms",
+    "30000",
+    "how long one attempt waits for the next bytes of an S3 response",
+    _int(1, 2**31 - 1),
+)
 REMOTE_CACHE_BYTES = SettingSpec(
     "remote.cache.bytes", "268435456", "memory for cached chunks of remote segments", _int(0, 2**63 - 1)
 )
@@ -269,6 +281,8 @@ _TABLE: tuple[SettingSpec[Any], ...] = (
     REMOTE_MAX_UPLOAD_INTERVAL_MS,
     REMOTE_LOCAL_DISK_BUDGET_BYTES,
     REMOTE_RETRY_DEADLINE_MS,
+    S3_CONNECT_TIMEOUT_MS,
+    S3_READ_TIMEOUT_MS,
     REMOTE_CACHE_BYTES,
     REMOTE_RESTORE_ON_START,
     NUM_PARTITIONS,
@@ -340,6 +354,8 @@ class Settings:
     remote_local_disk_budget_bytes: int = -1
     remote_cache_bytes: int = 256 * 2**20
     remote_retry_deadline_ms: int = 30_000
+    s3_connect_timeout_ms: int = 10_000
+    s3_read_timeout_ms: int = 30_000
     remote_restore_on_start: bool = False
     connections_max_idle_ms: int = 600_000
     request_read_timeout_ms: int = 30_000
@@ -440,6 +456,8 @@ def build_settings(values: Mapping[str, object], sources: Mapping[str, str] | No
         remote_local_disk_budget_bytes=get(REMOTE_LOCAL_DISK_BUDGET_BYTES),
         remote_cache_bytes=get(REMOTE_CACHE_BYTES),
         remote_retry_deadline_ms=get(REMOTE_RETRY_DEADLINE_MS),
+        s3_connect_timeout_ms=get(S3_CONNECT_TIMEOUT_MS),
+        s3_read_timeout_ms=get(S3_READ_TIMEOUT_MS),
         remote_restore_on_start=get(REMOTE_RESTORE_ON_START),
         connections_max_idle_ms=get(CONNECTIONS_MAX_IDLE_MS),
         request_read_timeout_ms=get(REQUEST_READ_TIMEOUT_MS),

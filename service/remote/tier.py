@@ -33,11 +33,13 @@ if TYPE_CHECKING:
     from tierlog.service.metrics import Metrics, Sample
     from tierlog.service.partition import Partition
 
-__all__ = ["RemoteTier", "open_remote_store"]
+__all__ = ["UPLOAD_RETRY_CAP_S", "UPLOAD_RETRY_FIRST_S", "RemoteTier", "open_remote_store"]
 
 log = logging.getLogger("tierlog.remote")
 
 _OPEN_TIMEOUT_S = 10.0
+UPLOAD_RETRY_FIRST_S = 0.5  # the upload loop's backoff after a failed pass, doubling up to the cap
+UPLOAD_RETRY_CAP_S = 2.0
 
 _COUNTERS = (
     ("tierlog_remote_uploaded_bytes_total", "Bytes uploaded to the remote tier (with indexes), by partition"),
@@ -71,7 +73,15 @@ def open_remote_store(settings: Settings) -> ObjectStore:
     Raises:
         InvalidRequestError: a malformed URI.
     """
-    return open_object_store(str(settings.remote_uri), endpoint_url=settings.s3_endpoint_url, retry=None)
+    if settings.remote_uri.scheme != "s3":
+        return open_object_store(str(settings.remote_uri), retry=None)
+    return open_object_store(
+        str(settings.remote_uri),
+        endpoint_url=settings.s3_endpoint_url,
+        retry=None,
+        connect_timeout=settings.s3_connect_timeout_ms / 1000,
+        read_timeout=settings.s3_read_timeout_ms / 1000,
+    )
 
 
 class RemoteTier:
@@ -98,6 +108,7 @@ class RemoteTier:
         self._parts: dict[tuple[str, int], tuple[Partition, RemotePartition]] = {}
         self._deletions: dict[tuple[str, int], asyncio.Task[Any]] = {}
         self._store_down = False
+        self._failing = False  # an upload failed in the last pass: retry on a short backoff
         self._wake = asyncio.Event()
         self._changed = asyncio.Condition()
         self.passes = 0
@@ -252,12 +263,22 @@ class RemoteTier:
             loop.call_soon_threadsafe(self._wake.set)
 
     async def run(self, interval_s: float) -> None:
-        """Run upload passes on every wake-up and every ``interval_s`` until cancelled."""
+        """Run upload passes on every wake-up and every ``interval_s`` until cancelled. After a pass in
+        which an upload failed, the next one comes sooner (capped exponential backoff from
+        ``UPLOAD_RETRY_FIRST_S`` to ``UPLOAD_RETRY_CAP_S``): uploads resume within seconds of the store's
+        return.
+        """
+        retry_s = UPLOAD_RETRY_FIRST_S
         while True:
             self._wake.clear()
             await self.upload_pass()
+            if self._failing:
+                wait_s = min(interval_s, retry_s)
+                retry_s = min(UPLOAD_RETRY_CAP_S, retry_s * 2)
+            else:
+                wait_s, retry_s = interval_s, UPLOAD_RETRY_FIRST_S
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), interval_s)
+                await asyncio.wait_for(self._wake.wait(), wait_s)
 
     async def upload_pass(self) -> int:
         """One pass: every remote partition rolls if idle too long and uploads its sealed segments,
@@ -265,6 +286,7 @@ class RemoteTier:
         (failures are logged and counted and retried next pass)."""
         gate = asyncio.Semaphore(self.settings.remote_upload_concurrency)
         parts = [pair for pair in self._parts.values() if not pair[0].closed]
+        self._failing = False
         results = await asyncio.gather(*(self._sync(partition, remote, gate) for partition, remote in parts))
         async with self._changed:
             self.passes += 1
@@ -282,8 +304,10 @@ class RemoteTier:
             except asyncio.CancelledError:
                 raise
             except TierlogError as err:
+                self._failing = True
                 log.warning("%s: upload failed: %s", partition.label, err.message)
             except Exception:
+                self._failing = True
                 log.exception("%s: upload failed", partition.label)
             return 0
 

@@ -3,6 +3,7 @@ instrumentation and fault injection."""
 
 from __future__ import annotations
 
+import asyncio
 import random
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -20,8 +21,8 @@ from tierlog.tiering.errors import (
 from tierlog.tiering.remote.faults import FaultInjectingStore
 from tierlog.tiering.remote.instrumented import InstrumentedStore
 from tierlog.tiering.remote.local import LocalObjectStore
-from tierlog.tiering.remote.retrying import RetryingStore, RetryPolicy
-from tierlog.tiering.remote.store import ObjectStore
+from tierlog.tiering.remote.retrying import DeadlineExceededError, RetryingStore, RetryPolicy
+from tierlog.tiering.remote.store import ObjectInfo, ObjectStore
 
 DATA = bytes(range(256)) * 8
 
@@ -134,6 +135,58 @@ async def test_list_resumes_after_the_last_yielded_key(local: LocalObjectStore) 
     listed = [info.key async for info in store.list("p/")]
     assert listed == keys  # no duplicates, nothing missing
     assert faults.calls["list"] == 2
+
+
+class HangingStore(LocalObjectStore):
+    """A store whose reads hang like a blackholed endpoint (accepts, never answers) after ``answers``
+    listed keys; records that the hung call was cancelled."""
+
+    def __init__(self, root: Path, *, answers: int = 0) -> None:
+        super().__init__(root, fsync=False)
+        self.answers = answers
+        self.cancelled = 0
+
+    async def _hang(self) -> None:
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            self.cancelled += 1
+            raise
+
+    async def get(self, key: str) -> bytes:
+        await self._hang()
+        raise AssertionError("unreachable")
+
+    async def list(self, prefix: str = "", *, start_after: str | None = None) -> AsyncIterator[ObjectInfo]:
+        count = 0
+        async for info in super().list(prefix, start_after=start_after):
+            if count >= self.answers:
+                await self._hang()
+            count += 1
+            yield info
+
+
+async def test_deadline_cuts_off_a_hung_attempt(tmp_path: Path) -> None:
+    hanging = HangingStore(tmp_path / "objects")
+    store = RetryingStore(hanging, RetryPolicy(max_attempts=100, deadline=0.05))
+    with pytest.raises(DeadlineExceededError) as caught:
+        await store.get("k")  # returns only because the deadline cancels the hung attempt
+    assert caught.value.retriable and isinstance(caught.value, UnavailableError)
+    assert hanging.cancelled == 1
+    assert store.stats.deadline_exceeded == 1 and store.stats.gave_up == 1
+
+
+async def test_deadline_bounds_each_step_of_a_listing(tmp_path: Path) -> None:
+    hanging = HangingStore(tmp_path / "objects", answers=2)
+    for i in range(4):
+        await hanging.put(f"p/{i}", b"x")
+    store = RetryingStore(hanging, RetryPolicy(max_attempts=100, deadline=0.05))
+    listed: list[str] = []
+    with pytest.raises(DeadlineExceededError):
+        async for info in store.list("p/"):
+            listed.append(info.key)
+    assert listed == ["p/0", "p/1"]
+    assert hanging.cancelled == 1
 
 
 def test_policy_validation() -> None:

@@ -22,7 +22,7 @@ from typing import TypeVar
 from tierlog.tiering.errors import InvalidRequestError, UnavailableError
 from tierlog.tiering.remote.store import ObjectInfo, ObjectStore
 
-__all__ = ["RetryPolicy", "RetryingStore"]
+__all__ = ["DeadlineExceededError", "RetryPolicy", "RetryingStore"]
 
 _T = TypeVar("_T")
 
@@ -30,7 +30,8 @@ _T = TypeVar("_T")
 @dataclass(frozen=True, slots=True)
 class RetryPolicy:
     """How hard to try. ``max_attempts`` counts the first attempt; ``deadline`` (seconds, optional)
-    bounds the total time spent including sleeps: no retry is started whose sleep would pass it.
+    bounds the total time spent including sleeps and the attempt in flight: no retry is started whose
+    sleep would pass it, and an attempt still running at the deadline is cancelled (a hung endpoint).
     """
 
     max_attempts: int = 6
@@ -55,6 +56,17 @@ class RetryStats:
     retries: int = 0
     gave_up: int = 0
     sleeps: list[float] = field(default_factory=list)
+    deadline_exceeded: int = 0  # calls cut off by the overall deadline (an attempt hung)
+
+
+class DeadlineExceededError(UnavailableError):
+    """A call ran past the retry deadline (its last attempt was cut off). Retriable, as its base."""
+
+
+async def _aclose(pages: AsyncIterator[ObjectInfo]) -> None:
+    close = getattr(pages, "aclose", None)
+    if close is not None:
+        await close()
 
 
 class RetryingStore:
@@ -100,6 +112,9 @@ class RetryingStore:
         await self._sleep(delay)
 
     async def _call(self, fn: Callable[[], Awaitable[_T]]) -> _T:
+        return await self._bounded(self._attempts(fn))
+
+    async def _attempts(self, fn: Callable[[], Awaitable[_T]]) -> _T:
         started = self._clock()
         attempt = 1
         while True:
@@ -108,6 +123,25 @@ class RetryingStore:
             except UnavailableError as err:
                 await self._wait_or_give_up(err, attempt, started)
                 attempt += 1
+
+    async def _bounded(self, work: Awaitable[_T]) -> _T:
+        """Await ``work`` within the policy's deadline, the in-flight attempt included (a hung
+        connection is cancelled): past it, raise a retriable :class:`UnavailableError`."""
+        deadline = self.policy.deadline
+        if deadline is None:
+            return await work
+        bound = asyncio.timeout(deadline)
+        try:
+            async with bound:
+                return await work
+        except TimeoutError as err:
+            if not bound.expired():
+                raise
+            self.stats.gave_up += 1
+            self.stats.deadline_exceeded += 1
+            raise DeadlineExceededError(
+                f"the object store did not answer within the retry deadline ({deadline:g} s)"
+            ) from err
 
     async def put(self, key: str, data: bytes) -> None:
         """See :meth:`ObjectStore.put`."""
@@ -139,15 +173,31 @@ class RetryingStore:
         attempt = 1
         last = start_after
         while True:
+            pages = aiter(self.inner.list(prefix, start_after=last))
             try:
-                async for info in self.inner.list(prefix, start_after=last):
+                while True:
+                    # each step (a page request, with its retries) is bounded by the deadline on its own
+                    info = await self._bounded(self._next(pages))
+                    if info is None:
+                        return
                     yield info
                     last = info.key
                     attempt = 1  # progress was made: the budget is per stall, not per listing
-                return
+                    started = self._clock()
+            except DeadlineExceededError:
+                raise
             except UnavailableError as err:
                 await self._wait_or_give_up(err, attempt, started)
                 attempt += 1
+            finally:
+                await _aclose(pages)
+
+    @staticmethod
+    async def _next(pages: AsyncIterator[ObjectInfo]) -> ObjectInfo | None:
+        try:
+            return await anext(pages)
+        except StopAsyncIteration:
+            return None
 
     async def delete(self, key: str) -> None:
         """See :meth:`ObjectStore.delete`."""

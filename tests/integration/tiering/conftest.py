@@ -49,7 +49,8 @@ def start_broker(brokers: Brokers, clock: ManualClock, remote_uri: str, moto_ser
             "num.partitions": "1",
             "remote.uri": remote_uri,
             "s3.endpoint.url": moto_server.endpoint_url,
-            "remote.retry.deadline.ms": "200",
+            # bounds whole calls, the in-flight attempt included: room for a cold moto_server request
+            "remote.retry.deadline.ms": "2000",
             "log.retention.check.interval.ms": str(2**31 - 1),
         }
         running = await brokers.start({**defaults, **overrides}, clock=clock, remote_store=remote_store)
