@@ -65,6 +65,7 @@ class Broker:
         self._ready = asyncio.Event()
         self._failed: BaseException | None = None
         self._closed = False
+        self.close_failures = 0  # logs that could not be closed cleanly by close(); the process exits 1
         self.remote = RemoteTier(settings, metrics, lambda: self.clock, store=remote_store)
         metrics.add_collector(self._collect)
         for name, help_text in (
@@ -184,6 +185,7 @@ class Broker:
             except (TierlogError, OSError):
                 failures += 1
                 log.exception("closing %s failed", partition.label)
+        self.close_failures = failures
         await self.remote.close()
         if was_ready and not failures:
             await asyncio.to_thread(meta.write_marker, self.data_dir / meta.CLEAN_SHUTDOWN_MARKER)
@@ -432,6 +434,15 @@ class Broker:
 
     # ---- internals -----------------------------------------------------------------------------------
 
+    def offline_partitions(self) -> list[tuple[str, int, str]]:
+        """``(topic, partition, reason)`` of every partition whose log is offline after an I/O failure."""
+        found = []
+        for partition in self.all_partitions():
+            reason = partition.offline_reason
+            if reason is not None:
+                found.append((partition.topic, partition.index, reason))
+        return found
+
     def check_ready(self) -> None:
         """Raises: UnavailableError (503, retriable) while the logs are opening or closing."""
         if not self._ready.is_set():
@@ -483,6 +494,9 @@ class Broker:
                 samples.append(Sample("tierlog_log_end_offset", partition.log_end_offset, labels))
                 samples.append(Sample("tierlog_log_start_offset", partition.log_start_offset, labels))
                 samples.append(Sample("tierlog_log_size_bytes", partition.size_bytes, labels))
+                offline = 0.0 if partition.offline_reason is None else 1.0
+                samples.append(Sample("tierlog_partition_offline", offline, labels))
+                samples.append(Sample("tierlog_partition_failures_total", partition.failure_count, labels))
         return samples
 
 

@@ -94,7 +94,8 @@ async def serve(settings: Settings) -> int:
         app,
         handle_signals=False,
         access_log=access_log,
-        keepalive_timeout=settings.connections_max_idle_ms / 1000,
+        # a backstop only: the ConnectionGuard closes idle connections first (and counts them)
+        keepalive_timeout=settings.connections_max_idle_ms / 1000 + 1,
     )
     await runner.setup()
     site = GuardedSite(runner, settings.host, settings.port, app[CONNECTIONS])
@@ -132,6 +133,9 @@ async def serve(settings: Settings) -> int:
             loop.remove_signal_handler(signum)
         await runner.cleanup()
     if failed:
+        return 1
+    if broker.close_failures:
+        log.error("stopped, but %d partition log(s) could not be closed cleanly", broker.close_failures)
         return 1
     log.info("stopped")
     return 0

@@ -18,9 +18,21 @@ async def health(request: web.Request) -> web.Response:
 
 
 async def ready(request: web.Request) -> web.Response:
-    """``GET /ready``: 200 once every partition log is open, 503 before that and while shutting down."""
+    """``GET /ready``: 200 once every partition log is open, 503 before that, while shutting down and while
+    a partition is offline after an I/O failure (``offline_partitions`` says which and why)."""
     broker = request.app[BROKER]
     if broker.ready:
+        offline = broker.offline_partitions()
+        if offline:
+            body = {
+                "status": "DEGRADED",
+                "error_code": 50301,
+                "cluster_id": broker.cluster_id,
+                "offline_partitions": [
+                    {"topic": topic, "partition": index, "reason": reason} for topic, index, reason in offline
+                ],
+            }
+            return web.json_response(body, status=503)
         return web.json_response({"status": "READY", "cluster_id": broker.cluster_id})
     return web.json_response({"status": "STARTING", "error_code": 50301}, status=503)
 
@@ -55,7 +67,7 @@ OPENAPI_PATHS: dict[str, Any] = {
             "operationId": "getReady",
             "responses": {
                 "200": {"description": "Ready", "content": {"application/json": {"schema": _STATUS}}},
-                "503": {"description": "Still opening logs, or shutting down"},
+                "503": {"description": "Still opening logs, shutting down, or a partition is offline"},
             },
         }
     },

@@ -14,7 +14,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tierlog.tiering.errors import OffsetOutOfRangeError, TierlogError, UnknownTopicError
+from tierlog.tiering.errors import OffsetOutOfRangeError, TierlogError, UnavailableError, UnknownTopicError
 
 if TYPE_CHECKING:
     from tierlog.service.metrics import Metrics
@@ -99,6 +99,16 @@ class Partition:
     @property
     def size_bytes(self) -> int:
         return int(self._log.size_bytes)
+
+    @property
+    def offline_reason(self) -> str | None:
+        """Why the log is offline after a failed append or roll (it recovers by itself), else None."""
+        return self._log.offline_reason
+
+    @property
+    def failure_count(self) -> int:
+        """How many times the log went offline since it was opened."""
+        return int(self._log.failure_count)
 
     async def append(self, batches: bytes, *, acks: int = 1) -> AppendInfo:
         """Validate and append whole v2 batches, assigning offsets; wake long-polling readers.
@@ -201,7 +211,12 @@ class Partition:
         if self._closed:
             return
         async with self._operation():
-            await asyncio.to_thread(self._roll_and_flush)
+            try:
+                await asyncio.to_thread(self._roll_and_flush)
+            except UnavailableError:
+                if self._log.offline_reason is None:
+                    raise
+                # offline: each call retries recovery; the engine logged why, /ready and metrics show it
 
     async def apply_retention(self) -> int:
         """Delete sealed segments past the retention limits; returns how many. No-op once closed."""

@@ -3,6 +3,7 @@ close leaves no clean-shutdown marker."""
 
 from __future__ import annotations
 
+import os
 import resource
 import signal
 from collections.abc import Iterator
@@ -14,6 +15,7 @@ import pytest
 from tests.unit.test_log_support import NOW, decode, make_batch
 from tierlog.tiering.errors import ConflictError, UnavailableError
 from tierlog.tiering.log import LogConfig, ManualClock, PartitionLog, naming
+from tierlog.tiering.log.log_core import RECOVERY_BACKOFF_MS
 
 
 @contextmanager
@@ -94,3 +96,68 @@ def test_a_directory_is_open_once(tmp_path: Path) -> None:
     third = PartitionLog.open(tmp_path / "p", LogConfig(), clock=ManualClock(NOW))
     assert third.log_end_offset == 0
     third.close()
+
+
+@contextmanager
+def no_free_descriptors() -> Iterator[None]:
+    """Every new descriptor fails with EMFILE: the soft RLIMIT_NOFILE is set to the lowest free one."""
+    probe = os.open(os.devnull, os.O_RDONLY)
+    os.close(probe)
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (probe, hard))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+def test_a_roll_that_fails_on_emfile_goes_offline_then_recovers_by_itself(tmp_path: Path) -> None:
+    clock = ManualClock(NOW)
+    log = PartitionLog.open(tmp_path / "p", LogConfig(segment_bytes=200), clock=clock)
+    acked = [b"a" * 100, b"b" * 100]
+    for value in acked:
+        log.append(make_batch([value]))
+    with no_free_descriptors():
+        with pytest.raises(UnavailableError) as first:
+            for _ in range(3):  # the first append that needs a new segment fails
+                log.append(make_batch([b"c" * 100]))
+                acked.append(b"c" * 100)
+        assert first.value.retriable
+        assert "EMFILE" in str(first.value.message)
+        assert log.offline_reason is not None and "EMFILE" in log.offline_reason
+        with pytest.raises(UnavailableError) as again:
+            log.append(make_batch([b"lost"]))
+        assert "offline" in again.value.message and "EMFILE" in again.value.message
+        clock.advance(RECOVERY_BACKOFF_MS)
+        with pytest.raises(UnavailableError):
+            log.append(make_batch([b"lost"]))
+    assert log.failure_count == 1
+    clock.advance(RECOVERY_BACKOFF_MS)
+    log.append(make_batch([b"after"]))
+    assert log.offline_reason is None
+    values = [r[1] for r in decode(b"".join(read_all(log)))]
+    assert values == [*acked, b"after"]
+    log.close()
+    again_open = PartitionLog.open(tmp_path / "p", LogConfig(segment_bytes=200), clock=clock)
+    assert [r[1] for r in decode(b"".join(read_all(again_open)))] == [*acked, b"after"]
+
+
+def test_an_offline_log_closes_with_an_error_and_no_clean_marker(tmp_path: Path) -> None:
+    log = PartitionLog.open(tmp_path / "p", LogConfig(segment_bytes=200), clock=ManualClock(NOW))
+    log.append(make_batch([b"a" * 100]))
+    with no_free_descriptors(), pytest.raises(UnavailableError):
+        log.append(make_batch([b"b" * 100]))
+        log.append(make_batch([b"c" * 100]))
+    with pytest.raises(UnavailableError, match="offline"):
+        log.close()
+    assert not (tmp_path / "p" / naming.CLEAN_SHUTDOWN_FILE).exists()
+    reopened = PartitionLog.open(tmp_path / "p", LogConfig(), clock=ManualClock(NOW))
+    assert decode(reopened.read(0, 10_000).data)[0][1] == b"a" * 100
+
+
+def read_all(log: PartitionLog) -> Iterator[bytes]:
+    offset = log.log_start_offset
+    while offset < log.log_end_offset:
+        result = log.read(offset, 1 << 20)
+        yield result.data
+        offset = decode(result.data)[-1][0] + 1

@@ -7,6 +7,7 @@ the caller to hold ``self._lock``.
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import logging
 import os
@@ -21,12 +22,22 @@ from tierlog.tiering.log.clock import Clock
 from tierlog.tiering.log.config import LogConfig
 from tierlog.tiering.log.group_commit import GroupCommit
 from tierlog.tiering.log.reads import locate
+from tierlog.tiering.log.recovery import load_log
 from tierlog.tiering.log.segment import LogSegment
 from tierlog.tiering.log.types import SegmentInfo
 
 __all__ = ["LogCore", "io_errors"]
 
 _log = logging.getLogger(__name__)
+
+RECOVERY_BACKOFF_MS = 1000
+"""After a failed attempt to recover an offline log, the next attempt waits this long (injected clock)."""
+
+
+def describe_os_error(err: OSError) -> str:
+    """``"No space left on device (ENOSPC)"``: the reason an operator can act on. Pure."""
+    name = errno.errorcode.get(err.errno or 0, str(err.errno))
+    return f"{err.strerror or err} ({name})"
 
 
 @contextlib.contextmanager
@@ -69,6 +80,10 @@ class LogCore:
         self._listeners: list[Callable[[SegmentInfo], None]] = []
         self._state = "open"
         self._dir_lock_fd = -1
+        self._offline_reason: str | None = None
+        self._offline_end = 0
+        self._failures = 0
+        self._retry_at_ms = 0
 
     @property
     def path(self) -> Path:
@@ -104,18 +119,88 @@ class LogCore:
         with self._lock:
             return self._recovery_point
 
+    @property
+    def offline_reason(self) -> str | None:
+        """Why the log is offline (an append or roll failed half-way), or None while it is usable.
+
+        An offline log recovers by itself: the next call reopens it from disk (see :meth:`_check_open`).
+        Lock-free read of an immutable value.
+        """
+        return self._offline_reason
+
+    @property
+    def failure_count(self) -> int:
+        """How many times the log went offline since it was opened. Lock-free."""
+        return self._failures
+
     def _check_open(self) -> None:
         if self._state == "deleted":
             raise UnknownTopicError(f"partition log {self._dir} was deleted")
+        if self._state == "offline":
+            self._recover_locked()
         if self._state != "open":
             raise UnavailableError(f"partition log {self._dir} is closed")
 
-    def _undo_append(self, start: int) -> None:
+    def _undo_append(self, start: int, cause: OSError) -> None:
         try:
             self._truncate_locked(start)
-        except OSError:
-            _log.exception("could not undo a failed append to %s; closing the log", self._dir)
-            self._state = "closed"
+        except OSError as err:
+            self._go_offline_locked(
+                start, f"an append failed ({describe_os_error(cause)}) and its undo too", err
+            )
+
+    def _go_offline_locked(self, end: int, what: str, err: OSError) -> None:
+        """Mark the log offline: nothing at or past ``end`` was acknowledged; recovery truncates to it."""
+        self._state = "offline"
+        self._offline_end = end
+        self._offline_reason = f"{what}: {describe_os_error(err)}"
+        self._failures += 1
+        self._retry_at_ms = self._clock.now_ms()
+        _log.error(
+            "partition log %s is offline until it can be reopened: %s", self._dir, self._offline_reason
+        )
+
+    def _recover_locked(self) -> None:
+        """Reopen an offline log from disk (recovery rescans, truncates the unacknowledged tail).
+
+        Raises:
+            UnavailableError: too soon after a failed attempt, or the reopen failed (still offline).
+        """
+        now = self._clock.now_ms()
+        if now < self._retry_at_ms:
+            raise UnavailableError(
+                f"partition {self.topic}-{self.partition} is offline: {self._offline_reason}; "
+                "it recovers by itself once the resource is back"
+            )
+        try:
+            self._reload_locked(now)
+        except OSError as err:
+            self._retry_at_ms = now + RECOVERY_BACKOFF_MS
+            self._offline_reason = f"reopening failed: {describe_os_error(err)}"
+            raise UnavailableError(
+                f"partition {self.topic}-{self.partition} is offline: {self._offline_reason}; "
+                "it recovers by itself once the resource is back"
+            ) from err
+        _log.warning("partition log %s recovered from disk after: %s", self._dir, self._offline_reason)
+        self._state, self._offline_reason = "open", None
+
+    def _reload_locked(self, now: int) -> None:
+        self._truncations += 1
+        for seg in self._segments:
+            with contextlib.suppress(OSError):
+                seg.close()
+        loaded = load_log(self._dir, self._config, now_ms=now)
+        self._segments = loaded.segments
+        self._bases = [seg.base_offset for seg in loaded.segments]
+        self._log_start_offset = max(
+            loaded.log_start_offset, min(self._log_start_offset, self._segments[-1].next_offset)
+        )
+        self._recovery_point = min(loaded.recovery_point, self._segments[-1].next_offset)
+        if self._segments[-1].next_offset > self._offline_end >= self._log_start_offset:
+            self._truncate_locked(self._offline_end)
+        self._write_recovery_checkpoint()
+        self._write_start_checkpoint()
+        self._dir_dirty = True
 
     def _roll_locked(self, new_base: int, now: int) -> SegmentInfo:
         old = self._segments[-1]

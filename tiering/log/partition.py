@@ -26,7 +26,7 @@ from tierlog.tiering.log.appending import assign, prepare, write_batches
 from tierlog.tiering.log.checkpoint import fsync_directory
 from tierlog.tiering.log.clock import Clock, SystemClock
 from tierlog.tiering.log.config import LogConfig
-from tierlog.tiering.log.log_core import LogCore, io_errors
+from tierlog.tiering.log.log_core import LogCore, describe_os_error, io_errors
 from tierlog.tiering.log.reads import first_at_or_after
 from tierlog.tiering.log.recovery import load_log
 from tierlog.tiering.log.retention import deletable_prefix, largest_timestamp
@@ -122,8 +122,10 @@ class PartitionLog(LogCore):
                     lambda base: sealed.append(self._roll_locked(base, now)),
                 )
             except OSError as err:
-                self._undo_append(start)
-                raise UnavailableError(f"I/O error while appending to {self._dir}: {err}") from err
+                self._undo_append(start, err)
+                raise UnavailableError(
+                    f"I/O error while appending to {self._dir}: {describe_os_error(err)}"
+                ) from err
             end = self._segments[-1].next_offset
             due = (
                 end - self._recovery_point >= config.flush_messages
@@ -232,8 +234,7 @@ class PartitionLog(LogCore):
             self._check_open()
             if not self._segments[-1].size:
                 return None
-            with io_errors("rolling", self._dir):
-                info = self._roll_locked(self._segments[-1].next_offset, self._clock.now_ms())
+            info = self._roll_or_go_offline(self._segments[-1].next_offset, self._clock.now_ms())
         self._notify([info])
         return info
 
@@ -251,10 +252,16 @@ class PartitionLog(LogCore):
             now = self._clock.now_ms()
             if not active.size or now - active.created_ms < self._config.segment_ms:
                 return None
-            with io_errors("rolling", self._dir):
-                info = self._roll_locked(active.next_offset, now)
+            info = self._roll_or_go_offline(active.next_offset, now)
         self._notify([info])
         return info
+
+    def _roll_or_go_offline(self, base: int, now: int) -> SegmentInfo:
+        try:
+            return self._roll_locked(base, now)
+        except OSError as err:
+            self._go_offline_locked(base, "rolling a segment failed", err)
+            raise UnavailableError(f"I/O error while rolling {self._dir}: {describe_os_error(err)}") from err
 
     def flush(self) -> None:
         """fsync everything appended so far (group-committed with concurrent appends). Thread-safe;
@@ -385,10 +392,12 @@ class PartitionLog(LogCore):
         close the files. Appends waiting on a flush are covered by the final fsync. Thread-safe; idempotent.
 
         Raises:
-            UnavailableError: an I/O error; the log is closed anyway, without the marker, so the next open
-                runs recovery.
+            UnavailableError: an I/O error, or the log was offline (see ``offline_reason``); the log is
+                closed anyway, without the marker, so the next open runs recovery.
         """
         with self._lock:
+            if self._state == "offline":
+                self._close_offline_locked()
             if self._state != "open":
                 self._unlock_directory()
                 return
@@ -418,6 +427,17 @@ class PartitionLog(LogCore):
                     fsync_directory(self._dir)
             finally:
                 self._unlock_directory()
+
+    def _close_offline_locked(self) -> None:
+        self._state = "closed"
+        for seg in self._segments:
+            with contextlib.suppress(OSError):
+                seg.close()
+        self._unlock_directory()
+        raise UnavailableError(
+            f"partition log {self._dir} was offline ({self._offline_reason}) and is closed without a "
+            "clean-shutdown marker; the next open recovers it"
+        )
 
     def delete(self) -> None:
         """Close the files and remove the whole partition directory. Thread-safe; idempotent.
