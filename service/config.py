@@ -262,6 +262,26 @@ MAX_CONNECTIONS = SettingSpec(
     "below the process's file descriptor limit, which segments share",
     _int(1, 2**20),
 )
+REST_PRODUCE_MAX_RECORDS = SettingSpec(
+    "rest.produce.max.records",
+    "100000",
+    "most records in one REST produce request; more are refused with 422 before any batch is built",
+    _int(1, 2**31 - 1),
+)
+REST_PRODUCE_CONVERSION_MAX_BYTES = SettingSpec(
+    "rest.produce.conversion.max.bytes",
+    "16777216",
+    "bytes of REST JSON produce bodies converted to batches at once; a body that does not fit is "
+    "answered 503 (50301, retriable)",
+    _int(1, 2**63 - 1),
+)
+QUEUED_MAX_REQUEST_BYTES = SettingSpec(
+    "queued.max.request.bytes",
+    "67108864",
+    "bytes of acks=0 native produce bodies waiting for their background append; a body that does not "
+    "fit is answered 503 (50301, retriable)",
+    _int(1, 2**63 - 1),
+)
 ACCEPT_ERROR_LOG_INTERVAL_MS = SettingSpec(
     "accept.error.log.interval.ms",
     "10000",
@@ -298,6 +318,9 @@ _TABLE: tuple[SettingSpec[Any], ...] = (
     REQUEST_READ_TIMEOUT_MS,
     MAX_CONNECTIONS,
     ACCEPT_ERROR_LOG_INTERVAL_MS,
+    REST_PRODUCE_MAX_RECORDS,
+    REST_PRODUCE_CONVERSION_MAX_BYTES,
+    QUEUED_MAX_REQUEST_BYTES,
     _topic_default("segment.bytes", "log.segment.bytes", "default segment.bytes"),
     _topic_default("segment.ms", "log.roll.ms", "default segment.ms"),
     _topic_default("segment.index.bytes", "log.index.size.max.bytes", "default segment.index.bytes"),
@@ -361,6 +384,9 @@ class Settings:
     request_read_timeout_ms: int = 30_000
     max_connections: int = 512
     accept_error_log_interval_ms: int = 10_000
+    rest_produce_max_records: int = 100_000
+    rest_produce_conversion_max_bytes: int = 16 * 2**20
+    queued_max_request_bytes: int = 64 * 2**20
     sources: Mapping[str, str] = field(default_factory=dict)
 
     def describe(self) -> str:
@@ -463,6 +489,9 @@ def build_settings(values: Mapping[str, object], sources: Mapping[str, str] | No
         request_read_timeout_ms=get(REQUEST_READ_TIMEOUT_MS),
         max_connections=get(MAX_CONNECTIONS),
         accept_error_log_interval_ms=get(ACCEPT_ERROR_LOG_INTERVAL_MS),
+        rest_produce_max_records=get(REST_PRODUCE_MAX_RECORDS),
+        rest_produce_conversion_max_bytes=get(REST_PRODUCE_CONVERSION_MAX_BYTES),
+        queued_max_request_bytes=get(QUEUED_MAX_REQUEST_BYTES),
         sources=MappingProxyType(sources),
     )
 

@@ -24,6 +24,7 @@ from typing import IO, TYPE_CHECKING, Any, cast
 
 from aiohttp import web
 
+from tierlog.service.budget import ACKS0_BUDGET, ByteBudget
 from tierlog.service.errors import json_error
 from tierlog.service.rest_v2.convert import dump_json
 from tierlog.service.rest_v2.http import (
@@ -36,7 +37,7 @@ from tierlog.service.rest_v2.http import (
     topic_name,
 )
 from tierlog.service.rest_v2.media import Offer, negotiate
-from tierlog.service.state import BROKER
+from tierlog.service.state import BROKER, SETTINGS
 from tierlog.tiering.codec.validate import validate_batch
 from tierlog.tiering.errors import (
     BadRequestError,
@@ -48,7 +49,7 @@ from tierlog.tiering.errors import (
 )
 
 if TYPE_CHECKING:
-    from tierlog.service.broker import Broker
+    from tierlog.service.broker import Broker, Partition
     from tierlog.tiering.log.types import FileSlice
 
 __all__ = [
@@ -81,6 +82,7 @@ _JSON_OFFERS = (Offer("application/json", 1.0),)
 def setup_routes(app: web.Application) -> None:
     """Register the native routes on ``app`` (before it starts). Not idempotent: call once per app."""
     describe_metrics(app)
+    app[ACKS0_BUDGET] = ByteBudget("queued.max.request.bytes", app[SETTINGS].queued_max_request_bytes)
     base = "/native/v1/topics/{topic}"
     app.router.add_post(base + "/partitions/{partition}/batches", produce_batches)
     app.router.add_get(base + "/partitions/{partition}/batches", fetch_batches, allow_head=False)
@@ -174,7 +176,7 @@ async def produce_batches(request: web.Request) -> web.Response:
         "record_count": records,
     }
     if acks == 0:
-        partition.append_in_background(body)
+        _append_in_background(request.app[ACKS0_BUDGET], partition, body)
         return _json({**answer, "acks": 0}, status=202)
     try:
         info = await partition.append(body, acks=acks)
@@ -189,6 +191,22 @@ async def produce_batches(request: web.Request) -> web.Response:
         acks=acks,
     )
     return _json(answer)
+
+
+def _append_in_background(budget: ByteBudget, partition: Partition, body: bytes) -> None:
+    """Queue an acks=0 append holding ``len(body)`` bytes of ``queued.max.request.bytes`` until it ends.
+
+    Raises:
+        UnavailableError: (503, 50301, retriable) the budget is full; nothing is queued.
+        UnknownTopicError: the topic is gone.
+    """
+    size = len(body)
+    budget.acquire(size)
+    try:
+        partition.append_in_background(body, lambda: budget.release(size))
+    except BaseException:
+        budget.release(size)
+        raise
 
 
 def _range_headers(high_watermark: int, log_start: int, log_end: int) -> dict[str, str]:
@@ -375,6 +393,7 @@ OPENAPI_PATHS: dict[str, Any] = {
                     s404="Topic (40401) or partition (40402) not found",
                     s413="Batch over max.message.bytes or body over max.request.size (41301)",
                     s415="Content-Type is not application/vnd.tierlog.batches (41501)",
+                    s503="acks=0 and queued.max.request.bytes is full (50301, retriable)",
                 ),
             },
         },

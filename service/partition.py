@@ -134,14 +134,16 @@ class Partition:
         self._wake()
         return info
 
-    def append_in_background(self, batches: bytes) -> None:
+    def append_in_background(self, batches: bytes, on_done: Callable[[], None] | None = None) -> None:
         """Append ``batches`` in a task owned by the broker (acks=0); returns at once.
 
         Background appends to one partition run in the order of these calls. Failures are logged and
-        counted in ``tierlog_background_append_errors_total``. Raises UnknownTopicError if the topic is gone.
+        counted in ``tierlog_background_append_errors_total``. ``on_done`` is called when the append
+        ends, whatever its outcome (a byte budget gives its bytes back there). Raises UnknownTopicError
+        if the topic is gone (then ``on_done`` is not called).
         """
         self._check_open()
-        self._spawn(self._append_later(batches), f"tierlog-append-{self.label}")
+        self._spawn(self._append_later(batches, on_done), f"tierlog-append-{self.label}")
 
     async def read(
         self, offset: int, max_bytes: int, *, max_wait_ms: int = 0, min_bytes: int = 1
@@ -278,16 +280,19 @@ class Partition:
         self._log.maybe_roll()
         self._log.maybe_flush()
 
-    async def _append_later(self, batches: bytes) -> None:
-        async with self._background:
-            try:
+    async def _append_later(self, batches: bytes, on_done: Callable[[], None] | None) -> None:
+        try:
+            async with self._background:
                 await self.append(batches, acks=0)
-            except TierlogError as err:
-                log.warning("acks=0 append to %s failed: %s (%d)", self.label, err.message, err.code)
-                self._count_background_error(str(err.code))
-            except Exception:
-                log.exception("acks=0 append to %s failed", self.label)
-                self._count_background_error("50001")
+        except TierlogError as err:
+            log.warning("acks=0 append to %s failed: %s (%d)", self.label, err.message, err.code)
+            self._count_background_error(str(err.code))
+        except Exception:
+            log.exception("acks=0 append to %s failed", self.label)
+            self._count_background_error("50001")
+        finally:
+            if on_done is not None:
+                on_done()
 
     def _count_background_error(self, code: str) -> None:
         self._metrics.inc("tierlog_background_append_errors_total", topic=self.topic, error_code=code)

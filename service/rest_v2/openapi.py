@@ -21,6 +21,7 @@ _DESCRIPTIONS = {
     "416": "Offset out of range (41601); the body carries the valid range",
     "422": "Key (42201) or value (42202) not valid for the embedded format",
     "500": "Corrupt data (50002) or internal error (50001)",
+    "503": "Retriable (50301): rest.produce.conversion.max.bytes is full; retry with backoff",
 }
 _TOPIC = {"name": "topic", "in": "path", "required": True, "schema": {"type": "string", "maxLength": 249}}
 _PARTITION = {
@@ -123,7 +124,7 @@ def _produce(summary: str, operation_id: str, params: list[dict[str, Any]]) -> d
         },
         "responses": {
             **_ok(_PRODUCE_ANSWER, _V2),
-            **error_responses("400", "404", "406", "413", "415", "422"),
+            **error_responses("400", "404", "406", "413", "415", "422", "503"),
         },
     }
 

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
+from tierlog.service.budget import CONVERSION_BUDGET, ByteBudget
 from tierlog.service.rest_v2.convert import (
     ProduceRecord,
     assign_partitions,
@@ -53,11 +54,13 @@ from tierlog.service.rest_v2.media import (
     response_offers,
 )
 from tierlog.service.rest_v2.openapi import OPENAPI_PATHS
-from tierlog.service.state import BROKER
+from tierlog.service.state import BROKER, SETTINGS
 from tierlog.tiering.codec.batch import build_batch
 from tierlog.tiering.codec.compression import Compression
-from tierlog.tiering.codec.records import Record
+from tierlog.tiering.codec.header import HEADER_SIZE
+from tierlog.tiering.codec.records import MIN_RECORD_SIZE, Record
 from tierlog.tiering.errors import (
+    InvalidBodyError,
     NotAcceptableError,
     RecordTooLargeError,
     TierlogError,
@@ -82,6 +85,8 @@ MAX_FETCH_MAX_BYTES = 64 * 1024 * 1024
 def setup_routes(app: web.Application) -> None:
     """Register the v2 routes on ``app`` (before it starts). Not idempotent: call once per app."""
     app[STICKY] = StickyPartitioner()
+    limit = app[SETTINGS].rest_produce_conversion_max_bytes
+    app[CONVERSION_BUDGET] = ByteBudget("rest.produce.conversion.max.bytes", limit)
     describe_metrics(app)
     app.router.add_get("/brokers", list_brokers)
     app.router.add_get("/topics", list_topics)
@@ -200,6 +205,33 @@ def _build_batches(
     return built
 
 
+def _check_count(records: Sequence[ProduceRecord], max_records: int) -> None:
+    if len(records) > max_records:
+        raise InvalidBodyError(
+            f"Invalid request format: {len(records)} records, "
+            f"more than rest.produce.max.records={max_records}"
+        )
+
+
+def _check_fit(
+    records: Sequence[ProduceRecord], partitions: Sequence[int], compression: Compression, max_bytes: int
+) -> None:
+    """Refuse before building when an uncompressed batch could not fit: each record takes at least
+    ``MIN_RECORD_SIZE`` bytes plus its key and value, each batch ``HEADER_SIZE``."""
+    if compression != Compression.NONE:
+        return
+    least: dict[int, int] = {}
+    for record, partition in zip(records, partitions, strict=True):
+        size = MIN_RECORD_SIZE + len(record.key or b"") + len(record.value or b"")
+        least[partition] = least.get(partition, HEADER_SIZE) + size
+    for partition, size in least.items():
+        if size > max_bytes:
+            raise RecordTooLargeError(
+                f"the records for partition {partition} need at least {size} bytes as a batch, "
+                f"over max.message.bytes={max_bytes}"
+            )
+
+
 def _produce_type(request: web.Request) -> EmbeddedFormat:
     fmt = produce_format(request.headers.get("Content-Type"))
     if fmt is None:
@@ -215,22 +247,33 @@ async def _produce(request: web.Request, *, fixed: int | None) -> web.Response:
 
     Not idempotent (a retry appends again). Raises UnsupportedMediaTypeError (415), NotAcceptableError
     (406), BadRequestError (400), InvalidRequestError / InvalidValueError (42201/42202),
-    UnknownTopicError / UnknownPartitionError (40401/40402), RecordTooLargeError (413). Append failures
-    after validation are reported per record with error_code 50002 (or 50003 when retriable), as
-    Confluent's proxy does.
+    UnknownTopicError / UnknownPartitionError (40401/40402), RecordTooLargeError (413),
+    InvalidBodyError (422: more than ``rest.produce.max.records``), UnavailableError (503/50301, retriable:
+    ``rest.produce.conversion.max.bytes`` is full). The body holds its bytes of that budget from parsing
+    until its batches are built; the count and a lower bound of each batch's size are checked before any
+    batch is built. Append failures after validation are reported per record with error_code 50002 (or
+    50003 when retriable), as Confluent's proxy does.
     """
     fmt = _produce_type(request)
     content_type = _metadata_type(request)
     name = topic_name(request)
     body = await read_body(request)
-    records = await offload(len(body), lambda: parse_produce_body(body, fmt))
-    topic = await _broker(request).ensure_topic(name)
-    partitions = assign_partitions(
-        records, len(topic.partitions), topic=name, sticky=request.app[STICKY], fixed=fixed
-    )
-    config = topic.config
-    max_bytes, compression = config.max_message_bytes, _compression(config)
-    built = await offload(len(body), lambda: _build_batches(records, partitions, compression, max_bytes))
+    max_records = request.app[SETTINGS].rest_produce_max_records
+    with request.app[CONVERSION_BUDGET].hold(len(body)):
+        records = await offload(len(body), lambda: parse_produce_body(body, fmt))
+        _check_count(records, max_records)
+        topic = await _broker(request).ensure_topic(name)
+        partitions = assign_partitions(
+            records, len(topic.partitions), topic=name, sticky=request.app[STICKY], fixed=fixed
+        )
+        config = topic.config
+        max_bytes, compression = config.max_message_bytes, _compression(config)
+
+        def convert() -> dict[int, tuple[list[int], bytes]]:
+            _check_fit(records, partitions, compression, max_bytes)
+            return _build_batches(records, partitions, compression, max_bytes)
+
+        built = await offload(len(body), convert)
     order = list(built)
     results = await asyncio.gather(
         *(topic.partition(p).append(built[p][1]) for p in order), return_exceptions=True

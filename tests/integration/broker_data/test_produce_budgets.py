@@ -1,0 +1,87 @@
+"""Bounded memory under hostile produce load: REST conversion and acks=0 byte budgets, early REST limits.
+
+Every assertion is on the budget's answers and accounting, never on timing or RSS.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import json
+
+from tests.integration.broker import Client
+from tests.integration.broker_data.conftest import MakeClient
+from tests.integration.broker_data.helpers import BATCHES, BINARY, b64, expect_error
+from tierlog.service.budget import ACKS0_BUDGET, CONVERSION_BUDGET
+from tierlog.tiering.codec.batch import build_batch
+from tierlog.tiering.codec.records import Record
+
+KiB = 1024
+TOPIC_PATH = "/topics/t/partitions/0"
+NATIVE = "/native/v1/topics/t/partitions/0/batches"
+
+
+def rest_body(count: int, value_size: int) -> bytes:
+    value = b64(b"x" * value_size)
+    return json.dumps({"records": [{"value": value} for _ in range(count)]}).encode()
+
+
+async def post_rest(client: Client, body: bytes) -> tuple[int, dict[str, object]]:
+    response = await client.post(TOPIC_PATH, data=io.BytesIO(body), headers={"Content-Type": BINARY})
+    return response.status, await response.json(content_type=None)
+
+
+async def test_a_full_conversion_budget_answers_503_then_admits_again(make_client: MakeClient) -> None:
+    client = await make_client(**{"rest.produce.conversion.max.bytes": str(256 * KiB)})
+    budget = client.app[CONVERSION_BUDGET]
+    body = rest_body(10, 1000)
+    budget.acquire(256 * KiB)
+    await expect_error(await client.post(TOPIC_PATH, data=body, headers={"Content-Type": BINARY}), 503, 50301)
+    assert budget.refused == 1
+    budget.release(256 * KiB)
+    status, answer = await post_rest(client, body)
+    assert status == 200, answer
+    assert budget.in_use == 0
+
+
+async def test_concurrent_large_bodies_are_refused_not_queued(make_client: MakeClient) -> None:
+    body = rest_body(300, 1000)  # about 400 KiB of JSON each
+    limit = 2 * len(body)
+    client = await make_client(**{"rest.produce.conversion.max.bytes": str(limit)})
+    budget = client.app[CONVERSION_BUDGET]
+    answers = await asyncio.gather(*(post_rest(client, body) for _ in range(8)))
+    statuses = [status for status, _ in answers]
+    assert set(statuses) <= {200, 503}, answers
+    assert all(a["error_code"] == 50301 for s, a in answers if s == 503)
+    assert 200 in statuses
+    assert budget.refused == statuses.count(503)
+    assert budget.peak <= limit
+    assert budget.in_use == 0
+
+
+async def test_record_count_and_batch_size_are_refused_before_conversion(make_client: MakeClient) -> None:
+    client = await make_client(**{"rest.produce.max.records": "1000"})
+    status, answer = await post_rest(client, json.dumps({"records": [{}] * 1001}).encode())
+    assert (status, answer["error_code"]) == (422, 422), answer
+    assert "rest.produce.max.records=1000" in str(answer["message"])
+    status, answer = await post_rest(client, rest_body(600, 2000))  # about 1.2 MB of values for 1 partition
+    assert (status, answer["error_code"]) == (413, 41301), answer
+    assert "need at least" in str(answer["message"])
+    assert client.app[CONVERSION_BUDGET].in_use == 0
+
+
+async def test_acks0_budget_refuses_when_full_and_gives_bytes_back(make_client: MakeClient) -> None:
+    client = await make_client(**{"queued.max.request.bytes": str(64 * KiB)})
+    budget = client.app[ACKS0_BUDGET]
+    body = build_batch([Record(None, b"v" * 100)] * 10)
+    budget.acquire(64 * KiB)
+    response = await client.post(NATIVE, data=body, params={"acks": "0"}, headers={"Content-Type": BATCHES})
+    await expect_error(response, 503, 50301)
+    budget.release(64 * KiB)
+
+    response = await client.post(NATIVE, data=body, params={"acks": "0"}, headers={"Content-Type": BATCHES})
+    assert response.status == 202, await response.text()
+    fetched = await client.get(NATIVE, params={"offset": "0", "max_wait_ms": "30000", "min_bytes": "1"})
+    assert await fetched.read() == body  # only the second body was appended
+    assert budget.in_use == 0
+    assert budget.peak == 64 * KiB
