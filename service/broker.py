@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import uuid
 from collections.abc import Coroutine, Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -475,7 +474,9 @@ class Broker:
                 await partition.close()
             except (TierlogError, OSError):
                 log.exception("closing %s before deletion failed", partition.label)
-            target = partition.path.with_name(f"{partition.path.name}.{uuid.uuid4().hex}-delete")
+            target = partition.path.with_name(
+                meta.suffixed_dir_name(partition.topic, partition.index, "delete")
+            )
             try:
                 await asyncio.to_thread(meta.rename_durably, partition.path, target)
             except FileNotFoundError:

@@ -30,6 +30,7 @@ __all__ = [
     "new_cluster_id",
     "partition_dir",
     "save_state",
+    "suffixed_dir_name",
     "topic_name_problem",
     "validate_topic_name",
     "MAX_TOPIC_NAME",
@@ -44,7 +45,11 @@ STATE_VERSION = 1
 MAX_TOPIC_NAME = 249
 # Kafka's legal topic name characters; use with fullmatch (see topic_name_problem).
 TOPIC_NAME = re.compile(r"[a-zA-Z0-9._-]+")
-TOPIC_NAME_PATTERN = r"^[a-zA-Z0-9._-]{1,249}$"
+# The same rule as one ECMA/JSON-Schema pattern, for the OpenAPI document: 1-249 legal characters, but
+# not "." or ".." (a name starting with "." needs a second character that is not ".", or a third one).
+TOPIC_NAME_PATTERN = (
+    r"^([a-zA-Z0-9_-][a-zA-Z0-9._-]{0,248}|\.[a-zA-Z0-9_-][a-zA-Z0-9._-]{0,247}|\.\.[a-zA-Z0-9._-]{1,247})$"
+)
 PARTITION_DIR = re.compile(r"(?P<topic>[a-zA-Z0-9._-]+)-(?P<partition>\d+)")
 DELETED_DIR = re.compile(r"[a-zA-Z0-9._-]+-\d+\.[0-9a-f]{32}-delete")
 
@@ -139,6 +144,17 @@ def validate_topic_name(name: object) -> str:
     return name
 
 
+MAX_DIR_NAME = 255  # bytes in one file name on common file systems (ext4, xfs, APFS)
+
+
+def suffixed_dir_name(topic: str, partition: int, kind: str) -> str:
+    """``<topic>-<partition>.<uuid>-<kind>`` (``kind`` is ``delete`` or ``stray``), with the topic cut so
+    the name fits in 255 bytes: a 249-character topic plus the suffix would not (Kafka's
+    ``logDeleteDirName`` cuts it the same way). Pure."""
+    suffix = f"-{partition}.{uuid.uuid4().hex}-{kind}"
+    return topic[: MAX_DIR_NAME - len(suffix)] + suffix
+
+
 def partition_dir(data_dir: Path, topic: str, partition: int) -> Path:
     """``<data-dir>/<topic>-<partition>``. ``topic`` must already be a valid name."""
     return data_dir / f"{topic}-{partition}"
@@ -219,7 +235,9 @@ def sweep_data_dir(data_dir: Path, expected: set[str]) -> list[Path]:
         if DELETED_DIR.fullmatch(entry.name):
             stale.append(entry)
         elif PARTITION_DIR.fullmatch(entry.name) and entry.name not in expected:
-            stray = entry.with_name(f"{entry.name}.{uuid.uuid4().hex}-stray")
+            match = PARTITION_DIR.fullmatch(entry.name)
+            assert match is not None
+            stray = entry.with_name(suffixed_dir_name(match["topic"], int(match["partition"]), "stray"))
             log.warning("partition directory %s belongs to no topic: renamed to %s", entry.name, stray.name)
             entry.rename(stray)
     return stale

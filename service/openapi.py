@@ -15,6 +15,7 @@ from typing import Any
 from aiohttp import web
 
 from tierlog.service import admin_v3, health, native, rest_v2
+from tierlog.service import metadata as meta
 from tierlog.service.admin_v3 import openapi as admin_v3_openapi
 from tierlog.service.groups import admin as groups_admin
 from tierlog.service.groups import native as groups_native
@@ -85,10 +86,25 @@ def build_document() -> dict[str, Any]:
 
 
 _INTEGER_PARAMETERS = {"partition", "partition_id", "broker_id"}
+_TOPIC_PARAMETERS = {"topic", "topic_name"}
+# A ``{topic}`` path (v2 and native routes) is checked against the name rule before any lookup.
+_TOPIC_RULE_400 = {
+    "description": "The {topic} path segment is not a legal topic name (40001), or another malformed input",
+    "content": {
+        "application/json": {"schema": {"$ref": "#/components/schemas/Error"}},
+        "application/vnd.kafka.v2+json": {"schema": {"$ref": "#/components/schemas/Error"}},
+    },
+}
+
+
+def _topic_schema() -> dict[str, Any]:
+    return {"type": "string", "pattern": meta.TOPIC_NAME_PATTERN, "maxLength": meta.MAX_TOPIC_NAME}
 
 
 def _declare_path_parameters(path: str, operations: dict[str, Any]) -> None:
-    """Declare every ``{name}`` of ``path`` as a required path parameter where a module did not."""
+    """Declare every ``{name}`` of ``path`` as a required path parameter where a module did not, give
+    every topic parameter Kafka's name rule as a pattern, and document the 400 that a ``{topic}`` path
+    (checked by :func:`tierlog.service.rest_v2.http.topic_name`) can answer."""
     names = re.findall(r"{([^}:]+)(?::[^}]*)?}", path)
     for method, operation in operations.items():
         if method == "parameters" or not isinstance(operation, dict):
@@ -105,6 +121,11 @@ def _declare_path_parameters(path: str, operations: dict[str, Any]) -> None:
                 operation.setdefault("parameters", []).append(
                     {"name": name, "in": "path", "required": True, "schema": {"type": kind}}
                 )
+        for parameter in operation.get("parameters", []):
+            if parameter.get("in") == "path" and parameter.get("name") in _TOPIC_PARAMETERS:
+                parameter["schema"] = {**parameter.get("schema", {}), **_topic_schema()}
+        if "topic" in names:
+            operation.setdefault("responses", {}).setdefault("400", copy.deepcopy(_TOPIC_RULE_400))
 
 
 def render() -> str:

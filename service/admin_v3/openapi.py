@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from tierlog.service.metadata import MAX_TOPIC_NAME, TOPIC_NAME_PATTERN
+
 __all__ = ["OPENAPI_COMPONENTS", "OPENAPI_PATHS"]
 
 _REF_ERROR = {"$ref": "#/components/schemas/Error"}
@@ -39,6 +41,8 @@ def _list_of(kind: str, item: str) -> dict[str, Any]:
 _STR = {"type": "string"}
 _INT = {"type": "integer"}
 _BOOL = {"type": "boolean"}
+_NULLABLE_BOOL = {"type": "boolean", "nullable": True, "description": "null means false"}
+_TOPIC_NAME = {"type": "string", "pattern": TOPIC_NAME_PATTERN, "maxLength": MAX_TOPIC_NAME}
 
 OPENAPI_COMPONENTS: dict[str, Any] = {
     "schemas": {
@@ -122,9 +126,23 @@ OPENAPI_COMPONENTS: dict[str, Any] = {
             "type": "object",
             "required": ["topic_name"],
             "properties": {
-                "topic_name": _STR,
-                "partitions_count": {**_INT, "description": "default num.partitions"},
-                "replication_factor": {**_INT, "description": "1 or -1 (single broker)"},
+                "topic_name": {
+                    **_TOPIC_NAME,
+                    "description": "Kafka's rule: 1-249 of [a-zA-Z0-9._-], not . or ..; '__*' is reserved",
+                },
+                "partitions_count": {
+                    "type": "integer",
+                    "minimum": 1,
+                    "maximum": 10000,
+                    "nullable": True,
+                    "description": "default num.partitions",
+                },
+                "replication_factor": {
+                    "type": "integer",
+                    "enum": [1, -1],
+                    "nullable": True,
+                    "description": "1 or -1 (single broker)",
+                },
                 "configs": {
                     "type": "array",
                     "items": {
@@ -132,13 +150,13 @@ OPENAPI_COMPONENTS: dict[str, Any] = {
                         "properties": {"name": _STR, "value": {**_STR, "nullable": True}},
                     },
                 },
-                "validate_only": _BOOL,
+                "validate_only": _NULLABLE_BOOL,
             },
         },
         "UpdateTopicRequest": {
             "type": "object",
             "required": ["partitions_count"],
-            "properties": {"partitions_count": _INT},
+            "properties": {"partitions_count": {"type": "integer", "minimum": 1, "maximum": 10000}},
         },
         "UpdateConfigRequest": {"type": "object", "required": ["value"], "properties": {"value": _STR}},
         "AlterConfigBatchRequest": {
@@ -157,7 +175,7 @@ OPENAPI_COMPONENTS: dict[str, Any] = {
                         },
                     },
                 },
-                "validate_only": _BOOL,
+                "validate_only": _NULLABLE_BOOL,
             },
         },
     }
@@ -244,7 +262,12 @@ OPENAPI_PATHS: dict[str, Any] = {
             body="UpdateTopicRequest",
             errors=_WRITE,
         ),
-        "delete": _op("deleteTopic", "Delete a topic and its data", "204"),
+        "delete": _op(
+            "deleteTopic",
+            "Delete a topic and its data (400 for an internal topic)",
+            "204",
+            errors=("400", "404", "503"),
+        ),
     },
     _T + "/configs": {
         "get": _op("listTopicConfigs", "List every config of a topic", "200", "KafkaTopicConfigList")

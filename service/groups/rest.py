@@ -281,8 +281,27 @@ def setup_routes(app: web.Application) -> None:
     app.router.add_get(INSTANCE + "/topics/{topic}", read_topic_v1)
 
 
+_STATUSES = {
+    "400": "40001 malformed JSON or query parameter",
+    "404": "40403 consumer instance not found (40401/40402 an unknown topic or partition)",
+    "406": "40601 an Accept that does not match the instance's format",
+    "409": "40902 instance name taken, 40903 subscription and assignment mixed or an unassigned seek",
+    "415": "41501 a Content-Type that is no REST Proxy type",
+    "416": "41601 a position out of range with auto.offset.reset=none",
+    "422": "42204 invalid consumer configuration or body; 42201/42202 a key/value the format cannot render",
+    "500": "50002 corrupt stored data",
+    "503": "50301 the broker is still opening its logs or restoring committed offsets",
+}
+_READ_STATUSES = ("406", "416", "500")
+
+
 def _op(
-    summary: str, *, body: str | None = None, ok: str = "200", params: tuple[str, ...] = ()
+    summary: str,
+    *,
+    body: str | None = None,
+    ok: str = "200",
+    params: tuple[str, ...] = (),
+    reads: tuple[str, ...] = (),
 ) -> dict[str, Any]:
     op: dict[str, Any] = {
         "summary": summary,
@@ -290,7 +309,11 @@ def _op(
         "parameters": [{"name": p, "in": "query", "schema": {"type": "integer"}} for p in params],
         "responses": {
             ok: {"description": "success"},
-            "404": {"description": "40403 consumer instance not found"},
+            **{
+                status: {"description": _STATUSES[status]}
+                for status in ("400", "404", "409", "415", "422", "503")
+            },
+            **({status: {"description": _STATUSES[status]} for status in reads}),
         },
     }
     if body is not None:
@@ -307,11 +330,18 @@ _INST = [*_GROUP, {"name": "instance", "in": "path", "required": True, "schema":
 OPENAPI_PATHS: dict[str, Any] = {
     "/consumers/{group}": {
         "parameters": _GROUP,
-        "post": _op(
-            "Create a consumer instance in the group",
-            body='{"name", "format": binary|json, "auto.offset.reset", "auto.commit.enable", '
-            '"fetch.min.bytes", "consumer.request.timeout.ms"}',
-        ),
+        "post": {
+            **_op(
+                "Create a consumer instance in the group",
+                body='{"name", "format": binary|json, "auto.offset.reset", "auto.commit.enable", '
+                '"fetch.min.bytes", "consumer.request.timeout.ms"}; an empty or null body means defaults',
+            ),
+            "requestBody": {
+                "content": {
+                    "application/vnd.kafka.v2+json": {"schema": {"type": "object", "nullable": True}}
+                },
+            },
+        },
     },
     INSTANCE: {
         "parameters": _INST,
@@ -349,7 +379,12 @@ OPENAPI_PATHS: dict[str, Any] = {
     },
     INSTANCE + "/records": {
         "parameters": _INST,
-        "get": _op("Fetch records (long poll up to timeout ms)", params=("timeout", "max_bytes")),
+        "get": _op(
+            "Fetch records (long poll up to timeout ms); 422 names a record the format cannot render, "
+            "whose position stays until a seek",
+            params=("timeout", "max_bytes"),
+            reads=_READ_STATUSES,
+        ),
     },
     INSTANCE + "/offsets": {
         "parameters": _INST,
@@ -366,7 +401,9 @@ OPENAPI_PATHS: dict[str, Any] = {
             {"name": "topic", "in": "path", "required": True, "schema": {"type": "string"}},
         ],
         "get": _op(
-            "v1 API: subscribe to the topic on the first read, then fetch its records", params=("max_bytes",)
+            "v1 API: subscribe to the topic on the first read, then fetch its records",
+            params=("max_bytes",),
+            reads=_READ_STATUSES,
         ),
     },
 }

@@ -101,9 +101,16 @@ _RECORDS = {
 
 
 def error_responses(*statuses: str) -> dict[str, Any]:
-    """OpenAPI response objects for the given error statuses. Pure."""
+    """OpenAPI response objects for the given error statuses. Pure.
+
+    An error is answered as ``application/json`` or, when the client accepts the v2 type (as REST Proxy
+    clients do), as ``application/vnd.kafka.v2+json``: both are documented.
+    """
     return {
-        status: {"description": _DESCRIPTIONS[status], "content": {"application/json": {"schema": _ERROR}}}
+        status: {
+            "description": _DESCRIPTIONS[status],
+            "content": {"application/json": {"schema": _ERROR}, _V2: {"schema": _ERROR}},
+        }
         for status in statuses
     }
 
@@ -211,9 +218,18 @@ OPENAPI_PATHS: dict[str, Any] = {
                 {
                     "name": "timeout",
                     "in": "query",
-                    "schema": {"type": "integer", "default": 1000, "maximum": 300000},
+                    "schema": {"type": "integer", "default": 1000, "minimum": 0, "maximum": 300000},
                 },
-                {"name": "max_bytes", "in": "query", "schema": {"type": "integer", "default": 1048576}},
+                {
+                    "name": "max_bytes",
+                    "in": "query",
+                    "schema": {
+                        "type": "integer",
+                        "default": 1048576,
+                        "minimum": 1,
+                        "maximum": 64 * 1024 * 1024,
+                    },
+                },
             ],
             "responses": {
                 **_ok(_RECORDS, _BINARY, _JSON),
@@ -235,7 +251,11 @@ OPENAPI_PATHS: dict[str, Any] = {
                     "required": True,
                     "schema": {"type": "integer", "minimum": 0},
                 },
-                {"name": "count", "in": "query", "schema": {"type": "integer", "default": 1, "minimum": 1}},
+                {
+                    "name": "count",
+                    "in": "query",
+                    "schema": {"type": "integer", "default": 1, "minimum": 1, "maximum": 100_000},
+                },
             ],
             "responses": {
                 **_ok(_RECORDS, "application/vnd.kafka.binary.v1+json", "application/vnd.kafka.json.v1+json"),

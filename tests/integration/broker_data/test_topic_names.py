@@ -109,3 +109,16 @@ async def test_legal_edge_names_are_accepted(running: RunningBroker) -> None:
     for name in ("x" * 249, "...", "a.b_c-D9"):
         await produce(client, f"/topics/{name}", [{"value": b64(b"v")}])
         assert (await client.get(f"/topics/{name}")).status == 200
+
+
+async def test_a_249_character_topic_can_be_deleted(running: RunningBroker) -> None:
+    """``<topic>-<p>.<uuid>-delete`` would be over 255 bytes: the topic part is cut, as Kafka cuts it."""
+    client, name = running.client, "t" * 249
+    v3 = await cluster_path(client)
+    response = await client.post(f"{v3}/topics", json={"topic_name": name, "partitions_count": 2})
+    assert response.status == 201, await response.text()
+    assert f"{name}-1" in entries(running)
+    response = await client.delete(f"{v3}/topics/{name}")
+    assert response.status == 204, await response.text()
+    assert not [e for e in entries(running) if e.startswith(f"{name}-")]
+    assert (await client.get(f"/topics/{name}")).status == 404
