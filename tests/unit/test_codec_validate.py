@@ -138,7 +138,7 @@ def test_offset_deltas_timestamps_and_header_keys() -> None:
     assert "negative" in reason(make_batch(record(0), 1, base_ts=-1))
     assert "not UTF-8" in reason(make_batch(record(0, headers=encode_varint(1) + b"\x02\xff\x01"), 1))
     assert "header key length -1" in reason(make_batch(record(0, headers=encode_varint(1) + b"\x01\x01"), 1))
-    assert "key of 20 bytes runs past" in reason(make_batch(b"\x0c\x00\x00\x00\x28\x01\x00", 1))
+    assert "key runs past the record" in reason(make_batch(b"\x0c\x00\x00\x00\x28\x01\x00", 1))
 
 
 def test_a_batch_over_max_message_bytes_is_too_large() -> None:

@@ -78,7 +78,10 @@ def validate_batch(buf: Buffer, pos: int = 0, *, max_size: int) -> BatchHeader:
 def validate_records(buf: Buffer, start: int, end: int, count: int, base_timestamp: int) -> None:
     """Check that ``buf[start:end]`` holds exactly ``count`` well-formed records (see the module docstring).
 
-    Reads integers only; builds no object per record. Pure and thread-safe.
+    Reads integers only; builds no object per record. One- and two-byte varints (lengths, deltas) are read
+    inline, longer ones through :mod:`tierlog.tiering.codec.varint`; positions only move forward, so a field
+    that runs past its record is caught by the check that each record ends exactly at its declared length.
+    Pure and thread-safe.
 
     Raises:
         CorruptRecordError: a length runs past its record or the section, a varint is too long, an offset
@@ -87,26 +90,84 @@ def validate_records(buf: Buffer, start: int, end: int, count: int, base_timesta
     """
     if count * MIN_RECORD_SIZE > end - start:
         raise CorruptRecordError(f"records_count {count} cannot fit in {end - start} bytes of records")
+    if end > len(buf):
+        raise CorruptRecordError(f"records section ends at {end}, past the buffer's {len(buf)} bytes")
     pos = start
-    for index in range(count):
-        length, pos = _varint(buf, pos, end)
-        stop = pos + length
-        if length < _MIN_BODY_SIZE or stop > end:
-            raise _corrupt(index, f"impossible record length {length}")
-        pos += 1  # attributes: no bits defined
-        timestamp_delta, pos = _varlong(buf, pos, stop)
-        timestamp = base_timestamp + timestamp_delta
-        if not 0 <= timestamp <= INT64_MAX:
-            raise _corrupt(index, f"timestamp {timestamp} is negative or overflows")
-        offset_delta, pos = _varint(buf, pos, stop)
-        if offset_delta != index:
-            raise _corrupt(index, f"offset delta {offset_delta}, expected {index}")
-        pos = _skip_bytes(buf, _skip_bytes(buf, pos, stop, index, "key"), stop, index, "value")
-        header_count, pos = _varint(buf, pos, stop)
-        if header_count:
-            pos = _skip_headers(buf, pos, stop, index, header_count)
-        if pos != stop:
-            raise _corrupt(index, f"record body is {length - (stop - pos)} bytes, declared {length}")
+    index = 0
+    try:
+        for index in range(count):
+            b = buf[pos]
+            if b < 0x80:
+                length = (b >> 1) ^ -(b & 1)
+                pos += 1
+            elif buf[pos + 1] < 0x80:
+                u = (b & 0x7F) | (buf[pos + 1] << 7)
+                length = (u >> 1) ^ -(u & 1)
+                pos += 2
+            else:
+                length, pos = decode_varint(buf, pos)
+            stop = pos + length
+            if length < _MIN_BODY_SIZE or stop > end:
+                raise _corrupt(index, f"impossible record length {length}")
+            pos += 1  # attributes: no bits defined
+            b = buf[pos]
+            if b < 0x80:
+                delta = (b >> 1) ^ -(b & 1)
+                pos += 1
+            else:
+                delta, pos = decode_varlong(buf, pos)
+            if not 0 <= base_timestamp + delta <= INT64_MAX:
+                raise _corrupt(index, f"timestamp {base_timestamp + delta} is negative or overflows")
+            b = buf[pos]
+            if b < 0x80:
+                delta = (b >> 1) ^ -(b & 1)
+                pos += 1
+            else:
+                delta, pos = decode_varint(buf, pos)
+            if delta != index:
+                raise _corrupt(index, f"offset delta {delta}, expected {index}")
+            b = buf[pos]
+            if b < 0x80:
+                size = (b >> 1) ^ -(b & 1)
+                pos += 1
+            elif buf[pos + 1] < 0x80:
+                u = (b & 0x7F) | (buf[pos + 1] << 7)
+                size = (u >> 1) ^ -(u & 1)
+                pos += 2
+            else:
+                size, pos = decode_varint(buf, pos)
+            if size > 0:
+                pos += size
+            elif size < -1:
+                raise _corrupt(index, f"key length {size}")
+            if pos > stop:
+                raise _corrupt(index, "key runs past the record")
+            b = buf[pos]
+            if b < 0x80:
+                size = (b >> 1) ^ -(b & 1)
+                pos += 1
+            elif buf[pos + 1] < 0x80:
+                u = (b & 0x7F) | (buf[pos + 1] << 7)
+                size = (u >> 1) ^ -(u & 1)
+                pos += 2
+            else:
+                size, pos = decode_varint(buf, pos)
+            if size > 0:
+                pos += size
+            elif size < -1:
+                raise _corrupt(index, f"value length {size}")
+            if pos > stop:
+                raise _corrupt(index, "value runs past the record")
+            b = buf[pos]
+            if b == 0:
+                pos += 1
+            else:
+                headers, pos = decode_varint(buf, pos)
+                pos = _skip_headers(buf, pos, stop, index, headers)
+            if pos != stop:
+                raise _corrupt(index, f"record body is {length - (stop - pos)} bytes, declared {length}")
+    except IndexError:
+        raise _corrupt(index, "truncated record") from None
     if pos != end:
         raise CorruptRecordError(f"{end - pos} bytes left after the last of {count} records")
 
@@ -122,13 +183,6 @@ def _varint(buf: Buffer, pos: int, limit: int) -> tuple[int, int]:
     value, after = decode_varint(buf, pos)
     if after > limit:
         raise CorruptRecordError(f"varint at position {pos} runs past its record")
-    return value, after
-
-
-def _varlong(buf: Buffer, pos: int, limit: int) -> tuple[int, int]:
-    value, after = decode_varlong(buf, pos)
-    if after > limit:
-        raise CorruptRecordError(f"varlong at position {pos} runs past its record")
     return value, after
 
 
