@@ -20,7 +20,13 @@ from tierlog.service.remote.tier import RemoteTier
 from tierlog.service.tasks import TaskSet
 from tierlog.service.topic import Topic
 from tierlog.service.topic_configs import TOPIC_CONFIGS, TopicConfig, validate_overrides
-from tierlog.tiering.errors import InvalidConfigError, TierlogError, UnavailableError, UnknownTopicError
+from tierlog.tiering.errors import (
+    InvalidConfigError,
+    TierlogError,
+    UnavailableError,
+    UnknownTopicError,
+    storage_error,
+)
 from tierlog.tiering.log import AppendInfo, Clock, LogConfig, PartitionLog, SystemClock
 
 if TYPE_CHECKING:
@@ -296,7 +302,7 @@ class Broker:
         record = meta.TopicRecord(name=name, partitions=count, configs=overrides)
         state.topics[name] = record
         try:
-            await asyncio.to_thread(meta.save_state, self.data_dir, state)
+            await self._save_state(state)
         except BaseException:
             del state.topics[name]
             raise
@@ -308,7 +314,7 @@ class Broker:
         except BaseException:
             del state.topics[name]
             await self._discard(opened)
-            await asyncio.to_thread(meta.save_state, self.data_dir, state)
+            await self._save_state(state)
             raise
         topic = Topic(record, config, opened)
         self._topics[name] = topic
@@ -322,7 +328,7 @@ class Broker:
         Internal (``__``) topics are deleted only with ``internal``. Not idempotent. Raises:
             UnknownTopicError (40401): unknown topic.
             InvalidConfigError (40002): an internal topic without ``internal``.
-            OSError: the state cannot be written (nothing is deleted).
+            InsufficientStorageError, UnavailableError: the state cannot be written (nothing is deleted).
         """
         self.check_ready()
         async with self._lock:
@@ -332,7 +338,7 @@ class Broker:
             state = self._require_state()
             record = state.topics.pop(name)
             try:
-                await asyncio.to_thread(meta.save_state, self.data_dir, state)
+                await self._save_state(state)
             except BaseException:
                 state.topics[name] = record
                 raise
@@ -382,7 +388,7 @@ class Broker:
             previous = record.configs
             record.configs = merged
             try:
-                await asyncio.to_thread(meta.save_state, self.data_dir, state)
+                await self._save_state(state)
             except BaseException:
                 record.configs = previous
                 raise
@@ -414,7 +420,7 @@ class Broker:
             record = state.topics[name]
             record.partitions = count
             try:
-                await asyncio.to_thread(meta.save_state, self.data_dir, state)
+                await self._save_state(state)
             except BaseException:
                 record.partitions = current
                 raise
@@ -425,7 +431,7 @@ class Broker:
             except BaseException:
                 record.partitions = current
                 await self._discard(opened)
-                await asyncio.to_thread(meta.save_state, self.data_dir, state)
+                await self._save_state(state)
                 raise
             topic.partitions.extend(opened)
         log.info("topic %s now has %d partitions", name, count)
@@ -446,6 +452,14 @@ class Broker:
         """Raises: UnavailableError (503, retriable) while the logs are opening or closing."""
         if not self._ready.is_set():
             raise UnavailableError("The broker is not ready: its logs are opening or closing.")
+
+    async def _save_state(self, state: meta.BrokerState) -> None:
+        """Persist ``state`` durably. Raises InsufficientStorageError (507, 50701) when the disk is full,
+        UnavailableError (503) on another I/O error; the caller undoes its in-memory change."""
+        try:
+            await asyncio.to_thread(meta.save_state, self.data_dir, state)
+        except OSError as err:
+            raise storage_error(f"writing the broker state in {self.data_dir}", err) from err
 
     def _require_state(self) -> meta.BrokerState:
         if self._state is None:

@@ -49,11 +49,13 @@ code   class                            kind                retriable
 50001  InternalError                    internal            yes
 50002  CorruptRecordError               corrupt data        no
 50301  UnavailableError                 unavailable         yes
+50701  InsufficientStorageError         unavailable         yes
 =====  ===============================  ==================  =========
 """
 
 from __future__ import annotations
 
+import errno
 from typing import ClassVar
 
 __all__ = [
@@ -62,6 +64,8 @@ __all__ = [
     "NotFoundError",
     "ConflictError",
     "UnavailableError",
+    "InsufficientStorageError",
+    "storage_error",
     "CorruptRecordError",
     "UnauthorizedError",
     "InternalError",
@@ -352,6 +356,30 @@ class IllegalGenerationError(ConflictError):
     """A group request carries a generation that is not the group's current one: the member is fenced."""
 
     code = 40911
+
+
+# --- unavailable --------------------------------------------------------------------------------------------
+
+
+class InsufficientStorageError(UnavailableError):
+    """The disk is full (ENOSPC) or over its quota (EDQUOT): nothing was written. HTTP 507. Retriable once
+    space is freed."""
+
+    code = 50701
+
+
+_DISK_FULL = frozenset({errno.ENOSPC, errno.EDQUOT})
+
+
+def storage_error(what: str, err: OSError) -> UnavailableError:
+    """The public error for a failed local disk operation: :class:`InsufficientStorageError` when the disk
+    is full, else :class:`UnavailableError`; the message names the operation, the reason and the errno.
+    Raise it ``from err``. Pure."""
+    name = errno.errorcode.get(err.errno or 0, str(err.errno))
+    reason = f"{err.strerror or err} ({name})"
+    if err.errno in _DISK_FULL:
+        return InsufficientStorageError(f"disk full while {what}: {reason}; free space on the data disk")
+    return UnavailableError(f"I/O error while {what}: {reason}")
 
 
 # --- the registry ------------------------------------------------------------------------------------------

@@ -15,7 +15,13 @@ import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from tierlog.tiering.errors import ConflictError, OffsetOutOfRangeError, UnavailableError, UnknownTopicError
+from tierlog.tiering.errors import (
+    ConflictError,
+    OffsetOutOfRangeError,
+    UnavailableError,
+    UnknownTopicError,
+    storage_error,
+)
 from tierlog.tiering.log import naming
 from tierlog.tiering.log.checkpoint import write_offset_checkpoint
 from tierlog.tiering.log.clock import Clock
@@ -42,11 +48,12 @@ def describe_os_error(err: OSError) -> str:
 
 @contextlib.contextmanager
 def io_errors(what: str, path: Path) -> Iterator[None]:
-    """Translate ``OSError`` into the retriable :class:`UnavailableError`, once, at the engine's edge."""
+    """Translate ``OSError`` into the retriable :class:`UnavailableError` (:class:`InsufficientStorageError`
+    when the disk is full), once, at the engine's edge."""
     try:
         yield
     except OSError as err:
-        raise UnavailableError(f"I/O error while {what} {path}: {err}") from err
+        raise storage_error(f"{what} {path}", err) from err
 
 
 class LogCore:

@@ -18,15 +18,17 @@ from pathlib import Path
 from types import TracebackType
 
 from tierlog.tiering.errors import (
+    InsufficientStorageError,
     InvalidRequestError,
     UnavailableError,
+    storage_error,
 )
 from tierlog.tiering.log import naming
 from tierlog.tiering.log.appending import assign, prepare, write_batches
 from tierlog.tiering.log.checkpoint import fsync_directory
 from tierlog.tiering.log.clock import Clock, SystemClock
 from tierlog.tiering.log.config import LogConfig
-from tierlog.tiering.log.log_core import LogCore, describe_os_error, io_errors
+from tierlog.tiering.log.log_core import LogCore, io_errors
 from tierlog.tiering.log.reads import first_at_or_after
 from tierlog.tiering.log.recovery import load_log
 from tierlog.tiering.log.retention import deletable_prefix, largest_timestamp
@@ -80,12 +82,22 @@ class PartitionLog(LogCore):
                 log._bases = [seg.base_offset for seg in loaded.segments]
                 log._log_start_offset = loaded.log_start_offset
                 log._recovery_point = loaded.recovery_point
-                log._write_recovery_checkpoint()
-                log._write_start_checkpoint()
+                log._write_checkpoints_if_space()
             except BaseException:
                 log._unlock_directory()
                 raise
         return log
+
+    def _write_checkpoints_if_space(self) -> None:
+        """Write both checkpoints; on a full disk keep the old ones (still correct, only older) so a log
+        opens and serves reads while the disk is full. Raises: OSError other than ENOSPC/EDQUOT."""
+        try:
+            self._write_recovery_checkpoint()
+            self._write_start_checkpoint()
+        except OSError as err:
+            if not isinstance(storage_error("", err), InsufficientStorageError):
+                raise
+            _log.warning("disk full: %s opens with its previous checkpoints (%s)", self._dir, err.strerror)
 
     def append(self, batches: bytes | bytearray | memoryview, *, assign_offsets: bool = True) -> AppendInfo:
         """Validate every batch, then append them all, or nothing.
@@ -123,9 +135,7 @@ class PartitionLog(LogCore):
                 )
             except OSError as err:
                 self._undo_append(start, err)
-                raise UnavailableError(
-                    f"I/O error while appending to {self._dir}: {describe_os_error(err)}"
-                ) from err
+                raise storage_error(f"appending to {self._dir}", err) from err
             end = self._segments[-1].next_offset
             due = (
                 end - self._recovery_point >= config.flush_messages
@@ -261,7 +271,7 @@ class PartitionLog(LogCore):
             return self._roll_locked(base, now)
         except OSError as err:
             self._go_offline_locked(base, "rolling a segment failed", err)
-            raise UnavailableError(f"I/O error while rolling {self._dir}: {describe_os_error(err)}") from err
+            raise storage_error(f"rolling {self._dir}", err) from err
 
     def flush(self) -> None:
         """fsync everything appended so far (group-committed with concurrent appends). Thread-safe;
