@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import resource
 import signal
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -161,3 +162,29 @@ def read_all(log: PartitionLog) -> Iterator[bytes]:
         result = log.read(offset, 1 << 20)
         yield result.data
         offset = decode(result.data)[-1][0] + 1
+
+
+def test_offsets_are_read_while_a_disk_writer_holds_the_lock(tmp_path: Path) -> None:
+    entered, release = threading.Event(), threading.Event()
+
+    def slow_fsync(fd: int) -> None:
+        entered.set()
+        assert release.wait(30)
+
+    log = PartitionLog.open(tmp_path / "p", LogConfig(), clock=ManualClock(NOW), fsync=slow_fsync)
+    log.append(make_batch([b"a", b"b"]))
+    closer = threading.Thread(target=log.close)  # close fsyncs with the log's lock held
+    closer.start()
+    try:
+        assert entered.wait(30)
+        seen: list[tuple[int, int, int]] = []
+        reader = threading.Thread(
+            target=lambda: seen.append((log.log_start_offset, log.log_end_offset, log.size_bytes))
+        )
+        reader.start()
+        reader.join(10)  # with a lock on the read path this waits until the writer lets go
+        assert seen and seen[0][:2] == (0, 2) and seen[0][2] == log.offsets.size_bytes > 0
+    finally:
+        release.set()
+        closer.join(30)
+    assert not closer.is_alive()

@@ -13,6 +13,7 @@ import logging
 import os
 import threading
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 from tierlog.tiering.errors import (
@@ -32,7 +33,7 @@ from tierlog.tiering.log.recovery import load_log
 from tierlog.tiering.log.segment import LogSegment
 from tierlog.tiering.log.types import SegmentInfo
 
-__all__ = ["LogCore", "io_errors"]
+__all__ = ["LogCore", "LogOffsets", "io_errors"]
 
 _log = logging.getLogger(__name__)
 
@@ -54,6 +55,17 @@ def io_errors(what: str, path: Path) -> Iterator[None]:
         yield
     except OSError as err:
         raise storage_error(f"{what} {path}", err) from err
+
+
+@dataclass(frozen=True, slots=True)
+class LogOffsets:
+    """The offsets and size of a log at one instant: published whole under the lock after every change and
+    read without it (Kafka's ``@volatile nextOffsetMetadata``), so the event loop never waits on a lock a
+    disk writer holds."""
+
+    log_start_offset: int
+    log_end_offset: int
+    size_bytes: int
 
 
 class LogCore:
@@ -79,6 +91,7 @@ class LogCore:
         self._segments: list[LogSegment] = []
         self._bases: list[int] = []
         self._log_start_offset = 0
+        self._offsets = LogOffsets(0, 0, 0)
         self._recovery_point = 0
         self._checkpointed_recovery_point = 0
         self._last_flush_ms = clock.now_ms()
@@ -101,14 +114,19 @@ class LogCore:
         return self._config
 
     @property
+    def offsets(self) -> LogOffsets:
+        """The last published offsets and size. Lock-free; consistent with each other."""
+        return self._offsets
+
+    @property
     def log_start_offset(self) -> int:
-        with self._lock:
-            return self._log_start_offset
+        """Lock-free (the published snapshot)."""
+        return self._offsets.log_start_offset
 
     @property
     def log_end_offset(self) -> int:
-        with self._lock:
-            return self._segments[-1].next_offset
+        """Lock-free (the published snapshot)."""
+        return self._offsets.log_end_offset
 
     @property
     def high_watermark(self) -> int:
@@ -117,8 +135,14 @@ class LogCore:
 
     @property
     def size_bytes(self) -> int:
-        with self._lock:
-            return sum(seg.size for seg in self._segments)
+        """Lock-free (the published snapshot)."""
+        return self._offsets.size_bytes
+
+    def _publish_locked(self) -> None:
+        """Publish the offsets after a change; call with the lock held, before releasing it."""
+        self._offsets = LogOffsets(
+            self._log_start_offset, self._segments[-1].next_offset, sum(seg.size for seg in self._segments)
+        )
 
     @property
     def recovery_point(self) -> int:
@@ -205,6 +229,7 @@ class LogCore:
         self._recovery_point = min(loaded.recovery_point, self._segments[-1].next_offset)
         if self._segments[-1].next_offset > self._offline_end >= self._log_start_offset:
             self._truncate_locked(self._offline_end)
+        self._publish_locked()
         self._write_recovery_checkpoint()
         self._write_start_checkpoint()
         self._dir_dirty = True
@@ -315,6 +340,7 @@ class LogCore:
         if last.sealed:
             last.reactivate()
         last.truncate_to(offset)
+        self._publish_locked()
         self._recovery_point = min(self._recovery_point, last.next_offset)
         if self._checkpointed_recovery_point > self._recovery_point:
             self._write_recovery_checkpoint()

@@ -82,6 +82,7 @@ class PartitionLog(LogCore):
                 log._bases = [seg.base_offset for seg in loaded.segments]
                 log._log_start_offset = loaded.log_start_offset
                 log._recovery_point = loaded.recovery_point
+                log._publish_locked()
                 log._write_checkpoints_if_space()
             except BaseException:
                 log._unlock_directory()
@@ -136,6 +137,7 @@ class PartitionLog(LogCore):
             except OSError as err:
                 self._undo_append(start, err)
                 raise storage_error(f"appending to {self._dir}", err) from err
+            self._publish_locked()
             end = self._segments[-1].next_offset
             due = (
                 end - self._recovery_point >= config.flush_messages
@@ -338,6 +340,7 @@ class PartitionLog(LogCore):
                 del self._segments[:count]
                 del self._bases[:count]
                 self._log_start_offset = max(self._log_start_offset, self._segments[0].base_offset)
+                self._publish_locked()
                 self._recovery_point = max(self._recovery_point, self._log_start_offset)
                 self._write_start_checkpoint()
         for path in doomed:
@@ -386,6 +389,7 @@ class PartitionLog(LogCore):
                 self._segments = [seg]
                 self._bases = [offset]
                 self._log_start_offset = offset
+                self._publish_locked()
                 self._recovery_point = offset
                 self._write_recovery_checkpoint()
                 self._write_start_checkpoint()
