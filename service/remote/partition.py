@@ -13,6 +13,7 @@ import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from tierlog.tiering.codec.header import decode_header
 from tierlog.tiering.errors import CorruptRecordError, NotFoundError, OffsetOutOfRangeError
 from tierlog.tiering.log import FileSlice, LogConfig, PartitionLog, ReadResult, SegmentInfo
 from tierlog.tiering.remote.remote_log import RemoteLog
@@ -41,6 +42,11 @@ def memory_slice(data: bytes, high_watermark: int, log_start: int, log_end: int)
         os.close(fd)
         raise
     return FileSlice(fd, 0, len(data), high_watermark, log_start, log_end)
+
+
+def _first_offset(data: bytes) -> int | None:
+    """Base offset of the first batch in ``data`` (None when empty). Pure."""
+    return decode_header(data).base_offset if data else None
 
 
 class RemotePartition:
@@ -95,8 +101,16 @@ class RemotePartition:
         reader = self.tier.reader()
         try:
             result = await reader.read(self.remote_log.manifest, offset, max_bytes)
-        except OffsetOutOfRangeError as err:  # a gap, or the manifest moved on: report the whole range
-            raise OffsetOutOfRangeError(
+        except OffsetOutOfRangeError as err:
+            start = self.remote_log.remote_start_offset
+            if start is not None and offset >= start:
+                # below the local log start, above the remote one, and no remote segment holds it: the
+                # data is lost (e.g. a damaged manifest recovery could not re-derive it). Never skip it.
+                raise CorruptRecordError(
+                    f"remote data of {self.remote_log.topic}-{self.remote_log.partition} at offset {offset} "
+                    f"is missing: {err.message}"
+                ) from err
+            raise OffsetOutOfRangeError(  # the manifest moved on (retention): report the whole range
                 err.message, log_start_offset=log_start, log_end_offset=log_end
             ) from err
         except NotFoundError as err:
@@ -110,6 +124,12 @@ class RemotePartition:
                 ) from err
             # a listed object is gone: data loss, not a missing topic
             raise CorruptRecordError(f"remote data is missing: {err.message}") from err
+        first = _first_offset(result.data)
+        if first is not None and first > offset:  # a hole in the remote tier: lost data, never skipped
+            raise CorruptRecordError(
+                f"remote data of {self.remote_log.topic}-{self.remote_log.partition} is missing: offsets "
+                f"{offset}..{first - 1} are in no remote segment"
+            )
         self.tier.count_read(self.remote_log.topic, len(result.data))
         return ReadResult(result.data, high_watermark, log_start, log_end)
 

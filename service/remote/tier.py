@@ -47,6 +47,8 @@ _COUNTERS = (
     ("tierlog_remote_upload_failures_total", "Segment uploads that failed (retried on the next pass)"),
     ("tierlog_remote_deleted_segments_total", "Remote segments deleted (retention, topic deletion)"),
     ("tierlog_remote_cleaned_segments_total", "Abandoned uploads and interrupted deletions cleaned up"),
+    ("tierlog_remote_manifest_recoveries_total", "Damaged newest manifests recovered, by partition"),
+    ("tierlog_remote_manifest_rederived_segments_total", "Segments re-derived from objects in recoveries"),
     ("tierlog_remote_read_bytes_total", "Record batch bytes served from the remote tier, by topic"),
     ("tierlog_produce_refused_disk_budget_total", "Produces refused: local disk budget full, uploads behind"),
 )
@@ -203,7 +205,8 @@ class RemoteTier:
             except (UnavailableError, TimeoutError) as err:
                 self._store_down = True
                 log.warning("%s: remote tier unavailable at open (%s); will retry", partition.label, err)
-            except TierlogError as err:  # e.g. an undecodable manifest: serve locally, keep every segment
+            except TierlogError as err:  # e.g. a recovered manifest not stored: keep every local segment
+                remote_log.last_error = remote_log.last_error or f"{type(err).__name__}: {err.message}"
                 log.error("%s: remote tier state unusable (%s); not uploading", partition.label, err)
         remote.local_bytes = partition.size_bytes
         remote.local_end = partition.log_end_offset
@@ -328,6 +331,9 @@ class RemoteTier:
             self.metrics.inc("tierlog_remote_deleted_segments_total", event.segments, **labels)
         elif event.kind == "cleaned":
             self.metrics.inc("tierlog_remote_cleaned_segments_total", event.segments, **labels)
+        elif event.kind == "recovered":
+            self.metrics.inc("tierlog_remote_manifest_recoveries_total", 1, **labels)
+            self.metrics.inc("tierlog_remote_manifest_rederived_segments_total", event.segments, **labels)
 
     # ---- produce and fetch hooks ---------------------------------------------------------------------
 
@@ -388,6 +394,7 @@ class RemoteTier:
             "upload_failures": rl.failures,
             "store_retries": self._retrying.stats.retries if self._retrying is not None else 0,
             "last_error": rl.last_error,
+            "manifest_recovery": rl.manifest_recovery,
         }
 
     def _collect(self) -> list[Sample]:

@@ -65,6 +65,42 @@ class ManifestStore:
             return manifest
         raise UnavailableError(f"manifest of {topic}-{partition} kept changing while being read")
 
+    async def load_verified(
+        self, topic: str, partition: int
+    ) -> tuple[mf.Manifest, int, list[tuple[int, str]]]:
+        """The newest version that passes its check, the newest stored version number, and the newer
+        versions that failed their check as ``(version, why)``, newest first.
+
+        With nothing damaged this is :meth:`load` (``(manifest, manifest.version, [])``). With every
+        version damaged the manifest is :func:`manifest.empty` (version 0). Never raises
+        :class:`CorruptRecordError`; raises :class:`UnavailableError` as :meth:`load`. Idempotent.
+        """
+        for _ in range(_RELOAD_ATTEMPTS):
+            versions = await self.versions(topic, partition)
+            if not versions:
+                return mf.empty(topic, partition), 0, []
+            damaged: list[tuple[int, str]] = []
+            for version in reversed(versions):
+                try:
+                    data = await self.store.get(manifest_key(topic, partition, version))
+                except NotFoundError:
+                    if version == versions[-1]:
+                        break  # the newest vanished: list again
+                    continue  # an old version collected meanwhile
+                try:
+                    manifest = mf.decode(data)
+                except CorruptRecordError as err:
+                    damaged.append((version, err.message))
+                    continue
+                if (manifest.topic, manifest.partition, manifest.version) != (topic, partition, version):
+                    damaged.append((version, f"the object describes {manifest.topic}-{manifest.partition} "
+                                             f"version {manifest.version}"))  # fmt: skip
+                    continue
+                return manifest, versions[-1], damaged
+            else:
+                return mf.empty(topic, partition), versions[-1], damaged
+        raise UnavailableError(f"manifest of {topic}-{partition} kept changing while being read")
+
     async def commit(self, base: mf.Manifest, updated: mf.Manifest) -> mf.Manifest:
         """Store ``updated`` as version ``base.version + 1``; returns it with that version.
 

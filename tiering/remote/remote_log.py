@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from tierlog.tiering.log import Clock, PartitionLog, SegmentInfo
 from tierlog.tiering.remote import manifest as mf
 from tierlog.tiering.remote.layout import parse_manifest_key, partition_prefix
+from tierlog.tiering.remote.manifest_recovery import recover_manifest
 from tierlog.tiering.remote.manifest_store import ManifestStore
 from tierlog.tiering.remote.store import ObjectStore
 from tierlog.tiering.remote.uploader import clean_unfinished, delete_segments, upload_segment
@@ -58,7 +59,8 @@ class _Summary:
 
 @dataclass(frozen=True, slots=True)
 class UploadEvent:
-    """What a listener hears: ``kind`` is uploaded, failed, deleted or cleaned."""
+    """What a listener hears: ``kind`` is uploaded, failed, deleted, cleaned or recovered (a damaged
+    manifest was recovered; ``segments`` re-derived from objects)."""
 
     kind: str
     segments: int = 0
@@ -123,6 +125,9 @@ class RemoteLog:
         self.uploaded_bytes = 0
         self.failures = 0
         self.diverged = False  # the local log went its own way (see open): hands off both tiers
+        self.manifest_recovery: str | None = None  # what the last recovery of a damaged manifest found
+        self.manifest_recoveries = 0
+        self._unsaved_recovery = False  # a recovered manifest is served but not yet stored
 
     # ---- state ------------------------------------------------------------------------------------------
 
@@ -159,7 +164,9 @@ class RemoteLog:
         Cheap, no I/O; safe from any thread (the local-retention veto calls it under the log lock).
         """
         remote_next = self.remote_next_offset
-        return not self.diverged and remote_next is not None and info.next_offset <= remote_next
+        if self.diverged or self._unsaved_recovery:  # only a stored, verified manifest may cover
+            return False
+        return remote_next is not None and info.next_offset <= remote_next
 
     def note_append(self, first_offset: int) -> None:
         """Remember when data from ``first_offset`` on arrived (for upload lag in seconds and the idle
@@ -209,11 +216,16 @@ class RemoteLog:
         log ends before it (a lost disk, a restore). Only pass ``reset_local`` before anything was
         appended since the local log opened. Idempotent.
 
+        A newest manifest that fails its check is recovered first (see :mod:`.manifest_recovery`): the
+        recovered state is served at once and stored as a new version; ``manifest_recovery`` and
+        ``last_error`` say what was found.
+
         Raises:
             UnavailableError: the store is down (the caller retries later).
-            CorruptRecordError: the newest manifest does not decode.
+            TierlogError: storing a recovered manifest failed (it is served meanwhile; call again).
         """
         async with self._lock:
+            await self._recover_damaged_manifest()
             manifest, cleaned = await clean_unfinished(self.store, self.manifests, self.topic, self.partition)
             self._manifest = manifest
             if cleaned:
@@ -237,6 +249,34 @@ class RemoteLog:
             if self.log.log_end_offset > (remote_next or 0):
                 self._marks.append((max(remote_next or 0, self.log.log_start_offset), self._clock.now_ms()))
             return manifest
+
+    async def _recover_damaged_manifest(self) -> None:
+        """If the newest manifest fails its check, serve and store the recovered one. Lock held."""
+        recovery = await recover_manifest(
+            self.store, self.manifests, self.topic, self.partition, now_ms=self._clock.now_ms()
+        )
+        if recovery is None:
+            return
+        message = recovery.describe()
+        self.manifest_recovery = message
+        self.manifest_recoveries += 1
+        self.last_error = message
+        log.error("%s-%d: %s", self.topic, self.partition, message)
+        self._manifest = recovery.manifest
+        self._unsaved_recovery = True
+        self._emit(UploadEvent("recovered", len(recovery.derived)))
+        try:
+            self._manifest = await self.manifests.commit(recovery.manifest, recovery.manifest)
+        except Exception as err:
+            self.last_error = (
+                f"{message}; storing the recovered manifest failed ({type(err).__name__}: {err}): "
+                "not uploading and not deleting local segments until it is stored"
+            )
+            log.error("%s-%d: %s", self.topic, self.partition, self.last_error)
+            raise
+        self._unsaved_recovery = False
+        log.warning("%s-%d: stored the recovered manifest as version %d",
+                    self.topic, self.partition, self._manifest.version)  # fmt: skip
 
     async def sync(self, *, idle_roll_ms: int = -1) -> int:
         """Roll the active segment if its oldest unuploaded data is ``idle_roll_ms`` old (-1: never),
