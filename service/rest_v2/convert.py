@@ -166,20 +166,29 @@ def _records_of(body: bytes) -> tuple[dict[str, Any], list[Any]]:
     return parsed, records
 
 
-def parse_produce_body(body: bytes, fmt: EmbeddedFormat) -> list[ProduceRecord]:
+def parse_produce_body(
+    body: bytes, fmt: EmbeddedFormat, *, max_records: int | None = None
+) -> list[ProduceRecord]:
     """Parse and convert a produce body; nothing is appended, so a failure here rejects the request whole.
 
-    Pure and idempotent.
+    ``max_records`` bounds the record count, checked right after the JSON is parsed and before any
+    record is converted. Pure and idempotent.
 
     Raises:
         BadRequestError: (40001) malformed JSON, bad base64, bad ``partition``.
         InvalidBodyError: (422) an empty body, no ``records`` or an empty one, an unknown field in the body
-            or in a record (the message names every offending record, up to ten), a record not an object.
+            or in a record (the message names every offending record, up to ten), a record not an object,
+            or more than ``max_records`` records.
         InvalidRequestError: (42201) a schema format without the key schema it needs.
         InvalidValueError: (42202) a schema format without the value schema it needs.
         SchemaRegistryRequiredError: (42206) a schema-based embedded format (avro, protobuf, jsonschema).
     """
     parsed, records = _records_of(body)
+    if max_records is not None and len(records) > max_records:
+        raise InvalidBodyError(
+            f"Invalid request format: {len(records)} records, "
+            f"more than rest.produce.max.records={max_records}"
+        )
     if fmt.needs_schema:
         _check_shapes(records)
         _check_schemas(parsed, records, fmt)

@@ -60,7 +60,6 @@ from tierlog.tiering.codec.compression import Compression
 from tierlog.tiering.codec.header import HEADER_SIZE
 from tierlog.tiering.codec.records import MIN_RECORD_SIZE, Record
 from tierlog.tiering.errors import (
-    InvalidBodyError,
     NotAcceptableError,
     RecordTooLargeError,
     TierlogError,
@@ -205,14 +204,6 @@ def _build_batches(
     return built
 
 
-def _check_count(records: Sequence[ProduceRecord], max_records: int) -> None:
-    if len(records) > max_records:
-        raise InvalidBodyError(
-            f"Invalid request format: {len(records)} records, "
-            f"more than rest.produce.max.records={max_records}"
-        )
-
-
 def _check_fit(
     records: Sequence[ProduceRecord], partitions: Sequence[int], compression: Compression, max_bytes: int
 ) -> None:
@@ -260,8 +251,7 @@ async def _produce(request: web.Request, *, fixed: int | None) -> web.Response:
     body = await read_body(request)
     max_records = request.app[SETTINGS].rest_produce_max_records
     with request.app[CONVERSION_BUDGET].hold(len(body)):
-        records = await offload(len(body), lambda: parse_produce_body(body, fmt))
-        _check_count(records, max_records)
+        records = await offload(len(body), lambda: parse_produce_body(body, fmt, max_records=max_records))
         topic = await _broker(request).ensure_topic(name)
         partitions = assign_partitions(
             records, len(topic.partitions), topic=name, sticky=request.app[STICKY], fixed=fixed

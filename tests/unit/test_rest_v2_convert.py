@@ -321,3 +321,13 @@ def test_consumer_records_count_keys_and_values_per_record(
     for r in records:
         assert set(r) == {"topic", "key", "value", "partition", "offset", "timestamp"}
         assert r["timestamp"] == 1_000 + r["offset"] - 5
+
+
+def test_record_count_is_refused_before_any_record_is_converted() -> None:
+    raw = body({"records": [{"value": "aGk="}, {"value": "aGk="}, {"value": "not base64!"}]})
+    with pytest.raises(BadRequestError):
+        parse_produce_body(raw, BINARY, max_records=3)
+    with pytest.raises(InvalidBodyError) as info:
+        parse_produce_body(raw, BINARY, max_records=2)  # the bad base64 is never reached
+    assert http_status(info.value.code) == 422
+    assert "3 records, more than rest.produce.max.records=2" in info.value.message
