@@ -91,8 +91,10 @@ def _offsets(body: dict[str, Any], key: str) -> dict[tuple[str, int], tuple[int,
         offset = entry.get("offset")
         if not isinstance(offset, int) or isinstance(offset, bool):
             raise InvalidConsumerConfigError(f"offset of {topic}-{partition} must be an integer")
-        metadata = entry.get("metadata") or ""
-        parsed[(topic, partition)] = (offset, str(metadata))
+        metadata = entry.get("metadata")
+        if metadata is not None and not isinstance(metadata, str):
+            raise InvalidConsumerConfigError(f"metadata of {topic}-{partition} must be a string")
+        parsed[(topic, partition)] = (offset, metadata or "")
     return parsed
 
 
@@ -293,6 +295,72 @@ _STATUSES = {
     "503": "50301 the broker is still opening its logs or restoring committed offsets",
 }
 _READ_STATUSES = ("406", "416", "500")
+_PART: dict[str, Any] = {
+    "type": "object",
+    "required": ["topic", "partition"],
+    "properties": {"topic": {"type": "string"}, "partition": {"type": "integer"}},
+}
+_PART_LIST = {"type": "array", "items": _PART}
+_BODIES: dict[str, Any] = {
+    "partitions": {"type": "object", "required": ["partitions"], "properties": {"partitions": _PART_LIST}},
+    "subscription": {
+        "type": "object",
+        "nullable": True,
+        "properties": {
+            "topics": {"type": "array", "nullable": True, "items": {"type": "string"}},
+            "topic_pattern": {"type": "string", "nullable": True},
+        },
+    },
+    "commit": {
+        "type": "object",
+        "nullable": True,
+        "description": "null, empty or without offsets: commit everything this instance returned",
+        "properties": {
+            "offsets": {
+                "type": "array",
+                "nullable": True,
+                "items": {
+                    **_PART,
+                    "required": ["topic", "partition", "offset"],
+                    "properties": {
+                        **_PART["properties"],
+                        "offset": {"type": "integer", "minimum": -1},
+                        "metadata": {"type": "string", "nullable": True},
+                    },
+                },
+            },
+        },
+    },
+    "positions": {
+        "type": "object",
+        "properties": {
+            "offsets": {
+                "type": "array",
+                "nullable": True,
+                "items": {
+                    **_PART,
+                    "required": ["topic", "partition", "offset"],
+                    "properties": {**_PART["properties"], "offset": {"type": "integer"}},
+                },
+            },
+            "timestamps": {
+                "type": "array",
+                "nullable": True,
+                "items": {
+                    **_PART,
+                    "required": ["topic", "partition", "timestamp"],
+                    "properties": {
+                        **_PART["properties"],
+                        "timestamp": {
+                            "description": "ISO 8601 date-time or epoch milliseconds",
+                            "oneOf": [{"type": "integer"}, {"type": "string", "format": "date-time"}],
+                        },
+                    },
+                },
+            },
+        },
+    },
+}
 
 
 def _op(
@@ -302,6 +370,7 @@ def _op(
     ok: str = "200",
     params: tuple[str, ...] = (),
     reads: tuple[str, ...] = (),
+    body_schema: str | None = None,
 ) -> dict[str, Any]:
     op: dict[str, Any] = {
         "summary": summary,
@@ -317,8 +386,9 @@ def _op(
         },
     }
     if body is not None:
+        schema = _BODIES.get(body_schema or "", {"type": "object"})
         op["requestBody"] = {
-            "content": {"application/vnd.kafka.v2+json": {"schema": {"type": "object"}}},
+            "content": {"application/vnd.kafka.v2+json": {"schema": schema}},
             "description": body,
         }
     return op
@@ -350,14 +420,22 @@ OPENAPI_PATHS: dict[str, Any] = {
     INSTANCE + "/subscription": {
         "parameters": _INST,
         "post": _op(
-            "Subscribe to topics or a pattern", body='{"topics": [...]} or {"topic_pattern": "..."}', ok="204"
+            "Subscribe to topics or a pattern",
+            body='{"topics": [...]} or {"topic_pattern": "..."}',
+            ok="204",
+            body_schema="subscription",
         ),
         "get": _op("The current subscription"),
         "delete": _op("Unsubscribe", ok="204"),
     },
     INSTANCE + "/assignments": {
         "parameters": _INST,
-        "post": _op("Assign partitions by hand", body='{"partitions": [{"topic", "partition"}]}', ok="204"),
+        "post": _op(
+            "Assign partitions by hand",
+            body='{"partitions": [{"topic", "partition"}]}',
+            ok="204",
+            body_schema="partitions",
+        ),
         "get": _op("The partitions currently assigned"),
     },
     INSTANCE + "/positions": {
@@ -367,15 +445,18 @@ OPENAPI_PATHS: dict[str, Any] = {
             body='{"offsets": [{"topic", "partition", "offset"}]} and/or '
             '{"timestamps": [{"topic", "partition", "timestamp"}]}',
             ok="204",
+            body_schema="positions",
         ),
     },
     INSTANCE + "/positions/beginning": {
         "parameters": _INST,
-        "post": _op("Seek to the beginning", body='{"partitions": [...]}', ok="204"),
+        "post": _op(
+            "Seek to the beginning", body='{"partitions": [...]}', ok="204", body_schema="partitions"
+        ),
     },
     INSTANCE + "/positions/end": {
         "parameters": _INST,
-        "post": _op("Seek to the end", body='{"partitions": [...]}', ok="204"),
+        "post": _op("Seek to the end", body='{"partitions": [...]}', ok="204", body_schema="partitions"),
     },
     INSTANCE + "/records": {
         "parameters": _INST,
@@ -392,8 +473,9 @@ OPENAPI_PATHS: dict[str, Any] = {
             "Commit offsets (empty body: everything fetched); answers "
             '[{"topic", "partition", "consumed", "committed"}]',
             body='{"offsets": [...]} or empty',
+            body_schema="commit",
         ),
-        "get": _op("Committed offsets", body='{"partitions": [...]}'),
+        "get": _op("Committed offsets", body='{"partitions": [...]}', body_schema="partitions"),
     },
     INSTANCE + "/topics/{topic}": {
         "parameters": [

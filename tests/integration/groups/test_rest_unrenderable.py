@@ -99,3 +99,21 @@ async def test_records_before_the_bad_one_in_the_same_partition_are_delivered(cl
     assert error["error_code"] == 42202 and "t-0" in error["message"] and "offset 2" in error["message"]
     answer = await call(client, "POST", f"{base}/offsets", status=200)
     assert answer == [{"topic": "t", "partition": 0, "consumed": 1, "committed": 2}]
+
+
+async def test_positions_refuse_badly_typed_fields(client: Client) -> None:
+    """The body types the OpenAPI document states are enforced: a timestamp given as an object, or commit
+    metadata that is not a string, is 422 / 42204 and changes nothing."""
+    await create_topic(client, "t", 1)
+    base = await rest_consumer(client, "g", "c", **{"auto.commit.enable": "false"})
+    await call(
+        client, "POST", f"{base}/assignments", {"partitions": [{"topic": "t", "partition": 0}]}, status=204
+    )
+    bad_seek = {"timestamps": [{"topic": "t", "partition": 0, "timestamp": {"ms": 1}}]}
+    answer = await call(client, "POST", f"{base}/positions", bad_seek, status=422)
+    assert answer["error_code"] == 42204 and "timestamp" in answer["message"]
+    bad_commit = {"offsets": [{"topic": "t", "partition": 0, "offset": 0, "metadata": {"x": 1}}]}
+    answer = await call(client, "POST", f"{base}/offsets", bad_commit, status=422)
+    assert answer["error_code"] == 42204 and "metadata" in answer["message"]
+    got = await call(client, "GET", f"{base}/offsets", {"partitions": [{"topic": "t", "partition": 0}]})
+    assert got["offsets"][0]["offset"] == -1, got
