@@ -359,10 +359,18 @@ _PART = {"name": "partition", "in": "path", "required": True, "schema": {"type":
 _RANGE = {h: {"schema": {"type": "integer"}} for h in (HIGH_WATERMARK, LOG_START_OFFSET, LOG_END_OFFSET)}
 
 
-def _query(name: str, description: str, *, required: bool = False, default: Any = None) -> dict[str, Any]:
-    schema: dict[str, Any] = (
-        {"type": "integer"} if default is None else {"type": "integer", "default": default}
-    )
+def _query(
+    name: str,
+    description: str,
+    *,
+    required: bool = False,
+    default: Any = None,
+    low: int = 0,
+    high: int = 2**63 - 1,
+) -> dict[str, Any]:
+    schema: dict[str, Any] = {"type": "integer", "minimum": low, "maximum": high}
+    if default is not None:
+        schema["default"] = default
     return {"name": name, "in": "query", "required": required, "description": description, "schema": schema}
 
 
@@ -406,10 +414,19 @@ OPENAPI_PATHS: dict[str, Any] = {
                 _PART,
                 _query("offset", "first offset wanted", required=True),
                 _query(
-                    "max_bytes", "bound on the bytes returned (at least one batch)", default=DEFAULT_MAX_BYTES
+                    "max_bytes",
+                    "bound on the bytes returned (at least one batch)",
+                    default=DEFAULT_MAX_BYTES,
+                    low=1,
+                    high=MAX_MAX_BYTES,
                 ),
-                _query("max_wait_ms", "long-poll time when fewer than min_bytes are available", default=0),
-                _query("min_bytes", "bytes to wait for", default=1),
+                _query(
+                    "max_wait_ms",
+                    "long-poll time when fewer than min_bytes are available",
+                    default=0,
+                    high=MAX_WAIT_MS,
+                ),
+                _query("min_bytes", "bytes to wait for", default=1, high=MAX_MAX_BYTES),
             ],
             "responses": {
                 "200": {
@@ -431,7 +448,11 @@ OPENAPI_PATHS: dict[str, Any] = {
             "tags": [_TAG],
             "operationId": "nativeListOffset",
             "summary": "Offset for a timestamp: -2 earliest, -1 latest (high watermark), or epoch ms",
-            "parameters": [_TOPIC, _PART, _query("timestamp", "-2, -1 or a time in ms", default=LATEST)],
+            "parameters": [
+                _TOPIC,
+                _PART,
+                _query("timestamp", "-2, -1 or a time in ms", default=LATEST, low=EARLIEST),
+            ],
             "responses": {
                 "200": {"description": "offset and timestamp (-1, -1 when none)"},
                 **_errors(s404="Not found"),
