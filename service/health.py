@@ -33,7 +33,14 @@ async def ready(request: web.Request) -> web.Response:
                 ],
             }
             return web.json_response(body, status=503)
-        return web.json_response({"status": "READY", "cluster_id": broker.cluster_id})
+        body = {"status": "READY", "cluster_id": broker.cluster_id}
+        remote_problems = broker.remote.problems()
+        if remote_problems:  # still serving: readiness holds, but say loudly why uploads stopped
+            body["remote_tier_problems"] = [
+                {"topic": topic, "partition": index, "reason": reason}
+                for topic, index, reason in remote_problems
+            ]
+        return web.json_response(body)
     return web.json_response({"status": "STARTING", "error_code": 50301}, status=503)
 
 

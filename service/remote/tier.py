@@ -54,6 +54,7 @@ _COUNTERS = (
 )
 _GAUGES = (
     ("tierlog_remote_upload_lag_bytes", "Local bytes not yet in the remote tier, by partition"),
+    ("tierlog_remote_uploads_blocked", "1 while a partition's remote state stops its uploads (see /ready)"),
     ("tierlog_remote_upload_lag_seconds", "Age of the oldest data not yet in the remote tier, by partition"),
     ("tierlog_remote_log_start_offset", "First offset readable from the remote tier, by partition"),
     ("tierlog_remote_next_offset", "One past the last offset in the remote tier, by partition"),
@@ -84,6 +85,13 @@ def open_remote_store(settings: Settings) -> ObjectStore:
         connect_timeout=settings.s3_connect_timeout_ms / 1000,
         read_timeout=settings.s3_read_timeout_ms / 1000,
     )
+
+
+def _blocked(remote: RemotePartition) -> str | None:
+    rl = remote.remote_log
+    if not remote.opened and rl.last_error is not None:
+        return rl.last_error
+    return rl.blocked_reason
 
 
 class RemoteTier:
@@ -319,6 +327,17 @@ class RemoteTier:
         async with self._changed:
             await self._changed.wait_for(predicate)
 
+    def problems(self) -> list[tuple[str, int, str]]:
+        """``(topic, partition, reason)`` of every partition whose remote state stops its uploads: not
+        opened because of an error other than an unreachable store, a diverged local log, a recovered
+        manifest not yet stored. Cheap, no I/O."""
+        found = []
+        for partition, remote in list(self._parts.values()):
+            reason = _blocked(remote)
+            if reason is not None and not partition.closed:
+                found.append((partition.topic, partition.index, reason))
+        return found
+
     def _on_event(self, partition: Partition, event: UploadEvent) -> None:
         labels = {"topic": partition.topic, "partition": str(partition.index)}
         if event.kind == "uploaded":
@@ -418,6 +437,7 @@ class RemoteTier:
                 Sample("tierlog_remote_next_offset", rl.remote_next_offset or 0, labels),
                 Sample("tierlog_remote_size_bytes", rl.remote_bytes, labels),
                 Sample("tierlog_remote_segments", len(readable), labels),
+                Sample("tierlog_remote_uploads_blocked", int(_blocked(remote) is not None), labels),
             ]
         if self._retrying is not None:
             samples.append(Sample("tierlog_remote_store_retries", self._retrying.stats.retries, {}))

@@ -168,6 +168,12 @@ class RemoteLog:
             return False
         return remote_next is not None and info.next_offset <= remote_next
 
+    @property
+    def blocked_reason(self) -> str | None:
+        """Why this partition neither uploads nor deletes local segments now (a diverged local log, a
+        recovered manifest not yet stored), or None. Cheap; safe from any thread."""
+        return self.last_error if (self.diverged or self._unsaved_recovery) else None
+
     def note_append(self, first_offset: int) -> None:
         """Remember when data from ``first_offset`` on arrived (for upload lag in seconds and the idle
         roll). Event-loop only; cheap."""

@@ -24,7 +24,7 @@ from tests.integration.tiering.helpers import (
 from tests.integration.tiering.switchable import SwitchableStore
 from tierlog.service.state import METRICS
 from tierlog.service.tasks import MAINTENANCE
-from tierlog.tiering.errors import CorruptRecordError
+from tierlog.tiering.errors import CorruptRecordError, UnauthorizedError
 from tierlog.tiering.remote import manifest as mf
 from tierlog.tiering.remote.layout import manifest_key, segment_key
 from tierlog.tiering.remote.local import LocalObjectStore
@@ -167,3 +167,53 @@ async def test_data_that_cannot_be_rederived_answers_corrupt_and_the_log_start_s
     await wait_uploaded(client, TOPIC, partition.log.sealed_segments()[-1].next_offset)
     assert await _fetch_status(client, lost.base_offset) == (500, 50002)
     assert partition.log_start_offset == 0
+
+
+class RefusingManifestWrites(SwitchableStore):
+    """The broker's store, with conditional writes (manifest commits) refused while ``refuse`` is set,
+    as a read-only credential would."""
+
+    refuse = True
+
+    async def put_if_absent(self, key: str, data: bytes) -> bool:
+        if self.refuse:
+            raise UnauthorizedError("test: manifest writes are refused")
+        return await super().put_if_absent(key, data)
+
+
+async def test_a_recovered_manifest_that_cannot_be_stored_is_served_and_reported(
+    start_broker: StartBroker, backend: ObjectStore
+) -> None:
+    client, sent = await _uploaded_topic(start_broker, backend)
+    local_start = broker_of(client).topic(TOPIC).partition(0).local_log_start_offset
+    newest = (await ManifestStore(backend).load(TOPIC, 0)).version
+    await client.close()
+    key = manifest_key(TOPIC, 0, newest)
+    await backend.put(key, damage(await backend.get(key), "utf8"))
+
+    refusing = RefusingManifestWrites(backend)
+    client = await start_broker(remote_store=refusing)
+    broker = broker_of(client)
+    partition = broker.topic(TOPIC).partition(0)
+    assert partition.log_start_offset == 0
+    records = await consume_native(client, TOPIC, 0)  # the recovered state is served meanwhile
+    assert [(r.key, r.value) for r in records] == sent
+    await client.app[MAINTENANCE].retention_pass()
+    assert partition.local_log_start_offset == local_start  # nothing more is trimmed on an unstored manifest
+    ready = await client.get("/ready")
+    assert ready.status == 200
+    problems = (await ready.json())["remote_tier_problems"]
+    assert [(p["topic"], p["partition"]) for p in problems] == [(TOPIC, 0)]
+    assert "storing the recovered manifest failed" in problems[0]["reason"]
+    state = await broker.remote.describe(partition)
+    assert "storing the recovered manifest failed" in state["last_error"]
+    metrics_text = await (await client.get("/metrics")).text()
+    assert f'tierlog_remote_uploads_blocked{{partition="0",topic="{TOPIC}"}} 1' in metrics_text
+
+    refusing.refuse = False
+    sent += await produce(client, TOPIC, 100, 40)
+    await wait_uploaded(client, TOPIC, partition.log.sealed_segments()[-1].next_offset)
+    assert "remote_tier_problems" not in await (await client.get("/ready")).json()
+    assert (await ManifestStore(backend).load(TOPIC, 0)).version > newest
+    records = await consume_native(client, TOPIC, 0)
+    assert [(r.key, r.value) for r in records] == sent
