@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Coroutine, Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -71,6 +72,7 @@ class Broker:
         self._failed: BaseException | None = None
         self._closed = False
         self.close_failures = 0  # logs that could not be closed cleanly by close(); the process exits 1
+        self.log_io = ThreadPoolExecutor(settings.log_io_threads, thread_name_prefix="tierlog-log-io")
         self.remote = RemoteTier(settings, metrics, lambda: self.clock, store=remote_store)
         metrics.add_collector(self._collect)
         for name, help_text in (
@@ -192,6 +194,7 @@ class Broker:
                 log.exception("closing %s failed", partition.label)
         self.close_failures = failures
         await self.remote.close()
+        self.log_io.shutdown(wait=False)
         if was_ready and not failures:
             await asyncio.to_thread(meta.write_marker, self.data_dir / meta.CLEAN_SHUTDOWN_MARKER)
             log.info("broker closed cleanly: logs flushed and closed")
@@ -474,7 +477,9 @@ class Broker:
         opened: PartitionLog = await asyncio.to_thread(
             PartitionLog.open, path, config, clock=self.clock, topic=record.name, partition=index
         )
-        partition = Partition(record.name, index, opened, path, self.metrics, self._spawn, config)
+        partition = Partition(
+            record.name, index, opened, path, self.metrics, self._spawn, config, executor=self.log_io
+        )
         if config.remote_storage_enable:
             await self.remote.attach(partition)
         return partition

@@ -282,6 +282,12 @@ QUEUED_MAX_REQUEST_BYTES = SettingSpec(
     "fit is answered 503 (50301, retriable)",
     _int(1, 2**63 - 1),
 )
+LOG_IO_THREADS = SettingSpec(
+    "log.io.threads",
+    "8",
+    "worker threads for partition log I/O (appends, local reads, flushes, retention), apart from other work",
+    _int(1, 1024),
+)
 ACCEPT_ERROR_LOG_INTERVAL_MS = SettingSpec(
     "accept.error.log.interval.ms",
     "10000",
@@ -318,6 +324,7 @@ _TABLE: tuple[SettingSpec[Any], ...] = (
     REQUEST_READ_TIMEOUT_MS,
     MAX_CONNECTIONS,
     ACCEPT_ERROR_LOG_INTERVAL_MS,
+    LOG_IO_THREADS,
     REST_PRODUCE_MAX_RECORDS,
     REST_PRODUCE_CONVERSION_MAX_BYTES,
     QUEUED_MAX_REQUEST_BYTES,
@@ -384,6 +391,7 @@ class Settings:
     request_read_timeout_ms: int = 30_000
     max_connections: int = 512
     accept_error_log_interval_ms: int = 10_000
+    log_io_threads: int = 8
     rest_produce_max_records: int = 100_000
     rest_produce_conversion_max_bytes: int = 16 * 2**20
     queued_max_request_bytes: int = 64 * 2**20
@@ -489,6 +497,7 @@ def build_settings(values: Mapping[str, object], sources: Mapping[str, str] | No
         request_read_timeout_ms=get(REQUEST_READ_TIMEOUT_MS),
         max_connections=get(MAX_CONNECTIONS),
         accept_error_log_interval_ms=get(ACCEPT_ERROR_LOG_INTERVAL_MS),
+        log_io_threads=get(LOG_IO_THREADS),
         rest_produce_max_records=get(REST_PRODUCE_MAX_RECORDS),
         rest_produce_conversion_max_bytes=get(REST_PRODUCE_CONVERSION_MAX_BYTES),
         queued_max_request_bytes=get(QUEUED_MAX_REQUEST_BYTES),

@@ -100,15 +100,21 @@ def _from_http_exception(exc: web.HTTPException, content_type: str) -> web.Respo
 async def error_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
     """Map errors raised by ``handler`` to JSON responses.
 
-    Never raises for errors, except for cancellation, non-error HTTP exceptions such as redirects, and a
-    client that went away (nobody is left to answer: logged at debug level and re-raised so that aiohttp
-    closes the connection). Safe to use concurrently; holds no state.
+    Never raises for errors, except for cancellation and non-error HTTP exceptions such as redirects. A
+    client that went away (say, during a long poll) is logged at debug level only and answered a
+    connection-closing 499 that aiohttp fails to send quietly. Safe to use concurrently; holds no state.
     """
     try:
         return await handler(request)
     except ConnectionError:
+        transport = request.transport
+        if transport is not None and not transport.is_closing():
+            log.exception("unhandled connection error in %s %s", request.method, request.path)
+            return json_error(InternalError("internal server error"), error_content_type(request))
         log.debug("client left during %s %s", request.method, request.path)
-        raise
+        gone = web.Response(status=499, reason="Client Closed Request")
+        gone.force_close()
+        return gone
     except TierlogError as err:
         if http_status(err.code) >= 500:
             log.warning("%s %s failed: %s (%d)", request.method, request.path, err.message, err.code)
