@@ -139,7 +139,7 @@ OPENAPI_COMPONENTS: dict[str, Any] = {
                 },
                 "replication_factor": {
                     "type": "integer",
-                    "enum": [1, -1],
+                    "enum": [1, -1, None],
                     "nullable": True,
                     "description": "1 or -1 (single broker)",
                 },
