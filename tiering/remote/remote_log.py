@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from tierlog.tiering.errors import CorruptRecordError
 from tierlog.tiering.log import Clock, PartitionLog, SegmentInfo
 from tierlog.tiering.remote import manifest as mf
 from tierlog.tiering.remote.layout import parse_manifest_key, partition_prefix
@@ -128,6 +129,7 @@ class RemoteLog:
         self.manifest_recovery: str | None = None  # what the last recovery of a damaged manifest found
         self.manifest_recoveries = 0
         self._unsaved_recovery = False  # a recovered manifest is served but not yet stored
+        self._needs_recovery = False  # a manifest read failed its check while running: recover first
 
     # ---- state ------------------------------------------------------------------------------------------
 
@@ -301,10 +303,17 @@ class RemoteLog:
             uploaded = 0
             if self.diverged:
                 return 0
+            if self._needs_recovery:  # the newest manifest was damaged while we ran
+                await self._recover_damaged_manifest()
+                self._needs_recovery = False
             if self._needs_cleaning or self._summary.unfinished:
-                self._manifest, _ = await clean_unfinished(
-                    self.store, self.manifests, self.topic, self.partition
-                )
+                try:
+                    self._manifest, _ = await clean_unfinished(
+                        self.store, self.manifests, self.topic, self.partition
+                    )
+                except CorruptRecordError:
+                    self._needs_recovery = True
+                    raise
                 self._needs_cleaning = False
             for info in await asyncio.to_thread(self.log.sealed_segments):
                 done = self.remote_next_offset
@@ -324,6 +333,7 @@ class RemoteLog:
                     )
                 except Exception as err:
                     self._needs_cleaning = True  # its copy_started entry is in the bucket, not in memory
+                    self._needs_recovery = isinstance(err, CorruptRecordError)
                     self.failures += 1
                     self.last_error = f"{type(err).__name__}: {err}"
                     self._emit(UploadEvent("failed"))

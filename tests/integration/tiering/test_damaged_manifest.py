@@ -217,3 +217,26 @@ async def test_a_recovered_manifest_that_cannot_be_stored_is_served_and_reported
     assert (await ManifestStore(backend).load(TOPIC, 0)).version > newest
     records = await consume_native(client, TOPIC, 0)
     assert [(r.key, r.value) for r in records] == sent
+
+
+async def test_a_manifest_damaged_while_the_broker_runs_is_recovered_by_the_next_upload_pass(
+    start_broker: StartBroker, backend: ObjectStore
+) -> None:
+    client, sent = await _uploaded_topic(start_broker, backend)
+    broker = broker_of(client)
+    partition = broker.topic(TOPIC).partition(0)
+    newest = (await ManifestStore(backend).load(TOPIC, 0)).version
+    key = manifest_key(TOPIC, 0, newest)
+    await backend.put(key, damage(await backend.get(key), "crc"))
+
+    sent += await produce(client, TOPIC, 100, 60)  # the first upload attempt meets the damaged version
+    await wait_uploaded(client, TOPIC, partition.log.sealed_segments()[-1].next_offset)
+    assert partition.log_start_offset == 0
+    state = await broker.remote.describe(partition)
+    assert state["manifest_recovery"] is not None and f"{newest} (" in state["manifest_recovery"]
+    assert (
+        client.app[METRICS].value("tierlog_remote_manifest_recoveries_total", topic=TOPIC, partition="0") == 1
+    )
+    assert (await ManifestStore(backend).load(TOPIC, 0)).version > newest
+    records = await consume_native(client, TOPIC, 0)
+    assert [(r.key, r.value) for r in records] == sent
