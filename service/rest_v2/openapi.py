@@ -51,19 +51,26 @@ _PARTITION_OBJ = {
 _PRODUCE_BODY = {
     "type": "object",
     "required": ["records"],
+    "additionalProperties": False,
+    "description": "Unknown fields, in the body or in a record, are refused (422 / 422)",
     "properties": {
+        **{
+            name: {"description": "accepted and ignored with binary and json (schema formats answer 42206)"}
+            for name in ("key_schema", "key_schema_id", "value_schema", "value_schema_id")
+        },
         "records": {
             "type": "array",
             "minItems": 1,
             "items": {
                 "type": "object",
+                "additionalProperties": False,
                 "properties": {
                     "key": {"description": "base64 string (binary) or any JSON value (json); may be null"},
                     "value": {"description": "base64 string (binary) or any JSON value (json); may be null"},
                     "partition": {"type": "integer", "minimum": 0, "nullable": True},
                 },
             },
-        }
+        },
     },
 }
 _PRODUCE_ANSWER = {
