@@ -390,7 +390,10 @@ class RemoteLog:
             UnavailableError: the store failed; re-run (or ``tierlog tiering check``) to finish.
         """
         async with self._lock:
-            manifest = await self.manifests.load(self.topic, self.partition)
+            try:
+                manifest = await self.manifests.load(self.topic, self.partition)
+            except CorruptRecordError:  # damaged: the sweep below removes every object all the same
+                manifest = mf.empty(self.topic, self.partition)
             live = [s.segment_uuid for s in manifest.segments]
             if live:
                 await delete_segments(self.store, self.manifests, self.topic, self.partition, live)

@@ -240,3 +240,18 @@ async def test_a_manifest_damaged_while_the_broker_runs_is_recovered_by_the_next
     assert (await ManifestStore(backend).load(TOPIC, 0)).version > newest
     records = await consume_native(client, TOPIC, 0)
     assert [(r.key, r.value) for r in records] == sent
+
+
+async def test_deleting_a_topic_with_a_damaged_manifest_deletes_all_its_remote_data(
+    start_broker: StartBroker, backend: ObjectStore
+) -> None:
+    client, _ = await _uploaded_topic(start_broker, backend)
+    broker = broker_of(client)
+    newest = (await ManifestStore(backend).load(TOPIC, 0)).version
+    key = manifest_key(TOPIC, 0, newest)
+    await backend.put(key, damage(await backend.get(key), "utf8"))
+    assert [info.key async for info in backend.list(f"{TOPIC}/")] != []
+
+    await broker.delete_topic(TOPIC)
+    await broker.background.drain()
+    assert [info.key async for info in backend.list(f"{TOPIC}/")] == []
