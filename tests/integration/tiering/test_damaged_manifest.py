@@ -17,6 +17,7 @@ from tests.integration.tiering.helpers import (
     BATCHES,
     broker_of,
     consume_native,
+    consume_rest,
     create_topic,
     produce,
     wait_uploaded,
@@ -114,6 +115,8 @@ async def test_damaged_newest_manifest_is_recovered_and_nothing_is_hidden(
 
     records = await consume_native(client, TOPIC, 0)
     assert [(r.key, r.value) for r in records] == sent
+    rest = await consume_rest(client, TOPIC, partition.log_start_offset)  # "earliest" over REST v2
+    assert [(key, value) for _, key, value in rest] == sent
 
     sent += await produce(client, TOPIC, 100, 60)  # uploads continue on top of the repaired version
     await wait_uploaded(client, TOPIC, partition.log.sealed_segments()[-1].next_offset)
