@@ -212,8 +212,8 @@ class LogCore:
                 f"partition {self.topic}-{self.partition} is offline: {self._offline_reason}; "
                 "it recovers by itself once the resource is back"
             ) from err
-        _log.warning("partition log %s recovered from disk after: %s", self._dir, self._offline_reason)
-        self._state, self._offline_reason = "open", None
+        reason, self._state, self._offline_reason = self._offline_reason, "open", None
+        _log.warning("partition log %s recovered from disk after: %s", self._dir, reason)
 
     def _reload_locked(self, now: int) -> None:
         self._truncations += 1

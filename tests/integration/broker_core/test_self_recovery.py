@@ -2,21 +2,17 @@
 
 from __future__ import annotations
 
-import os
+import asyncio
 import resource
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import aiohttp
 
 from tests.integration.broker_core.test_process import serve
 
 JSON = {"Content-Type": "application/vnd.kafka.json.v2+json"}
-
-
-def lowest_free_fd(pid: int) -> int:
-    used = {int(name) for name in os.listdir(f"/proc/{pid}/fd")}
-    return next(fd for fd in range(len(used) + 1) if fd not in used)
 
 
 async def produce(session: aiohttp.ClientSession, url: str, value: str) -> tuple[int, Any]:
@@ -50,7 +46,8 @@ async def test_emfile_on_roll_goes_offline_then_recovers_without_restart(tmp_pat
                 acked.append(f"before-{n}-" + "x" * 100)
 
             soft, hard = resource.prlimit(pid, resource.RLIMIT_NOFILE)
-            resource.prlimit(pid, resource.RLIMIT_NOFILE, (lowest_free_fd(pid), hard))
+            # stdin, stdout and stderr hold 0-2: with a soft limit of 3 no new descriptor can be made
+            resource.prlimit(pid, resource.RLIMIT_NOFILE, (3, hard))
             try:
                 failed: Any = None
                 for n in range(5):  # appends until one needs a new segment, which cannot be opened
@@ -71,13 +68,19 @@ async def test_emfile_on_roll_goes_offline_then_recovers_without_restart(tmp_pat
                 assert ready["status"] == "DEGRADED"
                 assert ready["offline_partitions"][0]["topic"] == "t"
                 assert "EMFILE" in ready["offline_partitions"][0]["reason"]
+                # new connections cannot be accepted either: one WARNING line, not a traceback per retry
+                parts = urlsplit(url)
+                pending = [await asyncio.open_connection(parts.hostname, parts.port) for _ in range(3)]
+                await child.wait_for_line("cannot accept connections")
             finally:
                 resource.prlimit(pid, resource.RLIMIT_NOFILE, (soft, hard))
+            for _, writer in pending:
+                writer.close()
 
             # the maintenance pass retries recovery (after a backoff); no request or restart is needed
             await child.wait_for_line("recovered from disk")
             async with session.get(f"{url}/ready") as resp:
-                assert resp.status == 200
+                assert resp.status == 200, await resp.text()
             status, answer = await produce(session, url, "after")
             assert status == 200 and acknowledged(answer), answer
             acked.append("after")
@@ -85,10 +88,13 @@ async def test_emfile_on_roll_goes_offline_then_recovers_without_restart(tmp_pat
                 text = await resp.text()
             assert 'tierlog_partition_failures_total{partition="0",topic="t"} 1' in text
             assert 'tierlog_partition_offline{partition="0",topic="t"} 0' in text
+            assert "\ntierlog_accept_errors_total 0" not in text and "tierlog_accept_errors_total" in text
             native = f"{url}/v3/clusters/{cluster}/topics/t/partitions/0"
             async with session.get(native) as resp:
                 assert resp.status == 200
         assert await child.stop() == 0
+    assert sum("cannot accept connections" in line for line in child.lines) <= 2
+    assert not any("Traceback" in line for line in child.lines)
     async with (
         serve("--data-dir", str(tmp_path / "data")) as (_again, url),
         aiohttp.ClientSession() as session,
