@@ -21,6 +21,7 @@ from typing import Any
 from tierlog.tiering.errors import (
     ConflictError,
     InvalidRequestError,
+    NotLeaderOrFollowerError,
     OffsetOutOfRangeError,
     TierlogError,
     UnavailableError,
@@ -114,5 +115,13 @@ def error_from_response(status: int, payload: bytes) -> TierlogError:
             message,
             log_start_offset=_int_field(body, "log_start_offset"),
             log_end_offset=_int_field(body, "log_end_offset"),
+        )
+    if code == NotLeaderOrFollowerError.code:
+        url = body.get("leader_url")
+        return NotLeaderOrFollowerError(
+            message,
+            leader_id=_int_field(body, "leader_id"),
+            leader_url=url if isinstance(url, str) else "",
+            leader_epoch=_int_field(body, "leader_epoch"),
         )
     return error_for_code(code, message)

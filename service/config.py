@@ -25,6 +25,7 @@ from tierlog.tiering.errors import InvalidRequestError
 
 __all__ = [
     "SETTINGS_TABLE",
+    "MetadataUri",
     "RemoteUri",
     "Settings",
     "SettingSpec",
@@ -33,6 +34,7 @@ __all__ = [
     "env_name",
     "flag_name",
     "load_settings",
+    "parse_metadata_uri",
 ]
 
 T = TypeVar("T")
@@ -295,6 +297,49 @@ ACCEPT_ERROR_LOG_INTERVAL_MS = SettingSpec(
     _int(1, 2**31 - 1),
 )
 
+BROKER_ID = SettingSpec(
+    "broker.id", "0", "this broker's id in its cluster (unique per broker)", _int(0, 2**31 - 1)
+)
+BROKER_RACK = SettingSpec(
+    "broker.rack", None, "rack (or zone) of this broker; replicas of a partition spread over racks", _text
+)
+METADATA_URI = SettingSpec(
+    "metadata.uri",
+    None,
+    "cluster metadata store: etcd://host:port[,host:port...]/prefix; unset runs one broker on local metadata",
+    _text,
+)
+DEFAULT_REPLICATION_FACTOR = SettingSpec(
+    "default.replication.factor",
+    "1",
+    "replicas of each partition of a topic created without replication_factor",
+    _int(1, 32767),
+)
+AUTO_LEADER_REBALANCE_ENABLE = SettingSpec(
+    "auto.leader.rebalance.enable",
+    "true",
+    "the controller moves leadership back to each partition's preferred (first) replica when it can",
+    _bool,
+)
+LEADER_IMBALANCE_CHECK_INTERVAL_SECONDS = SettingSpec(
+    "leader.imbalance.check.interval.seconds",
+    "300",
+    "how often the controller looks for partitions not led by their preferred replica",
+    _int(1, 2**31 - 1),
+)
+BROKER_SESSION_TIMEOUT_MS = SettingSpec(
+    "broker.session.timeout.ms",
+    "9000",
+    "a broker (and the controller) whose metadata-store lease is not renewed for this long is gone",
+    _int(2000, 2**31 - 1),
+)
+BROKER_HEARTBEAT_INTERVAL_MS = SettingSpec(
+    "broker.heartbeat.interval.ms",
+    "2000",
+    "how often a broker renews its metadata-store lease",
+    _int(100, 2**31 - 1),
+)
+
 _TABLE: tuple[SettingSpec[Any], ...] = (
     DATA_DIR,
     HOST,
@@ -328,6 +373,14 @@ _TABLE: tuple[SettingSpec[Any], ...] = (
     REST_PRODUCE_MAX_RECORDS,
     REST_PRODUCE_CONVERSION_MAX_BYTES,
     QUEUED_MAX_REQUEST_BYTES,
+    BROKER_ID,
+    BROKER_RACK,
+    METADATA_URI,
+    DEFAULT_REPLICATION_FACTOR,
+    AUTO_LEADER_REBALANCE_ENABLE,
+    LEADER_IMBALANCE_CHECK_INTERVAL_SECONDS,
+    BROKER_SESSION_TIMEOUT_MS,
+    BROKER_HEARTBEAT_INTERVAL_MS,
     _topic_default("segment.bytes", "log.segment.bytes", "default segment.bytes"),
     _topic_default("segment.ms", "log.roll.ms", "default segment.ms"),
     _topic_default("segment.index.bytes", "log.index.size.max.bytes", "default segment.index.bytes"),
@@ -395,6 +448,14 @@ class Settings:
     rest_produce_max_records: int = 100_000
     rest_produce_conversion_max_bytes: int = 16 * 2**20
     queued_max_request_bytes: int = 64 * 2**20
+    broker_id: int = 0
+    broker_rack: str | None = None
+    metadata_uri: MetadataUri | None = None  # None: one broker on local metadata (the embedded default)
+    default_replication_factor: int = 1
+    auto_leader_rebalance_enable: bool = True
+    leader_imbalance_check_interval_seconds: int = 300
+    broker_session_timeout_ms: int = 9000
+    broker_heartbeat_interval_ms: int = 2000
     sources: Mapping[str, str] = field(default_factory=dict)
 
     def describe(self) -> str:
@@ -404,6 +465,41 @@ class Settings:
             f"s3.endpoint.url={self.s3_endpoint_url or '-'} num.partitions={self.num_partitions} "
             f"auto.create.topics.enable={str(self.auto_create_topics_enable).lower()}"
         )
+
+
+@dataclass(frozen=True, slots=True)
+class MetadataUri:
+    """Where the cluster metadata lives: an etcd cluster's client endpoints and a key prefix."""
+
+    scheme: str  # "etcd"
+    endpoints: tuple[tuple[str, int], ...]
+    prefix: str  # keys live under "/<prefix>/"; never empty
+
+    def __str__(self) -> str:
+        hosts = ",".join(f"{host}:{port}" for host, port in self.endpoints)
+        return f"{self.scheme}://{hosts}/{self.prefix}"
+
+
+def parse_metadata_uri(raw: str) -> MetadataUri:
+    """``etcd://host:port[,host:port...][/prefix]`` (prefix default ``tierlog``). Pure.
+
+    Raises: ValueError naming what is wrong (scheme, host, port, prefix characters).
+    """
+    parts = urlsplit(raw.strip())
+    if parts.scheme != "etcd":
+        raise ValueError("expected etcd://host:port[,host:port...]/prefix")
+    if parts.query or parts.fragment or "@" in parts.netloc:
+        raise ValueError("an etcd:// URI takes no credentials, query or fragment")
+    endpoints: list[tuple[str, int]] = []
+    for item in parts.netloc.split(","):
+        host, sep, port = item.rpartition(":")
+        if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise ValueError(f"endpoint {item!r} is not host:port")
+        endpoints.append((host.strip("[]"), int(port)))
+    prefix = parts.path.strip("/") or "tierlog"
+    if not re.fullmatch(r"[A-Za-z0-9._-]+(/[A-Za-z0-9._-]+)*", prefix):
+        raise ValueError(f"prefix {prefix!r} may hold only letters, digits, '.', '_', '-' and '/'")
+    return MetadataUri("etcd", tuple(endpoints), prefix)
 
 
 def _remote_uri(raw: str | None, data_dir: Path) -> RemoteUri:
@@ -467,6 +563,18 @@ def build_settings(values: Mapping[str, object], sources: Mapping[str, str] | No
     except InvalidRequestError as err:
         raise SettingsError(f"invalid log.* defaults: {err.message}") from None
     host, port = get(HOST), get(PORT)
+    raw_metadata = optional(METADATA_URI)
+    try:
+        metadata_uri = parse_metadata_uri(raw_metadata) if raw_metadata and raw_metadata.strip() else None
+    except ValueError as err:
+        origin = _origin(sources.get(METADATA_URI.name))
+        raise SettingsError(f"invalid value {raw_metadata!r} for metadata.uri{origin}: {err}") from None
+    session_ms, heartbeat_ms = get(BROKER_SESSION_TIMEOUT_MS), get(BROKER_HEARTBEAT_INTERVAL_MS)
+    if heartbeat_ms * 2 > session_ms:
+        raise SettingsError(
+            f"broker.heartbeat.interval.ms={heartbeat_ms} must be at most half of "
+            f"broker.session.timeout.ms={session_ms}"
+        )
     return Settings(
         data_dir=data_dir,
         host=host,
@@ -501,6 +609,14 @@ def build_settings(values: Mapping[str, object], sources: Mapping[str, str] | No
         rest_produce_max_records=get(REST_PRODUCE_MAX_RECORDS),
         rest_produce_conversion_max_bytes=get(REST_PRODUCE_CONVERSION_MAX_BYTES),
         queued_max_request_bytes=get(QUEUED_MAX_REQUEST_BYTES),
+        broker_id=get(BROKER_ID),
+        broker_rack=optional(BROKER_RACK) or None,
+        metadata_uri=metadata_uri,
+        default_replication_factor=get(DEFAULT_REPLICATION_FACTOR),
+        auto_leader_rebalance_enable=get(AUTO_LEADER_REBALANCE_ENABLE),
+        leader_imbalance_check_interval_seconds=get(LEADER_IMBALANCE_CHECK_INTERVAL_SECONDS),
+        broker_session_timeout_ms=session_ms,
+        broker_heartbeat_interval_ms=heartbeat_ms,
         sources=MappingProxyType(sources),
     )
 

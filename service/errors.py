@@ -26,6 +26,7 @@ from tierlog.tiering.errors import (
     InternalError,
     MethodNotAllowedError,
     NoSuchRouteError,
+    NotLeaderOrFollowerError,
     OffsetOutOfRangeError,
     RecordTooLargeError,
     TierlogError,
@@ -61,6 +62,10 @@ def error_body(err: TierlogError) -> dict[str, Any]:
     if isinstance(err, OffsetOutOfRangeError):
         body["log_start_offset"] = err.log_start_offset
         body["log_end_offset"] = err.log_end_offset
+    elif isinstance(err, NotLeaderOrFollowerError):
+        body["leader_id"] = err.leader_id
+        body["leader_url"] = err.leader_url
+        body["leader_epoch"] = err.leader_epoch
     return body
 
 

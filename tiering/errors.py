@@ -49,6 +49,8 @@ code   class                            kind                retriable
 50001  InternalError                    internal            yes
 50002  CorruptRecordError               corrupt data        no
 50301  UnavailableError                 unavailable         yes
+50310  NotLeaderOrFollowerError         unavailable         yes
+50311  LeaderNotAvailableError          unavailable         yes
 50701  InsufficientStorageError         unavailable         yes
 =====  ===============================  ==================  =========
 """
@@ -361,6 +363,29 @@ class IllegalGenerationError(ConflictError):
 # --- unavailable --------------------------------------------------------------------------------------------
 
 
+class NotLeaderOrFollowerError(UnavailableError):
+    """Kafka's NOT_LEADER_OR_FOLLOWER: this broker does not lead the partition. Retriable: the answer names
+    the current leader (``leader_id`` -1 and ``leader_url`` empty when the broker does not know one), so a
+    client refreshes its metadata or goes straight to the leader."""
+
+    code = 50310
+
+    def __init__(
+        self, message: str, *, leader_id: int = -1, leader_url: str = "", leader_epoch: int = -1
+    ) -> None:
+        super().__init__(message)
+        self.leader_id = leader_id
+        self.leader_url = leader_url
+        self.leader_epoch = leader_epoch
+
+
+class LeaderNotAvailableError(UnavailableError):
+    """Kafka's LEADER_NOT_AVAILABLE: the partition has no live leader right now (its leader's broker is gone
+    and no in-sync replica can take over, or an election is in progress). Retriable."""
+
+    code = 50311
+
+
 class InsufficientStorageError(UnavailableError):
     """The disk is full (ENOSPC) or over its quota (EDQUOT): nothing was written. HTTP 507. Retriable once
     space is freed."""
@@ -413,6 +438,8 @@ def error_for_code(code: int, message: str) -> TierlogError:
         message = message[len(kind.PREFIX) :]  # the broker added it on the wire (see TierlogError.PREFIX)
     if kind is OffsetOutOfRangeError:
         return OffsetOutOfRangeError(message, log_start_offset=-1, log_end_offset=-1)
+    if kind is NotLeaderOrFollowerError:
+        return NotLeaderOrFollowerError(message)
     if kind is not None:
         return kind(message)
     family = code if code < 1000 else code // 100

@@ -112,7 +112,12 @@ def test_every_setting_has_flag_and_env_names() -> None:
 def test_parsers_hand_over_the_types_settings_declare(tmp_path: Path) -> None:
     """Every value is parsed once, by its setting's parser, into the type of its ``Settings`` field."""
     values: dict[str, object] = {name: spec.default for name, spec in SETTINGS_TABLE.items()}
-    values |= {"data.dir": str(tmp_path), "advertised.url": "http://h:1/", "s3.endpoint.url": "http://s3:9"}
+    values |= {
+        "data.dir": str(tmp_path),
+        "advertised.url": "http://h:1/",
+        "s3.endpoint.url": "http://s3:9",
+        "broker.rack": "r1",
+    }
     settings = build_settings(values)
     hints = get_type_hints(Settings)
     checked = []
