@@ -333,6 +333,13 @@ BROKER_SESSION_TIMEOUT_MS = SettingSpec(
     "a broker (and the controller) whose metadata-store lease is not renewed for this long is gone",
     _int(2000, 2**31 - 1),
 )
+OFFSETS_TOPIC_NUM_PARTITIONS = SettingSpec(
+    "offsets.topic.num.partitions",
+    "1",
+    "partitions of __consumer_offsets when it is created; a group's coordinator leads partition "
+    "hash(group) % count (Kafka's default is 50)",
+    _int(1, 1000),
+)
 BROKER_HEARTBEAT_INTERVAL_MS = SettingSpec(
     "broker.heartbeat.interval.ms",
     "2000",
@@ -381,6 +388,7 @@ _TABLE: tuple[SettingSpec[Any], ...] = (
     LEADER_IMBALANCE_CHECK_INTERVAL_SECONDS,
     BROKER_SESSION_TIMEOUT_MS,
     BROKER_HEARTBEAT_INTERVAL_MS,
+    OFFSETS_TOPIC_NUM_PARTITIONS,
     _topic_default("segment.bytes", "log.segment.bytes", "default segment.bytes"),
     _topic_default("segment.ms", "log.roll.ms", "default segment.ms"),
     _topic_default("segment.index.bytes", "log.index.size.max.bytes", "default segment.index.bytes"),
@@ -456,6 +464,7 @@ class Settings:
     leader_imbalance_check_interval_seconds: int = 300
     broker_session_timeout_ms: int = 9000
     broker_heartbeat_interval_ms: int = 2000
+    offsets_topic_num_partitions: int = 1
     sources: Mapping[str, str] = field(default_factory=dict)
 
     def describe(self) -> str:
@@ -617,6 +626,7 @@ def build_settings(values: Mapping[str, object], sources: Mapping[str, str] | No
         leader_imbalance_check_interval_seconds=get(LEADER_IMBALANCE_CHECK_INTERVAL_SECONDS),
         broker_session_timeout_ms=session_ms,
         broker_heartbeat_interval_ms=heartbeat_ms,
+        offsets_topic_num_partitions=get(OFFSETS_TOPIC_NUM_PARTITIONS),
         sources=MappingProxyType(sources),
     )
 
