@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
-EXTRAS ?= dev,spark
+EXTRAS ?= dev,spark,bench
 
 .PHONY: venv localstack run test test-fast lint format bench clean
 
