@@ -95,7 +95,9 @@ async def run_case(config: str, concurrency: int, payload: bytes) -> Outcome:
         args += ["--logging-level", "WARNING"]
         for name, value in CONFIGS[config].items():
             args += ["--" + name.replace(".", "-"), value]
-        broker = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        broker = await asyncio.create_subprocess_exec(
+            *args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
         try:
             await wait_ready(url, time.monotonic() + 30)
             timeout = aiohttp.ClientTimeout(total=300)
@@ -132,7 +134,7 @@ async def run_case(config: str, concurrency: int, payload: bytes) -> Outcome:
                 peak = proc_kib(broker.pid, "VmHWM") / 1024
         finally:
             broker.send_signal(signal.SIGTERM)
-            broker.wait(30)
+            await asyncio.wait_for(broker.wait(), 30)
     counts = Counter(statuses)
     latencies.sort()
     return Outcome(
