@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from tierlog.tiering.errors import CorruptRecordError, InvalidConfigError
+from tierlog.tiering.topic_names import MAX_TOPIC_NAME, TOPIC_NAME_PATTERN, topic_name_problem
 
 __all__ = [
     "CLEAN_SHUTDOWN_MARKER",
@@ -42,14 +43,6 @@ log = logging.getLogger("tierlog.broker")
 STATE_FILE = "tierlog-state.json"
 CLEAN_SHUTDOWN_MARKER = ".tierlog_cleanshutdown"
 STATE_VERSION = 1
-MAX_TOPIC_NAME = 249
-# Kafka's legal topic name characters; use with fullmatch (see topic_name_problem).
-TOPIC_NAME = re.compile(r"[a-zA-Z0-9._-]+")
-# The same rule as one ECMA/JSON-Schema pattern, for the OpenAPI document: 1-249 legal characters, but
-# not "." or ".." (a name starting with "." needs a second character that is not ".", or a third one).
-TOPIC_NAME_PATTERN = (
-    r"^([a-zA-Z0-9_-][a-zA-Z0-9._-]{0,248}|\.[a-zA-Z0-9_-][a-zA-Z0-9._-]{0,247}|\.\.[a-zA-Z0-9._-]{1,247})$"
-)
 PARTITION_DIR = re.compile(r"(?P<topic>[a-zA-Z0-9._-]+)-(?P<partition>\d+)")
 DELETED_DIR = re.compile(r"[a-zA-Z0-9._-]+-\d+\.[0-9a-f]{32}-delete")
 
@@ -106,28 +99,6 @@ class BrokerState:
 def new_cluster_id() -> str:
     """A random 22-character URL-safe id, the form Kafka uses for cluster ids."""
     return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
-
-
-def topic_name_problem(name: object) -> str | None:
-    """Why ``name`` is not a legal Kafka topic name, or ``None`` when it is. Pure.
-
-    The rule (Kafka's ``Topic.validate``): 1 to 249 characters, each an ASCII letter, digit, ``.``, ``_``
-    or ``-``, and not ``.`` or ``..``. The character check is a full match (``\\Z``, not ``$``, which would
-    let a trailing newline through). Every entry point (v3 create, v2 and native paths, auto-create,
-    restore) uses this one rule.
-    """
-    if not isinstance(name, str) or not name:
-        return "Topic name is illegal, it can't be empty"
-    if name in (".", ".."):
-        return 'Topic name cannot be "." or ".."'
-    if len(name) > MAX_TOPIC_NAME:
-        return f"Topic name is illegal, it can't be longer than {MAX_TOPIC_NAME} characters"
-    if TOPIC_NAME.fullmatch(name) is None:
-        return (
-            f"Topic name {name!r} is illegal, it contains a character other than "
-            "ASCII alphanumerics, '.', '_' and '-'"
-        )
-    return None
 
 
 def validate_topic_name(name: object) -> str:

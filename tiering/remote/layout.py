@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from tierlog.tiering.errors import InvalidRequestError
+from tierlog.tiering.topic_names import topic_name_problem
 
 __all__ = [
     "SEGMENT_SUFFIXES",
@@ -55,8 +56,9 @@ def validate_topic(topic: str) -> str:
     """Return ``topic`` if Kafka would accept it (and it is not ``.`` or ``..``), else raise
     :class:`InvalidRequestError`.
     """
-    if not _TOPIC.fullmatch(topic) or topic in (".", ".."):
-        raise InvalidRequestError(f"invalid topic name {topic!r}")
+    problem = topic_name_problem(topic)
+    if problem is not None:
+        raise InvalidRequestError(f"invalid topic name {topic!r}: {problem}")
     return topic
 
 
