@@ -32,7 +32,8 @@ from tierlog.service.remote.tier import open_remote_store
 from tierlog.tiering.errors import TierlogError
 from tierlog.tiering.remote.inventory import check, remove_leaks
 from tierlog.tiering.remote.manifest_store import ManifestStore
-from tierlog.tiering.remote.retrying import RetryingStore
+from tierlog.tiering.remote.retrying import RetryingStore, RetryPolicy
+from tierlog.tiering.remote.store import ObjectStore
 
 __all__ = ["main"]
 
@@ -105,8 +106,13 @@ def _known_topics(data_dir: Path) -> dict[str, int] | None:
     return None if state is None else {name: rec.partitions for name, rec in state.topics.items()}
 
 
+def _retrying(store: ObjectStore, settings: Settings) -> RetryingStore:
+    """``store`` retried as the broker retries it: every call bounded by ``remote.retry.deadline.ms``."""
+    return RetryingStore(store, RetryPolicy(deadline=settings.remote_retry_deadline_ms / 1000))
+
+
 async def _check(settings: Settings, *, delete: bool, as_json: bool, check_topics: bool) -> int:
-    store = RetryingStore(await asyncio.to_thread(open_remote_store, settings))
+    store = _retrying(await asyncio.to_thread(open_remote_store, settings), settings)
     try:
         known = await asyncio.to_thread(_known_topics, settings.data_dir) if check_topics else None
         report = await check(store, ManifestStore(store), known=known)
@@ -143,7 +149,7 @@ async def _check(settings: Settings, *, delete: bool, as_json: bool, check_topic
 
 async def _restore(settings: Settings, only: set[str] | None) -> int:
     state = await asyncio.to_thread(_load_or_create_state, settings.data_dir)
-    store = RetryingStore(await asyncio.to_thread(open_remote_store, settings))
+    store = _retrying(await asyncio.to_thread(open_remote_store, settings), settings)
     try:
         restored = await restore_missing_topics(ManifestStore(store), state, settings.data_dir, only=only)
     finally:
