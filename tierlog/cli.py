@@ -3,8 +3,8 @@
     tierlog [--version] [--bootstrap-server URL] COMMAND ...
 
 ``serve`` runs a broker (:mod:`tierlog.service.cli`), ``tiering`` the remote-tier tools, ``dump-log`` the
-segment dumper (:mod:`tierlog.tiering.tools.dump_log`), and ``topics``/``produce``/``consume``/``groups``
-the client commands (:mod:`tierlog.client.cli.main`). Options that every client command takes
+segment dumper (:mod:`tierlog.tiering.tools.dump_log`), and ``topics``/``produce``/``consume``/``groups``/
+``cluster`` the client commands (:mod:`tierlog.client.cli.main`). Options that every client command takes
 (``--bootstrap-server``) are accepted before the command as well as after it. Each command module is
 imported only when it runs, so ``tierlog --version`` and the client commands never load the broker.
 """
@@ -25,6 +25,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "produce": ("produce lines from stdin or a file", "tierlog.client.cli.main"),
     "consume": ("consume records as JSON lines", "tierlog.client.cli.main"),
     "groups": ("list and describe consumer groups, with lag", "tierlog.client.cli.main"),
+    "cluster": ("describe the cluster: brokers, controller and its epoch", "tierlog.client.cli.main"),
     "dump-log": (
         "print the batches and records of segment files (--verify checks them)",
         "tierlog.tiering.tools.dump_log",
@@ -34,7 +35,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "tierlog.service.tiering_cli",
     ),
 }
-CLIENT_COMMANDS = ("topics", "produce", "consume", "groups")
+CLIENT_COMMANDS = ("topics", "produce", "consume", "groups", "cluster")
 # Global options that take a value, and the commands they are passed to.
 GLOBAL_OPTIONS = ("--bootstrap-server",)
 

@@ -12,6 +12,8 @@ import sys
 from typing import Any
 
 from tierlog.client.admin import AsyncAdmin
+from tierlog.client.cli.cluster import NO_LEADER, PartitionLeadership, fetch_metadata, leader_offsets, table
+from tierlog.client.transport import BrokerClient, PartitionInfo
 from tierlog.tiering.errors import InvalidRequestError
 
 __all__ = ["run_topics", "run_groups", "parse_configs"]
@@ -28,13 +30,6 @@ def parse_configs(pairs: list[str] | None) -> dict[str, str]:
     return configs
 
 
-def _table(rows: list[list[str]]) -> str:
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    return "\n".join(
-        "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() for row in rows
-    )
-
-
 def _print(text: str) -> None:
     sys.stdout.write(text + "\n")
 
@@ -43,7 +38,11 @@ def _emit_json(value: Any) -> None:
     _print(json.dumps(value, sort_keys=True))
 
 
-async def run_topics(args: argparse.Namespace, admin: AsyncAdmin) -> int:
+_LEADERSHIP_COLUMNS = ("PARTITION", "LEADER", "LEADER-EPOCH", "REPLICAS", "ISR")
+_OFFSET_COLUMNS = ("LOG-START-OFFSET", "HIGH-WATERMARK", "LOG-END-OFFSET")
+
+
+async def run_topics(args: argparse.Namespace, admin: AsyncAdmin, broker: BrokerClient) -> int:
     action = args.action
     if action == "list":
         names = await admin.list_topics(internal=args.internal)
@@ -69,41 +68,60 @@ async def run_topics(args: argparse.Namespace, admin: AsyncAdmin) -> int:
         )
         _print(f"altered topic {args.topic}")
         return 0
-    return await _describe_topic(args, admin)
+    return await _describe_topic(args, admin, broker)
 
 
-async def _describe_topic(args: argparse.Namespace, admin: AsyncAdmin) -> int:
-    meta = await admin.describe_topic(args.topic)
+async def _describe_topic(args: argparse.Namespace, admin: AsyncAdmin, broker: BrokerClient) -> int:
+    meta = await fetch_metadata(broker, [args.topic])
     configs = await admin.topic_configs(args.topic)
+    partitions = meta.topics.get(args.topic, ())
+    offsets = await leader_offsets(broker, meta, args.topic)
     overrides = {c.name: c.value for c in configs if not c.is_default}
+    replication = max((len(p.replicas) for p in partitions), default=0)
     if args.json:
         _emit_json(
             {
-                "topic": meta.topic,
-                "partition_count": meta.partition_count,
-                "partitions": [
-                    {
-                        "partition": p.partition,
-                        "log_start_offset": p.log_start_offset,
-                        "high_watermark": p.high_watermark,
-                        "log_end_offset": p.log_end_offset,
-                    }
-                    for p in meta.partitions
-                ],
+                "topic": args.topic,
+                "partition_count": len(partitions),
+                "replication_factor": replication,
+                "partitions": [_partition_json(p, offsets.get(p.partition)) for p in partitions],
                 "configs": {c.name: c.value for c in configs},
             }
         )
         return 0
-    _print(f"Topic: {meta.topic}  PartitionCount: {meta.partition_count}")
+    _print(f"Topic: {args.topic}  PartitionCount: {len(partitions)}  ReplicationFactor: {replication}")
     if overrides:
         _print("Configs: " + ",".join(f"{k}={v}" for k, v in sorted(overrides.items())))
-    rows = [["PARTITION", "LOG-START-OFFSET", "HIGH-WATERMARK", "LOG-END-OFFSET"]]
-    rows += [
-        [str(p.partition), str(p.log_start_offset), str(p.high_watermark), str(p.log_end_offset)]
-        for p in meta.partitions
-    ]
-    _print(_table(rows))
+    rows = [[*_LEADERSHIP_COLUMNS, *_OFFSET_COLUMNS]]
+    for p in partitions:
+        info = offsets.get(p.partition)
+        numbers = (
+            [str(info.log_start_offset), str(info.high_watermark), str(info.log_end_offset)]
+            if info is not None
+            else ["-", "-", "-"]
+        )
+        leader = str(p.leader) if p.leader != NO_LEADER else "none"
+        rows.append([str(p.partition), leader, str(p.leader_epoch), _ids(p.replicas), _ids(p.isr), *numbers])
+    _print(table(rows))
     return 0
+
+
+def _ids(values: tuple[int, ...]) -> str:
+    return ",".join(str(v) for v in values) or "-"
+
+
+def _partition_json(p: PartitionLeadership, info: PartitionInfo | None) -> dict[str, Any]:
+    """One partition of ``topics describe --json``; offsets are null when its leader cannot answer."""
+    return {
+        "partition": p.partition,
+        "leader": p.leader,
+        "leader_epoch": p.leader_epoch,
+        "replicas": list(p.replicas),
+        "isr": list(p.isr),
+        "log_start_offset": info.log_start_offset if info else None,
+        "high_watermark": info.high_watermark if info else None,
+        "log_end_offset": info.log_end_offset if info else None,
+    }
 
 
 async def run_groups(args: argparse.Namespace, admin: AsyncAdmin) -> int:
@@ -112,7 +130,7 @@ async def run_groups(args: argparse.Namespace, admin: AsyncAdmin) -> int:
         if args.json:
             _emit_json(groups)
         elif groups:
-            _print(_table([["GROUP", "STATE"], *([g["group_id"], g["state"]] for g in groups)]))
+            _print(table([["GROUP", "STATE"], *([g["group_id"], g["state"]] for g in groups)]))
         return 0
     group = await admin.describe_group(args.group)
     if args.json:
@@ -136,5 +154,5 @@ async def run_groups(args: argparse.Namespace, admin: AsyncAdmin) -> int:
                 lag.get("member_id") or "-",
             ]
         )
-    _print(_table(rows))
+    _print(table(rows))
     return 0

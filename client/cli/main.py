@@ -4,6 +4,7 @@
     tierlog produce TOPIC [--file F] [--key-separator SEP] [--partition N] [--compression C]
     tierlog consume TOPIC [--from-beginning | --offset N] [--partition N] [--group G] [--max-messages N]
     tierlog groups list|describe GROUP
+    tierlog cluster describe [--output table|json]
 
 Every command talks to ``--bootstrap-server`` (default ``$TIERLOG_BOOTSTRAP_SERVER`` or
 http://127.0.0.1:8082). Exit codes: 0 success, 1 a broker or request error (one line on stderr naming the
@@ -21,13 +22,15 @@ from typing import NoReturn
 
 from tierlog.client.admin import AsyncAdmin
 from tierlog.client.cli.admin import parse_configs, run_groups, run_topics
+from tierlog.client.cli.cluster import run_cluster
 from tierlog.client.cli.data import DEFAULT_FORMAT, check_consume_args, parse_format, run_consume, run_produce
 from tierlog.client.config import DEFAULT_BOOTSTRAP, normalise_bootstrap
+from tierlog.client.transport import BrokerClient
 from tierlog.tiering.errors import InvalidRequestError, TierlogError
 
 __all__ = ["COMMANDS", "main"]
 
-COMMANDS = ("topics", "produce", "consume", "groups")
+COMMANDS = ("topics", "produce", "consume", "groups", "cluster")
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 _COMPRESSIONS = ("none", "gzip", "snappy", "lz4", "zstd")
 
@@ -132,6 +135,16 @@ def _groups_parser(commands: argparse._SubParsersAction[_Parser], common: _Parse
     describe.add_argument("--json", action="store_true")
 
 
+def _cluster_parser(commands: argparse._SubParsersAction[_Parser], common: _Parser) -> None:
+    cluster = commands.add_parser("cluster", help="the cluster: brokers, controller and its epoch")
+    actions = cluster.add_subparsers(dest="action", metavar="ACTION", required=True, parser_class=_Parser)
+    describe = actions.add_parser(
+        "describe", parents=[common], help="cluster id, controller id and epoch, live brokers (url, rack)"
+    )
+    describe.add_argument("--output", choices=("table", "json"), default="table")
+    describe.add_argument("--json", dest="output", action="store_const", const="json", help="--output json")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the client commands."""
     parser = _Parser(prog="tierlog", description="tierlog client commands")
@@ -142,6 +155,7 @@ def build_parser() -> argparse.ArgumentParser:
     _produce_parser(commands, common)
     _consume_parser(commands, common)
     _groups_parser(commands, common)
+    _cluster_parser(commands, common)
     return parser
 
 
@@ -165,10 +179,17 @@ async def _run(args: argparse.Namespace) -> int:
         return await run_produce(args)
     if args.command == "consume":
         return await run_consume(args)
-    async with AsyncAdmin(args.bootstrap_server) as admin:
+    broker = BrokerClient(args.bootstrap_server)
+    await broker.start()
+    try:
+        if args.command == "cluster":
+            return await run_cluster(args, broker)
+        admin = AsyncAdmin.over(broker)
         if args.command == "topics":
-            return await run_topics(args, admin)
+            return await run_topics(args, admin, broker)
         return await run_groups(args, admin)
+    finally:
+        await broker.close()
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -1,0 +1,217 @@
+"""``tierlog cluster describe`` and the leadership columns of ``tierlog topics describe``.
+
+Both read ``GET /native/v1/metadata`` (docs/design/0008-cluster-metadata.md, "Routing"), which every broker
+answers for the whole cluster, embedded or not (an embedded broker is a one-broker cluster that controls and
+leads everything at epoch 0). Partition offsets live on each partition's leader, so ``topics describe`` asks
+every leader for the partitions it leads; a partition without a live leader, or whose leader cannot be
+reached, shows ``-`` instead of offsets (never another broker's numbers).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from dataclasses import dataclass
+from typing import Any
+
+from tierlog.client.transport import BrokerClient, PartitionInfo, segment
+from tierlog.tiering.errors import CorruptRecordError, NoSuchRouteError, TierlogError
+
+__all__ = [
+    "BrokerInfo",
+    "ClusterMetadata",
+    "PartitionLeadership",
+    "fetch_metadata",
+    "leader_offsets",
+    "render_cluster",
+    "run_cluster",
+]
+
+NO_LEADER = -1
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerInfo:
+    broker_id: int
+    url: str
+    rack: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionLeadership:
+    partition: int
+    leader: int  # -1: no live leader
+    leader_epoch: int
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterMetadata:
+    """One answer of ``GET /native/v1/metadata``."""
+
+    cluster_id: str
+    controller_id: int  # -1: no controller right now
+    controller_epoch: int
+    brokers: tuple[BrokerInfo, ...]
+    topics: dict[str, tuple[PartitionLeadership, ...]]
+
+    def broker(self, broker_id: int) -> BrokerInfo | None:
+        return next((b for b in self.brokers if b.broker_id == broker_id), None)
+
+    @classmethod
+    def decode(cls, doc: Any) -> ClusterMetadata:
+        """Parse the JSON answer. Raises CorruptRecordError when it does not have the documented shape."""
+        try:
+            brokers = tuple(
+                BrokerInfo(
+                    int(b["broker_id"]), str(b["url"]), None if b.get("rack") is None else str(b["rack"])
+                )
+                for b in doc["brokers"]
+            )
+            topics = {
+                str(t["topic"]): tuple(
+                    PartitionLeadership(
+                        int(p["partition"]),
+                        int(p["leader"]),
+                        int(p.get("leader_epoch", 0)),
+                        tuple(int(r) for r in p.get("replicas", ())),
+                        tuple(int(r) for r in p.get("isr", ())),
+                    )
+                    for p in t["partitions"]
+                )
+                for t in doc.get("topics", ())
+            }
+            return cls(
+                str(doc["cluster_id"]),
+                int(doc.get("controller_id", NO_LEADER)),
+                int(doc.get("controller_epoch", 0)),
+                tuple(sorted(brokers, key=lambda b: b.broker_id)),
+                topics,
+            )
+        except (KeyError, TypeError, ValueError) as err:
+            raise CorruptRecordError(
+                f"the broker's metadata answer has an unexpected shape: {err!r}"
+            ) from err
+
+
+async def fetch_metadata(broker: BrokerClient, topics: list[str] | None = None) -> ClusterMetadata:
+    """The cluster's metadata as ``broker`` sees it; with ``topics``, only those topics (an unknown one
+    raises UnknownTopicError). Idempotent. Raises the errors of :meth:`BrokerClient.call`."""
+    path = "/native/v1/metadata"
+    if topics:
+        path += "?" + "&".join(f"topic={segment(t)}" for t in topics)
+    try:
+        return ClusterMetadata.decode(await broker.json("GET", path))
+    except NoSuchRouteError:
+        return await _single_broker_metadata(broker, topics or [])
+
+
+async def _single_broker_metadata(broker: BrokerClient, topics: list[str]) -> ClusterMetadata:
+    """What a broker older than cluster mode (no metadata route) amounts to: one broker that controls and
+    leads everything at epoch 0, read from the v3 admin API and the native topic route."""
+    cluster = (await broker.json("GET", "/v3/clusters"))["data"][0]
+    cluster_id = str(cluster["cluster_id"])
+    listed = await broker.json("GET", f"/v3/clusters/{segment(cluster_id)}/brokers")
+    me = listed["data"][0]
+    broker_id = int(me["broker_id"])
+    info = BrokerInfo(broker_id, broker.base_url, me.get("rack"))
+    partitions: dict[str, tuple[PartitionLeadership, ...]] = {}
+    for topic in topics:
+        answer = await broker.topic_metadata(topic)
+        partitions[topic] = tuple(
+            PartitionLeadership(p.partition, broker_id, 0, (broker_id,), (broker_id,))
+            for p in answer.partitions
+        )
+    return ClusterMetadata(cluster_id, broker_id, 0, (info,), partitions)
+
+
+async def leader_offsets(
+    bootstrap: BrokerClient, meta: ClusterMetadata, topic: str
+) -> dict[int, PartitionInfo | None]:
+    """Offsets of each partition of ``topic`` as its leader reports them; ``None`` for a partition whose
+    leader is unknown, gone or unreachable (or that its leader no longer leads). Idempotent; never raises a
+    broker error for one leader (the others still answer)."""
+    by_leader: dict[int, list[int]] = {}
+    result: dict[int, PartitionInfo | None] = {}
+    for p in meta.topics.get(topic, ()):
+        result[p.partition] = None
+        if p.leader != NO_LEADER and meta.broker(p.leader) is not None:
+            by_leader.setdefault(p.leader, []).append(p.partition)
+
+    async def ask(leader_id: int, partitions: list[int]) -> None:
+        info = meta.broker(leader_id)
+        assert info is not None
+        same = info.url.rstrip("/") == bootstrap.base_url
+        client = (
+            bootstrap if same else BrokerClient(info.url, request_timeout_ms=bootstrap.request_timeout_ms)
+        )
+        try:
+            if not same:
+                await client.start()
+            answer = await client.topic_metadata(topic)
+        except TierlogError:
+            return
+        finally:
+            if not same:
+                await client.close()
+        wanted = set(partitions)
+        for part in answer.partitions:
+            if part.partition in wanted and part.log_end_offset >= 0:
+                result[part.partition] = part
+
+    await asyncio.gather(*(ask(leader, parts) for leader, parts in by_leader.items()))
+    return result
+
+
+def render_cluster(meta: ClusterMetadata) -> str:
+    """The text form of ``tierlog cluster describe``. Pure."""
+    controller = str(meta.controller_id) if meta.controller_id != NO_LEADER else "none"
+    lines = [
+        f"Cluster: {meta.cluster_id}  Controller: {controller}  ControllerEpoch: {meta.controller_epoch}  "
+        f"Brokers: {len(meta.brokers)}"
+    ]
+    rows = [["BROKER", "URL", "RACK", "CONTROLLER"]]
+    rows += [
+        [str(b.broker_id), b.url, b.rack or "-", "yes" if b.broker_id == meta.controller_id else ""]
+        for b in meta.brokers
+    ]
+    lines.append(table(rows))
+    return "\n".join(lines)
+
+
+def cluster_json(meta: ClusterMetadata) -> dict[str, Any]:
+    return {
+        "cluster_id": meta.cluster_id,
+        "controller_id": meta.controller_id,
+        "controller_epoch": meta.controller_epoch,
+        "brokers": [
+            {
+                "broker_id": b.broker_id,
+                "url": b.url,
+                "rack": b.rack,
+                "is_controller": b.broker_id == meta.controller_id,
+            }
+            for b in meta.brokers
+        ],
+    }
+
+
+def table(rows: list[list[str]]) -> str:
+    """Rows as left-aligned columns separated by two spaces. Pure."""
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    return "\n".join(
+        "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() for row in rows
+    )
+
+
+async def run_cluster(args: argparse.Namespace, broker: BrokerClient) -> int:
+    """``tierlog cluster describe``: cluster id, controller and epoch, live brokers. Exit code 0."""
+    meta = await fetch_metadata(broker, topics=None)
+    if args.output == "json":
+        sys.stdout.write(json.dumps(cluster_json(meta), sort_keys=True) + "\n")
+    else:
+        sys.stdout.write(render_cluster(meta) + "\n")
+    return 0
