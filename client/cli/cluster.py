@@ -13,11 +13,16 @@ import argparse
 import asyncio
 import json
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from tierlog.client.transport import BrokerClient, PartitionInfo, segment
-from tierlog.tiering.errors import CorruptRecordError, NoSuchRouteError, TierlogError
+from tierlog.tiering.errors import (
+    CorruptRecordError,
+    TierlogError,
+    UnknownTopicError,
+    error_for_code,
+)
 
 __all__ = [
     "BrokerInfo",
@@ -57,6 +62,7 @@ class ClusterMetadata:
     controller_epoch: int
     brokers: tuple[BrokerInfo, ...]
     topics: dict[str, tuple[PartitionLeadership, ...]]
+    errors: dict[str, int] = field(default_factory=dict)  # topic -> error code (40401: no such topic)
 
     def broker(self, broker_id: int) -> BrokerInfo | None:
         return next((b for b in self.brokers if b.broker_id == broker_id), None)
@@ -83,6 +89,10 @@ class ClusterMetadata:
                     for p in t["partitions"]
                 )
                 for t in doc.get("topics", ())
+                if "error_code" not in t
+            }
+            errors = {
+                str(t["topic"]): int(t["error_code"]) for t in doc.get("topics", ()) if "error_code" in t
             }
             return cls(
                 str(doc["cluster_id"]),
@@ -90,6 +100,7 @@ class ClusterMetadata:
                 int(doc.get("controller_epoch", 0)),
                 tuple(sorted(brokers, key=lambda b: b.broker_id)),
                 topics,
+                errors,
             )
         except (KeyError, TypeError, ValueError) as err:
             raise CorruptRecordError(
@@ -103,29 +114,13 @@ async def fetch_metadata(broker: BrokerClient, topics: list[str] | None = None) 
     path = "/native/v1/metadata"
     if topics:
         path += "?" + "&".join(f"topic={segment(t)}" for t in topics)
-    try:
-        return ClusterMetadata.decode(await broker.json("GET", path))
-    except NoSuchRouteError:
-        return await _single_broker_metadata(broker, topics or [])
-
-
-async def _single_broker_metadata(broker: BrokerClient, topics: list[str]) -> ClusterMetadata:
-    """What a broker older than cluster mode (no metadata route) amounts to: one broker that controls and
-    leads everything at epoch 0, read from the v3 admin API and the native topic route."""
-    cluster = (await broker.json("GET", "/v3/clusters"))["data"][0]
-    cluster_id = str(cluster["cluster_id"])
-    listed = await broker.json("GET", f"/v3/clusters/{segment(cluster_id)}/brokers")
-    me = listed["data"][0]
-    broker_id = int(me["broker_id"])
-    info = BrokerInfo(broker_id, broker.base_url, me.get("rack"))
-    partitions: dict[str, tuple[PartitionLeadership, ...]] = {}
-    for topic in topics:
-        answer = await broker.topic_metadata(topic)
-        partitions[topic] = tuple(
-            PartitionLeadership(p.partition, broker_id, 0, (broker_id,), (broker_id,))
-            for p in answer.partitions
+    meta = ClusterMetadata.decode(await broker.json("GET", path))
+    for topic, code in meta.errors.items():
+        unknown = code == UnknownTopicError.code
+        raise error_for_code(
+            code, f"Topic not found. ({topic})" if unknown else f"Topic {topic}: error {code}"
         )
-    return ClusterMetadata(cluster_id, broker_id, 0, (info,), partitions)
+    return meta
 
 
 async def leader_offsets(
