@@ -1,0 +1,295 @@
+"""The :class:`~tierlog.service.cluster.store.MetadataStore` on a real etcd 3.5 cluster, through ``aetcd``.
+
+Every key lives under ``/<prefix>/`` (the metadata URI's prefix), so one etcd can hold several clusters.
+Reads and transactions go to etcd's KV service directly (its response header carries the revision the
+contract returns); leases and watches use ``aetcd``'s client. Every ``aetcd``, gRPC or connection error
+becomes a :class:`MetadataStoreError`, raised ``from`` the original; a lease etcd does not know (expired
+or revoked) becomes :class:`LeaseExpiredError`.
+
+Endpoints are tried in the URI's order when connecting; after a connection error the next operation
+connects again, from the first endpoint.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Iterator, Sequence
+from typing import Any, NoReturn
+
+import aetcd
+from aetcd import rpc
+from aetcd.utils import prefix_range_end
+
+from tierlog.service.cluster.store import (
+    Compare,
+    Delete,
+    KeyValue,
+    LeaseExpiredError,
+    MetadataStore,
+    MetadataStoreError,
+    Op,
+    Put,
+    WatchEvent,
+)
+from tierlog.service.config import MetadataUri
+
+__all__ = ["EtcdMetadataStore"]
+
+_CONNECTION_ERRORS = (aetcd.ConnectionFailedError, aetcd.ConnectionTimeoutError)
+_CANCEL_TIMEOUT_S = 2.0
+
+
+class EtcdMetadataStore(MetadataStore):
+    """The metadata store in etcd (see the module doc). Use from one event loop.
+
+    ``connect_timeout_s`` bounds reaching each endpoint on connect; ``request_timeout_s`` bounds every
+    request (a watch stream itself has no deadline).
+    """
+
+    def __init__(
+        self, uri: MetadataUri, *, connect_timeout_s: float = 5.0, request_timeout_s: float = 10.0
+    ) -> None:
+        if not uri.endpoints:
+            raise ValueError(f"the metadata URI {uri} names no endpoint")
+        self._uri = uri
+        self._root = f"/{uri.prefix.strip('/')}/"
+        self._connect_timeout_s = connect_timeout_s
+        self._timeout_s = request_timeout_s
+        self._client: Any = None  # aetcd.Client once connected
+        self._connect_lock = asyncio.Lock()
+        self._closing: set[asyncio.Task[None]] = set()  # old clients being closed after a connection error
+        self._started = False
+        self._closed = False
+
+    # lifecycle
+
+    async def start(self) -> None:
+        """Connect to the first endpoint that answers. Idempotent. Raises MetadataStoreError (none answers,
+        or the store is closed)."""
+        if self._closed:
+            raise MetadataStoreError("the metadata store is closed")
+        self._started = True
+        await self._connected()
+
+    async def close(self) -> None:
+        """Close the connection; every watch's iterator stops. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        client, self._client = self._client, None
+        if client is not None:
+            await _close_quietly(client)
+        if self._closing:
+            await asyncio.gather(*self._closing)
+
+    # reads
+
+    async def get(self, key: str) -> KeyValue | None:
+        request = rpc.RangeRequest(key=self._full(key))
+        response = await self._call("get", "kvstub", "Range", request)
+        if not response.kvs:
+            return None
+        return self._key_value(response.kvs[0])
+
+    async def range(self, prefix: str) -> tuple[list[KeyValue], int]:
+        full = self._full(prefix)
+        request = rpc.RangeRequest(
+            key=full,
+            range_end=prefix_range_end(full),
+            sort_order=rpc.RangeRequest.ASCEND,
+            sort_target=rpc.RangeRequest.KEY,
+        )
+        response = await self._call("range", "kvstub", "Range", request)
+        return [self._key_value(kv) for kv in response.kvs], int(response.header.revision)
+
+    # writes
+
+    async def commit(self, compares: Sequence[Compare], ops: Sequence[Op]) -> int | None:
+        request = rpc.TxnRequest(
+            compare=[self._compare(c) for c in compares], success=[self._request_op(op) for op in ops]
+        )
+        response = await self._call("commit", "kvstub", "Txn", request, leases=True)
+        return int(response.header.revision) if response.succeeded else None
+
+    async def grant_lease(self, ttl_seconds: int) -> int:
+        """A new lease (etcd may round a very short TTL up to its minimum). Raises ValueError for
+        ``ttl_seconds < 1``, MetadataStoreError."""
+        if ttl_seconds < 1:
+            raise ValueError(f"a lease TTL must be at least 1 s, got {ttl_seconds}")
+        response = await self._call(
+            "grant_lease", "leasestub", "LeaseGrant", rpc.LeaseGrantRequest(TTL=ttl_seconds)
+        )
+        if response.error:
+            raise MetadataStoreError(f"etcd refused a lease: {response.error}")
+        return int(response.ID)
+
+    async def keep_alive(self, lease: int) -> None:
+        client = await self._connected()
+        with self._errors("keep_alive", leases=True):
+            reply = await asyncio.wait_for(client.refresh_lease(lease), self._timeout_s)
+        if reply is None or reply.TTL <= 0:
+            raise LeaseExpiredError(f"lease {lease} is unknown to etcd (expired or revoked)")
+
+    async def revoke_lease(self, lease: int) -> None:
+        with contextlib.suppress(LeaseExpiredError):
+            await self._call(
+                "revoke_lease", "leasestub", "LeaseRevoke", rpc.LeaseRevokeRequest(ID=lease), leases=True
+            )
+
+    # watches
+
+    def watch(self, prefix: str, start_revision: int) -> AsyncIterator[WatchEvent]:
+        return self._watch(prefix, max(start_revision, 1))
+
+    async def _watch(self, prefix: str, start_revision: int) -> AsyncIterator[WatchEvent]:
+        client = await self._connected()
+        full = self._full(prefix)
+        with self._errors(f"watch of {prefix!r} from revision {start_revision}"):
+            handle = await client.watch(full, range_end=prefix_range_end(full), start_revision=start_revision)
+        try:
+            with self._errors(f"watch of {prefix!r}"):
+                async for event in handle:
+                    yield self._event(event)
+        finally:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(handle.cancel(), _CANCEL_TIMEOUT_S)
+        if not self._closed:
+            raise MetadataStoreError(f"the watch of {prefix!r} ended (the etcd connection was closed)")
+
+    # internals
+
+    def _full(self, key: str) -> bytes:
+        return (self._root + key).encode()
+
+    def _relative(self, key: bytes) -> str:
+        return key.decode().removeprefix(self._root)
+
+    def _key_value(self, kv: Any) -> KeyValue:
+        return KeyValue(
+            self._relative(kv.key),
+            bytes(kv.value),
+            int(kv.create_revision),
+            int(kv.mod_revision),
+            int(kv.version),
+            int(kv.lease),
+        )
+
+    def _event(self, event: Any) -> WatchEvent:
+        kv = event.kv
+        if event.kind == "DELETE":
+            return WatchEvent("delete", self._relative(kv.key), b"", int(kv.mod_revision))
+        return WatchEvent("put", self._relative(kv.key), bytes(kv.value), int(kv.mod_revision))
+
+    def _compare(self, compare: Compare) -> Any:
+        if compare.mod_revision == 0:
+            # "the key does not exist": etcd reports create_revision 0 for a missing key
+            return rpc.Compare(
+                key=self._full(compare.key),
+                result=rpc.Compare.EQUAL,
+                target=rpc.Compare.CREATE,
+                create_revision=0,
+            )
+        return rpc.Compare(
+            key=self._full(compare.key),
+            result=rpc.Compare.EQUAL,
+            target=rpc.Compare.MOD,
+            mod_revision=compare.mod_revision,
+        )
+
+    def _request_op(self, op: Op) -> Any:
+        if isinstance(op, Put):
+            return rpc.RequestOp(
+                request_put=rpc.PutRequest(key=self._full(op.key), value=op.value, lease=op.lease)
+            )
+        assert isinstance(op, Delete)
+        full = self._full(op.key)
+        if op.prefix:
+            request = rpc.DeleteRangeRequest(key=full, range_end=prefix_range_end(full))
+        else:
+            request = rpc.DeleteRangeRequest(key=full)
+        return rpc.RequestOp(request_delete_range=request)
+
+    async def _call(self, what: str, stub: str, method: str, request: Any, *, leases: bool = False) -> Any:
+        client = await self._connected()
+        with self._errors(what, leases=leases):
+            return await getattr(getattr(client, stub), method)(
+                request, timeout=self._timeout_s, metadata=client.metadata
+            )
+
+    async def _connected(self) -> Any:
+        """The connected client; connects (endpoints in order) when there is none."""
+        if self._closed:
+            raise MetadataStoreError("the metadata store is closed")
+        if not self._started:
+            raise MetadataStoreError("the metadata store is not started (call start() first)")
+        if self._client is not None:
+            return self._client
+        async with self._connect_lock:
+            if self._client is None:
+                self._client = await self._connect_any()
+            return self._client
+
+    async def _connect_any(self) -> Any:
+        failures: list[str] = []
+        for host, port in self._uri.endpoints:
+            client = aetcd.Client(host=host, port=port, timeout=self._timeout_s)
+            try:
+                await client.connect()
+                probe = rpc.RangeRequest(key=self._full(""), count_only=True)
+                await client.kvstub.Range(probe, timeout=self._connect_timeout_s)
+            except (aetcd.ClientError, rpc.AioRpcError, OSError, TimeoutError) as err:
+                failures.append(f"{host}:{port}: {_describe(err)}")
+                with contextlib.suppress(Exception):
+                    await client.close()
+                continue
+            return client
+        raise MetadataStoreError(f"cannot reach etcd at {self._uri}: {'; '.join(failures)}")
+
+    @contextlib.contextmanager
+    def _errors(self, what: str, *, leases: bool = False) -> Iterator[None]:
+        """Translate every vendor error raised inside into MetadataStoreError (LeaseExpiredError for an
+        unknown lease when ``leases``); a connection error also drops the client so the next call
+        reconnects."""
+        try:
+            yield
+        except MetadataStoreError:
+            raise
+        except aetcd.RevisionCompactedError as err:
+            raise MetadataStoreError(
+                f"etcd {what}: revisions below {err.compacted_revision} are compacted"
+            ) from err
+        except (aetcd.ClientError, rpc.AioRpcError, OSError, TimeoutError) as err:
+            self._raise(what, err, leases)
+
+    def _raise(self, what: str, err: BaseException, leases: bool) -> NoReturn:
+        cause = err.__cause__ if isinstance(err, aetcd.ClientError) else err
+        code = cause.code() if isinstance(cause, rpc.AioRpcError) else None
+        if leases and code == rpc.StatusCode.NOT_FOUND:
+            raise LeaseExpiredError(f"etcd {what}: the lease is unknown (expired or revoked)") from err
+        if isinstance(err, _CONNECTION_ERRORS) or code in (
+            rpc.StatusCode.UNAVAILABLE,
+            rpc.StatusCode.DEADLINE_EXCEEDED,
+        ):
+            self._drop_client()
+        raise MetadataStoreError(f"etcd {what} failed: {_describe(err)}") from err
+
+    def _drop_client(self) -> None:
+        """Forget the client after a connection error; the next call connects again. The old client is
+        closed in the background (its watches break: they raise MetadataStoreError)."""
+        client, self._client = self._client, None
+        if client is not None:
+            task = asyncio.get_running_loop().create_task(_close_quietly(client))
+            self._closing.add(task)
+            task.add_done_callback(self._closing.discard)
+
+
+async def _close_quietly(client: Any) -> None:
+    with contextlib.suppress(Exception):
+        await client.close()
+
+
+def _describe(err: BaseException) -> str:
+    if isinstance(err, rpc.AioRpcError):
+        return f"{err.code().name}: {err.details()}"
+    return f"{type(err).__name__}: {err}" if str(err) else type(err).__name__
