@@ -6,7 +6,12 @@ The broker, the Python client and Spark executors share these modules. The recor
 * :mod:`tierlog.tiering.codec.records`: the varint-framed records inside a batch;
 * :mod:`tierlog.tiering.codec.varint`: zigzag varints;
 * :mod:`tierlog.tiering.codec.compression`: none, gzip, snappy, lz4, zstd;
-* :mod:`tierlog.tiering.codec.batch`: whole batches, built and decoded.
+* :mod:`tierlog.tiering.codec.batch`: whole batches, built and decoded;
+* :mod:`tierlog.tiering.codec.columns`: the records of whole batches as Arrow-shaped column buffers;
+* :mod:`tierlog.tiering.codec.validate`: the broker's record-by-record check of a produced batch.
+
+The record loops run in a compiled core (``_speedups.c``, built by ``pip install``) when it is loaded;
+:mod:`tierlog.tiering.codec._accel` says which runs, and ``TIERLOG_PURE_CODEC=1`` forces pure Python.
 
 ``docs/format.md`` specifies the bytes.
 """
@@ -19,6 +24,7 @@ from tierlog.tiering.codec.batch import (
     iter_decoded_batches,
     iter_records,
 )
+from tierlog.tiering.codec.columns import RecordColumns, decode_columns
 from tierlog.tiering.codec.compression import Compression, compress, decompress
 from tierlog.tiering.codec.header import (
     HEADER_SIZE,
@@ -42,9 +48,11 @@ __all__ = [
     "Compression",
     "DecodedBatch",
     "Record",
+    "RecordColumns",
     "build_batch",
     "compress",
     "decode_batch",
+    "decode_columns",
     "decode_header",
     "decompress",
     "encode_header",

@@ -10,6 +10,7 @@
     +--------------------------------------------+----------------------------------------------+
                        CRC-32C covers byte 21 (attributes) to the end of the batch
 
+The record loops run in the compiled core when it is loaded (:mod:`tierlog.tiering.codec._accel`).
 This module imports nothing async; the broker, the Python client and Spark executors share it.
 """
 
@@ -20,6 +21,7 @@ import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
+from tierlog.tiering.codec import _accel
 from tierlog.tiering.codec.compression import Compression, compress, decompress
 from tierlog.tiering.codec.header import (
     ATTRIBUTES_OFFSET,
@@ -105,18 +107,6 @@ def build_batch(
     _check_range("base_sequence", base_sequence, INT32_MIN, INT32_MAX)
     _check_range("record count", len(records), 1, INT32_MAX)
     _check_range("last offset", base_offset + len(records) - 1, 0, INT64_MAX)
-    timestamps = [now if r.timestamp == -1 else r.timestamp for r in records]
-    base_timestamp = timestamps[0]
-    max_timestamp = max(timestamps)
-    if min(timestamps) < 0:
-        raise InvalidRequestError(f"negative record timestamp {min(timestamps)}")
-    _check_range("max_timestamp", max_timestamp, 0, INT64_MAX)
-
-    body = bytearray()
-    for delta, (record, timestamp) in enumerate(zip(records, timestamps, strict=True)):
-        write_record(body, delta, timestamp - base_timestamp, record.key, record.value, record.headers)
-    payload = compress(compression, bytes(body)) if compression != Compression.NONE else body
-
     attributes = int(compression)
     if is_transactional:
         attributes |= TRANSACTIONAL_BIT
@@ -124,6 +114,18 @@ def build_batch(
         attributes |= CONTROL_BIT
     if log_append_time:
         attributes |= TIMESTAMP_TYPE_BIT
+    native = _accel.native
+    if native is not None and compression == Compression.NONE:
+        return native.build_uncompressed(
+            records, now, base_offset, partition_leader_epoch, attributes, producer_id, producer_epoch,
+            base_sequence,
+        )  # fmt: skip
+    if native is not None:
+        body, base_timestamp, max_timestamp = native.encode_records(records, now)
+    else:
+        body, base_timestamp, max_timestamp = _encode_records(records, now)
+    payload = compress(compression, body) if compression != Compression.NONE else body
+    if log_append_time:
         max_timestamp = now
     batch_length = HEADER_SIZE - LOG_OVERHEAD + len(payload)
     _check_range("batch length", batch_length, 0, INT32_MAX)
@@ -148,6 +150,20 @@ def build_batch(
     out[HEADER_SIZE:] = payload
     _UINT32.pack_into(out, CRC_OFFSET, crc32c(memoryview(out)[ATTRIBUTES_OFFSET:]))
     return bytes(out)
+
+
+def _encode_records(records: Sequence[Record], now: int) -> tuple[bytes, int, int]:
+    """The records section (uncompressed), the base and the max timestamp: the pure reference."""
+    timestamps = [now if r.timestamp == -1 else r.timestamp for r in records]
+    base_timestamp = timestamps[0]
+    max_timestamp = max(timestamps)
+    if min(timestamps) < 0:
+        raise InvalidRequestError(f"negative record timestamp {min(timestamps)}")
+    _check_range("max_timestamp", max_timestamp, 0, INT64_MAX)
+    body = bytearray()
+    for delta, (record, timestamp) in enumerate(zip(records, timestamps, strict=True)):
+        write_record(body, delta, timestamp - base_timestamp, record.key, record.value, record.headers)
+    return bytes(body), base_timestamp, max_timestamp
 
 
 def decode_batch(
@@ -180,9 +196,8 @@ def decode_batch(
             f"unknown compression codec {header.compression} in batch at position {pos}"
         ) from None
     section = memoryview(buf)[pos + HEADER_SIZE : end]
-    if codec == Compression.NONE:
-        data = bytes(section)
-    else:
+    data: Buffer = section
+    if codec != Compression.NONE:
         data = decompress(codec, section, max_size=max_uncompressed)
     append_time = header.max_timestamp if header.log_append_time else None
     records = decode_records(

@@ -17,6 +17,9 @@ One record (``varint`` and ``varlong`` are zigzag, see :mod:`tierlog.tiering.cod
         value_length  varint    -1 for a null value
         value         bytes
 
+The compiled core (:mod:`tierlog.tiering.codec._accel`) replaces :func:`decode_records` when it is
+loaded; the code here is the reference it must agree with.
+
 Decoding checks every length against the bytes that remain before slicing, checks that each record
 occupies exactly its declared length and that the section holds exactly ``records_count`` records.
 """
@@ -26,6 +29,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from tierlog.tiering.codec import _accel
 from tierlog.tiering.codec.varint import decode_varint, decode_varlong, write_varint, write_varlong
 from tierlog.tiering.errors import CorruptRecordError, InvalidRequestError
 
@@ -52,6 +56,10 @@ class Record:
     headers: Headers = ()
     timestamp: int = -1
     offset: int = -1
+
+
+if _accel.available is not None:
+    _accel.available.set_record_type(Record)
 
 
 def write_record(
@@ -97,7 +105,7 @@ def _corrupt(message: str, pos: int) -> CorruptRecordError:
 
 
 def decode_records(
-    data: bytes,
+    data: bytes | bytearray | memoryview,
     count: int,
     base_offset: int,
     base_timestamp: int,
@@ -117,6 +125,10 @@ def decode_records(
             key is null or not UTF-8, a record is not exactly its declared length, or the section holds
             more or fewer than ``count`` records.
     """
+    if (native := _accel.native) is not None:
+        return native.decode_records(data, count, base_offset, base_timestamp, append_time)
+    if not isinstance(data, bytes):
+        data = bytes(data)
     n = len(data)
     if count < 0 or count * MIN_RECORD_SIZE > n:
         raise CorruptRecordError(f"records_count {count} cannot fit in {n} bytes of records")

@@ -14,11 +14,13 @@ reads of other batches fail. :func:`validate_batch` checks, in this order::
                   the record's timestamp (base_timestamp + delta) in [0, 2**63)
 
 Uncompressed records are walked in place (``buf`` with positions, no copy) and no Python object is built
-per record: only integers are read. Every function here is pure and thread-safe.
+per record: only integers are read. :func:`validate_records` runs in the compiled core when it is loaded
+(:mod:`tierlog.tiering.codec._accel`). Every function here is pure and thread-safe.
 """
 
 from __future__ import annotations
 
+from tierlog.tiering.codec import _accel
 from tierlog.tiering.codec.compression import Compression, decompress
 from tierlog.tiering.codec.header import (
     CONTROL_BIT,
@@ -88,6 +90,9 @@ def validate_records(buf: Buffer, start: int, end: int, count: int, base_timesta
             delta is not the record's index, a timestamp is negative or overflows, a header key is null
             or not UTF-8, or the section holds more or fewer than ``count`` records.
     """
+    if (native := _accel.native) is not None:
+        native.validate_records(buf, start, end, count, base_timestamp)
+        return
     if count * MIN_RECORD_SIZE > end - start:
         raise CorruptRecordError(f"records_count {count} cannot fit in {end - start} bytes of records")
     if end > len(buf):

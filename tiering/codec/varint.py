@@ -17,11 +17,13 @@ A *varint* holds a 32-bit signed value in at most 5 bytes, a *varlong* a 64-bit 
 A longer encoding is corrupt. Bits beyond the 32 (or 64) the reader keeps are dropped, exactly as
 Kafka's Java reader (``ByteUtils.readVarint``) drops them.
 
-Every function here is pure, thread-safe and idempotent.
+Every function here is pure, thread-safe and idempotent. The encode and decode functions run in the
+compiled core when it is loaded (see :mod:`tierlog.tiering.codec._accel`); the code here is the reference.
 """
 
 from __future__ import annotations
 
+from tierlog.tiering.codec import _accel
 from tierlog.tiering.errors import CorruptRecordError, InvalidRequestError
 
 __all__ = [
@@ -99,6 +101,8 @@ def write_varlong(out: bytearray, value: int) -> None:
 
 def encode_varint(value: int) -> bytes:
     """The zigzag varint bytes of the 32-bit ``value``. Raises InvalidRequestError out of range."""
+    if (native := _accel.native) is not None:
+        return native.encode_varint(value)
     out = bytearray()
     write_varint(out, value)
     return bytes(out)
@@ -106,6 +110,8 @@ def encode_varint(value: int) -> bytes:
 
 def encode_varlong(value: int) -> bytes:
     """The zigzag varlong bytes of the 64-bit ``value``. Raises InvalidRequestError out of range."""
+    if (native := _accel.native) is not None:
+        return native.encode_varlong(value)
     out = bytearray()
     write_varlong(out, value)
     return bytes(out)
@@ -144,6 +150,8 @@ def decode_varint(buf: bytes | bytearray | memoryview, pos: int) -> tuple[int, i
     Raises:
         CorruptRecordError: the buffer ends inside the varint, or it is longer than 5 bytes.
     """
+    if (native := _accel.native) is not None:
+        return native.decode_varint(buf, pos)
     if 0 <= pos < len(buf) - 1:
         b = buf[pos]
         if b < 0x80:
@@ -161,6 +169,8 @@ def decode_varlong(buf: bytes | bytearray | memoryview, pos: int) -> tuple[int, 
     Raises:
         CorruptRecordError: the buffer ends inside the varlong, or it is longer than 10 bytes.
     """
+    if (native := _accel.native) is not None:
+        return native.decode_varlong(buf, pos)
     if 0 <= pos < len(buf) - 1:
         b = buf[pos]
         if b < 0x80:

@@ -23,7 +23,7 @@ from tierlog.tiering.codec.header import CRC_OFFSET, HEADER, HEADER_SIZE, crc32c
 from tierlog.tiering.codec.varint import encode_varint
 from tierlog.tiering.errors import CorruptRecordError
 
-DATA = pathlib.Path(__file__).parent / "data"
+DATA = pathlib.Path(__file__).parents[1] / "data"
 SMALL = {c: (DATA / f"small-{c.kafka_name}.bin").read_bytes() for c in Compression}
 NOW = 1_750_000_000_000
 MiB = 2**20

@@ -18,7 +18,7 @@ from tierlog.tiering.codec.validate import validate_batch
 from tierlog.tiering.codec.varint import encode_varint, encode_varlong
 from tierlog.tiering.errors import CorruptRecordError, RecordTooLargeError
 
-DATA = pathlib.Path(__file__).parent / "data"
+DATA = pathlib.Path(__file__).parents[1] / "data"
 NOW = 1_750_000_000_000
 MiB = 2**20
 GiB = 2**30

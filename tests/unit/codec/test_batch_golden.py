@@ -21,7 +21,7 @@ from tierlog.tiering.codec import (
 )
 from tierlog.tiering.codec.header import TIMESTAMP_TYPE_BIT, TRANSACTIONAL_BIT
 
-DATA = pathlib.Path(__file__).parent / "data"
+DATA = pathlib.Path(__file__).parents[1] / "data"
 GOLDEN: dict[str, Any] = json.loads((DATA / "golden.json").read_text())["batches"]
 T0 = 1_700_000_000_000
 

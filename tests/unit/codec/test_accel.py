@@ -1,0 +1,55 @@
+"""Choosing the implementation: the compiled core loads here, TIERLOG_PURE_CODEC=1 forces pure Python quietly,
+and a missing extension falls back to pure Python with exactly one warning line."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tierlog.tiering.codec import _accel
+
+COMPARES_IMPLEMENTATIONS = True
+
+PROBE = "from tierlog.tiering.codec import _accel, build_batch, Record; build_batch([Record(b'k', b'v')]); "
+
+
+def python(code: str, **env: str) -> subprocess.CompletedProcess[str]:
+    environ = {k: v for k, v in os.environ.items() if k != _accel.ENV_PURE} | env
+    return subprocess.run(
+        [sys.executable, "-c", code], env=environ, capture_output=True, text=True, timeout=60, check=True
+    )
+
+
+def test_the_compiled_codec_is_built_and_loaded_here() -> None:
+    # gcc and the Python headers are on every machine tierlog runs on: `pip install` must have built it.
+    assert python(PROBE + "print(_accel.native is not None)").stdout.strip() == "True"
+
+
+def test_the_environment_variable_forces_pure_python_without_a_warning() -> None:
+    done = python(PROBE + "print(_accel.native, _accel.available)", TIERLOG_PURE_CODEC="1")
+    assert done.stdout.strip() == "None None"
+    assert done.stderr == ""
+
+
+def test_a_missing_extension_falls_back_with_one_warning_line() -> None:
+    block = (
+        "import sys, importlib.abc\n"
+        "class Block(importlib.abc.MetaPathFinder):\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name.endswith('._speedups'): raise ImportError('no compiled codec in this test')\n"
+        "sys.meta_path.insert(0, Block())\n"
+    )
+    done = python(block + PROBE + "print(_accel.native)")
+    assert done.stdout.strip() == "None"
+    lines = done.stderr.splitlines()
+    assert any("CompiledCodecWarning" in line and "pure-Python codec" in line for line in lines), lines
+    warning_lines = [line for line in lines if "tierlog" in line]
+    assert len(warning_lines) == 1, lines
+
+
+def test_use_refuses_unknown_names() -> None:
+    with pytest.raises(ValueError), _accel.use("fortran"):
+        pass

@@ -1,0 +1,1256 @@
+/* The compiled core of tierlog's record batch v2 codec (CPython C API, no Cython).
+ *
+ * The pure-Python modules next to this file (varint.py, records.py, validate.py, batch.py, columns.py) are
+ * the reference: every function here accepts exactly the inputs they accept, raises CorruptRecordError or
+ * InvalidRequestError where they do, and writes the same bytes. tierlog.tiering.codec._accel decides which
+ * implementation runs (TIERLOG_PURE_CODEC=1 forces the pure one).
+ *
+ * Entry points (all pure, thread-safe while their buffers do not change, holding the GIL):
+ *   decode_varint(buf, pos) / decode_varlong(buf, pos) -> (value, next position)
+ *   encode_varint(value) / encode_varlong(value) -> bytes
+ *   decode_records(data, count, base_offset, base_timestamp, append_time) -> list[Record]
+ *   validate_records(buf, start, end, count, base_timestamp) -> None
+ *   encode_records(records, now) -> (body bytes, base_timestamp, max_timestamp)
+ *   build_uncompressed(records, now, base_offset, leader_epoch, attributes, producer_id, producer_epoch,
+ *                      base_sequence) -> a whole uncompressed batch with its CRC
+ *   decode_columns(sections) -> tuple of column buffers (see columns.py)
+ *   set_record_type(Record) binds the dataclass whose slots decode_records fills directly.
+ *
+ * Record layout (records.py has the diagram): length varint, attributes int8, timestamp_delta varlong,
+ * offset_delta varint, key, value, header_count varint, headers.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <structmember.h>
+#include <stdint.h>
+#include <string.h>
+
+static PyObject *CorruptRecordError;
+static PyObject *InvalidRequestError;
+static PyObject *crc32c_fn;
+static PyTypeObject *RecordType;
+/* Byte offsets of Record's slots key, value, headers, timestamp, offset; valid when record_fast. */
+static Py_ssize_t record_slots[5];
+static int record_fast;
+
+#define MIN_BODY_SIZE 6
+#define HEADER_SIZE 61
+
+/* ---------------------------------------------------------------- growable buffer */
+
+typedef struct {
+    char *data;
+    Py_ssize_t len;
+    Py_ssize_t cap;
+} gbuf;
+
+static int
+gb_reserve(gbuf *b, Py_ssize_t extra)
+{
+    if (b->len + extra <= b->cap) {
+        return 0;
+    }
+    Py_ssize_t cap = b->cap ? b->cap : 256;
+    while (cap < b->len + extra) {
+        if (cap > PY_SSIZE_T_MAX / 2) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        cap *= 2;
+    }
+    char *data = PyMem_Realloc(b->data, (size_t)cap);
+    if (data == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    b->data = data;
+    b->cap = cap;
+    return 0;
+}
+
+static int
+gb_append(gbuf *b, const void *src, Py_ssize_t n)
+{
+    if (gb_reserve(b, n) < 0) {
+        return -1;
+    }
+    if (n) {
+        memcpy(b->data + b->len, src, (size_t)n);
+    }
+    b->len += n;
+    return 0;
+}
+
+static void
+gb_free(gbuf *b)
+{
+    PyMem_Free(b->data);
+    b->data = NULL;
+    b->len = b->cap = 0;
+}
+
+/* ---------------------------------------------------------------- varints */
+
+static inline uint64_t
+zigzag(int64_t v)
+{
+    return ((uint64_t)v << 1) ^ (uint64_t)(v >> 63);
+}
+
+static inline int
+varsize(int64_t v)
+{
+    uint64_t u = zigzag(v);
+    int size = 1;
+    while (u > 0x7F) {
+        u >>= 7;
+        size++;
+    }
+    return size;
+}
+
+static inline char *
+put_var(char *p, int64_t v)
+{
+    uint64_t u = zigzag(v);
+    while (u > 0x7F) {
+        *p++ = (char)((u & 0x7F) | 0x80);
+        u >>= 7;
+    }
+    *p++ = (char)u;
+    return p;
+}
+
+/* Decode the zigzag varint (max_bytes 5) or varlong (10) at d[*pos], reading nothing at or past limit.
+ * Bits beyond 32 (or 64) are dropped, as Kafka's reader drops them. */
+static inline int
+read_var(const uint8_t *d, Py_ssize_t limit, Py_ssize_t *pos, int max_bytes, int64_t *out)
+{
+    Py_ssize_t p = *pos;
+    if (p < limit && d[p] < 0x80) {
+        uint8_t b = d[p];
+        *out = (int64_t)(b >> 1) ^ -(int64_t)(b & 1);
+        *pos = p + 1;
+        return 0;
+    }
+    uint64_t result = 0;
+    int shift = 0;
+    for (int i = 0; i < max_bytes; i++) {
+        if (p + i >= limit) {
+            PyErr_Format(CorruptRecordError, "truncated varint at position %zd", p);
+            return -1;
+        }
+        uint8_t b = d[p + i];
+        result |= (uint64_t)(b & 0x7F) << shift;
+        if (b < 0x80) {
+            if (max_bytes == 5) {
+                result &= 0xFFFFFFFFu;
+            }
+            *out = (int64_t)(result >> 1) ^ -(int64_t)(result & 1);
+            *pos = p + i + 1;
+            return 0;
+        }
+        shift += 7;
+    }
+    PyErr_Format(CorruptRecordError, "varint longer than %d bytes at position %zd", max_bytes, p);
+    return -1;
+}
+
+static PyObject *
+decode_var(PyObject *const *args, Py_ssize_t nargs, int max_bytes)
+{
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "expected (buf, pos)");
+        return NULL;
+    }
+    Py_ssize_t pos = PyLong_AsSsize_t(args[1]);
+    if (pos == -1 && PyErr_Occurred()) {
+        return NULL;
+    }
+    if (pos < 0) {
+        PyErr_Format(CorruptRecordError, "negative varint position %zd", pos);
+        return NULL;
+    }
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0) {
+        return NULL;
+    }
+    int64_t value;
+    int rc = read_var((const uint8_t *)view.buf, view.len, &pos, max_bytes, &value);
+    PyBuffer_Release(&view);
+    if (rc < 0) {
+        return NULL;
+    }
+    return Py_BuildValue("(Ln)", (long long)value, pos);
+}
+
+static PyObject *
+py_decode_varint(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    return decode_var(args, nargs, 5);
+}
+
+static PyObject *
+py_decode_varlong(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    return decode_var(args, nargs, 10);
+}
+
+static PyObject *
+encode_var(PyObject *arg, int is_long)
+{
+    int overflow;
+    long long v = PyLong_AsLongLongAndOverflow(arg, &overflow);
+    if (v == -1 && PyErr_Occurred()) {
+        return NULL;
+    }
+    if (overflow || (!is_long && (v < INT32_MIN || v > INT32_MAX))) {
+        PyErr_Format(InvalidRequestError, "%s out of %s range: %S", is_long ? "varlong" : "varint",
+                     is_long ? "int64" : "int32", arg);
+        return NULL;
+    }
+    char out[10];
+    char *end = put_var(out, v);
+    return PyBytes_FromStringAndSize(out, end - out);
+}
+
+static PyObject *
+py_encode_varint(PyObject *self, PyObject *arg)
+{
+    return encode_var(arg, 0);
+}
+
+static PyObject *
+py_encode_varlong(PyObject *self, PyObject *arg)
+{
+    return encode_var(arg, 1);
+}
+
+/* ---------------------------------------------------------------- UTF-8 check (strict, as Python's codec) */
+
+static int
+utf8_valid(const uint8_t *s, Py_ssize_t n)
+{
+    Py_ssize_t i = 0;
+    while (i < n) {
+        uint8_t c = s[i];
+        if (c < 0x80) {
+            i++;
+            continue;
+        }
+        int need;
+        uint32_t cp;
+        if (c >= 0xC2 && c <= 0xDF) {
+            need = 1;
+            cp = c & 0x1F;
+        }
+        else if (c >= 0xE0 && c <= 0xEF) {
+            need = 2;
+            cp = c & 0x0F;
+        }
+        else if (c >= 0xF0 && c <= 0xF4) {
+            need = 3;
+            cp = c & 0x07;
+        }
+        else {
+            return 0;
+        }
+        if (n - i - 1 < need) {
+            return 0;
+        }
+        for (int k = 1; k <= need; k++) {
+            uint8_t t = s[i + k];
+            if ((t & 0xC0) != 0x80) {
+                return 0;
+            }
+            cp = (cp << 6) | (t & 0x3F);
+        }
+        if ((need == 2 && (cp < 0x800 || (cp >= 0xD800 && cp <= 0xDFFF))) ||
+            (need == 3 && (cp < 0x10000 || cp > 0x10FFFF))) {
+            return 0;
+        }
+        i += need + 1;
+    }
+    return 1;
+}
+
+/* ---------------------------------------------------------------- one record, checked */
+
+typedef struct {
+    int64_t ts_delta;
+    int64_t off_delta;
+    Py_ssize_t key_pos, key_len; /* key_len -1: null */
+    Py_ssize_t val_pos, val_len;
+    int64_t header_count;
+    Py_ssize_t header_pos;
+} record_t;
+
+static int
+corrupt(Py_ssize_t index, const char *reason)
+{
+    PyErr_Format(CorruptRecordError, "record %zd: %s", index, reason);
+    return -1;
+}
+
+static int
+parse_bytes(const uint8_t *d, Py_ssize_t stop, Py_ssize_t *pos, Py_ssize_t *at, Py_ssize_t *len,
+            Py_ssize_t index, const char *what)
+{
+    int64_t n;
+    if (read_var(d, stop, pos, 5, &n) < 0) {
+        return -1;
+    }
+    if (n < -1) {
+        PyErr_Format(CorruptRecordError, "record %zd: %s length %lld", index, what, (long long)n);
+        return -1;
+    }
+    *at = *pos;
+    *len = (Py_ssize_t)n;
+    if (n > 0) {
+        if (n > stop - *pos) {
+            PyErr_Format(CorruptRecordError, "record %zd: %s runs past the record (%lld bytes)", index,
+                         what, (long long)n);
+            return -1;
+        }
+        *pos += (Py_ssize_t)n;
+    }
+    return 0;
+}
+
+/* Parse and check the record at d[*pos] within d[0:n]; on success *pos is the position after it. */
+static int
+parse_record(const uint8_t *d, Py_ssize_t n, Py_ssize_t *pos, Py_ssize_t index, record_t *r)
+{
+    int64_t length;
+    if (read_var(d, n, pos, 5, &length) < 0) {
+        return -1;
+    }
+    if (length < MIN_BODY_SIZE || length > n - *pos) {
+        PyErr_Format(CorruptRecordError, "record %zd: impossible record length %lld", index,
+                     (long long)length);
+        return -1;
+    }
+    Py_ssize_t stop = *pos + (Py_ssize_t)length;
+    Py_ssize_t p = *pos + 1; /* attributes: no bits defined */
+    if (read_var(d, stop, &p, 10, &r->ts_delta) < 0 || read_var(d, stop, &p, 5, &r->off_delta) < 0 ||
+        parse_bytes(d, stop, &p, &r->key_pos, &r->key_len, index, "key") < 0 ||
+        parse_bytes(d, stop, &p, &r->val_pos, &r->val_len, index, "value") < 0 ||
+        read_var(d, stop, &p, 5, &r->header_count) < 0) {
+        return -1;
+    }
+    r->header_pos = p;
+    if (r->header_count) {
+        if (r->header_count < 0 || r->header_count > (stop - p) / 2) {
+            PyErr_Format(CorruptRecordError, "record %zd: impossible header count %lld", index,
+                         (long long)r->header_count);
+            return -1;
+        }
+        for (int64_t h = 0; h < r->header_count; h++) {
+            Py_ssize_t at, len;
+            if (parse_bytes(d, stop, &p, &at, &len, index, "header key") < 0) {
+                return -1;
+            }
+            if (len < 0) {
+                return corrupt(index, "header key length -1 (a null header key)");
+            }
+            if (!utf8_valid(d + at, len)) {
+                return corrupt(index, "header key is not UTF-8");
+            }
+            if (parse_bytes(d, stop, &p, &at, &len, index, "header value") < 0) {
+                return -1;
+            }
+        }
+    }
+    if (p != stop) {
+        PyErr_Format(CorruptRecordError, "record %zd: record body is %zd bytes, declared %lld", index,
+                     (Py_ssize_t)length - (stop - p), (long long)length);
+        return -1;
+    }
+    *pos = stop;
+    return 0;
+}
+
+/* Re-read one header of a record parse_record already checked. */
+static inline void
+next_header(const uint8_t *d, Py_ssize_t *pos, Py_ssize_t *kat, Py_ssize_t *klen, Py_ssize_t *vat,
+            Py_ssize_t *vlen)
+{
+    int64_t n = 0;
+    read_var(d, PY_SSIZE_T_MAX, pos, 5, &n);
+    *kat = *pos;
+    *klen = (Py_ssize_t)n;
+    *pos += *klen;
+    read_var(d, PY_SSIZE_T_MAX, pos, 5, &n);
+    *vat = *pos;
+    *vlen = (Py_ssize_t)n;
+    if (n > 0) {
+        *pos += *vlen;
+    }
+}
+
+static int
+check_count(Py_ssize_t count, Py_ssize_t n)
+{
+    if (count < 0 || count > n / 7) {
+        PyErr_Format(CorruptRecordError, "records_count %zd cannot fit in %zd bytes of records", count, n);
+        return -1;
+    }
+    return 0;
+}
+
+/* ---------------------------------------------------------------- decode_records */
+
+static PyObject *
+bytes_or_none(const uint8_t *d, Py_ssize_t at, Py_ssize_t len)
+{
+    if (len < 0) {
+        Py_RETURN_NONE;
+    }
+    return PyBytes_FromStringAndSize((const char *)d + at, len);
+}
+
+static PyObject *
+decode_headers(const uint8_t *d, const record_t *r)
+{
+    PyObject *headers = PyTuple_New((Py_ssize_t)r->header_count);
+    if (headers == NULL) {
+        return NULL;
+    }
+    Py_ssize_t p = r->header_pos;
+    for (Py_ssize_t h = 0; h < r->header_count; h++) {
+        Py_ssize_t kat, klen, vat, vlen;
+        next_header(d, &p, &kat, &klen, &vat, &vlen);
+        PyObject *key = PyUnicode_DecodeUTF8((const char *)d + kat, klen, "strict");
+        PyObject *value = key ? bytes_or_none(d, vat, vlen) : NULL;
+        PyObject *pair = value ? PyTuple_New(2) : NULL;
+        if (pair == NULL) {
+            Py_XDECREF(key);
+            Py_XDECREF(value);
+            Py_DECREF(headers);
+            return NULL;
+        }
+        PyTuple_SET_ITEM(pair, 0, key);
+        PyTuple_SET_ITEM(pair, 1, value);
+        PyTuple_SET_ITEM(headers, h, pair);
+    }
+    return headers;
+}
+
+/* base + delta as a Python int, exact even past int64 (as the pure code's arbitrary-precision ints). */
+static PyObject *
+add_exact(int64_t base, PyObject *base_obj, int64_t delta)
+{
+    int64_t sum;
+    if (!__builtin_add_overflow(base, delta, &sum)) {
+        return PyLong_FromLongLong(sum);
+    }
+    PyObject *d = PyLong_FromLongLong(delta);
+    if (d == NULL) {
+        return NULL;
+    }
+    PyObject *result = PyNumber_Add(base_obj, d);
+    Py_DECREF(d);
+    return result;
+}
+
+/* A Record from five new references (all stolen, NULLs allowed after an error). */
+static PyObject *
+new_record(PyObject *fields[5])
+{
+    for (int i = 0; i < 5; i++) {
+        if (fields[i] == NULL) {
+            for (int k = 0; k < 5; k++) {
+                Py_XDECREF(fields[k]);
+            }
+            return NULL;
+        }
+    }
+    if (record_fast) {
+        PyObject *obj = RecordType->tp_alloc(RecordType, 0);
+        if (obj == NULL) {
+            for (int k = 0; k < 5; k++) {
+                Py_DECREF(fields[k]);
+            }
+            return NULL;
+        }
+        for (int k = 0; k < 5; k++) {
+            *(PyObject **)((char *)obj + record_slots[k]) = fields[k];
+        }
+        return obj;
+    }
+    PyObject *obj = PyObject_Vectorcall((PyObject *)RecordType, fields, 5, NULL);
+    for (int k = 0; k < 5; k++) {
+        Py_DECREF(fields[k]);
+    }
+    return obj;
+}
+
+static int
+as_int64(PyObject *obj, int64_t *out)
+{
+    int overflow;
+    long long v = PyLong_AsLongLongAndOverflow(obj, &overflow);
+    if (v == -1 && PyErr_Occurred()) {
+        return -1;
+    }
+    if (overflow) {
+        PyErr_Format(PyExc_OverflowError, "%S does not fit in an int64", obj);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+static PyObject *
+py_decode_records(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs < 4 || nargs > 5) {
+        PyErr_SetString(PyExc_TypeError,
+                        "decode_records(data, count, base_offset, base_timestamp, append_time=None)");
+        return NULL;
+    }
+    if (RecordType == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "set_record_type() was not called");
+        return NULL;
+    }
+    PyObject *append_time = nargs == 5 ? args[4] : Py_None;
+    Py_ssize_t count = PyLong_AsSsize_t(args[1]);
+    int64_t base_offset, base_timestamp;
+    if ((count == -1 && PyErr_Occurred()) || as_int64(args[2], &base_offset) < 0 ||
+        as_int64(args[3], &base_timestamp) < 0) {
+        return NULL;
+    }
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0) {
+        return NULL;
+    }
+    const uint8_t *d = view.buf;
+    Py_ssize_t n = view.len;
+    PyObject *list = NULL;
+    if (check_count(count, n) < 0 || (list = PyList_New(count)) == NULL) {
+        goto fail;
+    }
+    Py_ssize_t pos = 0;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        record_t r;
+        if (parse_record(d, n, &pos, i, &r) < 0) {
+            goto fail;
+        }
+        PyObject *fields[5];
+        fields[0] = bytes_or_none(d, r.key_pos, r.key_len);
+        fields[1] = bytes_or_none(d, r.val_pos, r.val_len);
+        fields[2] = r.header_count ? decode_headers(d, &r) : PyTuple_New(0);
+        if (append_time == Py_None) {
+            fields[3] = add_exact(base_timestamp, args[3], r.ts_delta);
+        }
+        else {
+            fields[3] = Py_NewRef(append_time);
+        }
+        fields[4] = add_exact(base_offset, args[2], r.off_delta);
+        PyObject *record = new_record(fields);
+        if (record == NULL) {
+            goto fail;
+        }
+        PyList_SET_ITEM(list, i, record);
+    }
+    if (pos != n) {
+        PyErr_Format(CorruptRecordError, "%zd bytes left after the last of %zd records", n - pos, count);
+        goto fail;
+    }
+    PyBuffer_Release(&view);
+    return list;
+fail:
+    Py_XDECREF(list);
+    PyBuffer_Release(&view);
+    return NULL;
+}
+
+/* ---------------------------------------------------------------- validate_records */
+
+static PyObject *
+py_validate_records(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 5) {
+        PyErr_SetString(PyExc_TypeError, "validate_records(buf, start, end, count, base_timestamp)");
+        return NULL;
+    }
+    Py_ssize_t start = PyLong_AsSsize_t(args[1]);
+    Py_ssize_t end = start == -1 && PyErr_Occurred() ? -1 : PyLong_AsSsize_t(args[2]);
+    Py_ssize_t count = end == -1 && PyErr_Occurred() ? -1 : PyLong_AsSsize_t(args[3]);
+    int64_t base_timestamp;
+    if ((count == -1 && PyErr_Occurred()) || as_int64(args[4], &base_timestamp) < 0) {
+        return NULL;
+    }
+    if (count < 0 || end < start || count > (end - start) / 7) {
+        PyErr_Format(CorruptRecordError, "records_count %zd cannot fit in %zd bytes of records", count,
+                     end - start);
+        return NULL;
+    }
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0) {
+        return NULL;
+    }
+    const uint8_t *d = view.buf;
+    if (end > view.len) {
+        PyErr_Format(CorruptRecordError, "records section ends at %zd, past the buffer's %zd bytes", end,
+                     view.len);
+        goto fail;
+    }
+    if (start < 0 || start > end) {
+        PyErr_Format(CorruptRecordError, "impossible records section [%zd, %zd)", start, end);
+        goto fail;
+    }
+    Py_ssize_t pos = start;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        record_t r;
+        if (parse_record(d, end, &pos, i, &r) < 0) {
+            goto fail;
+        }
+        int64_t ts;
+        if (__builtin_add_overflow(base_timestamp, r.ts_delta, &ts) || ts < 0) {
+            corrupt(i, "timestamp is negative or overflows");
+            goto fail;
+        }
+        if (r.off_delta != i) {
+            PyErr_Format(CorruptRecordError, "record %zd: offset delta %lld, expected %zd", i,
+                         (long long)r.off_delta, i);
+            goto fail;
+        }
+    }
+    if (pos != end) {
+        PyErr_Format(CorruptRecordError, "%zd bytes left after the last of %zd records", end - pos, count);
+        goto fail;
+    }
+    PyBuffer_Release(&view);
+    Py_RETURN_NONE;
+fail:
+    PyBuffer_Release(&view);
+    return NULL;
+}
+
+/* ---------------------------------------------------------------- encode_records / build_uncompressed */
+
+/* A key, value or header value being written: None, or a buffer held until written. */
+typedef struct {
+    int is_null;
+    Py_buffer view;
+} field_t;
+
+static int
+field_get(PyObject *obj, field_t *f)
+{
+    if (obj == Py_None) {
+        f->is_null = 1;
+        return 0;
+    }
+    if (PyObject_GetBuffer(obj, &f->view, PyBUF_SIMPLE) < 0) {
+        return -1;
+    }
+    f->is_null = 0;
+    if (f->view.len > INT32_MAX) {
+        f->is_null = 1;
+        PyBuffer_Release(&f->view);
+        PyErr_Format(InvalidRequestError, "varint out of int32 range: %zd", f->view.len);
+        return -1;
+    }
+    return 0;
+}
+
+static void
+field_release(field_t *f)
+{
+    if (!f->is_null) {
+        PyBuffer_Release(&f->view);
+    }
+}
+
+static inline Py_ssize_t
+field_size(const field_t *f)
+{
+    return f->is_null ? 1 : varsize(f->view.len) + f->view.len;
+}
+
+static inline char *
+field_put(char *p, const field_t *f)
+{
+    if (f->is_null) {
+        *p++ = 0x01;
+        return p;
+    }
+    p = put_var(p, f->view.len);
+    memcpy(p, f->view.buf, (size_t)f->view.len);
+    return p + f->view.len;
+}
+
+/* New reference to field k (0 key, 1 value, 2 headers, 3 timestamp) of a record. */
+static PyObject *
+record_field(PyObject *record, int k)
+{
+    static const char *names[] = {"key", "value", "headers", "timestamp"};
+    if (record_fast && Py_IS_TYPE(record, RecordType)) {
+        PyObject *v = *(PyObject **)((char *)record + record_slots[k]);
+        if (v != NULL) {
+            return Py_NewRef(v);
+        }
+    }
+    return PyObject_GetAttrString(record, names[k]);
+}
+
+/* One header pair (key str, value) from a header item; new references. */
+static int
+header_pair(PyObject *item, PyObject **key, PyObject **value)
+{
+    PyObject *seq = PySequence_Fast(item, "a header must be a (key, value) pair");
+    if (seq == NULL) {
+        return -1;
+    }
+    if (PySequence_Fast_GET_SIZE(seq) != 2) {
+        Py_DECREF(seq);
+        PyErr_SetString(PyExc_ValueError, "a header must be a (key, value) pair");
+        return -1;
+    }
+    *key = Py_NewRef(PySequence_Fast_GET_ITEM(seq, 0));
+    *value = Py_NewRef(PySequence_Fast_GET_ITEM(seq, 1));
+    Py_DECREF(seq);
+    if (!PyUnicode_Check(*key)) {
+        PyErr_Format(InvalidRequestError, "header key must be a string, not %s", Py_TYPE(*key)->tp_name);
+        Py_DECREF(*key);
+        Py_DECREF(*value);
+        return -1;
+    }
+    return 0;
+}
+
+/* With size_only, answer the bytes the headers take; else write them into out, which has room. */
+static int
+write_headers(gbuf *out, PyObject *headers_seq, Py_ssize_t *size_only)
+{
+    Py_ssize_t count = PySequence_Fast_GET_SIZE(headers_seq);
+    Py_ssize_t size = 0;
+    for (Py_ssize_t h = 0; h < count; h++) {
+        PyObject *key, *value;
+        if (header_pair(PySequence_Fast_GET_ITEM(headers_seq, h), &key, &value) < 0) {
+            return -1;
+        }
+        Py_ssize_t klen;
+        const char *k = PyUnicode_AsUTF8AndSize(key, &klen);
+        field_t f;
+        if (k == NULL || field_get(value, &f) < 0) {
+            Py_DECREF(key);
+            Py_DECREF(value);
+            return -1;
+        }
+        if (klen > INT32_MAX) {
+            field_release(&f);
+            Py_DECREF(key);
+            Py_DECREF(value);
+            PyErr_Format(InvalidRequestError, "varint out of int32 range: %zd", klen);
+            return -1;
+        }
+        if (size_only != NULL) {
+            size += varsize(klen) + klen + field_size(&f);
+        }
+        else {
+            char *p = out->data + out->len;
+            p = put_var(p, klen);
+            memcpy(p, k, (size_t)klen);
+            p = field_put(p + klen, &f);
+            out->len = p - out->data;
+        }
+        field_release(&f);
+        Py_DECREF(key);
+        Py_DECREF(value);
+    }
+    if (size_only != NULL) {
+        *size_only = size;
+    }
+    return 0;
+}
+
+static int
+write_record(gbuf *out, int64_t offset_delta, int64_t ts_delta, PyObject *record)
+{
+    PyObject *key = record_field(record, 0);
+    PyObject *value = key ? record_field(record, 1) : NULL;
+    PyObject *headers = value ? record_field(record, 2) : NULL;
+    PyObject *hseq = headers ? PySequence_Fast(headers, "record headers must be a sequence") : NULL;
+    field_t k = {1}, v = {1};
+    int rc = -1;
+    if (hseq == NULL || field_get(key, &k) < 0) {
+        goto done;
+    }
+    if (field_get(value, &v) < 0) {
+        goto done;
+    }
+    Py_ssize_t hsize;
+    Py_ssize_t hcount = PySequence_Fast_GET_SIZE(hseq);
+    if (write_headers(out, hseq, &hsize) < 0) {
+        goto done;
+    }
+    Py_ssize_t body = 1 + varsize(ts_delta) + varsize(offset_delta) + field_size(&k) + field_size(&v) +
+                      varsize(hcount) + hsize;
+    if (body > INT32_MAX) {
+        PyErr_Format(InvalidRequestError, "varint out of int32 range: %zd", body);
+        goto done;
+    }
+    if (gb_reserve(out, body + 5) < 0) {
+        goto done;
+    }
+    char *p = out->data + out->len;
+    p = put_var(p, body);
+    *p++ = 0; /* attributes */
+    p = put_var(p, ts_delta);
+    p = put_var(p, offset_delta);
+    p = field_put(p, &k);
+    p = field_put(p, &v);
+    p = put_var(p, hcount);
+    out->len = p - out->data;
+    rc = write_headers(out, hseq, NULL);
+done:
+    field_release(&k);
+    field_release(&v);
+    Py_XDECREF(hseq);
+    Py_XDECREF(headers);
+    Py_XDECREF(value);
+    Py_XDECREF(key);
+    return rc;
+}
+
+/* Write the records of `records` into out (after what it holds); answer base and max timestamps. */
+static int
+encode_body(PyObject *records, PyObject *now_obj, gbuf *out, int64_t *base_ts, int64_t *max_ts)
+{
+    int64_t now;
+    if (as_int64(now_obj, &now) < 0) {
+        return -1;
+    }
+    PyObject *seq = PySequence_Fast(records, "records must be a sequence");
+    if (seq == NULL) {
+        return -1;
+    }
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    int64_t *stamps = NULL;
+    int rc = -1;
+    if (n == 0) {
+        PyErr_SetString(InvalidRequestError, "a record batch needs at least one record");
+        goto done;
+    }
+    stamps = PyMem_Malloc(sizeof(int64_t) * (size_t)n);
+    if (stamps == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    int64_t low = INT64_MAX, high = INT64_MIN;
+    int too_big = 0;
+    PyObject *big = NULL;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *ts = record_field(PySequence_Fast_GET_ITEM(seq, i), 3);
+        if (ts == NULL) {
+            goto done;
+        }
+        int overflow;
+        long long v = PyLong_AsLongLongAndOverflow(ts, &overflow);
+        if (v == -1 && PyErr_Occurred()) {
+            Py_DECREF(ts);
+            goto done;
+        }
+        if (overflow < 0) {
+            PyErr_Format(InvalidRequestError, "negative record timestamp %S", ts);
+            Py_DECREF(ts);
+            goto done;
+        }
+        if (overflow > 0 && !too_big) {
+            too_big = 1;
+            big = Py_NewRef(ts);
+        }
+        Py_DECREF(ts);
+        stamps[i] = v == -1 ? now : v;
+        if (stamps[i] < low) {
+            low = stamps[i];
+        }
+        if (stamps[i] > high) {
+            high = stamps[i];
+        }
+    }
+    if (low < 0) {
+        Py_XDECREF(big);
+        PyErr_Format(InvalidRequestError, "negative record timestamp %lld", (long long)low);
+        goto done;
+    }
+    if (too_big) {
+        PyErr_Format(InvalidRequestError, "max_timestamp=%S is outside [0, %lld]", big, (long long)INT64_MAX);
+        Py_DECREF(big);
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (write_record(out, i, stamps[i] - stamps[0], PySequence_Fast_GET_ITEM(seq, i)) < 0) {
+            goto done;
+        }
+    }
+    *base_ts = stamps[0];
+    *max_ts = high;
+    rc = 0;
+done:
+    PyMem_Free(stamps);
+    Py_DECREF(seq);
+    return rc;
+}
+
+static PyObject *
+py_encode_records(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "encode_records(records, now)");
+        return NULL;
+    }
+    gbuf out = {0};
+    int64_t base_ts, max_ts;
+    if (encode_body(args[0], args[1], &out, &base_ts, &max_ts) < 0) {
+        gb_free(&out);
+        return NULL;
+    }
+    PyObject *result = Py_BuildValue("(y#LL)", out.data ? out.data : "", out.len, (long long)base_ts,
+                                     (long long)max_ts);
+    gb_free(&out);
+    return result;
+}
+
+static inline void
+put_be(char *p, uint64_t v, int size)
+{
+    for (int i = size - 1; i >= 0; i--) {
+        p[i] = (char)(v & 0xFF);
+        v >>= 8;
+    }
+}
+
+static PyObject *
+py_build_uncompressed(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    /* records, now, base_offset, partition_leader_epoch, attributes, producer_id, producer_epoch,
+       base_sequence: the integers already range-checked by batch.build_batch */
+    if (nargs != 8) {
+        PyErr_SetString(PyExc_TypeError, "build_uncompressed() takes 8 arguments");
+        return NULL;
+    }
+    int64_t ints[6];
+    for (int i = 0; i < 6; i++) {
+        if (as_int64(args[i + 2], &ints[i]) < 0) {
+            return NULL;
+        }
+    }
+    int64_t base_offset = ints[0], leader_epoch = ints[1], attributes = ints[2], producer_id = ints[3],
+            producer_epoch = ints[4], base_sequence = ints[5];
+    gbuf out = {0};
+    if (gb_reserve(&out, HEADER_SIZE) < 0) {
+        return NULL;
+    }
+    memset(out.data, 0, HEADER_SIZE);
+    out.len = HEADER_SIZE;
+    int64_t base_ts, max_ts;
+    Py_ssize_t count = PyObject_Length(args[0]);
+    if (count < 0 || encode_body(args[0], args[1], &out, &base_ts, &max_ts) < 0) {
+        gb_free(&out);
+        return NULL;
+    }
+    if (attributes & 0x08) {
+        as_int64(args[1], &max_ts); /* LogAppendTime: max_timestamp is the append time */
+    }
+    Py_ssize_t batch_length = out.len - 12;
+    if (batch_length > INT32_MAX) {
+        gb_free(&out);
+        PyErr_Format(InvalidRequestError, "batch length=%zd is outside [0, %d]", batch_length, INT32_MAX);
+        return NULL;
+    }
+    char *h = out.data;
+    put_be(h + 0, (uint64_t)base_offset, 8);
+    put_be(h + 8, (uint64_t)batch_length, 4);
+    put_be(h + 12, (uint64_t)leader_epoch, 4);
+    h[16] = 2;
+    put_be(h + 21, (uint64_t)attributes, 2);
+    put_be(h + 23, (uint64_t)(count - 1), 4);
+    put_be(h + 27, (uint64_t)base_ts, 8);
+    put_be(h + 35, (uint64_t)max_ts, 8);
+    put_be(h + 43, (uint64_t)producer_id, 8);
+    put_be(h + 51, (uint64_t)producer_epoch, 2);
+    put_be(h + 53, (uint64_t)base_sequence, 4);
+    put_be(h + 57, (uint64_t)count, 4);
+    PyObject *view = PyMemoryView_FromMemory(out.data + 21, out.len - 21, PyBUF_READ);
+    PyObject *crc = view ? PyObject_CallOneArg(crc32c_fn, view) : NULL;
+    Py_XDECREF(view);
+    unsigned long crc_value = crc ? PyLong_AsUnsignedLong(crc) : (unsigned long)-1;
+    Py_XDECREF(crc);
+    if (PyErr_Occurred()) {
+        gb_free(&out);
+        return NULL;
+    }
+    put_be(h + 17, crc_value, 4);
+    PyObject *result = PyBytes_FromStringAndSize(out.data, out.len);
+    gb_free(&out);
+    return result;
+}
+
+/* ---------------------------------------------------------------- decode_columns */
+
+typedef struct {
+    gbuf offsets, timestamps;                               /* int64 per record */
+    gbuf key_offsets, key_data, key_valid;                  /* int32 count+1, bytes, bitmap */
+    gbuf value_offsets, value_data, value_valid;
+    gbuf header_offsets;                                    /* int32 count+1, into the header entries */
+    gbuf hkey_offsets, hkey_data;                           /* int32 entries+1, UTF-8 */
+    gbuf hvalue_offsets, hvalue_data, hvalue_valid;
+    Py_ssize_t count, entries, key_nulls, value_nulls, hvalue_nulls;
+} columns_t;
+
+#define NCOLUMN_BUFS 14
+
+static gbuf *
+col_buf(columns_t *c, int i)
+{
+    gbuf *all[NCOLUMN_BUFS] = {&c->offsets,        &c->timestamps,    &c->key_offsets,    &c->key_data,
+                               &c->key_valid,      &c->value_offsets, &c->value_data,     &c->value_valid,
+                               &c->header_offsets, &c->hkey_offsets,  &c->hkey_data,      &c->hvalue_offsets,
+                               &c->hvalue_data,    &c->hvalue_valid};
+    return all[i];
+}
+
+static int
+put_i32(gbuf *b, Py_ssize_t v)
+{
+    if (v > INT32_MAX) {
+        PyErr_SetString(PyExc_OverflowError, "a column is larger than 2 GiB (int32 offsets)");
+        return -1;
+    }
+    int32_t x = (int32_t)v;
+    return gb_append(b, &x, 4);
+}
+
+/* Set (or leave clear) bit `index` of a validity bitmap, growing it by a zero byte every 8 bits. */
+static int
+put_bit(gbuf *b, Py_ssize_t index, int valid)
+{
+    if (index % 8 == 0) {
+        char zero = 0;
+        if (gb_append(b, &zero, 1) < 0) {
+            return -1;
+        }
+    }
+    if (valid) {
+        b->data[index / 8] |= (char)(1 << (index % 8));
+    }
+    return 0;
+}
+
+static int
+put_binary(gbuf *offsets, gbuf *data, gbuf *valid, Py_ssize_t index, Py_ssize_t *nulls, const uint8_t *d,
+           Py_ssize_t at, Py_ssize_t len)
+{
+    if (put_bit(valid, index, len >= 0) < 0) {
+        return -1;
+    }
+    if (len < 0) {
+        ++*nulls;
+    }
+    else if (gb_append(data, d + at, len) < 0) {
+        return -1;
+    }
+    return put_i32(offsets, data->len);
+}
+
+static int
+columns_section(columns_t *c, const uint8_t *d, Py_ssize_t n, Py_ssize_t count, int64_t base_offset,
+                int64_t base_ts, int has_append, int64_t append_time)
+{
+    if (check_count(count, n) < 0) {
+        return -1;
+    }
+    Py_ssize_t pos = 0;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        record_t r;
+        if (parse_record(d, n, &pos, i, &r) < 0) {
+            return -1;
+        }
+        int64_t offset, ts;
+        if (__builtin_add_overflow(base_offset, r.off_delta, &offset) ||
+            (!has_append && __builtin_add_overflow(base_ts, r.ts_delta, &ts))) {
+            PyErr_Format(CorruptRecordError, "record %zd: offset or timestamp overflows an int64", i);
+            return -1;
+        }
+        if (has_append) {
+            ts = append_time;
+        }
+        Py_ssize_t row = c->count++;
+        if (gb_append(&c->offsets, &offset, 8) < 0 || gb_append(&c->timestamps, &ts, 8) < 0 ||
+            put_binary(&c->key_offsets, &c->key_data, &c->key_valid, row, &c->key_nulls, d, r.key_pos,
+                       r.key_len) < 0 ||
+            put_binary(&c->value_offsets, &c->value_data, &c->value_valid, row, &c->value_nulls, d,
+                       r.val_pos, r.val_len) < 0) {
+            return -1;
+        }
+        Py_ssize_t p = r.header_pos;
+        for (int64_t h = 0; h < r.header_count; h++) {
+            Py_ssize_t kat, klen, vat, vlen;
+            next_header(d, &p, &kat, &klen, &vat, &vlen);
+            if (gb_append(&c->hkey_data, d + kat, klen) < 0 || put_i32(&c->hkey_offsets, c->hkey_data.len) < 0 ||
+                put_binary(&c->hvalue_offsets, &c->hvalue_data, &c->hvalue_valid, c->entries, &c->hvalue_nulls,
+                           d, vat, vlen) < 0) {
+                return -1;
+            }
+            c->entries++;
+        }
+        if (put_i32(&c->header_offsets, c->entries) < 0) {
+            return -1;
+        }
+    }
+    if (pos != n) {
+        PyErr_Format(CorruptRecordError, "%zd bytes left after the last of %zd records", n - pos, count);
+        return -1;
+    }
+    return 0;
+}
+
+static PyObject *
+py_decode_columns(PyObject *self, PyObject *sections)
+{
+    /* sections: iterable of (data, count, base_offset, base_timestamp, append_time or None) */
+    columns_t c;
+    memset(&c, 0, sizeof c);
+    PyObject *result = NULL;
+    PyObject *seq = PySequence_Fast(sections, "sections must be a sequence");
+    if (seq == NULL) {
+        return NULL;
+    }
+    for (int k = 2; k < NCOLUMN_BUFS; k++) {
+        gbuf *b = col_buf(&c, k);
+        if ((k == 2 || k == 5 || k == 8 || k == 9 || k == 11) && put_i32(b, 0) < 0) {
+            goto done;
+        }
+    }
+    for (Py_ssize_t s = 0; s < PySequence_Fast_GET_SIZE(seq); s++) {
+        PyObject *item = PySequence_Fast_GET_ITEM(seq, s);
+        PyObject *data, *append_obj;
+        Py_ssize_t count;
+        long long base_offset, base_ts;
+        if (!PyArg_ParseTuple(item, "OnLLO", &data, &count, &base_offset, &base_ts, &append_obj)) {
+            goto done;
+        }
+        int64_t append_time = 0;
+        if (append_obj != Py_None && as_int64(append_obj, &append_time) < 0) {
+            goto done;
+        }
+        Py_buffer view;
+        if (PyObject_GetBuffer(data, &view, PyBUF_SIMPLE) < 0) {
+            goto done;
+        }
+        int rc = columns_section(&c, view.buf, view.len, count, base_offset, base_ts, append_obj != Py_None,
+                                 append_time);
+        PyBuffer_Release(&view);
+        if (rc < 0) {
+            goto done;
+        }
+    }
+    result = PyTuple_New(NCOLUMN_BUFS + 5);
+    if (result == NULL) {
+        goto done;
+    }
+    for (int k = 0; k < NCOLUMN_BUFS; k++) {
+        gbuf *b = col_buf(&c, k);
+        PyObject *bytes = PyBytes_FromStringAndSize(b->data ? b->data : "", b->len);
+        if (bytes == NULL) {
+            Py_CLEAR(result);
+            goto done;
+        }
+        PyTuple_SET_ITEM(result, k, bytes);
+    }
+    Py_ssize_t counts[5] = {c.count, c.entries, c.key_nulls, c.value_nulls, c.hvalue_nulls};
+    for (int k = 0; k < 5; k++) {
+        PyObject *v = PyLong_FromSsize_t(counts[k]);
+        if (v == NULL) {
+            Py_CLEAR(result);
+            goto done;
+        }
+        PyTuple_SET_ITEM(result, NCOLUMN_BUFS + k, v);
+    }
+done:
+    for (int k = 0; k < NCOLUMN_BUFS; k++) {
+        gb_free(col_buf(&c, k));
+    }
+    Py_DECREF(seq);
+    return result;
+}
+
+/* ---------------------------------------------------------------- module */
+
+static PyObject *
+py_set_record_type(PyObject *self, PyObject *cls)
+{
+    static const char *names[5] = {"key", "value", "headers", "timestamp", "offset"};
+    if (!PyType_Check(cls)) {
+        PyErr_SetString(PyExc_TypeError, "set_record_type() needs a class");
+        return NULL;
+    }
+    Py_XSETREF(RecordType, (PyTypeObject *)Py_NewRef(cls));
+    record_fast = 0;
+    /* Fill the slots directly only for a plain slotted class whose five fields are object slots. */
+    PyObject *dict = RecordType->tp_dict;
+    if (RecordType->tp_alloc != PyType_GenericAlloc || RecordType->tp_dictoffset != 0 ||
+        PyDict_GetItemString(dict, "__post_init__") != NULL) {
+        Py_RETURN_NONE;
+    }
+    for (int k = 0; k < 5; k++) {
+        PyObject *descr = PyDict_GetItemString(dict, names[k]);
+        if (descr == NULL || !Py_IS_TYPE(descr, &PyMemberDescr_Type)) {
+            Py_RETURN_NONE;
+        }
+        PyMemberDef *member = ((PyMemberDescrObject *)descr)->d_member;
+        if (member->type != T_OBJECT_EX || (member->flags & READONLY)) {
+            Py_RETURN_NONE;
+        }
+        record_slots[k] = member->offset;
+    }
+    record_fast = 1;
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef methods[] = {
+    {"decode_varint", (PyCFunction)(void (*)(void))py_decode_varint, METH_FASTCALL, NULL},
+    {"decode_varlong", (PyCFunction)(void (*)(void))py_decode_varlong, METH_FASTCALL, NULL},
+    {"encode_varint", py_encode_varint, METH_O, NULL},
+    {"encode_varlong", py_encode_varlong, METH_O, NULL},
+    {"decode_records", (PyCFunction)(void (*)(void))py_decode_records, METH_FASTCALL, NULL},
+    {"validate_records", (PyCFunction)(void (*)(void))py_validate_records, METH_FASTCALL, NULL},
+    {"encode_records", (PyCFunction)(void (*)(void))py_encode_records, METH_FASTCALL, NULL},
+    {"build_uncompressed", (PyCFunction)(void (*)(void))py_build_uncompressed, METH_FASTCALL, NULL},
+    {"decode_columns", py_decode_columns, METH_O, NULL},
+    {"set_record_type", py_set_record_type, METH_O, NULL},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "_speedups", "The compiled core of the record batch v2 codec.", -1, methods,
+};
+
+PyMODINIT_FUNC
+PyInit__speedups(void)
+{
+    PyObject *errors = PyImport_ImportModule("tierlog.tiering.errors");
+    if (errors == NULL) {
+        return NULL;
+    }
+    CorruptRecordError = PyObject_GetAttrString(errors, "CorruptRecordError");
+    InvalidRequestError = PyObject_GetAttrString(errors, "InvalidRequestError");
+    Py_DECREF(errors);
+    if (CorruptRecordError == NULL || InvalidRequestError == NULL) {
+        return NULL;
+    }
+    PyObject *crc = PyImport_ImportModule("crc32c");
+    if (crc == NULL) {
+        return NULL;
+    }
+    crc32c_fn = PyObject_GetAttrString(crc, "crc32c");
+    Py_DECREF(crc);
+    if (crc32c_fn == NULL) {
+        return NULL;
+    }
+    return PyModule_Create(&module);
+}
