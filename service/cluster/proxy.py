@@ -1,0 +1,378 @@
+"""Reaching a partition's leader from any broker: the per-partition proxy behind the REST v2 routes.
+
+A REST proxy in front of a Kafka cluster sends each partition's requests to that partition's leader; a
+tierlog broker does the same for its REST v2 routes. :func:`routed_partition` answers the partition a
+route works on as a :class:`RoutedPartition`: the local one when this broker leads it
+(:class:`LocalPartition`), else a :class:`LeaderPartition` that does the same operation on the leader
+through its native API (``docs/native-api.md``), over one ``aiohttp.ClientSession`` the app owns
+(:data:`LEADER_CLIENT`, opened and closed by :func:`setup_proxy`'s cleanup context).
+
+Errors from the leader come back as the same :class:`~tierlog.tiering.errors.TierlogError` classes its
+answer names (by ``error_code``; a not-leader answer keeps the leader it names, an out-of-range one the
+valid range). A leader that cannot be reached is :class:`LeaderNotAvailableError` (50311, retriable) and
+one that does not answer in time :class:`UnavailableError` (50301, retriable): never a wrong answer.
+
+Timeouts: connecting gets ``broker.session.timeout.ms`` (a broker that cannot accept within its session is
+as good as gone), the whole exchange ``request.read.timeout.ms`` plus any long-poll wait asked for.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
+from urllib.parse import quote
+
+import aiohttp
+from aiohttp import web
+
+from tierlog.service.state import BROKER, SETTINGS
+from tierlog.tiering.errors import (
+    LeaderNotAvailableError,
+    NotLeaderOrFollowerError,
+    OffsetOutOfRangeError,
+    TierlogError,
+    UnavailableError,
+    error_for_code,
+)
+from tierlog.tiering.log.types import AppendInfo, ReadResult
+
+if TYPE_CHECKING:
+    from tierlog.service.config import Settings
+    from tierlog.service.partition import Partition
+
+__all__ = [
+    "LEADER_CLIENT",
+    "LeaderClient",
+    "LeaderPartition",
+    "LocalPartition",
+    "Offsets",
+    "RoutedPartition",
+    "routed_partition",
+    "setup_proxy",
+]
+
+BATCHES_TYPE = "application/vnd.tierlog.batches"  # tierlog.service.native.BATCHES_TYPE (native imports us)
+HIGH_WATERMARK = "Tierlog-High-Watermark"
+LOG_START_OFFSET = "Tierlog-Log-Start-Offset"
+LOG_END_OFFSET = "Tierlog-Log-End-Offset"
+EARLIEST = -2
+LATEST = -1
+
+
+@dataclass(frozen=True, slots=True)
+class Offsets:
+    """A partition's log start offset and high watermark (what a REST offsets answer shows)."""
+
+    log_start_offset: int
+    high_watermark: int
+
+
+class RoutedPartition(Protocol):
+    """One partition, wherever its leader is. Every method is safe to call concurrently.
+
+    Each raises what the leader's partition raises (UnknownTopicError, OffsetOutOfRangeError,
+    RecordTooLargeError, CorruptRecordError, NotLeaderOrFollowerError when leadership moved meanwhile)
+    and, through a proxy, LeaderNotAvailableError / UnavailableError when the leader cannot be reached.
+    """
+
+    @property
+    def topic(self) -> str: ...
+
+    @property
+    def index(self) -> int: ...
+
+    async def append(self, batches: bytes, *, acks: int = 1) -> AppendInfo:
+        """Append whole v2 batches. Not idempotent: a retry appends again."""
+        ...
+
+    async def read(
+        self, offset: int, max_bytes: int, *, max_wait_ms: int = 0, min_bytes: int = 1
+    ) -> ReadResult:
+        """Whole batches from the one holding ``offset``, long-polling up to ``max_wait_ms``. Idempotent."""
+        ...
+
+    async def offsets(self) -> Offsets:
+        """Log start offset and high watermark. Idempotent."""
+        ...
+
+    async def offset_for_timestamp(self, ts: int) -> tuple[int, int] | None:
+        """``(offset, timestamp)`` of the first batch at or after ``ts``, else None. Idempotent."""
+        ...
+
+
+class LocalPartition:
+    """A partition this broker leads: the calls go straight to it."""
+
+    def __init__(self, partition: Partition) -> None:
+        self.partition = partition
+
+    @property
+    def topic(self) -> str:
+        return self.partition.topic
+
+    @property
+    def index(self) -> int:
+        return self.partition.index
+
+    async def append(self, batches: bytes, *, acks: int = 1) -> AppendInfo:
+        return await self.partition.append(batches, acks=acks)
+
+    async def read(
+        self, offset: int, max_bytes: int, *, max_wait_ms: int = 0, min_bytes: int = 1
+    ) -> ReadResult:
+        return await self.partition.read(offset, max_bytes, max_wait_ms=max_wait_ms, min_bytes=min_bytes)
+
+    async def offsets(self) -> Offsets:
+        return Offsets(self.partition.log_start_offset, self.partition.high_watermark)
+
+    async def offset_for_timestamp(self, ts: int) -> tuple[int, int] | None:
+        return await self.partition.offset_for_timestamp(ts)
+
+
+class LeaderClient:
+    """The HTTP client of one broker to the native API of the others: one pooled session.
+
+    :meth:`start` and :meth:`close` run in the app's cleanup context; requests between them are safe to
+    make concurrently.
+    """
+
+    def __init__(self, *, connect_ms: int, request_ms: int) -> None:
+        self._connect_s = connect_ms / 1000
+        self._request_s = request_ms / 1000
+        self._session: aiohttp.ClientSession | None = None
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> LeaderClient:
+        return cls(connect_ms=settings.broker_session_timeout_ms, request_ms=settings.request_read_timeout_ms)
+
+    async def start(self) -> None:
+        """Open the session (on the app's event loop). Idempotent."""
+        if self._session is None:
+            self._session = aiohttp.ClientSession(raise_for_status=False)
+
+    async def close(self) -> None:
+        """Close the session and its connections. Idempotent."""
+        session, self._session = self._session, None
+        if session is not None:
+            await session.close()
+
+    async def request(
+        self,
+        leader: LeaderPartition,
+        method: str,
+        path: str,
+        *,
+        params: dict[str, str],
+        accept: str,
+        data: bytes | None = None,
+        wait_ms: int = 0,
+    ) -> tuple[bytes, dict[str, str]]:
+        """One exchange with the leader: the body and headers of a 2xx answer.
+
+        Raises:
+            TierlogError: the error the leader answered (its class by ``error_code``).
+            LeaderNotAvailableError: (50311) the leader cannot be reached.
+            UnavailableError: (50301) the leader did not answer within the timeout, or this broker is
+                not started.
+        """
+        session = self._session
+        if session is None:
+            raise UnavailableError("the broker is not serving: it cannot reach partition leaders")
+        headers = {"Accept": accept}
+        if data is not None:
+            headers["Content-Type"] = BATCHES_TYPE
+        timeout = aiohttp.ClientTimeout(total=self._request_s + wait_ms / 1000, sock_connect=self._connect_s)
+        url = leader.url + path
+        try:
+            async with session.request(
+                method, url, params=params, data=data, headers=headers, timeout=timeout
+            ) as response:
+                body = await response.read()
+                if response.status >= 300:
+                    raise _leader_error(response.status, body)
+                return body, dict(response.headers)
+        except aiohttp.ConnectionTimeoutError as err:
+            raise LeaderNotAvailableError(
+                f"the leader of {leader.label} (broker {leader.leader_id} at {leader.url}) did not accept a "
+                f"connection within {self._connect_s:.0f} s"
+            ) from err
+        except TimeoutError:
+            raise UnavailableError(
+                f"the leader of {leader.label} (broker {leader.leader_id} at {leader.url}) did not answer "
+                f"within {timeout.total:.0f} s"
+            ) from None
+        except aiohttp.ClientError as err:
+            raise LeaderNotAvailableError(
+                f"the leader of {leader.label} (broker {leader.leader_id} at {leader.url}) is unreachable: "
+                f"{err}"
+            ) from err
+
+
+def _leader_error(status: int, payload: bytes) -> TierlogError:
+    """The error a leader's non-2xx answer carries (as the Python client reads it). Pure."""
+    body: dict[str, Any] = {}
+    try:
+        decoded = json.loads(payload) if payload else {}
+        if isinstance(decoded, dict):
+            body = decoded
+    except (ValueError, UnicodeDecodeError):
+        pass
+    code = _int(body, "error_code", status)
+    message = body.get("message")
+    if not isinstance(message, str) or not message:
+        message = payload[:200].decode("utf-8", "replace") or f"HTTP {status} from the leader"
+    if code == OffsetOutOfRangeError.code or status == 416:
+        return OffsetOutOfRangeError(
+            message,
+            log_start_offset=_int(body, "log_start_offset", -1),
+            log_end_offset=_int(body, "log_end_offset", -1),
+        )
+    if code == NotLeaderOrFollowerError.code:
+        url = body.get("leader_url")
+        return NotLeaderOrFollowerError(
+            message,
+            leader_id=_int(body, "leader_id", -1),
+            leader_url=url if isinstance(url, str) else "",
+            leader_epoch=_int(body, "leader_epoch", -1),
+        )
+    return error_for_code(code, message)
+
+
+def _int(body: dict[str, Any], name: str, default: int) -> int:
+    value = body.get(name)
+    return value if type(value) is int else default
+
+
+class LeaderPartition:
+    """A partition another broker leads: every call is the same operation on its native API."""
+
+    def __init__(self, client: LeaderClient, topic: str, index: int, *, leader_id: int, url: str) -> None:
+        self._client = client
+        self._topic = topic
+        self._index = index
+        self.leader_id = leader_id
+        self.url = url.rstrip("/")
+        self._path = f"/native/v1/topics/{quote(topic, safe='')}/partitions/{index}"
+
+    @property
+    def topic(self) -> str:
+        return self._topic
+
+    @property
+    def index(self) -> int:
+        return self._index
+
+    @property
+    def label(self) -> str:
+        return f"{self._topic}-{self._index}"
+
+    async def append(self, batches: bytes, *, acks: int = 1) -> AppendInfo:
+        params = {"acks": "all" if acks == -1 else str(max(acks, 1))}
+        body, _ = await self._client.request(
+            self, "POST", self._path + "/batches", params=params, accept="application/json", data=batches
+        )
+        doc = _json_object(body)
+        return AppendInfo(
+            base_offset=int(doc["base_offset"]),
+            last_offset=int(doc["last_offset"]),
+            record_count=int(doc["record_count"]),
+            batch_base_offsets=[int(o) for o in doc["batch_base_offsets"]],
+            log_append_time=int(doc["log_append_time"]),
+        )
+
+    async def read(
+        self, offset: int, max_bytes: int, *, max_wait_ms: int = 0, min_bytes: int = 1
+    ) -> ReadResult:
+        params = {
+            "offset": str(offset),
+            "max_bytes": str(max_bytes),
+            "max_wait_ms": str(max_wait_ms),
+            "min_bytes": str(min_bytes),
+        }
+        body, headers = await self._client.request(
+            self, "GET", self._path + "/batches", params=params, accept=BATCHES_TYPE, wait_ms=max_wait_ms
+        )
+        return ReadResult(
+            data=body,
+            high_watermark=_header(headers, HIGH_WATERMARK),
+            log_start_offset=_header(headers, LOG_START_OFFSET),
+            log_end_offset=_header(headers, LOG_END_OFFSET),
+        )
+
+    async def offsets(self) -> Offsets:
+        earliest, latest = await asyncio.gather(self._list_offset(EARLIEST), self._list_offset(LATEST))
+        return Offsets(earliest[0], latest[0])
+
+    async def offset_for_timestamp(self, ts: int) -> tuple[int, int] | None:
+        offset, at = await self._list_offset(ts)
+        return None if offset < 0 else (offset, at)
+
+    async def _list_offset(self, timestamp: int) -> tuple[int, int]:
+        body, _ = await self._client.request(
+            self,
+            "GET",
+            self._path + "/offsets",
+            params={"timestamp": str(timestamp)},
+            accept="application/json",
+        )
+        doc = _json_object(body)
+        return int(doc["offset"]), int(doc["timestamp"])
+
+
+def _json_object(body: bytes) -> dict[str, Any]:
+    try:
+        doc = json.loads(body)
+    except (ValueError, UnicodeDecodeError) as err:
+        raise UnavailableError(f"the leader answered a body that is not JSON: {err}") from None
+    if not isinstance(doc, dict):
+        raise UnavailableError("the leader answered a JSON body that is not an object")
+    return doc
+
+
+def _header(headers: dict[str, str], name: str) -> int:
+    raw = headers.get(name)
+    if raw is None or not raw.lstrip("-").isdigit():
+        raise UnavailableError(f"the leader's fetch answer has no valid {name} header")
+    return int(raw)
+
+
+LEADER_CLIENT: web.AppKey[LeaderClient] = web.AppKey("tierlog.cluster.leader_client", LeaderClient)
+
+
+def setup_proxy(app: web.Application) -> None:
+    """Give ``app`` its :class:`LeaderClient`, opened on startup and closed on cleanup. Call once per app,
+    before it starts (the REST v2 routes' setup does)."""
+    client = LeaderClient.from_settings(app[SETTINGS])
+    app[LEADER_CLIENT] = client
+
+    async def leader_client_ctx(app: web.Application) -> AsyncIterator[None]:
+        await client.start()
+        try:
+            yield
+        finally:
+            await client.close()
+
+    app.cleanup_ctx.append(leader_client_ctx)
+
+
+def routed_partition(app: web.Application, topic: str, index: int) -> RoutedPartition:
+    """Partition ``index`` of ``topic``, local when this broker leads it, else proxied to its leader.
+
+    Pure lookup (no I/O); safe to call concurrently. The answer is valid for one request: leadership may
+    move, and then the leader answers NotLeaderOrFollowerError (50310, retriable).
+
+    Raises:
+        UnknownTopicError: (40401) no such topic. UnknownPartitionError: (40402) no such partition.
+        LeaderNotAvailableError: (50311, retriable) the partition has no live leader now.
+        UnavailableError: (50301) the broker is not open.
+    """
+    found = app[BROKER].topic(topic)
+    try:
+        return LocalPartition(found.partition(index))
+    except NotLeaderOrFollowerError as err:
+        if err.leader_id < 0 or not err.leader_url:
+            raise LeaderNotAvailableError(f"partition {topic}-{index} has no live leader now") from None
+        return LeaderPartition(app[LEADER_CLIENT], topic, index, leader_id=err.leader_id, url=err.leader_url)
