@@ -271,8 +271,8 @@ class LeaderPartition:
 
     async def append(self, batches: bytes, *, acks: int = 1) -> AppendInfo:
         params = {"acks": "all" if acks == -1 else str(max(acks, 1))}
-        body, _ = await self._client.request(
-            self, "POST", self._path + "/batches", params=params, accept="application/json", data=batches
+        body, _ = await self._exchange(
+            "POST", "/batches", params=params, accept="application/json", data=batches
         )
         doc = _json_object(body)
         return AppendInfo(
@@ -292,8 +292,8 @@ class LeaderPartition:
             "max_wait_ms": str(max_wait_ms),
             "min_bytes": str(min_bytes),
         }
-        body, headers = await self._client.request(
-            self, "GET", self._path + "/batches", params=params, accept=BATCHES_TYPE, wait_ms=max_wait_ms
+        body, headers = await self._exchange(
+            "GET", "/batches", params=params, accept=BATCHES_TYPE, wait_ms=max_wait_ms
         )
         return ReadResult(
             data=body,
@@ -310,11 +310,37 @@ class LeaderPartition:
         offset, at = await self._list_offset(ts)
         return None if offset < 0 else (offset, at)
 
+    async def _exchange(
+        self,
+        method: str,
+        suffix: str,
+        *,
+        params: dict[str, str],
+        accept: str,
+        data: bytes | None = None,
+        wait_ms: int = 0,
+    ) -> tuple[bytes, dict[str, str]]:
+        """One request to the leader; when it answers that another broker now leads the partition (50310,
+        refused before anything was read or appended), once more to that one. Raises as
+        :meth:`LeaderClient.request`."""
+        path = self._path + suffix
+        try:
+            return await self._client.request(
+                self, method, path, params=params, accept=accept, data=data, wait_ms=wait_ms
+            )
+        except NotLeaderOrFollowerError as err:
+            moved = err.leader_url.rstrip("/")
+            if err.leader_id < 0 or not moved or moved == self.url:
+                raise
+            self.leader_id, self.url = err.leader_id, moved
+        return await self._client.request(
+            self, method, path, params=params, accept=accept, data=data, wait_ms=wait_ms
+        )
+
     async def _list_offset(self, timestamp: int) -> tuple[int, int]:
-        body, _ = await self._client.request(
-            self,
+        body, _ = await self._exchange(
             "GET",
-            self._path + "/offsets",
+            "/offsets",
             params={"timestamp": str(timestamp)},
             accept="application/json",
         )
