@@ -22,6 +22,7 @@ from tierlog.service.state import BROKER, METRICS, SETTINGS
 from tierlog.service.tasks import setup_maintenance
 
 if TYPE_CHECKING:
+    from tierlog.service.cluster.store import MetadataStore
     from tierlog.tiering.log import Clock
     from tierlog.tiering.remote.store import ObjectStore
 
@@ -39,6 +40,7 @@ def create_app(
     clock: Clock | None = None,
     startup_gate: asyncio.Event | None = None,
     remote_store: ObjectStore | None = None,
+    metadata_store: MetadataStore | None = None,
 ) -> web.Application:
     """Build the broker application. Opening the logs starts with the app and runs in the background
     (``/ready`` answers 503 until it is done); shutdown closes them and writes the clean-shutdown marker.
@@ -46,6 +48,10 @@ def create_app(
     ``clock`` drives segment rolling and retention (tests pass a ManualClock); ``startup_gate`` delays
     opening the logs until it is set (tests observe ``/ready`` before the logs are open); ``remote_store``
     replaces the store ``remote.uri`` names (tests wrap a real store in fault injection).
+
+    Cluster mode: ``metadata_store`` (tests share one ``LocalMetadataStore`` among several apps, which
+    then stays open when an app stops) or ``metadata.uri`` (an etcd store the app owns) makes the broker a
+    cluster member (``docs/design/0008-cluster-metadata.md``); with neither it runs alone, as always.
     """
     metrics = Metrics()
     guard = ConnectionGuard(
@@ -67,7 +73,9 @@ def create_app(
     app[SETTINGS] = settings
     app[METRICS] = metrics
     app[CONNECTIONS] = guard
-    app[BROKER] = Broker(settings, metrics, clock=clock, remote_store=remote_store)
+    app[BROKER] = Broker(
+        settings, metrics, clock=clock, remote_store=remote_store, metadata_store=metadata_store
+    )
     health.setup_routes(app)
     admin_v3.setup_routes(app)
     rest_v2.setup_routes(app)

@@ -1,8 +1,12 @@
 """The broker: topics, their partitions and configs, persisted in the data directory.
 
-Topic metadata changes (create, delete, alter configs, add partitions) are serialised under one asyncio
-lock and persisted before they are acknowledged. Log I/O runs in worker threads. The broker is opened
-in the background at start-up (``ready`` is false until every log is open) and closed on shutdown.
+Embedded (``metadata.uri`` unset, no store injected), topic metadata changes (create, delete, alter
+configs, add partitions) are serialised under one asyncio lock and persisted in ``tierlog-state.json``
+before they are acknowledged. In a cluster (:attr:`Broker.cluster`, see
+:mod:`tierlog.service.cluster.node`) they are commits to the metadata store, and the broker opens only the
+partitions it leads. Log I/O runs in worker threads. The broker is opened in the background at start-up
+(``ready`` is false until every log is open, and in a cluster until it is registered) and closed on
+shutdown.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tierlog.service import metadata as meta
+from tierlog.service.cluster.view import ClusterView, embedded_view
 from tierlog.service.metrics import Metrics, Sample
 from tierlog.service.partition import Partition
 from tierlog.service.remote.tier import RemoteTier
@@ -31,6 +36,8 @@ from tierlog.tiering.errors import (
 from tierlog.tiering.log import AppendInfo, Clock, LogConfig, PartitionLog, SystemClock
 
 if TYPE_CHECKING:
+    from tierlog.service.cluster.node import ClusterNode
+    from tierlog.service.cluster.store import MetadataStore
     from tierlog.service.config import Settings
     from tierlog.tiering.remote.store import ObjectStore
 
@@ -55,6 +62,7 @@ class Broker:
         *,
         clock: Clock | None = None,
         remote_store: ObjectStore | None = None,
+        metadata_store: MetadataStore | None = None,
     ) -> None:
         self.settings = settings
         self.metrics = metrics
@@ -63,6 +71,10 @@ class Broker:
         self.cluster_id = ""
         self.broker_id = 0
         self.advertised_url = settings.advertised_url
+        # In a cluster the broker registers its URL: with port 0 it is known only once the server is bound.
+        self._url_known = asyncio.Event()
+        if settings.port != 0 or "advertised.url" in settings.sources:
+            self._url_known.set()
         self.clean_start = False
         self.background = TaskSet()
         self._state: meta.BrokerState | None = None
@@ -84,6 +96,13 @@ class Broker:
         metrics.describe("tierlog_log_end_offset", "gauge", "Next offset to be written, by partition")
         metrics.describe("tierlog_log_start_offset", "gauge", "First offset still stored, by partition")
         metrics.describe("tierlog_log_size_bytes", "gauge", "Bytes of local segments, by partition")
+        self.cluster: ClusterNode | None = None  # None: embedded
+        if metadata_store is not None or settings.metadata_uri is not None:
+            from tierlog.service.cluster.node import ClusterNode
+
+            owns = metadata_store is None
+            store = metadata_store if metadata_store is not None else _etcd_store(settings)
+            self.cluster = ClusterNode(self, store, owns_store=owns)
 
     # ---- lifecycle -------------------------------------------------------------------------------------
 
@@ -93,6 +112,12 @@ class Broker:
         if self._clock is None:
             self._clock = SystemClock()
         return self._clock
+
+    def advertise(self, url: str) -> None:
+        """Set the URL this broker is reached at (the server bound a port picked at start-up); a cluster
+        member registers it. Call before the broker is open; idempotent."""
+        self.advertised_url = url
+        self._url_known.set()
 
     @property
     def ready(self) -> bool:
@@ -120,7 +145,10 @@ class Broker:
         try:
             if gate is not None:
                 await gate.wait()
-            await self._open()
+            if self.cluster is not None:
+                await self._open_cluster(self.cluster)
+            else:
+                await self._open()
         except BaseException as err:
             self._failed = err
             self._ready.set()
@@ -157,6 +185,38 @@ class Broker:
             "after a clean" if clean else "after an unclean (or no previous)",
         )
 
+    async def _open_cluster(self, node: ClusterNode) -> None:
+        """Join the cluster: prepare the data directory, register, open the partitions this broker leads.
+        Topics come from the metadata store; ``tierlog-state.json`` is not used."""
+        self.broker_id = self.settings.broker_id
+        self.clean_start = await asyncio.to_thread(self._prepare_data_dir)
+        await self.remote.start()
+        await self._url_known.wait()
+        await node.start(self.advertised_url)
+        self.cluster_id = node.cache.cluster_id
+        expected = {
+            meta.partition_dir(self.data_dir, name, p).name
+            for name, assignment in node.cache.topics().items()
+            for p in range(assignment.partitions)
+        }
+        for path in await asyncio.to_thread(meta.sweep_data_dir, self.data_dir, expected):
+            self.background.spawn(asyncio.to_thread(meta.remove_tree, path), name=f"tierlog-rm-{path.name}")
+        await node.reconcile()
+        node.start_reconciler()
+        self._ready.set()
+        log.info(
+            "broker %d open in cluster %s: %d topics, leading %d partitions, %s shutdown",
+            self.broker_id,
+            self.cluster_id,
+            len(self._topics),
+            len(self.all_partitions()),
+            "after a clean" if self.clean_start else "after an unclean (or no previous)",
+        )
+
+    def _prepare_data_dir(self) -> bool:
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        return meta.take_marker(self.data_dir / meta.CLEAN_SHUTDOWN_MARKER)
+
     def _load_from_disk(self) -> tuple[meta.BrokerState, bool, list[Path]]:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         state = meta.load_state(self.data_dir)
@@ -184,6 +244,8 @@ class Broker:
         self._closed = True
         was_ready = self._ready.is_set()
         self._ready.clear()
+        if self.cluster is not None:
+            await self.cluster.close()
         await self.background.drain()
         failures = 0
         for partition in self.all_partitions():
@@ -200,6 +262,23 @@ class Broker:
             log.info("broker closed cleanly: logs flushed and closed")
 
     # ---- reads ---------------------------------------------------------------------------------------
+
+    def cluster_view(self) -> ClusterView:
+        """The cluster as this broker sees it: in a cluster, from its metadata cache; embedded, a
+        one-broker cluster (this broker, its controller, leader of every partition at epoch 0). Pure
+        lookup; never raises."""
+        if self.cluster is not None:
+            return self.cluster.cache.view()
+        topics = [(t.name, t.partition_count) for t in list(self._topics.values())]
+        return embedded_view(
+            self.cluster_id, self.broker_id, self.advertised_url, self.settings.broker_rack, topics
+        )
+
+    @property
+    def local_topics(self) -> dict[str, Topic]:
+        """The topics this broker holds, by name (the live dict: only the broker and its cluster node
+        change it)."""
+        return self._topics
 
     def topic_names(self) -> list[str]:
         """Sorted names of all topics. Raises UnavailableError while the broker is not open."""
@@ -243,6 +322,8 @@ class Broker:
         self.check_ready()
         if not self.settings.auto_create_topics_enable:
             raise UnknownTopicError(f"Topic not found. ({name})")
+        if self.cluster is not None:
+            return await self.cluster.topics.ensure(name)
         async with self._lock:
             existing = self._topics.get(name)
             if existing is not None:
@@ -257,15 +338,26 @@ class Broker:
         configs: Mapping[str, str] | None = None,
         *,
         internal: bool = False,
+        replication_factor: int | None = None,
     ) -> Topic:
-        """Create a topic with ``partitions`` (default ``num.partitions``) and config overrides.
+        """Create a topic with ``partitions`` (default ``num.partitions``), config overrides and
+        ``replication_factor`` replicas per partition (default ``default.replication.factor``; an embedded
+        broker has only itself, so 1).
 
         ``internal`` allows a name starting with ``__``. Not idempotent (a second call fails). Raises:
             InvalidConfigError (400, 40002): illegal or reserved name, bad partition count, unknown config
-                or bad value (naming it), name colliding with an existing one, or the topic already exists.
-            UnavailableError: the partition directories cannot be created (nothing is left behind).
+                or bad value (naming it), name colliding with an existing one, the topic already exists,
+                or a replication factor above the live brokers ("Replication factor: R larger than
+                available brokers: B.").
+            UnavailableError: the partition directories cannot be created (nothing is left behind); in a
+                cluster, the metadata store cannot be reached (MetadataStoreError).
         """
         self.check_ready()
+        if self.cluster is not None:
+            return await self.cluster.topics.create(
+                name, partitions, configs or {}, internal=internal, replication_factor=replication_factor
+            )
+        _check_replication_factor(replication_factor)
         async with self._lock:
             return await self._create_locked(name, partitions, configs or {}, internal=internal)
 
@@ -278,6 +370,13 @@ class Broker:
         """
         self.check_ready()
         return self._validate_create(name, partitions, configs or {}, internal=False)[0]
+
+    def validate_create_locally(
+        self, name: str, partitions: int | None, configs: Mapping[str, str], *, internal: bool
+    ) -> tuple[int, dict[str, str]]:
+        """The partition count and validated overrides a create would use (checked against the topics this
+        broker knows). Pure. Raises: as :meth:`create_topic`."""
+        return self._validate_create(name, partitions, configs, internal=internal)
 
     def _validate_create(
         self, name: str, partitions: int | None, configs: Mapping[str, str], *, internal: bool
@@ -334,6 +433,10 @@ class Broker:
             InsufficientStorageError, UnavailableError: the state cannot be written (nothing is deleted).
         """
         self.check_ready()
+        if self.cluster is not None:
+            self.topic(name)
+            await self.cluster.topics.delete(name, internal=internal)
+            return
         async with self._lock:
             topic = self.topic(name)
             if topic.is_internal and not internal:
@@ -367,6 +470,10 @@ class Broker:
             InvalidConfigError (400, 40002): unknown config name or bad value, naming it.
         """
         self.check_ready()
+        if self.cluster is not None:
+            self.topic(name)
+            await self.cluster.topics.alter_configs(name, updates, validate_only=validate_only)
+            return
         async with self._lock:
             topic = self.topic(name)
             state = self._require_state()
@@ -409,6 +516,9 @@ class Broker:
         UnavailableError: a new partition directory cannot be created (nothing is added).
         """
         self.check_ready()
+        if self.cluster is not None:
+            self.topic(name)
+            return await self.cluster.topics.add_partitions(name, count, _check_partition_count)
         async with self._lock:
             topic = self.topic(name)
             _check_partition_count(count)
@@ -436,7 +546,8 @@ class Broker:
                 await self._discard(opened)
                 await self._save_state(state)
                 raise
-            topic.partitions.extend(opened)
+            for partition in opened:
+                topic.add_local(partition)
         log.info("topic %s now has %d partitions", name, count)
         return topic
 
@@ -471,6 +582,15 @@ class Broker:
 
     def _topic_config(self, record: meta.TopicRecord) -> TopicConfig:
         return TopicConfig.resolve(self.settings.topic_defaults, record.configs)
+
+    async def open_partition(self, record: meta.TopicRecord, index: int, config: LogConfig) -> Partition:
+        """Open (creating on first use) partition ``index`` of ``record``, the remote tier attached when the
+        topic tiers. Raises OSError, CorruptRecordError, UnavailableError."""
+        return await self._open_partition(record, index, config)
+
+    async def discard_partitions(self, partitions: Iterable[Partition]) -> None:
+        """Close ``partitions`` and remove their directories in the background. Never raises."""
+        await self._discard(partitions)
 
     async def _open_partition(self, record: meta.TopicRecord, index: int, config: LogConfig) -> Partition:
         path = meta.partition_dir(self.data_dir, record.name, index)
@@ -523,6 +643,22 @@ class Broker:
 def _check_partition_count(count: object) -> None:
     if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= MAX_PARTITIONS:
         raise InvalidConfigError(f"Number of partitions must be an integer between 1 and {MAX_PARTITIONS}.")
+
+
+def _check_replication_factor(factor: int | None) -> None:
+    """An embedded broker is a one-broker cluster: a replication factor other than 1 cannot be met."""
+    if factor is None or factor == 1:
+        return
+    if isinstance(factor, bool) or not isinstance(factor, int) or factor < 1:
+        raise InvalidConfigError("Replication factor must be larger than 0.")
+    raise InvalidConfigError(f"Replication factor: {factor} larger than available brokers: 1.")
+
+
+def _etcd_store(settings: Settings) -> MetadataStore:
+    from tierlog.service.cluster.etcd_store import EtcdMetadataStore
+
+    assert settings.metadata_uri is not None
+    return EtcdMetadataStore(settings.metadata_uri)
 
 
 def _check_known(name: str) -> None:

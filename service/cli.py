@@ -16,11 +16,14 @@ import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
 from aiohttp import web
 
 from tierlog.service.config import SETTINGS_TABLE, Settings, SettingsError, env_name, flag_name, load_settings
+
+if TYPE_CHECKING:
+    from tierlog.service.broker import Broker
 
 __all__ = ["main"]
 
@@ -85,6 +88,15 @@ async def serve(settings: Settings) -> int:
     from tierlog.service.state import BROKER, METRICS
 
     log.info("starting tierlog: %s", settings.describe())
+    if settings.metadata_uri is not None:
+        log.info(
+            "cluster mode: metadata.uri=%s broker.id=%d broker.rack=%s advertised.url=%s",
+            settings.metadata_uri,
+            settings.broker_id,
+            settings.broker_rack or "-",
+            "(the bound port)" if settings.port == 0 and "advertised.url" not in settings.sources
+            else settings.advertised_url,
+        )  # fmt: skip
     app = create_app(settings)
     access_log = logging.getLogger("aiohttp.access") if settings.logging_level == "DEBUG" else None
     install_accept_error_handler(
@@ -108,7 +120,7 @@ async def serve(settings: Settings) -> int:
     port = _bound_port(runner, settings.port)
     broker = app[BROKER]
     if "advertised.url" not in settings.sources and port != settings.port:
-        broker.advertised_url = f"http://{settings.host}:{port}"
+        broker.advertise(f"http://{settings.host}:{port}")
     log.info("listening on http://%s:%d", settings.host, port)
 
     stop = asyncio.Event()
@@ -122,7 +134,7 @@ async def serve(settings: Settings) -> int:
         failed = opening.done() and not opening.cancelled() and opening.exception() is not None
         if not failed:
             if opening.done():
-                log.info("ready: cluster %s", broker.cluster_id)
+                _log_ready(broker)
             await stopper
             log.info("shutting down")
     finally:
@@ -139,6 +151,23 @@ async def serve(settings: Settings) -> int:
         return 1
     log.info("stopped")
     return 0
+
+
+def _log_ready(broker: Broker) -> None:
+    node = broker.cluster
+    if node is None:
+        log.info("ready: cluster %s", broker.cluster_id)
+        return
+    view = broker.cluster_view()
+    log.info(
+        "ready: cluster %s, broker %d registered as %s; controller %d (epoch %d), %d live brokers",
+        broker.cluster_id,
+        broker.broker_id,
+        broker.advertised_url,
+        view.controller_id,
+        view.controller_epoch,
+        len(view.brokers),
+    )
 
 
 def _bound_port(runner: web.AppRunner, configured: int) -> int:

@@ -13,14 +13,33 @@ __all__ = ["OPENAPI_PATHS", "setup_routes"]
 
 
 async def health(request: web.Request) -> web.Response:
-    """``GET /health``: 200 while the process serves HTTP."""
-    return web.json_response({"status": "UP"})
+    """``GET /health``: 200 while the process serves HTTP. In a cluster the body also has ``cluster``:
+    this broker's id, whether it is registered, the controller it knows and the metadata revision its
+    cache has applied."""
+    body: dict[str, Any] = {"status": "UP"}
+    node = request.app[BROKER].cluster
+    if node is not None:
+        body["cluster"] = {
+            "cluster_id": node.cache.cluster_id,
+            "broker_id": node.broker_id,
+            "registered": node.registered,
+            "controller_id": node.cache.view().controller_id,
+            "controller_epoch": node.cache.view().controller_epoch,
+            "is_controller": node.controller.active,
+            "metadata_revision": node.cache.revision,
+        }
+    return web.json_response(body)
 
 
 async def ready(request: web.Request) -> web.Response:
     """``GET /ready``: 200 once every partition log is open, 503 before that, while shutting down and while
-    a partition is offline after an I/O failure (``offline_partitions`` says which and why)."""
+    a partition is offline after an I/O failure (``offline_partitions`` says which and why). In a cluster
+    also 503 (``NOT_REGISTERED``) while the broker's session in the cluster is lost."""
     broker = request.app[BROKER]
+    node = broker.cluster
+    if broker.ready and node is not None and not node.registered:
+        body = {"status": "NOT_REGISTERED", "error_code": 50301, "cluster_id": broker.cluster_id}
+        return web.json_response(body, status=503)
     if broker.ready:
         offline = broker.offline_partitions()
         if offline:

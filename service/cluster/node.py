@@ -1,0 +1,436 @@
+"""A broker as a cluster member: the store, its membership, the controller, the metadata cache and the
+reconciler that makes the broker's open partitions follow the leadership the controller decided.
+
+:class:`ClusterNode` is owned by the :class:`~tierlog.service.broker.Broker` (``broker.cluster``; ``None`` on
+an embedded broker). :meth:`ClusterNode.start` connects and registers; every background task (the cache's
+watch, the membership's keep-alive, the controller's two tasks, the reconciler) is owned by one of these
+objects and cancelled and awaited by :meth:`ClusterNode.close`, which also revokes the lease so the broker
+leaves the cluster at once.
+
+**Reconciling** (one pass after every change the cache applies, serialised): a topic in the store gets a
+local :class:`~tierlog.service.topic.Topic`; a partition whose state names this broker as leader is opened
+(created on first use, the remote tier attached when the topic tiers), one that no longer does is closed
+(its data kept); a topic gone from the store (or re-created under a new id) has its partitions closed and
+its local directories removed, and the remote data of the partitions this broker led is deleted; a change
+of a topic's configs is applied to the open partitions. A partition that fails to open is logged and
+retried on a later pass.
+
+Every store call goes through :class:`InstrumentedMetadataStore`: ``tierlog_metadata_request_seconds``
+(a histogram by ``op``) and ``tierlog_metadata_errors_total``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+import uuid
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from tierlog.service import metadata as meta
+from tierlog.service.cluster.cache import MetadataCache
+from tierlog.service.cluster.controller import Controller
+from tierlog.service.cluster.membership import Membership
+from tierlog.service.cluster.model import CLUSTER_ID, NO_LEADER, BrokerRegistration, TopicAssignment
+from tierlog.service.cluster.store import (
+    Compare,
+    KeyValue,
+    MetadataStore,
+    MetadataStoreError,
+    Op,
+    Put,
+    WatchEvent,
+)
+from tierlog.service.cluster.topics import ClusterTopics
+from tierlog.service.metrics import Metrics, Sample
+from tierlog.service.topic import Topic
+from tierlog.service.topic_configs import TopicConfig
+from tierlog.tiering.errors import (
+    LeaderNotAvailableError,
+    NotLeaderOrFollowerError,
+    TierlogError,
+)
+
+if TYPE_CHECKING:
+    from tierlog.service.broker import Broker
+    from tierlog.service.partition import Partition
+
+__all__ = ["ClusterNode", "InstrumentedMetadataStore"]
+
+log = logging.getLogger("tierlog.cluster.node")
+
+RETRY_S = 1.0  # a failed reconcile step is tried again after this long
+
+
+class InstrumentedMetadataStore(MetadataStore):
+    """``inner`` with every call timed into ``tierlog_metadata_request_seconds{op}`` and every failure
+    counted in ``tierlog_metadata_errors_total{op}``. Watches pass through untimed. Same contract as
+    ``inner``."""
+
+    def __init__(self, inner: MetadataStore, metrics: Metrics) -> None:
+        self.inner = inner
+        self._metrics = metrics
+        metrics.describe(
+            "tierlog_metadata_request_seconds", "histogram", "Latency of metadata store calls, by op"
+        )
+        metrics.describe("tierlog_metadata_errors_total", "counter", "Failed metadata store calls, by op")
+
+    async def _timed(self, op: str, call: Any) -> Any:
+        started = time.perf_counter()
+        try:
+            return await call
+        except MetadataStoreError:
+            self._metrics.inc("tierlog_metadata_errors_total", op=op)
+            raise
+        finally:
+            self._metrics.observe("tierlog_metadata_request_seconds", time.perf_counter() - started, op=op)
+
+    async def start(self) -> None:
+        await self._timed("start", self.inner.start())
+
+    async def close(self) -> None:
+        await self.inner.close()
+
+    async def get(self, key: str) -> KeyValue | None:
+        found: KeyValue | None = await self._timed("get", self.inner.get(key))
+        return found
+
+    async def range(self, prefix: str) -> tuple[list[KeyValue], int]:
+        found: tuple[list[KeyValue], int] = await self._timed("range", self.inner.range(prefix))
+        return found
+
+    async def commit(self, compares: Sequence[Compare], ops: Sequence[Op]) -> int | None:
+        revision: int | None = await self._timed("commit", self.inner.commit(compares, ops))
+        return revision
+
+    async def grant_lease(self, ttl_seconds: int) -> int:
+        lease: int = await self._timed("grant_lease", self.inner.grant_lease(ttl_seconds))
+        return lease
+
+    async def keep_alive(self, lease: int) -> None:
+        await self._timed("keep_alive", self.inner.keep_alive(lease))
+
+    async def revoke_lease(self, lease: int) -> None:
+        await self._timed("revoke_lease", self.inner.revoke_lease(lease))
+
+    def watch(self, prefix: str, start_revision: int) -> AsyncIterator[WatchEvent]:
+        return self.inner.watch(prefix, start_revision)
+
+
+class ClusterNode:
+    """This broker's membership of the cluster (see the module doc). Event-loop only.
+
+    ``owns_store``: close the store on :meth:`close` (a store built from ``metadata.uri``); an injected store
+    (tests sharing one among several brokers) is left open.
+    """
+
+    def __init__(self, broker: Broker, store: MetadataStore, *, owns_store: bool) -> None:
+        settings = broker.settings
+        self.broker = broker
+        self.broker_id = settings.broker_id
+        self.settings = settings
+        self.store = InstrumentedMetadataStore(store, broker.metrics)
+        self._owns_store = owns_store
+        self.cache = MetadataCache(
+            self.store, retry_s=min(RETRY_S, settings.broker_heartbeat_interval_ms / 1000)
+        )
+        registration = BrokerRegistration(
+            self.broker_id, broker.advertised_url, settings.broker_rack, uuid.uuid4().hex
+        )
+        self.membership = Membership(
+            self.store,
+            registration,
+            session_timeout_ms=settings.broker_session_timeout_ms,
+            heartbeat_interval_ms=settings.broker_heartbeat_interval_ms,
+            metrics=broker.metrics,
+        )
+        self.controller = Controller(
+            self.store, self.broker_id, self.membership, settings, metrics=broker.metrics, clock=broker.clock
+        )
+        self.topics = ClusterTopics(self)
+        self.passes = 0  # reconcile passes completed
+        self._dirty = asyncio.Event()
+        self._lock = asyncio.Lock()
+        self._changed = asyncio.Condition()
+        self._task: asyncio.Task[None] | None = None
+        self._started = False
+        self._closed = False
+        broker.metrics.describe("tierlog_metadata_revision", "gauge", "The metadata revision this broker saw")
+        broker.metrics.describe(
+            "tierlog_partitions_led", "gauge", "Partitions this broker leads and has open"
+        )
+        broker.metrics.add_collector(self._collect)
+
+    # ---- lifecycle -------------------------------------------------------------------------------------
+
+    @property
+    def registered(self) -> bool:
+        return self.membership.registered.is_set()
+
+    @property
+    def ready(self) -> bool:
+        """Registered, the cache loaded and the first reconcile pass done."""
+        return self.registered and self.cache.loaded.is_set() and self.passes > 0
+
+    async def start(self, url: str) -> None:
+        """Connect, make sure the cluster has an id, load the cache, register as ``url`` and start the
+        controller. Not idempotent. Raises MetadataStoreError (the store), InvalidConfigError (another live
+        broker holds ``broker.id``)."""
+        if self._started or self._closed:
+            raise RuntimeError("cluster node already started")
+        self._started = True
+        await self.store.start()
+        await self._ensure_cluster_id()
+        await self.cache.start()
+        self.cache.add_listener(self._dirty.set)
+        self.membership.add_listener(self._dirty.set)
+        self.membership.registration = replace(self.membership.registration, url=url)
+        await self.membership.start()
+        await self.controller.start()
+        log.info(
+            "broker %d joined cluster %s as %s (rack %s)",
+            self.broker_id,
+            self.cache.cluster_id,
+            url,
+            self.settings.broker_rack or "none",
+        )
+
+    def start_reconciler(self) -> None:
+        """Start the reconcile task (after the broker's first :meth:`reconcile`)."""
+        if self._task is None and not self._closed:
+            self._task = asyncio.create_task(self._run(), name=f"tierlog-reconcile-{self.broker_id}")
+
+    async def close(self) -> None:
+        """Stop reconciling, stop the controller, revoke the lease (this broker leaves the cluster at once)
+        and stop the cache; close the store when this node owns it. Open partitions stay open (the broker
+        closes them). Idempotent; never raises."""
+        if self._closed:
+            return
+        self._closed = True
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        await self.controller.close()
+        await self.membership.close(revoke=True)
+        await self.cache.close()
+        if self._owns_store:
+            try:
+                await self.store.close()
+            except MetadataStoreError as err:
+                log.warning("closing the metadata store failed: %s", err)
+        await self._notify()
+        log.info("broker %d left the cluster", self.broker_id)
+
+    async def _ensure_cluster_id(self) -> None:
+        new_id = meta.new_cluster_id()
+        if await self.store.commit([Compare(CLUSTER_ID, 0)], [Put(CLUSTER_ID, new_id.encode())]) is not None:
+            log.info("new cluster: id %s", new_id)
+
+    async def wait_for(self, predicate: Callable[[], bool], timeout: float | None) -> bool:  # noqa: ASYNC109
+        """Wait until ``predicate()`` holds, re-checked after every reconcile pass; ``False`` on timeout
+        (``None``: no limit) or when the node closes first. Safe concurrently."""
+        try:
+            async with asyncio.timeout(timeout), self._changed:
+                await self._changed.wait_for(lambda: self._closed or predicate())
+        except TimeoutError:
+            return False
+        return predicate()
+
+    async def _notify(self) -> None:
+        async with self._changed:
+            self._changed.notify_all()
+
+    # ---- leadership ------------------------------------------------------------------------------------
+
+    def leadership(self, topic: str, index: int, local: Partition | None) -> Partition:
+        """The check :meth:`Topic.partition` runs in a cluster: ``local`` when this broker leads the
+        partition (by the cache), is registered and has it open. Raises NotLeaderOrFollowerError (another
+        live broker leads it; the error names it) or LeaderNotAvailableError (none does, or this broker
+        leads it but has lost its session or not opened it yet). Pure lookup."""
+        state = self.cache.partition_state(topic, index)
+        if state is None or state.leader == NO_LEADER:
+            raise LeaderNotAvailableError(f"partition {topic}-{index} has no leader now")
+        if state.leader == self.broker_id:
+            if not self.registered:
+                raise LeaderNotAvailableError(
+                    f"broker {self.broker_id} lost its cluster session; {topic}-{index} waits for a leader"
+                )
+            if local is None or local.closed:
+                raise LeaderNotAvailableError(f"partition {topic}-{index} is being opened on its leader")
+            return local
+        leader = self.cache.broker(state.leader)
+        if leader is None:
+            raise LeaderNotAvailableError(f"partition {topic}-{index} has no live leader now")
+        raise NotLeaderOrFollowerError(
+            f"broker {self.broker_id} does not lead {topic}-{index}: broker {leader.broker_id} does "
+            f"({leader.url}, leader epoch {state.leader_epoch})",
+            leader_id=leader.broker_id,
+            leader_url=leader.url,
+            leader_epoch=state.leader_epoch,
+        )
+
+    def leads(self, topic: str, index: int) -> bool:
+        """Whether the cache names this broker the partition's leader."""
+        state = self.cache.partition_state(topic, index)
+        return state is not None and state.leader == self.broker_id
+
+    # ---- reconciling -----------------------------------------------------------------------------------
+
+    async def _run(self) -> None:
+        while True:
+            await self._dirty.wait()
+            self._dirty.clear()
+            try:
+                complete = await self.reconcile()
+            except Exception:
+                log.exception("reconciling the local partitions failed; retrying")
+                complete = False
+            if not complete:
+                await asyncio.sleep(RETRY_S)
+                self._dirty.set()
+
+    async def reconcile(self) -> bool:
+        """One pass (see the module doc): True when everything was applied, False when something must be
+        retried. Serialised; safe to call concurrently with itself."""
+        async with self._lock:
+            complete = await self._reconcile()
+            self.passes += 1
+        await self._notify()
+        return complete
+
+    async def _reconcile(self) -> bool:
+        broker = self.broker
+        topics: dict[str, Topic] = broker.local_topics
+        assignments = self.cache.topics()
+        complete = True
+        for name in list(topics):
+            assignment = assignments.get(name)
+            if assignment is None or assignment.topic_id != topics[name].topic_id:
+                await self._remove_topic(topics.pop(name))
+        registered = self.registered
+        for name in sorted(assignments):
+            assignment = assignments[name]
+            topic = topics.get(name)
+            record = meta.TopicRecord(
+                name, assignment.partitions, dict(assignment.configs), assignment.topic_id
+            )
+            if topic is None:
+                config = self._resolve(assignment)
+                if config is None:
+                    continue
+                topic = Topic(record, config, [], leadership=self.leadership)
+                topics[name] = topic
+            elif record.partitions != topic.partition_count or record.configs != topic.overrides:
+                complete &= await self._update_topic(topic, assignment, record)
+            for index in range(assignment.partitions):
+                leads = registered and self.leads(name, index)
+                local = topic.local(index)
+                if leads and local is None:
+                    complete &= await self._open(topic, index)
+                elif not leads and local is not None:
+                    await self._close(topic, index)
+        return complete
+
+    def _resolve(self, assignment: TopicAssignment) -> TopicConfig | None:
+        try:
+            return TopicConfig.resolve(self.settings.topic_defaults, assignment.configs)
+        except TierlogError as err:
+            log.error("topic %s has configs this broker cannot apply: %s", assignment.name, err)
+            return None
+
+    async def _update_topic(
+        self, topic: Topic, assignment: TopicAssignment, record: meta.TopicRecord
+    ) -> bool:
+        config = self._resolve(assignment)
+        if config is None:
+            return True
+        was_remote = topic.config.remote_storage_enable
+        changed = record.configs != topic.overrides
+        topic.reconfigure(config, record)
+        if not changed:
+            return True
+        complete = True
+        for partition in topic.partitions:
+            try:
+                await partition.update_config(config.log)
+                if not was_remote and config.log.remote_storage_enable:
+                    await self.broker.remote.attach(partition, reset_local=False)
+            except (TierlogError, OSError):
+                log.exception("applying new configs to %s failed", partition.label)
+                complete = False
+        log.info("topic %s: configs now %s", topic.name, record.configs or "defaults")
+        return complete
+
+    async def _open(self, topic: Topic, index: int) -> bool:
+        try:
+            partition = await self.broker.open_partition(topic.record, index, topic.config)
+        except (TierlogError, OSError):
+            log.exception("opening %s-%d, which this broker leads, failed; retrying", topic.name, index)
+            return False
+        topic.add_local(partition)
+        state = self.cache.partition_state(topic.name, index)
+        log.info("leading %s (leader epoch %d)", partition.label, -1 if state is None else state.leader_epoch)
+        return True
+
+    async def _close(self, topic: Topic, index: int) -> None:
+        partition = topic.remove_local(index)
+        if partition is None:
+            return
+        try:
+            await partition.close()
+        except (TierlogError, OSError):
+            log.exception("closing %s failed", partition.label)
+        self.broker.remote.detach(partition)
+        log.info("no longer leading %s: closed (data kept)", partition.label)
+
+    async def _remove_topic(self, topic: Topic) -> None:
+        """Close the topic's partitions, remove its local directories, delete the remote data of the
+        partitions this broker led."""
+        broker = self.broker
+        opened = topic.partitions
+        for partition in opened:
+            topic.remove_local(partition.index)
+        await broker.discard_partitions(opened)
+        for partition in opened:
+            remote = broker.remote.detach(partition)
+            if remote is not None:
+                task = broker.background.spawn(
+                    broker.remote.delete_partition_data(remote), name=f"tierlog-rm-remote-{partition.label}"
+                )
+                broker.remote.deleting(partition, task)
+        open_indexes = {p.index for p in opened}
+        closed = [
+            meta.partition_dir(broker.data_dir, topic.name, index)
+            for index in range(topic.partition_count)
+            if index not in open_indexes
+        ]
+        await self._remove_dirs(topic.name, closed)
+        log.info("topic %s was deleted: its local data is removed", topic.name)
+
+    async def _remove_dirs(self, topic: str, paths: Iterable[Path]) -> None:
+        for path in paths:
+            index = int(path.name.rpartition("-")[2])
+            target = path.with_name(meta.suffixed_dir_name(topic, index, "delete"))
+            try:
+                await asyncio.to_thread(meta.rename_durably, path, target)
+            except FileNotFoundError:
+                continue
+            except OSError:
+                log.exception("could not set %s aside for deletion", path)
+                continue
+            self.broker.background.spawn(
+                asyncio.to_thread(meta.remove_tree, target), name=f"tierlog-rm-{target.name}"
+            )
+
+    def _collect(self) -> list[Sample]:
+        led = sum(len(t.partitions) for t in list(self.broker.local_topics.values()))
+        return [
+            Sample("tierlog_metadata_revision", float(self.cache.revision)),
+            Sample("tierlog_partitions_led", float(led)),
+        ]

@@ -1,0 +1,259 @@
+"""Topic changes in a cluster: compare-and-commit writes of ``topics/<name>`` by the serving broker.
+
+Create puts the assignment if the key is absent (replicas placed over the live brokers, racks honoured);
+alter configs and add partitions put it compared on the ``mod_revision`` they read (retried on a race);
+delete removes the key and every partition state of the topic in one commit. The controller then writes
+the partition states; the serving broker waits, bounded by ``broker.session.timeout.ms``, until its cache
+shows a leader for every partition and the partitions it leads are open, and answers. A wait that runs out
+still answers (the change is committed; leaders follow when a broker can take them).
+
+Every method raises what the embedded broker's raises for the same request (see
+:class:`~tierlog.service.broker.Broker`), plus MetadataStoreError (503, retriable) when the store fails.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+from tierlog.service.cluster.model import (
+    NO_LEADER,
+    TopicAssignment,
+    partition_prefix,
+    topic_key,
+)
+from tierlog.service.cluster.placement import assign_replicas, rack_alternated
+from tierlog.service.cluster.store import Compare, Delete, KeyValue, Put
+from tierlog.service.topic_configs import TOPIC_CONFIGS, TopicConfig, validate_overrides
+from tierlog.tiering.errors import (
+    InvalidConfigError,
+    UnavailableError,
+    UnknownTopicError,
+)
+
+if TYPE_CHECKING:
+    from tierlog.service.cluster.node import ClusterNode
+    from tierlog.service.topic import Topic
+
+__all__ = ["ClusterTopics"]
+
+log = logging.getLogger("tierlog.cluster.topics")
+
+ATTEMPTS = 8  # compare-and-commit rounds before a write racing others gives up (503, retriable)
+
+
+class ClusterTopics:
+    """Topic admin for one cluster member. Event-loop only; every method is safe to call concurrently."""
+
+    def __init__(self, node: ClusterNode) -> None:
+        self._node = node
+
+    @property
+    def _timeout(self) -> float:
+        return self._node.settings.broker_session_timeout_ms / 1000
+
+    # ---- create ------------------------------------------------------------------------------------------
+
+    async def create(
+        self,
+        name: str,
+        partitions: int | None,
+        configs: Mapping[str, str],
+        *,
+        internal: bool,
+        replication_factor: int | None,
+    ) -> Topic:
+        """Create the topic with replicas over the live brokers. Not idempotent. Raises InvalidConfigError
+        (as the embedded broker; also "Replication factor: R larger than available brokers: B." and
+        "Topic 'x' already exists." when another broker created it first), MetadataStoreError."""
+        node = self._node
+        count, overrides = node.broker.validate_create_locally(name, partitions, configs, internal=internal)
+        if node.cache.topic(name) is not None:
+            raise InvalidConfigError(f"Topic '{name}' already exists.")
+        factor = (
+            node.settings.default_replication_factor if replication_factor is None else replication_factor
+        )
+        live = [(b.broker_id, b.rack) for b in node.cache.brokers().values()]
+        replicas = assign_replicas(live, count, factor)
+        assignment = TopicAssignment(name, uuid.uuid4().hex, tuple(replicas), overrides)
+        key = topic_key(name)
+        if await node.store.commit([Compare(key, 0)], [Put(key, assignment.encode())]) is None:
+            raise InvalidConfigError(f"Topic '{name}' already exists.")
+        log.info(
+            "created topic %s: %d partitions, replication factor %d, overrides %s",
+            name,
+            count,
+            factor,
+            overrides or "none",
+        )
+        return await self._settled(assignment)
+
+    async def ensure(self, name: str) -> Topic:
+        """The topic, auto-created (``num.partitions``, ``default.replication.factor``) when absent.
+        Idempotent; two brokers racing both answer the one topic. Raises as :meth:`create`."""
+        node = self._node
+        found = node.broker.local_topics.get(name)
+        if found is not None:
+            return found
+        existing = node.cache.topic(name)
+        if existing is not None:
+            return await self._settled(existing)
+        try:
+            return await self.create(name, None, {}, internal=False, replication_factor=None)
+        except InvalidConfigError:
+            existing = node.cache.topic(name)
+            if existing is None:
+                await node.cache.wait_for(lambda: node.cache.topic(name) is not None, self._timeout)
+                existing = node.cache.topic(name)
+            if existing is None:
+                raise
+            return await self._settled(existing)
+
+    # ---- change ------------------------------------------------------------------------------------------
+
+    async def delete(self, name: str, *, internal: bool) -> None:
+        """Delete the topic and its partition states in one commit; wait until this broker dropped it.
+        Not idempotent. Raises UnknownTopicError, InvalidConfigError (internal), MetadataStoreError,
+        UnavailableError (kept racing other writers)."""
+        node = self._node
+        if name.startswith("__") and not internal:
+            node.broker.topic(name)
+            raise InvalidConfigError(f"Topic {name} is an internal topic and cannot be deleted.")
+        key = topic_key(name)
+        for _ in range(ATTEMPTS):
+            kv = await self._read(name)
+            ops = [Delete(key), Delete(partition_prefix(name), prefix=True)]
+            if await node.store.commit([Compare(key, kv.mod_revision)], ops) is not None:
+                break
+        else:
+            raise UnavailableError(f"Topic {name} kept changing while being deleted; retry.")
+        topic_id = TopicAssignment.decode(key, kv.value).topic_id
+        log.info("deleted topic %s", name)
+
+        def gone() -> bool:
+            local = node.broker.local_topics.get(name)
+            return local is None or local.topic_id != topic_id
+
+        await node.wait_for(gone, self._timeout)
+
+    async def alter_configs(
+        self, name: str, updates: Mapping[str, str | None], *, validate_only: bool
+    ) -> None:
+        """Set or reset topic configs (all-or-nothing), then wait until this broker applied them.
+        Idempotent. Raises UnknownTopicError, InvalidConfigError, MetadataStoreError, UnavailableError."""
+        node = self._node
+        defaults = node.settings.topic_defaults
+        for _ in range(ATTEMPTS):
+            kv = await self._read(name)
+            assignment = TopicAssignment.decode(kv.key, kv.value)
+            merged = dict(assignment.configs)
+            for key, value in updates.items():
+                if value is None:
+                    if key not in TOPIC_CONFIGS:
+                        raise InvalidConfigError(f"Unknown topic config name: {key}")
+                    merged.pop(key, None)
+                else:
+                    merged[key] = value
+            merged = validate_overrides(defaults, merged)
+            config = TopicConfig.resolve(defaults, merged)
+            was_remote = TopicConfig.resolve(defaults, assignment.configs).log.remote_storage_enable
+            if was_remote and not config.log.remote_storage_enable:
+                raise InvalidConfigError(
+                    "Invalid value false for configuration remote.storage.enable: remote storage cannot be "
+                    "disabled once enabled; delete the topic instead"
+                )
+            if validate_only:
+                return
+            changed = replace(assignment, configs=merged)
+            if await node.store.commit([Compare(kv.key, kv.mod_revision)], [Put(kv.key, changed.encode())]):
+                break
+        else:
+            raise UnavailableError(f"Topic {name} kept changing while its configs were altered; retry.")
+        log.info("altered configs of topic %s: %s", name, dict(updates))
+
+        def applied() -> bool:
+            local = node.broker.local_topics.get(name)
+            return local is None or local.topic_id != changed.topic_id or local.overrides == merged
+
+        await node.wait_for(applied, self._timeout)
+
+    async def add_partitions(self, name: str, count: int, check: Callable[[int], None]) -> Topic:
+        """Grow the topic to ``count`` partitions, placing the new ones where the pattern continues.
+        Idempotent for the current count. Raises UnknownTopicError, InvalidConfigError, MetadataStoreError,
+        UnavailableError."""
+        node = self._node
+        check(count)
+        for _ in range(ATTEMPTS):
+            kv = await self._read(name)
+            assignment = TopicAssignment.decode(kv.key, kv.value)
+            current = assignment.partitions
+            if count < current:
+                raise InvalidConfigError(
+                    f"Topic currently has {current} partitions, which is higher than the requested {count}."
+                )
+            if count == current:
+                return await self._settled(assignment)
+            added = self._place_more(assignment, count - current)
+            grown = replace(assignment, replicas=assignment.replicas + tuple(added))
+            if await node.store.commit([Compare(kv.key, kv.mod_revision)], [Put(kv.key, grown.encode())]):
+                break
+        else:
+            raise UnavailableError(f"Topic {name} kept changing while partitions were added; retry.")
+        log.info("topic %s now has %d partitions", name, count)
+        return await self._settled(grown)
+
+    def _place_more(self, assignment: TopicAssignment, more: int) -> list[tuple[int, ...]]:
+        live = {b.broker_id: b.rack for b in self._node.cache.brokers().values()}
+        racks = {b: r for b, r in live.items() if r is not None}
+        ordered = rack_alternated(racks) if len(racks) == len(live) and live else sorted(live)
+        first = assignment.replicas[0][0] if assignment.replicas and assignment.replicas[0] else None
+        start = ordered.index(first) if first in ordered else None
+        return assign_replicas(
+            list(live.items()),
+            more,
+            max(1, assignment.replication_factor),
+            first_partition=assignment.partitions,
+            start_index=start,
+        )
+
+    # ---- helpers -----------------------------------------------------------------------------------------
+
+    async def _read(self, name: str) -> KeyValue:
+        kv = await self._node.store.get(topic_key(name))
+        if kv is None:
+            raise UnknownTopicError(f"Topic not found. ({name})")
+        return kv
+
+    async def _settled(self, assignment: TopicAssignment) -> Topic:
+        """Wait (bounded) until this broker has the topic and every partition has a leader, the ones this
+        broker leads open; answer the local topic. Raises UnavailableError when the broker never saw the
+        topic within the wait (it is committed: describing it later shows it)."""
+        node = self._node
+        name, topic_id = assignment.name, assignment.topic_id
+
+        def local() -> Topic | None:
+            found = node.broker.local_topics.get(name)
+            return found if found is not None and found.topic_id == topic_id else None
+
+        def settled() -> bool:
+            topic = local()
+            if topic is None or topic.partition_count < assignment.partitions:
+                return False
+            for index in range(assignment.partitions):
+                state = node.cache.partition_state(name, index)
+                if state is None or state.leader == NO_LEADER:
+                    return False
+                if state.leader == node.broker_id and topic.local(index) is None:
+                    return False
+            return True
+
+        if not await node.wait_for(settled, self._timeout):
+            missing = [i for i in range(assignment.partitions) if node.cache.leader_of(name, i) is None]
+            log.warning("topic %s: no leader yet for partitions %s", name, missing)
+        topic = local()
+        if topic is None:
+            raise UnavailableError(f"Topic {name} is committed but this broker has not seen it yet; retry.")
+        return topic
