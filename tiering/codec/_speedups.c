@@ -89,6 +89,42 @@ gb_free(gbuf *b)
     b->len = b->cap = 0;
 }
 
+/* One scratch buffer for building batches, kept between calls (up to 8 MiB) so that a batch does not
+ * pay for page faults on a fresh allocation; the answer is copied out of it once. Taken and given back
+ * with the GIL held; a call that finds it taken (re-entered from Python code it ran) uses a fresh one. */
+#define SCRATCH_KEEP (8 << 20)
+static gbuf scratch;
+static int scratch_taken;
+
+static gbuf
+scratch_take(void)
+{
+    gbuf b = {0};
+    if (!scratch_taken) {
+        scratch_taken = 1;
+        b = scratch;
+        b.len = 0;
+        scratch.data = NULL;
+        scratch.cap = 0;
+    }
+    return b;
+}
+
+static void
+scratch_give(gbuf *b, int was_taken)
+{
+    if (was_taken && b->cap <= SCRATCH_KEEP) {
+        scratch = *b;
+        scratch.len = 0;
+        b->data = NULL;
+        b->len = b->cap = 0;
+    }
+    if (was_taken) {
+        scratch_taken = 0;
+    }
+    gb_free(b);
+}
+
 /* ---------------------------------------------------------------- varints */
 
 static inline uint64_t
@@ -409,8 +445,40 @@ bytes_or_none(const uint8_t *d, Py_ssize_t at, Py_ssize_t len)
     return PyBytes_FromStringAndSize((const char *)d + at, len);
 }
 
+/* The header keys of the previous record, by position: records of a batch mostly repeat their header
+ * keys, so the str is shared rather than decoded again (strings are immutable; sharing is invisible). */
+#define KEY_CACHE 8
+typedef struct {
+    const uint8_t *at[KEY_CACHE];
+    Py_ssize_t len[KEY_CACHE];
+    PyObject *str[KEY_CACHE];
+} key_cache_t;
+
+static void
+key_cache_clear(key_cache_t *cache)
+{
+    for (int i = 0; i < KEY_CACHE; i++) {
+        Py_CLEAR(cache->str[i]);
+    }
+}
+
 static PyObject *
-decode_headers(const uint8_t *d, const record_t *r)
+header_key(key_cache_t *cache, Py_ssize_t h, const uint8_t *at, Py_ssize_t len)
+{
+    if (h < KEY_CACHE && cache->str[h] != NULL && cache->len[h] == len && memcmp(cache->at[h], at, len) == 0) {
+        return Py_NewRef(cache->str[h]);
+    }
+    PyObject *key = PyUnicode_DecodeUTF8((const char *)at, len, "strict");
+    if (key != NULL && h < KEY_CACHE) {
+        Py_XSETREF(cache->str[h], Py_NewRef(key));
+        cache->at[h] = at;
+        cache->len[h] = len;
+    }
+    return key;
+}
+
+static PyObject *
+decode_headers(const uint8_t *d, const record_t *r, key_cache_t *cache)
 {
     PyObject *headers = PyTuple_New((Py_ssize_t)r->header_count);
     if (headers == NULL) {
@@ -420,7 +488,7 @@ decode_headers(const uint8_t *d, const record_t *r)
     for (Py_ssize_t h = 0; h < r->header_count; h++) {
         Py_ssize_t kat, klen, vat, vlen;
         next_header(d, &p, &kat, &klen, &vat, &vlen);
-        PyObject *key = PyUnicode_DecodeUTF8((const char *)d + kat, klen, "strict");
+        PyObject *key = header_key(cache, h, d + kat, klen);
         PyObject *value = key ? bytes_or_none(d, vat, vlen) : NULL;
         PyObject *pair = value ? PyTuple_New(2) : NULL;
         if (pair == NULL) {
@@ -476,6 +544,11 @@ new_record(PyObject *fields[5])
         for (int k = 0; k < 5; k++) {
             *(PyObject **)((char *)obj + record_slots[k]) = fields[k];
         }
+        /* Its fields are bytes, None, ints and tuples of (str, bytes): it can never be part of a cycle,
+           so the cyclic GC need not scan it (1000-record batches otherwise trigger collections). */
+        if (PyObject_GC_IsTracked(obj)) {
+            PyObject_GC_UnTrack(obj);
+        }
         return obj;
     }
     PyObject *obj = PyObject_Vectorcall((PyObject *)RecordType, fields, 5, NULL);
@@ -527,6 +600,8 @@ py_decode_records(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     const uint8_t *d = view.buf;
     Py_ssize_t n = view.len;
     PyObject *list = NULL;
+    key_cache_t cache;
+    memset(&cache, 0, sizeof cache);
     if (check_count(count, n) < 0 || (list = PyList_New(count)) == NULL) {
         goto fail;
     }
@@ -539,7 +614,7 @@ py_decode_records(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         PyObject *fields[5];
         fields[0] = bytes_or_none(d, r.key_pos, r.key_len);
         fields[1] = bytes_or_none(d, r.val_pos, r.val_len);
-        fields[2] = r.header_count ? decode_headers(d, &r) : PyTuple_New(0);
+        fields[2] = r.header_count ? decode_headers(d, &r, &cache) : PyTuple_New(0);
         if (append_time == Py_None) {
             fields[3] = add_exact(base_timestamp, args[3], r.ts_delta);
         }
@@ -557,9 +632,11 @@ py_decode_records(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         PyErr_Format(CorruptRecordError, "%zd bytes left after the last of %zd records", n - pos, count);
         goto fail;
     }
+    key_cache_clear(&cache);
     PyBuffer_Release(&view);
     return list;
 fail:
+    key_cache_clear(&cache);
     Py_XDECREF(list);
     PyBuffer_Release(&view);
     return NULL;
@@ -840,6 +917,23 @@ encode_body(PyObject *records, PyObject *now_obj, gbuf *out, int64_t *base_ts, i
         PyErr_NoMemory();
         goto done;
     }
+    /* Reserve the likely size once (exact for bytes keys and values without headers). */
+    Py_ssize_t estimate = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *record = PySequence_Fast_GET_ITEM(seq, i);
+        estimate += 32;
+        if (record_fast && Py_IS_TYPE(record, RecordType)) {
+            for (int k = 0; k < 2; k++) {
+                PyObject *v = *(PyObject **)((char *)record + record_slots[k]);
+                if (v != NULL && PyBytes_CheckExact(v)) {
+                    estimate += PyBytes_GET_SIZE(v);
+                }
+            }
+        }
+    }
+    if (gb_reserve(out, estimate) < 0) {
+        goto done;
+    }
     int64_t low = INT64_MAX, high = INT64_MIN;
     int too_big = 0;
     PyObject *big = NULL;
@@ -903,15 +997,15 @@ py_encode_records(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         PyErr_SetString(PyExc_TypeError, "encode_records(records, now)");
         return NULL;
     }
-    gbuf out = {0};
+    int mine = !scratch_taken;
+    gbuf out = scratch_take();
     int64_t base_ts, max_ts;
-    if (encode_body(args[0], args[1], &out, &base_ts, &max_ts) < 0) {
-        gb_free(&out);
-        return NULL;
+    PyObject *result = NULL;
+    if (encode_body(args[0], args[1], &out, &base_ts, &max_ts) == 0) {
+        result = Py_BuildValue("(y#LL)", out.data ? out.data : "", out.len, (long long)base_ts,
+                               (long long)max_ts);
     }
-    PyObject *result = Py_BuildValue("(y#LL)", out.data ? out.data : "", out.len, (long long)base_ts,
-                                     (long long)max_ts);
-    gb_free(&out);
+    scratch_give(&out, mine);
     return result;
 }
 
@@ -941,8 +1035,10 @@ py_build_uncompressed(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     }
     int64_t base_offset = ints[0], leader_epoch = ints[1], attributes = ints[2], producer_id = ints[3],
             producer_epoch = ints[4], base_sequence = ints[5];
-    gbuf out = {0};
+    int mine = !scratch_taken;
+    gbuf out = scratch_take();
     if (gb_reserve(&out, HEADER_SIZE) < 0) {
+        scratch_give(&out, mine);
         return NULL;
     }
     memset(out.data, 0, HEADER_SIZE);
@@ -950,7 +1046,7 @@ py_build_uncompressed(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     int64_t base_ts, max_ts;
     Py_ssize_t count = PyObject_Length(args[0]);
     if (count < 0 || encode_body(args[0], args[1], &out, &base_ts, &max_ts) < 0) {
-        gb_free(&out);
+        scratch_give(&out, mine);
         return NULL;
     }
     if (attributes & 0x08) {
@@ -958,7 +1054,7 @@ py_build_uncompressed(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     }
     Py_ssize_t batch_length = out.len - 12;
     if (batch_length > INT32_MAX) {
-        gb_free(&out);
+        scratch_give(&out, mine);
         PyErr_Format(InvalidRequestError, "batch length=%zd is outside [0, %d]", batch_length, INT32_MAX);
         return NULL;
     }
@@ -981,12 +1077,12 @@ py_build_uncompressed(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     unsigned long crc_value = crc ? PyLong_AsUnsignedLong(crc) : (unsigned long)-1;
     Py_XDECREF(crc);
     if (PyErr_Occurred()) {
-        gb_free(&out);
+        scratch_give(&out, mine);
         return NULL;
     }
     put_be(h + 17, crc_value, 4);
     PyObject *result = PyBytes_FromStringAndSize(out.data, out.len);
-    gb_free(&out);
+    scratch_give(&out, mine);
     return result;
 }
 
@@ -1003,6 +1099,9 @@ typedef struct {
 } columns_t;
 
 #define NCOLUMN_BUFS 14
+
+static columns_t columns_scratch;
+static int columns_taken;
 
 static gbuf *
 col_buf(columns_t *c, int i)
@@ -1061,7 +1160,10 @@ static int
 columns_section(columns_t *c, const uint8_t *d, Py_ssize_t n, Py_ssize_t count, int64_t base_offset,
                 int64_t base_ts, int has_append, int64_t append_time)
 {
-    if (check_count(count, n) < 0) {
+    if (check_count(count, n) < 0 || gb_reserve(&c->offsets, 8 * count) < 0 ||
+        gb_reserve(&c->timestamps, 8 * count) < 0 || gb_reserve(&c->key_offsets, 4 * count) < 0 ||
+        gb_reserve(&c->value_offsets, 4 * count) < 0 || gb_reserve(&c->header_offsets, 4 * count) < 0 ||
+        gb_reserve(&c->value_data, n) < 0) {
         return -1;
     }
     Py_ssize_t pos = 0;
@@ -1070,14 +1172,11 @@ columns_section(columns_t *c, const uint8_t *d, Py_ssize_t n, Py_ssize_t count, 
         if (parse_record(d, n, &pos, i, &r) < 0) {
             return -1;
         }
-        int64_t offset, ts;
+        int64_t offset, ts = append_time;
         if (__builtin_add_overflow(base_offset, r.off_delta, &offset) ||
             (!has_append && __builtin_add_overflow(base_ts, r.ts_delta, &ts))) {
             PyErr_Format(CorruptRecordError, "record %zd: offset or timestamp overflows an int64", i);
             return -1;
-        }
-        if (has_append) {
-            ts = append_time;
         }
         Py_ssize_t row = c->count++;
         if (gb_append(&c->offsets, &offset, 8) < 0 || gb_append(&c->timestamps, &ts, 8) < 0 ||
@@ -1113,13 +1212,24 @@ static PyObject *
 py_decode_columns(PyObject *self, PyObject *sections)
 {
     /* sections: iterable of (data, count, base_offset, base_timestamp, append_time or None) */
-    columns_t c;
-    memset(&c, 0, sizeof c);
-    PyObject *result = NULL;
     PyObject *seq = PySequence_Fast(sections, "sections must be a sequence");
     if (seq == NULL) {
         return NULL;
     }
+    /* The column buffers are kept between calls like the build scratch buffer (see scratch_take). */
+    int mine = !columns_taken;
+    columns_t c;
+    memset(&c, 0, sizeof c);
+    if (mine) {
+        columns_taken = 1;
+        c = columns_scratch;
+        memset(&columns_scratch, 0, sizeof columns_scratch);
+        for (int k = 0; k < NCOLUMN_BUFS; k++) {
+            col_buf(&c, k)->len = 0;
+        }
+        c.count = c.entries = c.key_nulls = c.value_nulls = c.hvalue_nulls = 0;
+    }
+    PyObject *result = NULL;
     for (int k = 2; k < NCOLUMN_BUFS; k++) {
         gbuf *b = col_buf(&c, k);
         if ((k == 2 || k == 5 || k == 8 || k == 9 || k == 11) && put_i32(b, 0) < 0) {
@@ -1173,7 +1283,14 @@ py_decode_columns(PyObject *self, PyObject *sections)
     }
 done:
     for (int k = 0; k < NCOLUMN_BUFS; k++) {
-        gb_free(col_buf(&c, k));
+        gbuf *b = col_buf(&c, k);
+        if (!mine || b->cap > SCRATCH_KEEP) {
+            gb_free(b);
+        }
+    }
+    if (mine) {
+        columns_scratch = c;
+        columns_taken = 0;
     }
     Py_DECREF(seq);
     return result;
