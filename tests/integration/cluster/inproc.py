@@ -14,6 +14,9 @@ an async context manager::
 once); :meth:`InprocCluster.start_broker` with the same id brings it back on the same data directory.
 Everything started is stopped by :meth:`InprocCluster.close` (the ``async with`` exit). The store belongs to
 the cluster object: it is created (unless one is passed) and closed here.
+
+``InprocCluster(tmp_path, metadata_uri=etcd_uri)`` runs the same brokers on a real etcd instead: each then
+builds its own ``EtcdMetadataStore`` from ``metadata.uri``, as ``tierlog serve`` does.
 """
 
 from __future__ import annotations
@@ -47,17 +50,23 @@ class InprocCluster:
         base_dir: Path,
         store: LocalMetadataStore | None = None,
         *,
+        metadata_uri: str | None = None,
         defaults: Mapping[str, str] | None = None,
         clock: Clock | None = None,
     ) -> None:
         self.base_dir = base_dir
-        self.store = store if store is not None else LocalMetadataStore()
+        self.store: LocalMetadataStore | None = None
+        if metadata_uri is None:
+            self.store = store if store is not None else LocalMetadataStore()
         self.defaults = {**TEST_DEFAULTS, **(defaults or {})}
+        if metadata_uri is not None:
+            self.defaults["metadata.uri"] = metadata_uri
         self.clock = clock
         self.brokers: dict[int, RunningBroker] = {}
 
     async def __aenter__(self) -> InprocCluster:
-        await self.store.start()
+        if self.store is not None:
+            await self.store.start()
         return self
 
     async def __aexit__(
@@ -105,7 +114,8 @@ class InprocCluster:
         """Stop every broker (the last started first), then close the store. Idempotent."""
         for broker_id in list(reversed(self.brokers)):
             await self.stop_broker(broker_id)
-        await self.store.close()
+        if self.store is not None:
+            await self.store.close()
 
     # ---- observing ---------------------------------------------------------------------------------------
 

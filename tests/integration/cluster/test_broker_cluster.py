@@ -1,0 +1,288 @@
+"""The broker as a cluster member: in-process brokers sharing one LocalMetadataStore (fast, no etcd), and
+the same behaviours on a real etcd process.
+
+Covered: a topic created from any broker gets leaders spread over the brokers and opened by them; a
+produce to the leader succeeds and to another broker answers 503/50310 naming the leader; a leader that
+leaves (its lease revoked) leaves its partitions leaderless (50311 elsewhere) and leads them again, with a
+higher leader epoch and its data, when it returns; delete removes local data; configs altered on one
+broker reach the leader; partitions added on one broker get leaders; every broker answers the same
+cluster view; the embedded broker's view and replication factor check.
+"""
+
+from __future__ import annotations
+
+import collections
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.integration.broker import Brokers, RunningBroker
+from tests.integration.cluster.inproc import InprocCluster
+from tierlog.service.cluster.model import NO_LEADER
+from tierlog.tiering.codec.batch import build_batch
+from tierlog.tiering.codec.records import Record
+from tierlog.tiering.errors import InvalidConfigError, LeaderNotAvailableError, NotLeaderOrFollowerError
+
+BATCHES = "application/vnd.tierlog.batches"
+
+
+def batch(*values: bytes) -> bytes:
+    return build_batch([Record(None, v) for v in values])
+
+
+@pytest.fixture
+async def cluster(tmp_path: Path) -> AsyncIterator[InprocCluster]:
+    async with InprocCluster(tmp_path) as running:
+        yield running
+
+
+async def produce(running: RunningBroker, topic: str, partition: int, *values: bytes) -> tuple[int, Any]:
+    resp = await running.client.post(
+        f"/native/v1/topics/{topic}/partitions/{partition}/batches",
+        data=batch(*values),
+        headers={"Content-Type": BATCHES, "Accept": "application/json"},
+    )
+    return resp.status, await resp.json()
+
+
+def leader_of(cluster: InprocCluster, topic: str, partition: int) -> tuple[int, int]:
+    """(leader, leader_epoch) of the partition as the first running broker sees it."""
+    view = next(iter(cluster.brokers.values())).broker.cluster_view()
+    found = view.partitions[topic][partition]
+    return found.leader, found.leader_epoch
+
+
+# ---- in-process clusters on one LocalMetadataStore ------------------------------------------------------
+
+
+async def test_a_topic_created_on_any_broker_gets_leaders_spread_and_opened(cluster: InprocCluster) -> None:
+    b1, b2, b3 = await cluster.start(3)
+    topic = await b2.broker.create_topic("t", 6)
+    assert topic.partition_count == 6
+    await cluster.wait_for(lambda: cluster.converged("t"))
+    leaders = cluster.leaders("t")
+    assert sorted(collections.Counter(leaders).values()) == [2, 2, 2]  # rack-unaware round robin
+    for running in (b1, b2, b3):
+        me = running.broker.broker_id
+        local = running.broker.topic("t")
+        assert [p.index for p in local.partitions] == [i for i, leader in enumerate(leaders) if leader == me]
+        for index, leader in enumerate(leaders):
+            if leader == me:
+                assert local.partition(index) is local.local(index)
+            else:
+                with pytest.raises(NotLeaderOrFollowerError) as caught:
+                    local.partition(index)
+                assert caught.value.leader_id == leader
+                assert caught.value.leader_url == cluster.brokers[leader].url
+                assert caught.value.leader_epoch == 0
+
+
+async def test_produce_to_the_leader_succeeds_and_elsewhere_names_the_leader(cluster: InprocCluster) -> None:
+    await cluster.start(3)
+    await cluster.brokers[1].broker.create_topic("t", 3)
+    await cluster.wait_for(lambda: cluster.converged("t"))
+    for index, leader in enumerate(cluster.leaders("t")):
+        status, body = await produce(cluster.brokers[leader], "t", index, b"a", b"b")
+        assert status == 200, body
+        assert body["base_offset"] == 0
+        other = next(b for b in cluster.brokers if b != leader)
+        status, body = await produce(cluster.brokers[other], "t", index, b"c")
+        assert status == 503
+        assert body["error_code"] == 50310
+        assert (body["leader_id"], body["leader_url"], body["leader_epoch"]) == (
+            leader,
+            cluster.brokers[leader].url,
+            0,
+        )
+
+
+async def test_a_leader_that_leaves_and_returns_leads_again_with_a_higher_epoch(
+    cluster: InprocCluster,
+) -> None:
+    await cluster.start(3)
+    await cluster.brokers[3].broker.create_topic("t", 3)
+    await cluster.wait_for(lambda: cluster.converged("t"))
+    leader, epoch = leader_of(cluster, "t", 0)
+    status, _ = await produce(cluster.brokers[leader], "t", 0, b"kept")
+    assert status == 200
+
+    await cluster.stop_broker(leader)  # clean stop: the lease is revoked, the broker leaves at once
+    await cluster.wait_for(lambda: leader_of(cluster, "t", 0)[0] == NO_LEADER, "t-0 to lose its leader")
+    for running in cluster.brokers.values():
+        status, body = await produce(running, "t", 0, b"lost")
+        assert (status, body["error_code"]) == (503, 50311)
+        with pytest.raises(LeaderNotAvailableError):
+            running.broker.topic("t").partition(0)
+
+    back = await cluster.start_broker(leader)
+    await cluster.wait_for(lambda: cluster.converged("t"), "the returning broker to lead again")
+    again, new_epoch = leader_of(cluster, "t", 0)
+    assert again == leader and new_epoch > epoch
+    read = await back.broker.topic("t").partition(0).read(0, 1 << 20)
+    assert b"kept" in read.data
+    status, body = await produce(back, "t", 0, b"more")
+    assert status == 200, body
+
+
+async def test_delete_removes_the_topic_everywhere_and_the_leaders_local_data(cluster: InprocCluster) -> None:
+    await cluster.start(3)
+    await cluster.brokers[1].broker.create_topic("gone", 3)
+    await cluster.wait_for(lambda: cluster.converged("gone"))
+    leaders = cluster.leaders("gone")
+    for index, leader in enumerate(leaders):
+        status, _ = await produce(cluster.brokers[leader], "gone", index, b"x")
+        assert status == 200
+    dirs = [cluster.data_dir(leader) / f"gone-{index}" for index, leader in enumerate(leaders)]
+    assert all(path.is_dir() for path in dirs)
+
+    await cluster.brokers[2].broker.delete_topic("gone")
+
+    def everywhere_gone() -> bool:
+        return all("gone" not in r.broker.local_topics for r in cluster.brokers.values()) and not any(
+            path.exists() for path in dirs
+        )
+
+    await cluster.wait_for(everywhere_gone, "every broker to drop the topic and its directories")
+    for running in cluster.brokers.values():
+        assert "gone" not in running.broker.topic_names()
+        assert "gone" not in running.broker.cluster_view().partitions
+    # the name is free again at once, with new leaders
+    await cluster.brokers[3].broker.create_topic("gone", 1)
+    await cluster.wait_for(lambda: cluster.converged("gone"))
+
+
+async def test_configs_altered_on_one_broker_reach_the_leader(cluster: InprocCluster) -> None:
+    await cluster.start(3)
+    await cluster.brokers[1].broker.create_topic("t", 1)
+    await cluster.wait_for(lambda: cluster.converged("t"))
+    leader = cluster.leaders("t")[0]
+    other = next(b for b in cluster.brokers if b != leader)
+    await cluster.brokers[other].broker.alter_topic_configs("t", {"retention.ms": "12345"})
+    partition = cluster.brokers[leader].broker.topic("t").partition(0)
+    await cluster.wait_for(lambda: partition.config.retention_ms == 12345, "the leader to apply the config")
+
+    def everywhere() -> bool:
+        return all(
+            r.broker.topic("t").overrides == {"retention.ms": "12345"} for r in cluster.brokers.values()
+        )
+
+    await cluster.wait_for(everywhere, "every broker to see the override")
+    with pytest.raises(InvalidConfigError):
+        await cluster.brokers[other].broker.alter_topic_configs("t", {"retention.ms": "soon"})
+    await cluster.brokers[other].broker.alter_topic_configs("t", {"retention.ms": None})
+    await cluster.wait_for(lambda: partition.config.retention_ms != 12345, "the reset to reach the leader")
+
+
+async def test_partitions_added_on_one_broker_get_leaders(cluster: InprocCluster) -> None:
+    await cluster.start(3)
+    await cluster.brokers[1].broker.create_topic("t", 2)
+    topic = await cluster.brokers[2].broker.add_partitions("t", 5)
+    assert topic.partition_count == 5
+    await cluster.wait_for(lambda: cluster.converged("t") and len(cluster.leaders("t")) == 5)
+    with pytest.raises(InvalidConfigError):
+        await cluster.brokers[3].broker.add_partitions("t", 4)
+
+
+async def test_every_broker_answers_the_same_cluster_view(cluster: InprocCluster) -> None:
+    await cluster.start(3, {"broker.rack": "r1"})
+    await cluster.brokers[1].broker.create_topic("t", 3, replication_factor=2)
+    await cluster.wait_for(lambda: cluster.converged("t"))
+
+    def agreed() -> bool:
+        views = [r.broker.cluster_view() for r in cluster.brokers.values()]
+        return len({(v.controller_id, v.partitions["t"]) for v in views}) == 1
+
+    await cluster.wait_for(agreed, "every broker to see the same leaders and controller")
+    views = [r.broker.cluster_view() for r in cluster.brokers.values()]
+    first = views[0]
+    assert [b.broker_id for b in first.brokers] == [1, 2, 3]
+    assert {b.url for b in first.brokers} == {r.url for r in cluster.brokers.values()}
+    assert {b.rack for b in first.brokers} == {"r1"}
+    assert first.controller_id in (1, 2, 3) and first.controller_epoch >= 1
+    assert len({v.cluster_id for v in views}) == 1 and first.cluster_id
+    for partition in first.partitions["t"]:
+        assert len(partition.replicas) == 2 and len(set(partition.replicas)) == 2
+        assert partition.leader == partition.replicas[0]
+        assert partition.isr == (partition.leader,)
+    with pytest.raises(InvalidConfigError, match="Replication factor: 4 larger than available brokers: 3"):
+        await cluster.brokers[2].broker.create_topic("too-wide", 1, replication_factor=4)
+    with pytest.raises(InvalidConfigError, match="already exists"):
+        await cluster.brokers[3].broker.create_topic("t", 1)
+
+
+async def test_health_and_ready_report_the_cluster(cluster: InprocCluster) -> None:
+    b1, _, _ = await cluster.start(3)
+    resp = await b1.client.get("/health")
+    body = await resp.json()
+    assert resp.status == 200 and body["status"] == "UP"
+    assert body["cluster"]["broker_id"] == 1 and body["cluster"]["registered"] is True
+    assert body["cluster"]["metadata_revision"] > 0
+    resp = await b1.client.get("/ready")
+    assert resp.status == 200 and (await resp.json())["cluster_id"] == b1.broker.cluster_id
+
+
+async def test_a_second_broker_with_a_live_id_is_refused(cluster: InprocCluster, tmp_path: Path) -> None:
+    await cluster.start(1)
+    twin = InprocCluster(tmp_path / "twin", cluster.store)
+    running = await twin.start_broker(1, wait=False)
+    try:
+        with pytest.raises(Exception, match="already registered"):
+            await running.broker.wait_ready()
+    finally:
+        await running.stop()
+
+
+# ---- the embedded broker --------------------------------------------------------------------------------
+
+
+async def test_the_embedded_broker_is_a_one_broker_cluster(brokers: Brokers) -> None:
+    running = await brokers.start({"num.partitions": "2"})
+    broker = running.broker
+    assert broker.cluster is None
+    await broker.create_topic("t", replication_factor=1)
+    with pytest.raises(
+        InvalidConfigError, match=r"^Replication factor: 3 larger than available brokers: 1\.$"
+    ):
+        await broker.create_topic("u", replication_factor=3)
+    view = broker.cluster_view()
+    assert (view.controller_id, view.controller_epoch) == (broker.broker_id, 0)
+    assert [(b.broker_id, b.url) for b in view.brokers] == [(broker.broker_id, broker.advertised_url)]
+    assert [(p.partition, p.leader, p.leader_epoch, p.replicas, p.isr) for p in view.partitions["t"]] == [
+        (0, broker.broker_id, 0, (broker.broker_id,), (broker.broker_id,)),
+        (1, broker.broker_id, 0, (broker.broker_id,), (broker.broker_id,)),
+    ]
+
+
+# ---- on a real etcd -------------------------------------------------------------------------------------
+
+
+async def test_on_etcd_a_topic_created_anywhere_is_led_and_routed(tmp_path: Path, etcd_uri: str) -> None:
+    async with InprocCluster(tmp_path, metadata_uri=etcd_uri) as cluster:
+        await cluster.start(3)
+        await cluster.brokers[2].broker.create_topic("t", 3)
+        await cluster.wait_for(lambda: cluster.converged("t"))
+        assert sorted(cluster.leaders("t")) == [1, 2, 3]
+        for index, leader in enumerate(cluster.leaders("t")):
+            status, body = await produce(cluster.brokers[leader], "t", index, b"a")
+            assert status == 200, body
+            other = next(b for b in cluster.brokers if b != leader)
+            status, body = await produce(cluster.brokers[other], "t", index, b"b")
+            assert (status, body["error_code"], body["leader_id"]) == (503, 50310, leader)
+
+
+async def test_on_etcd_a_leader_that_leaves_and_returns_leads_again(tmp_path: Path, etcd_uri: str) -> None:
+    async with InprocCluster(tmp_path, metadata_uri=etcd_uri) as cluster:
+        await cluster.start(3)
+        await cluster.brokers[1].broker.create_topic("t", 1)
+        await cluster.wait_for(lambda: cluster.converged("t"))
+        leader, epoch = leader_of(cluster, "t", 0)
+        await cluster.stop_broker(leader)
+        await cluster.wait_for(lambda: leader_of(cluster, "t", 0)[0] == NO_LEADER, "t-0 to lose its leader")
+        for running in cluster.brokers.values():
+            status, body = await produce(running, "t", 0, b"x")
+            assert (status, body["error_code"]) == (503, 50311)
+        await cluster.start_broker(leader)
+        await cluster.wait_for(lambda: cluster.converged("t"), "the returning broker to lead again")
+        assert leader_of(cluster, "t", 0)[0] == leader and leader_of(cluster, "t", 0)[1] > epoch
