@@ -12,8 +12,10 @@ from typing import Any
 from aiohttp import web
 
 from tierlog.service.admin_v3.routes import BASE, _broker, _list, _Urls
-from tierlog.service.groups.coordinator import GroupCoordinator, GroupDescription
+from tierlog.service.groups.coordination import Coordination
+from tierlog.service.groups.coordinator import GroupDescription
 from tierlog.service.groups.lag import group_lag
+from tierlog.service.groups.routing import from_other_brokers, group_route
 from tierlog.service.groups.state import CONSUMERS, COORDINATOR, require_ready
 
 __all__ = ["setup_routes", "OPENAPI_PATHS"]
@@ -21,12 +23,12 @@ __all__ = ["setup_routes", "OPENAPI_PATHS"]
 GROUPS = BASE + "/{cluster_id}/consumer-groups"
 
 
-def _coordinator(request: web.Request) -> GroupCoordinator:
+def _coordinator(request: web.Request) -> Coordination:
     require_ready(request)
     return request.app[COORDINATOR]
 
 
-def _group(urls: _Urls, description: GroupDescription) -> dict[str, Any]:
+def _group(urls: _Urls, description: GroupDescription, coordinator_id: int) -> dict[str, Any]:
     path = f"/consumer-groups/{description.group_id}"
     return {
         "kind": "KafkaConsumerGroup",
@@ -37,7 +39,7 @@ def _group(urls: _Urls, description: GroupDescription) -> dict[str, Any]:
         "partition_assignor": description.protocol,
         "state": description.state.upper().replace("PREPARINGREBALANCE", "PREPARING_REBALANCE"),
         "generation": description.generation,
-        "coordinator": urls.related("/brokers/0"),
+        "coordinator": urls.related(f"/brokers/{coordinator_id}"),
         "consumers": urls.related(path + "/consumers"),
         "lag_summary": urls.related(path + "/lag-summary"),
     }
@@ -47,14 +49,17 @@ async def list_groups(request: web.Request) -> web.Response:
     broker = _broker(request)
     coordinator = _coordinator(request)
     urls = _Urls(broker)
-    data = [_group(urls, coordinator.describe(g)) for g in coordinator.group_ids()]
+    data = [_group(urls, coordinator.describe(g), broker.broker_id) for g in coordinator.group_ids()]
+    for answer in await from_other_brokers(request):
+        data.extend(answer["data"])
+    data.sort(key=lambda g: str(g["consumer_group_id"]))
     return _list(broker, "KafkaConsumerGroupList", "/consumer-groups", data)
 
 
 async def get_group(request: web.Request) -> web.Response:
     broker = _broker(request)
     description = _coordinator(request).describe(request.match_info["group"])
-    return web.json_response(_group(_Urls(broker), description))
+    return web.json_response(_group(_Urls(broker), description, broker.broker_id))
 
 
 async def list_consumers(request: web.Request) -> web.Response:
@@ -81,16 +86,16 @@ async def list_consumers(request: web.Request) -> web.Response:
     return _list(broker, "KafkaConsumerList", f"/consumer-groups/{group_id}/consumers", data)
 
 
-def _lags(request: web.Request) -> tuple[str, list[dict[str, Any]]]:
+async def _lags(request: web.Request) -> tuple[str, list[dict[str, Any]]]:
     group_id = request.match_info["group"]
     coordinator = _coordinator(request)
     coordinator.describe(group_id)  # 404 for an unknown group
-    return group_id, group_lag(coordinator, request.app[CONSUMERS].reader, group_id)
+    return group_id, await group_lag(coordinator, request.app[CONSUMERS].reader, group_id)
 
 
 async def list_lags(request: web.Request) -> web.Response:
     broker = _broker(request)
-    group_id, rows = _lags(request)
+    group_id, rows = await _lags(request)
     urls = _Urls(broker)
     data = [
         {
@@ -115,7 +120,7 @@ async def list_lags(request: web.Request) -> web.Response:
 
 async def lag_summary(request: web.Request) -> web.Response:
     broker = _broker(request)
-    group_id, rows = _lags(request)
+    group_id, rows = await _lags(request)
     worst = max(rows, key=lambda r: r["lag"], default=None)
     urls = _Urls(broker)
     return web.json_response(
@@ -136,10 +141,10 @@ async def lag_summary(request: web.Request) -> web.Response:
 def setup_routes(app: web.Application) -> None:
     """Register the v3 consumer-group routes on ``app``."""
     app.router.add_get(GROUPS, list_groups)
-    app.router.add_get(GROUPS + "/{group}", get_group)
-    app.router.add_get(GROUPS + "/{group}/consumers", list_consumers)
-    app.router.add_get(GROUPS + "/{group}/lags", list_lags)
-    app.router.add_get(GROUPS + "/{group}/lag-summary", lag_summary)
+    app.router.add_get(GROUPS + "/{group}", group_route(get_group))
+    app.router.add_get(GROUPS + "/{group}/consumers", group_route(list_consumers))
+    app.router.add_get(GROUPS + "/{group}/lags", group_route(list_lags))
+    app.router.add_get(GROUPS + "/{group}/lag-summary", group_route(lag_summary))
 
 
 def _op(summary: str) -> dict[str, Any]:

@@ -16,13 +16,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import logging
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from tierlog.service.groups.consumer_config import ConsumerSettings
-from tierlog.service.groups.coordinator import Clock, GroupCoordinator
+from tierlog.service.groups.coordination import Coordination
+from tierlog.service.groups.coordinator import Clock
 from tierlog.service.groups.instance import ConsumerInstance, PartitionReader, ReadLike, TopicPartition
 from tierlog.service.rest_v2.convert import consumer_records
 from tierlog.tiering.codec.batch import iter_records
@@ -49,7 +51,7 @@ class ConsumerManager:
     def __init__(
         self,
         broker: PartitionReader,
-        coordinator: GroupCoordinator,
+        coordinator: Coordination,
         clock: Clock,
         *,
         instance_timeout_ms: int = 300_000,
@@ -139,6 +141,14 @@ class ConsumerManager:
                 except Exception:
                     log.exception("final auto commit of %s/%s failed", instance.group, instance.name)
             self._drop(instance)
+
+    def forget_groups(self, groups: Callable[[str], bool]) -> int:
+        """Drop, without committing, every instance of a group for which ``groups(group_id)`` holds: this
+        broker stopped coordinating those groups, so their state is gone. Returns how many. Idempotent."""
+        gone = [i for i in self._instances.values() if groups(i.group)]
+        for instance in gone:
+            self._drop(instance)
+        return len(gone)
 
     def _drop(self, instance: ConsumerInstance) -> None:
         self._instances.pop((instance.group, instance.name), None)
@@ -238,7 +248,9 @@ class ConsumerManager:
         instance.positions.update(offsets)
         instance.changed.set()
 
-    def seek_to(self, instance: ConsumerInstance, partitions: Iterable[TopicPartition], *, end: bool) -> None:
+    async def seek_to(
+        self, instance: ConsumerInstance, partitions: Iterable[TopicPartition], *, end: bool
+    ) -> None:
         """Move positions to the start (or the end) of the given assigned partitions.
 
         Raises:
@@ -246,9 +258,13 @@ class ConsumerManager:
         """
         targets = {}
         for tp in partitions:
-            start, high = self._broker.log_bounds(*tp)
+            start, high = await self._bounds(tp)
             targets[tp] = high if end else start
         self.seek(instance, targets)
+
+    async def _bounds(self, tp: TopicPartition) -> tuple[int, int]:
+        bounds = self._broker.log_bounds(*tp)
+        return await bounds if inspect.isawaitable(bounds) else bounds
 
     async def seek_to_timestamps(
         self, instance: ConsumerInstance, timestamps: Mapping[TopicPartition, int]
@@ -266,7 +282,7 @@ class ConsumerManager:
             self._check_partition(counts, *tp)
             found = await self._broker.offset_for_timestamp(tp[0], tp[1], timestamp)
             if found is None:
-                targets[tp] = self._broker.log_bounds(*tp)[1]
+                targets[tp] = (await self._bounds(tp))[1]
             else:
                 targets[tp] = await self._first_record_at_or_after(tp, found, timestamp)
         self.seek(instance, targets)
@@ -314,7 +330,7 @@ class ConsumerManager:
             return []
         for tp in partitions:
             if tp not in instance.positions:
-                instance.positions[tp] = self._initial_position(instance, tp)
+                instance.positions[tp] = await self._initial_position(instance, tp)
         out: list[dict[str, Any]] = []
         budget = max_bytes
         for tp in partitions:
@@ -381,7 +397,7 @@ class ConsumerManager:
         except OffsetOutOfRangeError:
             if instance.settings.auto_offset_reset == "none":
                 raise
-            instance.positions[tp] = self._reset_position(instance, tp)
+            instance.positions[tp] = await self._reset_position(instance, tp)
             return 0
         if not result.data or instance.positions.get(tp) != position:
             return 0
@@ -426,14 +442,14 @@ class ConsumerManager:
             del instance.positions[tp]
             instance.acknowledged.pop(tp, None)
 
-    def _initial_position(self, instance: ConsumerInstance, tp: TopicPartition) -> int:
+    async def _initial_position(self, instance: ConsumerInstance, tp: TopicPartition) -> int:
         committed = self._coordinator.committed(instance.group, [tp]).get(tp)
         if committed is not None:
             return committed.offset
-        return self._reset_position(instance, tp)
+        return await self._reset_position(instance, tp)
 
-    def _reset_position(self, instance: ConsumerInstance, tp: TopicPartition) -> int:
-        start, high = self._broker.log_bounds(*tp)
+    async def _reset_position(self, instance: ConsumerInstance, tp: TopicPartition) -> int:
+        start, high = await self._bounds(tp)
         if instance.settings.auto_offset_reset == "none":
             raise OffsetOutOfRangeError(
                 f"no committed offset for {tp[0]}-{tp[1]} and auto.offset.reset is none",

@@ -7,7 +7,7 @@ changes it.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
+from collections.abc import Awaitable, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -34,7 +34,10 @@ class PartitionReader(Protocol):
 
     def partition_counts(self) -> Mapping[str, int]: ...
 
-    def log_bounds(self, topic: str, partition: int) -> tuple[int, int]: ...
+    def log_bounds(self, topic: str, partition: int) -> tuple[int, int] | Awaitable[tuple[int, int]]:
+        """``(log start offset, high watermark)``: at once for a local partition, awaitable for one
+        another broker leads."""
+        ...
 
     async def read(
         self, topic: str, partition: int, offset: int, max_bytes: int, max_wait_ms: int, min_bytes: int

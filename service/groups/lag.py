@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import inspect
 from typing import Any
 
 from tierlog.service.groups.consumers import PartitionReader
-from tierlog.service.groups.coordinator import GroupCoordinator
+from tierlog.service.groups.coordination import Coordination
 
 __all__ = ["group_lag"]
 
 
-def group_lag(coordinator: GroupCoordinator, reader: PartitionReader, group_id: str) -> list[dict[str, Any]]:
+async def group_lag(
+    coordinator: Coordination, reader: PartitionReader, group_id: str
+) -> list[dict[str, Any]]:
     """Per partition with a committed offset or an owner: committed offset, log end offset and lag.
 
     A partition without a committed offset reports ``committed_offset`` -1 and lag from the log start.
@@ -27,7 +30,8 @@ def group_lag(coordinator: GroupCoordinator, reader: PartitionReader, group_id: 
     for tp in sorted(set(owners) | set(committed)):
         if tp[1] >= counts.get(tp[0], 0):
             continue
-        start, end = reader.log_bounds(*tp)
+        bounds = reader.log_bounds(*tp)
+        start, end = await bounds if inspect.isawaitable(bounds) else bounds
         offset = committed[tp].offset if tp in committed else -1
         rows.append(
             {

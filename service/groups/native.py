@@ -17,8 +17,10 @@ from typing import Any
 from aiohttp import web
 
 from tierlog.service.groups.consumer_config import parse_partitions
-from tierlog.service.groups.coordinator import GroupCoordinator, JoinResult
+from tierlog.service.groups.coordination import Coordination
+from tierlog.service.groups.coordinator import JoinResult
 from tierlog.service.groups.lag import group_lag
+from tierlog.service.groups.routing import from_other_brokers, group_route
 from tierlog.service.groups.state import CONSUMERS, COORDINATOR, require_ready
 from tierlog.tiering.errors import BadRequestError, InvalidRequestError
 
@@ -27,7 +29,7 @@ __all__ = ["setup_routes", "OPENAPI_PATHS"]
 BASE = "/native/v1/groups"
 
 
-def _coordinator(request: web.Request) -> GroupCoordinator:
+def _coordinator(request: web.Request) -> Coordination:
     require_ready(request)
     return request.app[COORDINATOR]
 
@@ -152,10 +154,12 @@ async def fetch_committed(request: web.Request) -> web.Response:
 
 
 async def list_groups(request: web.Request) -> web.Response:
+    """Every group of the cluster: this broker's, and those each other live broker coordinates."""
     coordinator = _coordinator(request)
-    return web.json_response(
-        {"groups": [{"group_id": g, "state": coordinator.describe(g).state} for g in coordinator.group_ids()]}
-    )
+    groups = [{"group_id": g, "state": coordinator.describe(g).state} for g in coordinator.group_ids()]
+    for answer in await from_other_brokers(request):
+        groups.extend(answer["groups"])
+    return web.json_response({"groups": sorted(groups, key=lambda g: str(g["group_id"]))})
 
 
 async def describe_group(request: web.Request) -> web.Response:
@@ -179,7 +183,7 @@ async def describe_group(request: web.Request) -> web.Response:
                 }
                 for m in description.members
             ],
-            "lag": group_lag(_coordinator(request), reader, group_id),
+            "lag": await group_lag(_coordinator(request), reader, group_id),
         }
     )
 
@@ -187,13 +191,13 @@ async def describe_group(request: web.Request) -> web.Response:
 def setup_routes(app: web.Application) -> None:
     """Register the native group API on ``app``."""
     app.router.add_get(BASE, list_groups)
-    app.router.add_get(BASE + "/{group}", describe_group)
-    app.router.add_post(BASE + "/{group}/join", join)
-    app.router.add_post(BASE + "/{group}/sync", sync)
-    app.router.add_post(BASE + "/{group}/heartbeat", heartbeat)
-    app.router.add_post(BASE + "/{group}/leave", leave)
-    app.router.add_post(BASE + "/{group}/offsets/commit", commit)
-    app.router.add_post(BASE + "/{group}/offsets/fetch", fetch_committed)
+    app.router.add_get(BASE + "/{group}", group_route(describe_group))
+    app.router.add_post(BASE + "/{group}/join", group_route(join))
+    app.router.add_post(BASE + "/{group}/sync", group_route(sync))
+    app.router.add_post(BASE + "/{group}/heartbeat", group_route(heartbeat))
+    app.router.add_post(BASE + "/{group}/leave", group_route(leave))
+    app.router.add_post(BASE + "/{group}/offsets/commit", group_route(commit))
+    app.router.add_post(BASE + "/{group}/offsets/fetch", group_route(fetch_committed))
 
 
 _STATUSES = {

@@ -18,6 +18,7 @@ from aiohttp import web
 
 from tierlog.service.groups.consumer_config import ConsumerSettings, parse_partitions
 from tierlog.service.groups.consumers import ConsumerManager
+from tierlog.service.groups.routing import group_route
 from tierlog.service.groups.state import CONSUMERS, require_ready
 from tierlog.service.rest_v2.media import (
     consumer_records_offers,
@@ -25,6 +26,7 @@ from tierlog.service.rest_v2.media import (
     parse_kafka_type,
     response_offers,
 )
+from tierlog.service.state import BROKER
 from tierlog.tiering.errors import (
     BadRequestError,
     IllegalStateError,
@@ -106,9 +108,21 @@ async def create_instance(request: web.Request) -> web.Response:
     if name is not None and not isinstance(name, str):
         raise InvalidConsumerConfigError("name must be a string")
     settings = ConsumerSettings.from_request(body)
-    base_url = f"{request.scheme}://{request.host}"
+    base_url = _base_url(request)
     instance = _manager(request).create(request.match_info["group"], name, settings, base_url)
     return _reply(request, {"instance_id": instance.name, "base_uri": instance.base_uri})
+
+
+def _base_url(request: web.Request) -> str:
+    """Where the instance lives: this broker. Embedded, as the client reached it; in a cluster, the URL
+    this broker registered, so a client that created the instance through another broker (which forwarded
+    the request here) keeps talking to the coordinator."""
+    broker = request.app[BROKER]
+    if broker.cluster is not None:
+        registration = broker.cluster_view().broker(broker.broker_id)
+        if registration is not None:
+            return registration.url.rstrip("/")
+    return f"{request.scheme}://{request.host}"
 
 
 async def delete_instance(request: web.Request) -> web.Response:
@@ -192,13 +206,13 @@ async def seek(request: web.Request) -> web.Response:
 
 async def seek_beginning(request: web.Request) -> web.Response:
     instance = _instance(request)
-    _manager(request).seek_to(instance, parse_partitions(await _body(request)), end=False)
+    await _manager(request).seek_to(instance, parse_partitions(await _body(request)), end=False)
     return _no_content()
 
 
 async def seek_end(request: web.Request) -> web.Response:
     instance = _instance(request)
-    _manager(request).seek_to(instance, parse_partitions(await _body(request)), end=True)
+    await _manager(request).seek_to(instance, parse_partitions(await _body(request)), end=True)
     return _no_content()
 
 
@@ -267,20 +281,20 @@ async def committed(request: web.Request) -> web.Response:
 
 def setup_routes(app: web.Application) -> None:
     """Register the consumer API's routes on ``app``."""
-    app.router.add_post("/consumers/{group}", create_instance)
-    app.router.add_delete(INSTANCE, delete_instance)
-    app.router.add_post(INSTANCE + "/subscription", subscribe)
-    app.router.add_get(INSTANCE + "/subscription", get_subscription)
-    app.router.add_delete(INSTANCE + "/subscription", unsubscribe)
-    app.router.add_post(INSTANCE + "/assignments", assign)
-    app.router.add_get(INSTANCE + "/assignments", get_assignments)
-    app.router.add_post(INSTANCE + "/positions", seek)
-    app.router.add_post(INSTANCE + "/positions/beginning", seek_beginning)
-    app.router.add_post(INSTANCE + "/positions/end", seek_end)
-    app.router.add_get(INSTANCE + "/records", records)
-    app.router.add_post(INSTANCE + "/offsets", commit)
-    app.router.add_get(INSTANCE + "/offsets", committed)
-    app.router.add_get(INSTANCE + "/topics/{topic}", read_topic_v1)
+    app.router.add_post("/consumers/{group}", group_route(create_instance))
+    app.router.add_delete(INSTANCE, group_route(delete_instance))
+    app.router.add_post(INSTANCE + "/subscription", group_route(subscribe))
+    app.router.add_get(INSTANCE + "/subscription", group_route(get_subscription))
+    app.router.add_delete(INSTANCE + "/subscription", group_route(unsubscribe))
+    app.router.add_post(INSTANCE + "/assignments", group_route(assign))
+    app.router.add_get(INSTANCE + "/assignments", group_route(get_assignments))
+    app.router.add_post(INSTANCE + "/positions", group_route(seek))
+    app.router.add_post(INSTANCE + "/positions/beginning", group_route(seek_beginning))
+    app.router.add_post(INSTANCE + "/positions/end", group_route(seek_end))
+    app.router.add_get(INSTANCE + "/records", group_route(records))
+    app.router.add_post(INSTANCE + "/offsets", group_route(commit))
+    app.router.add_get(INSTANCE + "/offsets", group_route(committed))
+    app.router.add_get(INSTANCE + "/topics/{topic}", group_route(read_topic_v1))
 
 
 _STATUSES = {

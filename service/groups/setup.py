@@ -1,11 +1,16 @@
 """Wiring of consumer groups into the broker application.
 
-:func:`setup_groups` registers the REST v2 consumer API and the native group API, and a cleanup context
-that owns the coordinator, the REST consumer instances and their maintenance task. Once the broker's logs
-are open, the task opens (or creates) the internal ``__consumer_offsets`` topic, replays it to restore
-every committed offset, then ticks the coordinator: session and instance expiry, rebalance timeouts,
-offset expiry, and new topics or partitions for subscribed groups. Group requests answer 503 (retriable)
-until the committed offsets are restored.
+:func:`setup_groups` registers the REST v2 consumer API, the native group API and the v3 group routes
+(each wrapped so that a request reaching a broker that is not the group's coordinator is forwarded there,
+see :mod:`tierlog.service.groups.routing`), and a cleanup context that owns the coordinators, the REST
+consumer instances and their maintenance task.
+
+Once the broker's logs are open, the task loads the coordinator shards (one per ``__consumer_offsets``
+partition this broker leads, see :mod:`tierlog.service.groups.leadership`; an embedded broker first
+creates the topic if it is missing, with ``offsets.topic.num.partitions`` partitions), then ticks: shards
+follow leadership, session and instance expiry, rebalance timeouts, offset expiry, compaction, and new
+topics or partitions for subscribed groups. Group requests answer 503 (retriable) until the first load is
+done.
 """
 
 from __future__ import annotations
@@ -13,29 +18,26 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Iterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Mapping
 from dataclasses import dataclass
 
 from aiohttp import web
 
-from tierlog.service.broker import Broker
+from tierlog.service.cluster.proxy import LocalPartition, RoutedPartition, routed_partition
 from tierlog.service.config import Settings
 from tierlog.service.groups import admin, native, rest
 from tierlog.service.groups.consumers import ConsumerManager, ReadLike
-from tierlog.service.groups.coordinator import GroupCoordinator
-from tierlog.service.groups.offsets import OFFSETS_TOPIC, LogOffsetStore
-from tierlog.service.groups.state import CONSUMERS, COORDINATOR, GROUPS_READY
-from tierlog.service.partition import Partition
+from tierlog.service.groups.leadership import ShardLoader
+from tierlog.service.groups.offsets import OFFSETS_TOPIC
+from tierlog.service.groups.offsets_log import restore_offsets
+from tierlog.service.groups.routing import setup_forwarding
+from tierlog.service.groups.shards import CoordinatorShards
+from tierlog.service.groups.state import CONSUMERS, COORDINATOR, GROUPS_READY, LOADER
 from tierlog.service.state import BROKER
-from tierlog.tiering.codec.header import iter_batches
-from tierlog.tiering.errors import NotFoundError, UnavailableError
 
 __all__ = ["BrokerReader", "GroupSettings", "setup_groups", "restore_offsets"]
 
 log = logging.getLogger("tierlog.groups")
-
-OFFSETS_TOPIC_CONFIGS = {"cleanup.policy": "compact", "retention.ms": "-1", "segment.bytes": str(100 * 2**20)}
-REPLAY_CHUNK = 4 * 2**20
 
 
 @dataclass(frozen=True)
@@ -46,6 +48,7 @@ class GroupSettings:
     tick_interval_ms: int = 1_000
     default_strategy: str = "range"
     offsets_compact_bytes: int = 16 * 2**20
+    offsets_topic_num_partitions: int = 1
 
     @classmethod
     def from_settings(cls, settings: Settings) -> GroupSettings:
@@ -53,93 +56,50 @@ class GroupSettings:
             offsets_retention_ms=settings.offsets_retention_minutes * 60_000,
             consumer_instance_timeout_ms=settings.consumer_instance_timeout_ms,
             default_strategy=settings.group_default_assignor,
+            offsets_topic_num_partitions=settings.offsets_topic_num_partitions,
         )
 
 
 class BrokerReader:
-    """The consumer layer's view of the broker: partition counts, watermarks and long-poll reads."""
+    """The consumer layer's view of the cluster: partition counts, watermarks and long-poll reads, on this
+    broker for the partitions it leads and on their leaders (over the native API) for the others."""
 
-    def __init__(self, broker: Broker) -> None:
-        self._broker = broker
+    def __init__(self, app: web.Application) -> None:
+        self._app = app
 
     def partition_counts(self) -> Mapping[str, int]:
-        return {t.name: len(t.partitions) for t in self._broker.topics() if not t.is_internal}
+        broker = self._app[BROKER]
+        if broker.cluster is None:
+            return {t.name: len(t.partitions) for t in broker.topics() if not t.is_internal}
+        return {
+            name: len(parts)
+            for name, parts in broker.cluster_view().partitions.items()
+            if not name.startswith("__")
+        }
 
-    def log_bounds(self, topic: str, partition: int) -> tuple[int, int]:
-        part = self._broker.topic(topic).partition(partition)
-        return part.log_start_offset, part.high_watermark
+    def _partition(self, topic: str, partition: int) -> RoutedPartition:
+        return routed_partition(self._app, topic, partition)
+
+    def log_bounds(self, topic: str, partition: int) -> tuple[int, int] | Awaitable[tuple[int, int]]:
+        routed = self._partition(topic, partition)
+        if isinstance(routed, LocalPartition):
+            return routed.partition.log_start_offset, routed.partition.high_watermark
+        return self._remote_bounds(routed)
+
+    @staticmethod
+    async def _remote_bounds(routed: RoutedPartition) -> tuple[int, int]:
+        offsets = await routed.offsets()
+        return offsets.log_start_offset, offsets.high_watermark
 
     async def read(
         self, topic: str, partition: int, offset: int, max_bytes: int, max_wait_ms: int, min_bytes: int
     ) -> ReadLike:
-        part = self._broker.topic(topic).partition(partition)
-        return await part.read(offset, max_bytes, max_wait_ms=max_wait_ms, min_bytes=min_bytes)
+        routed = self._partition(topic, partition)
+        return await routed.read(offset, max_bytes, max_wait_ms=max_wait_ms, min_bytes=min_bytes)
 
     async def offset_for_timestamp(self, topic: str, partition: int, timestamp: int) -> int | None:
-        found = await self._broker.topic(topic).partition(partition).offset_for_timestamp(timestamp)
+        found = await self._partition(topic, partition).offset_for_timestamp(timestamp)
         return None if found is None else found[0]
-
-
-class PartitionOffsetLog:
-    """``__consumer_offsets`` partition 0, as the committed-offset store writes and compacts it."""
-
-    partition: Partition | None = None
-
-    def _open(self) -> Partition:
-        if self.partition is None:
-            raise UnavailableError("consumer groups are not ready: committed offsets are being restored")
-        return self.partition
-
-    async def append(self, batch: bytes) -> int:
-        return (await self._open().append(batch, acks=1)).base_offset
-
-    async def roll(self) -> None:
-        await asyncio.to_thread(self._open().log.roll)
-
-    async def drop_before(self, offset: int) -> None:
-        await asyncio.to_thread(
-            self._open().log.apply_retention,
-            lambda segment: segment.next_offset > offset,
-            retention_ms=-1,
-            retention_bytes=0,
-        )
-
-    async def end_offset(self) -> int:
-        return self._open().log_end_offset
-
-
-async def _offsets_partition(broker: Broker) -> Partition:
-    try:
-        topic = broker.topic(OFFSETS_TOPIC)
-    except NotFoundError:
-        topic = None
-    if topic is None:
-        created = await broker.create_topic(OFFSETS_TOPIC, 1, OFFSETS_TOPIC_CONFIGS, internal=True)
-        assert created is not None
-        topic = created
-    return topic.partition(0)
-
-
-async def restore_offsets(partition: Partition, store: LogOffsetStore) -> int:
-    """Replay ``__consumer_offsets`` into ``store``; returns the number of commit records applied.
-
-    Raises:
-        CorruptRecordError: a stored batch or commit record is corrupt.
-    """
-    chunks: list[bytes] = []
-    offset = partition.log_start_offset
-    while offset < partition.high_watermark:
-        result = await partition.read(offset, REPLAY_CHUNK)
-        if not result.data:
-            break
-        chunks.append(result.data)
-        for _, header in iter_batches(result.data, verify=False):
-            offset = header.next_offset
-
-    def batches() -> Iterator[bytes]:
-        yield from chunks
-
-    return store.replay(batches())
 
 
 def setup_groups(app: web.Application, settings: GroupSettings | None = None) -> None:
@@ -148,62 +108,76 @@ def setup_groups(app: web.Application, settings: GroupSettings | None = None) ->
     rest.setup_routes(app)
     native.setup_routes(app)
     admin.setup_routes(app)
+    setup_forwarding(app)
 
     async def groups_ctx(app: web.Application) -> AsyncIterator[None]:
         broker = app[BROKER]
         clock = broker.clock
-
-        offsets_log = PartitionOffsetLog()
-        store = LogOffsetStore(offsets_log, clock.now_ms, compact_after_bytes=config.offsets_compact_bytes)
-        reader = BrokerReader(broker)
-        coordinator = GroupCoordinator(
+        reader = BrokerReader(app)
+        shards = CoordinatorShards(
             clock=clock,
             metadata=reader.partition_counts,
-            offsets=store,
             default_strategy=config.default_strategy,
             offsets_retention_ms=config.offsets_retention_ms,
+            compact_after_bytes=config.offsets_compact_bytes,
         )
         consumers = ConsumerManager(
             reader,
-            coordinator,
+            shards,
             clock,
             instance_timeout_ms=config.consumer_instance_timeout_ms,
             auto_commit_interval_ms=config.auto_commit_interval_ms,
         )
+        loader = ShardLoader(broker, shards, consumers, num_partitions=config.offsets_topic_num_partitions)
         ready = asyncio.Event()
-        app[COORDINATOR] = coordinator
+        app[COORDINATOR] = shards
         app[CONSUMERS] = consumers
         app[GROUPS_READY] = ready
+        app[LOADER] = loader
 
         async def run() -> None:
             await broker.wait_ready()
-            offsets_log.partition = await _offsets_partition(broker)
-            applied = await restore_offsets(offsets_log.partition, store)
+            if broker.cluster is None:
+                await loader.ensure_topic()
+            await loader.sync()
+            loaded = shards.loaded()
             log.info(
-                "consumer groups ready: %d commit records replayed, %d groups",
-                applied,
-                len(store.group_ids()),
+                "consumer groups ready: coordinator of %d of %d %s partitions, %d groups",
+                len(loaded),
+                shards.partitions,
+                OFFSETS_TOPIC,
+                len(shards.group_ids()),
             )
             ready.set()
             while True:
                 await asyncio.sleep(config.tick_interval_ms / 1000)
                 try:
-                    await coordinator.tick()
-                    coordinator.metadata_changed()
+                    await loader.sync()
+                    await shards.tick()
+                    shards.metadata_changed()
                     await consumers.tick()
-                    if await store.maybe_compact():
-                        log.info("compacted %s", OFFSETS_TOPIC)
+                    for index in await shards.maybe_compact():
+                        log.info("compacted %s-%d", OFFSETS_TOPIC, index)
                 except Exception:
                     log.exception("group maintenance failed; retrying at the next tick")
 
-        task = asyncio.create_task(run(), name="tierlog-groups")
+        async def follow() -> None:
+            await broker.wait_ready()
+            await loader.follow()
+
+        tasks = [
+            asyncio.create_task(run(), name="tierlog-groups"),
+            asyncio.create_task(follow(), name="tierlog-groups-leadership"),
+        ]
         try:
             yield
         finally:
-            task.cancel()
-            with contextlib.suppress(BaseException):
-                await task
+            for task in tasks:
+                task.cancel()
+            for task in tasks:
+                with contextlib.suppress(BaseException):
+                    await task
             await consumers.close()
-            coordinator.close()
+            shards.close()
 
     app.cleanup_ctx.append(groups_ctx)

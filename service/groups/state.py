@@ -11,11 +11,13 @@ from tierlog.tiering.errors import UnavailableError
 
 if TYPE_CHECKING:
     from tierlog.service.groups.consumers import ConsumerManager
-    from tierlog.service.groups.coordinator import GroupCoordinator
+    from tierlog.service.groups.leadership import ShardLoader
+    from tierlog.service.groups.shards import CoordinatorShards
 
-__all__ = ["COORDINATOR", "CONSUMERS", "GROUPS_READY", "require_ready"]
+__all__ = ["COORDINATOR", "CONSUMERS", "GROUPS_READY", "LOADER", "require_ready"]
 
-COORDINATOR: web.AppKey[GroupCoordinator] = web.AppKey("tierlog.coordinator")
+COORDINATOR: web.AppKey[CoordinatorShards] = web.AppKey("tierlog.coordinator")
+LOADER: web.AppKey[ShardLoader] = web.AppKey("tierlog.groups_loader")
 CONSUMERS: web.AppKey[ConsumerManager] = web.AppKey("tierlog.consumers")
 GROUPS_READY: web.AppKey[asyncio.Event] = web.AppKey("tierlog.groups_ready", asyncio.Event)
 

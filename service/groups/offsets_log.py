@@ -1,0 +1,71 @@
+"""One ``__consumer_offsets`` partition as a committed-offset store writes, compacts and replays it."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+
+from tierlog.service.groups.offsets import LogOffsetStore
+from tierlog.service.partition import Partition
+from tierlog.tiering.codec.header import iter_batches
+from tierlog.tiering.errors import UnavailableError
+
+__all__ = ["PartitionOffsetLog", "restore_offsets", "REPLAY_CHUNK"]
+
+REPLAY_CHUNK = 4 * 2**20
+
+
+class PartitionOffsetLog:
+    """A ``__consumer_offsets`` partition behind :class:`~tierlog.service.groups.offsets.OffsetLog`.
+
+    ``partition`` is ``None`` until the partition is open here; every call then raises UnavailableError
+    (503, retriable).
+    """
+
+    def __init__(self, partition: Partition | None = None) -> None:
+        self.partition = partition
+
+    def _open(self) -> Partition:
+        if self.partition is None:
+            raise UnavailableError("consumer groups are not ready: committed offsets are being restored")
+        return self.partition
+
+    async def append(self, batch: bytes) -> int:
+        return (await self._open().append(batch, acks=1)).base_offset
+
+    async def roll(self) -> None:
+        await asyncio.to_thread(self._open().log.roll)
+
+    async def drop_before(self, offset: int) -> None:
+        await asyncio.to_thread(
+            self._open().log.apply_retention,
+            lambda segment: segment.next_offset > offset,
+            retention_ms=-1,
+            retention_bytes=0,
+        )
+
+    async def end_offset(self) -> int:
+        return self._open().log_end_offset
+
+
+async def restore_offsets(partition: Partition, store: LogOffsetStore) -> int:
+    """Replay one ``__consumer_offsets`` partition into ``store``; returns the commit records applied.
+
+    Raises:
+        CorruptRecordError: a stored batch or commit record is corrupt.
+        UnknownTopicError: the partition was closed meanwhile (leadership moved, or shutdown).
+    """
+    chunks: list[bytes] = []
+    offset = partition.log_start_offset
+    while offset < partition.high_watermark:
+        result = await partition.read(offset, REPLAY_CHUNK)
+        if not result.data:
+            break
+        chunks.append(result.data)
+        for _, header in iter_batches(result.data, verify=False):
+            offset = header.next_offset
+
+    def batches() -> Iterator[bytes]:
+        yield from chunks
+
+    return store.replay(batches())

@@ -1,0 +1,280 @@
+"""Group requests go to the group's coordinator, whichever broker they reach.
+
+A group's coordinator is the leader of ``__consumer_offsets`` partition ``coordinator_partition(group_id,
+n)`` (:mod:`tierlog.service.groups.hashing`). Every group route is wrapped by :func:`group_route`: on the
+coordinator (and always on an embedded broker) the handler runs; elsewhere the request is forwarded whole
+(method, path and query, headers minus the hop-by-hop ones, body) to the coordinator's URL and its answer
+returned as it came (status, headers, body bytes, still encoded). A forwarded request carries
+:data:`FORWARDED_BY`; a broker that receives one and is not the coordinator either (its view and the
+sender's differ for a moment) answers 503 ``NotLeaderOrFollowerError`` (50310, retriable) naming the
+leader it knows, and never forwards again: no loops.
+
+The first group request of a cluster creates ``__consumer_offsets`` (with ``offsets.topic.num.partitions``
+partitions, spread over the brokers live at that moment), as Kafka creates it on the first coordinator
+lookup. Two brokers racing to create it is fine: the loser finds it created.
+
+Errors (all retriable, 503): the coordinator partition has no live leader, ``LeaderNotAvailableError``
+(50311); the coordinator cannot be reached or does not answer in time, ``UnavailableError`` (50301); the
+coordinator is still loading the partition, ``UnavailableError``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import json
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import aiohttp
+from aiohttp import web
+from yarl import URL
+
+from tierlog.service.groups.hashing import coordinator_partition
+from tierlog.service.groups.offsets import OFFSETS_TOPIC
+from tierlog.service.groups.state import LOADER, require_ready
+from tierlog.service.state import BROKER, SETTINGS
+from tierlog.tiering.errors import (
+    LeaderNotAvailableError,
+    NotLeaderOrFollowerError,
+    UnavailableError,
+)
+
+if TYPE_CHECKING:
+    from tierlog.service.broker import Broker
+    from tierlog.service.cluster.view import ClusterView
+
+__all__ = [
+    "FORWARDED_BY",
+    "FORWARDER",
+    "Coordinate",
+    "Forwarder",
+    "from_other_brokers",
+    "group_route",
+    "is_forwarded",
+    "locate",
+    "setup_forwarding",
+]
+
+log = logging.getLogger("tierlog.groups.routing")
+
+FORWARDED_BY = "Tierlog-Forwarded-By"
+# RFC 9110 7.6.1 hop-by-hop fields, and what aiohttp sets itself for the new hop
+HOP_BY_HOP = frozenset(
+    {
+        "connection",
+        "keep-alive",
+        "proxy-connection",
+        "proxy-authenticate",
+        "proxy-authorization",
+        "te",
+        "trailer",
+        "transfer-encoding",
+        "upgrade",
+        "host",
+        "content-length",
+    }
+)
+# A forwarded join waits for its generation, up to the rebalance timeout; the coordinator bounds that.
+MAX_FORWARD_S = 30 * 60 + 30
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+@dataclass(frozen=True, slots=True)
+class Coordinate:
+    """Where a group's coordinator is: the offsets partition and its leader."""
+
+    group_id: str
+    partition: int
+    leader_id: int
+    leader_url: str
+    leader_epoch: int
+
+
+def _clustered(broker: Broker) -> bool:
+    return broker.cluster is not None
+
+
+def is_forwarded(request: web.Request) -> bool:
+    """The request came from another broker (it is never forwarded again)."""
+    return FORWARDED_BY in request.headers
+
+
+async def locate(app: web.Application, group_id: str) -> Coordinate | None:
+    """``None`` when this broker coordinates ``group_id`` (always, embedded), else where the coordinator is.
+
+    Creates ``__consumer_offsets`` on the cluster's first group request. On the coordinator, waits
+    (bounded) until the partition's groups are loaded. Safe concurrently.
+
+    Raises:
+        LeaderNotAvailableError: (50311) the coordinator partition has no live leader now.
+        UnavailableError: (50301) the offsets topic or the partition's groups are not ready yet.
+        InvalidRequestError: an invalid group id (nothing to route).
+    """
+    broker = app[BROKER]
+    if not _clustered(broker):
+        return None
+    loader = app[LOADER]
+    view = broker.cluster_view()
+    parts = view.partitions.get(OFFSETS_TOPIC)
+    if not parts:
+        await loader.ensure_topic()
+        view = broker.cluster_view()
+        parts = view.partitions.get(OFFSETS_TOPIC)
+        if not parts:
+            raise LeaderNotAvailableError(f"{OFFSETS_TOPIC} has no partitions yet; retry")
+    index = coordinator_partition(group_id, len(parts))
+    state = parts[index]
+    if state.leader == broker.broker_id:
+        await loader.ensure_loaded(index)
+        return None
+    return _coordinate(view, group_id, index)
+
+
+def _coordinate(view: ClusterView, group_id: str, index: int) -> Coordinate:
+    state = view.partitions[OFFSETS_TOPIC][index]
+    registration = view.broker(state.leader) if state.leader >= 0 else None
+    if registration is None:
+        raise LeaderNotAvailableError(
+            f"the coordinator of group {group_id} ({OFFSETS_TOPIC}-{index}) has no live leader now; retry"
+        )
+    return Coordinate(group_id, index, state.leader, registration.url, state.leader_epoch)
+
+
+def group_route(handler: Handler) -> Handler:
+    """Wrap a route with a ``{group}`` path parameter: run it on the coordinator, forward it elsewhere."""
+
+    @functools.wraps(handler)
+    async def routed(request: web.Request) -> web.StreamResponse:
+        require_ready(request)
+        target = await locate(request.app, request.match_info["group"])
+        if target is None:
+            return await handler(request)
+        if is_forwarded(request):
+            raise NotLeaderOrFollowerError(
+                f"broker {request.app[BROKER].broker_id} is not the coordinator of group {target.group_id} "
+                f"either: {OFFSETS_TOPIC}-{target.partition} is led by broker {target.leader_id}; "
+                "retry there",
+                leader_id=target.leader_id,
+                leader_url=target.leader_url,
+                leader_epoch=target.leader_epoch,
+            )
+        return await request.app[FORWARDER].forward(request, target)
+
+    return routed
+
+
+async def from_other_brokers(request: web.Request) -> list[Any]:
+    """The JSON answers of every other live broker to this same request, each answering for the groups it
+    coordinates (a cluster-wide listing). None embedded, or when the request was itself forwarded.
+
+    Raises:
+        UnavailableError: (50301, retriable) a live broker cannot be reached or answered an error.
+    """
+    broker = request.app[BROKER]
+    if not _clustered(broker) or is_forwarded(request):
+        return []
+    urls = [b.url for b in broker.cluster_view().brokers if b.broker_id != broker.broker_id]
+    return await request.app[FORWARDER].gather_json(request, urls)
+
+
+class Forwarder:
+    """Forwards requests to other brokers over one pooled ``aiohttp.ClientSession`` that the app owns
+    (:func:`setup_forwarding`). Safe to use concurrently between :meth:`start` and :meth:`close`."""
+
+    def __init__(self, broker_id: Callable[[], int], *, connect_ms: int) -> None:
+        self._broker_id = broker_id
+        self._connect_s = connect_ms / 1000
+        self._session: aiohttp.ClientSession | None = None
+
+    async def start(self) -> None:
+        """Open the session on the app's loop. Idempotent."""
+        if self._session is None:
+            self._session = aiohttp.ClientSession(auto_decompress=False)
+
+    async def close(self) -> None:
+        """Close the session. Idempotent."""
+        session, self._session = self._session, None
+        if session is not None:
+            await session.close()
+
+    def _headers(self, request: web.Request) -> dict[str, str]:
+        headers = {k: v for k, v in request.headers.items() if k.lower() not in HOP_BY_HOP}
+        headers[FORWARDED_BY] = str(self._broker_id())
+        return headers
+
+    async def forward(self, request: web.Request, target: Coordinate) -> web.Response:
+        """Send ``request`` to ``target``'s broker and answer what it answered.
+
+        Raises:
+            UnavailableError: (50301) the coordinator cannot be reached or did not answer in time.
+        """
+        body = await request.read()
+        url = URL(target.leader_url.rstrip("/") + request.raw_path, encoded=True)
+        try:
+            status, headers, payload = await self._exchange(request.method, url, self._headers(request), body)
+        except (aiohttp.ClientError, TimeoutError) as err:
+            raise UnavailableError(
+                f"the coordinator of group {target.group_id} (broker {target.leader_id} at "
+                f"{target.leader_url}) is unreachable: {err or type(err).__name__}; retry"
+            ) from err
+        return web.Response(status=status, body=payload, headers=headers)
+
+    async def gather_json(self, request: web.Request, urls: list[str]) -> list[Any]:
+        """The JSON answers of every broker at ``urls`` to the same request (marked as forwarded, so each
+        answers for itself).
+
+        Raises:
+            UnavailableError: (50301) a broker cannot be reached or answered an error.
+        """
+        body = await request.read()
+        headers = self._headers(request)
+
+        async def one(base: str) -> Any:
+            url = URL(base.rstrip("/") + request.raw_path, encoded=True)
+            try:
+                status, _, payload = await self._exchange(request.method, url, headers, body)
+            except (aiohttp.ClientError, TimeoutError) as err:
+                raise UnavailableError(f"broker at {base} is unreachable: {err}; retry") from err
+            if status != 200:
+                raise UnavailableError(f"broker at {base} answered {status}: {payload[:200]!r}; retry")
+            return json.loads(payload)
+
+        return list(await asyncio.gather(*(one(url) for url in urls)))
+
+    async def _exchange(
+        self, method: str, url: URL, headers: dict[str, str], body: bytes
+    ) -> tuple[int, dict[str, str], bytes]:
+        session = self._session
+        if session is None:
+            raise UnavailableError("the broker is not serving: it cannot reach group coordinators")
+        timeout = aiohttp.ClientTimeout(total=MAX_FORWARD_S, sock_connect=self._connect_s)
+        async with session.request(
+            method, url, headers=headers, data=body or None, allow_redirects=False, timeout=timeout
+        ) as response:
+            payload = await response.read()
+            kept = {k: v for k, v in response.headers.items() if k.lower() not in HOP_BY_HOP}
+            kept.pop("Date", None)
+            kept.pop("Server", None)
+            return response.status, kept, payload
+
+
+FORWARDER: web.AppKey[Forwarder] = web.AppKey("tierlog.groups.forwarder", Forwarder)
+
+
+def setup_forwarding(app: web.Application) -> None:
+    """Give ``app`` its :class:`Forwarder`, opened on startup and closed on cleanup. Call once."""
+    forwarder = Forwarder(lambda: app[BROKER].broker_id, connect_ms=app[SETTINGS].broker_session_timeout_ms)
+    app[FORWARDER] = forwarder
+
+    async def forwarder_ctx(app: web.Application) -> AsyncIterator[None]:
+        await forwarder.start()
+        try:
+            yield
+        finally:
+            await forwarder.close()
+
+    app.cleanup_ctx.append(forwarder_ctx)
