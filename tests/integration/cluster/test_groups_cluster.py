@@ -1,0 +1,224 @@
+"""Consumer groups in a cluster: a group's coordinator is the leader of its ``__consumer_offsets`` partition
+(Kafka's hash), and a group request reaching another broker is forwarded there.
+
+Three in-process brokers share one metadata store (``tests/integration/cluster/inproc.py``); the offsets
+topic and the data topic have three partitions each, one led by every broker.
+"""
+
+from __future__ import annotations
+
+import itertools
+import struct
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.integration.broker import RunningBroker
+from tests.integration.cluster.inproc import InprocCluster
+from tests.integration.groups.helpers import BINARY, call, decoded, produce
+from tierlog.service.groups.hashing import coordinator_partition, java_string_hash, kafka_abs
+from tierlog.service.groups.offsets import OFFSETS_TOPIC
+from tierlog.service.groups.routing import FORWARDED_BY
+from tierlog.service.groups.state import CONSUMERS, GROUPS_READY
+from tierlog.tiering.errors import ConsumerInstanceNotFoundError
+
+SETTINGS = {"num.partitions": "3", "offsets.topic.num.partitions": "3"}
+VALUES = {0: ["a0", "a1"], 1: ["b0", "b1"], 2: ["c0", "c1"]}
+
+
+# ---- the coordinator hash is Kafka's -----------------------------------------------------------------
+
+
+def reference_hash(text: str) -> int:
+    """Java's ``String.hashCode`` from its documented definition, ``s[0]*31^(n-1) + ... + s[n-1]`` over the
+    UTF-16 code units in exact integers, then taken as a signed 32-bit int (independent of the broker's
+    Horner loop)."""
+    raw = text.encode("utf-16-be", "surrogatepass")
+    units: tuple[int, ...] = struct.unpack(f">{len(raw) // 2}H", raw)
+    total, weight = 0, 1  # weight = 31^(n-1-i), from the last unit backwards
+    for unit in reversed(units):
+        total += unit * weight
+        weight *= 31
+    total %= 2**32
+    return total - 2**32 if total >= 2**31 else total
+
+
+def test_the_hash_is_javas_string_hash_code() -> None:
+    known = {
+        "": 0,
+        "a": 97,
+        "Aa": 2112,  # the classic collision with "BB"
+        "BB": 2112,
+        "hello": 99162322,
+        "polygenelubricants": -(2**31),  # Integer.MIN_VALUE: Math.abs of it is still negative
+        "\U0001f600": 0xD83D * 31 + 0xDE00,  # outside the BMP: two UTF-16 code units
+    }
+    for text, expected in known.items():
+        assert java_string_hash(text) == expected == reference_hash(text), text
+    ids = ["console-consumer-40213", "my-group", "grüppe", "グループ", "g" * 255, "\U0001f600-group"]
+    ids += [f"group-{i}" for i in range(200)]
+    for group_id in ids:
+        assert java_string_hash(group_id) == reference_hash(group_id), group_id
+
+
+def test_the_partition_is_kafkas_utils_abs_modulo_the_count() -> None:
+    assert coordinator_partition("polygenelubricants", 50) == 0  # MIN_VALUE & 0x7fffffff is 0
+    assert kafka_abs(-(2**31)) == 0 and kafka_abs(-1) == 2**31 - 1
+    negative = [g for g in (f"group-{i}" for i in range(500)) if reference_hash(g) < 0]
+    assert negative, "some ids hash negative"
+    for group_id in [*negative, "hello", "my-group"]:
+        for count in (1, 3, 50):
+            expected = (reference_hash(group_id) & 0x7FFFFFFF) % count
+            assert coordinator_partition(group_id, count) == expected, (group_id, count)
+
+
+# ---- three brokers ------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+async def cluster(tmp_path: Path) -> AsyncIterator[InprocCluster]:
+    async with InprocCluster(tmp_path / "cluster") as started:
+        brokers = await started.start(3, SETTINGS)
+        for running in brokers:
+            await running.app[GROUPS_READY].wait()
+        # The first group request creates __consumer_offsets: 404 (no such group), or 503 (retriable) while
+        # its partitions wait for leaders.
+        first = await brokers[0].client.get("/native/v1/groups/warm-up")
+        assert first.status in (404, 503), await first.text()
+        await started.wait_for(lambda: started.converged(OFFSETS_TOPIC))
+        assert sorted(started.leaders(OFFSETS_TOPIC)) == [1, 2, 3]
+        await brokers[0].broker.create_topic("t", 3)
+        await started.wait_for(lambda: started.converged("t"))
+        assert sorted(started.leaders("t")) == [1, 2, 3]
+        for partition, leader in enumerate(started.leaders("t")):
+            await produce(started.brokers[leader].client, "t", partition, VALUES[partition])
+        yield started
+
+
+def group_coordinated_by_another(cluster: InprocCluster, entry: int) -> tuple[str, int]:
+    """A group id whose coordinator is not broker ``entry``, and that coordinator's id."""
+    leaders = cluster.leaders(OFFSETS_TOPIC)
+    for i in itertools.count():
+        group = f"group-{i}"
+        leader = leaders[coordinator_partition(group, len(leaders))]
+        if leader != entry:
+            return group, leader
+    raise AssertionError("unreachable")
+
+
+def roles(cluster: InprocCluster) -> tuple[str, RunningBroker, RunningBroker, RunningBroker]:
+    """``(group, a, b, c)``: the group is coordinated by ``b``; ``a`` and ``c`` are the others."""
+    group, coordinator = group_coordinated_by_another(cluster, 1)
+    third = next(i for i in cluster.brokers if i not in (1, coordinator))
+    return group, cluster.brokers[1], cluster.brokers[coordinator], cluster.brokers[third]
+
+
+def committed_body(offsets: dict[int, int]) -> dict[str, Any]:
+    return {"offsets": [{"topic": "t", "partition": p, "offset": o} for p, o in offsets.items()]}
+
+
+async def test_a_rest_consumer_created_through_another_broker_lives_on_the_coordinator(
+    cluster: InprocCluster,
+) -> None:
+    group, a, b, c = roles(cluster)
+    answer = await call(
+        a.client,
+        "POST",
+        f"/consumers/{group}",
+        {"name": "c1", "format": "binary", "auto.offset.reset": "earliest", "auto.commit.enable": "false"},
+    )
+    path = f"/consumers/{group}/instances/c1"
+    assert answer == {"instance_id": "c1", "base_uri": b.url + path}
+    assert b.app[CONSUMERS].get(group, "c1").name == "c1"
+    with pytest.raises(ConsumerInstanceNotFoundError):
+        a.app[CONSUMERS].get(group, "c1")
+
+    await call(a.client, "POST", f"{path}/subscription", {"topics": ["t"]}, status=204)
+    assignment = await call(c.client, "GET", f"{path}/assignments")
+    assert sorted(p["partition"] for p in assignment["partitions"]) == [0, 1, 2]
+
+    records: list[dict[str, Any]] = []
+    for client in itertools.islice(itertools.cycle([c.client, a.client, b.client]), 12):
+        records += await call(client, "GET", f"{path}/records?timeout=1000", headers={"Accept": BINARY})
+        if len(records) == 6:
+            break
+    by_partition = {p: decoded([r for r in records if r["partition"] == p]) for p in range(3)}
+    assert by_partition == VALUES  # partitions led by a, b and c, all read through the coordinator
+
+    committed = await call(a.client, "POST", f"{path}/offsets")
+    assert sorted((e["partition"], e["committed"]) for e in committed) == [(0, 2), (1, 2), (2, 2)]
+    partitions = {"partitions": [{"topic": "t", "partition": p} for p in range(3)]}
+    read = await call(c.client, "GET", f"{path}/offsets", partitions)
+    assert sorted((e["partition"], e["offset"]) for e in read["offsets"]) == [(0, 2), (1, 2), (2, 2)]
+
+    await call(c.client, "DELETE", path, status=204)
+    await call(b.client, "GET", f"{path}/subscription", status=404)
+
+
+async def test_a_native_member_joins_and_commits_through_non_coordinators(cluster: InprocCluster) -> None:
+    group, a, b, c = roles(cluster)
+    joined = await call(
+        a.client, "POST", f"/native/v1/groups/{group}/join", {"member_id": "", "topics": ["t"]}
+    )
+    assert sorted(p["partition"] for p in joined["assignment"]) == [0, 1, 2]
+    member = {"member_id": joined["member_id"], "generation": joined["generation"]}
+
+    await call(c.client, "POST", f"/native/v1/groups/{group}/heartbeat", member, status=204)
+    commit = {**member, **committed_body({0: 1, 2: 2})}
+    await call(c.client, "POST", f"/native/v1/groups/{group}/offsets/commit", commit, status=204)
+    fetched = await call(a.client, "POST", f"/native/v1/groups/{group}/offsets/fetch", {})
+    assert [(o["partition"], o["offset"]) for o in fetched["offsets"]] == [(0, 1), (2, 2)]
+
+    described = await call(c.client, "GET", f"/native/v1/groups/{group}")
+    assert [m["member_id"] for m in described["members"]] == [joined["member_id"]]
+    assert {(row["partition"], row["lag"]) for row in described["lag"]} == {(0, 1), (1, 2), (2, 0)}
+
+    for running in (a, b, c):  # every broker lists every group of the cluster
+        listed = await call(running.client, "GET", "/native/v1/groups")
+        assert {"group_id": group, "state": "Stable"} in listed["groups"]
+    cluster_id = b.broker.cluster_id
+    v3 = await call(a.client, "GET", f"/v3/clusters/{cluster_id}/consumer-groups/{group}")
+    assert v3["coordinator"]["related"].endswith(f"/brokers/{b.broker.broker_id}")
+
+    await call(
+        a.client, "POST", f"/native/v1/groups/{group}/leave", {"member_id": joined["member_id"]}, status=204
+    )
+
+
+async def test_a_forwarded_request_is_never_forwarded_again(cluster: InprocCluster) -> None:
+    group, a, b, _ = roles(cluster)
+    response = await a.client.post(
+        f"/native/v1/groups/{group}/offsets/fetch", data="{}", headers={FORWARDED_BY: "99"}
+    )
+    body = await response.json()
+    assert response.status == 503
+    assert body["error_code"] == 50310
+    assert (body["leader_id"], body["leader_url"]) == (b.broker.broker_id, b.url)
+
+
+async def test_committed_offsets_survive_the_coordinators_restart(cluster: InprocCluster) -> None:
+    group, a, b, c = roles(cluster)
+    coordinator = b.broker.broker_id
+    await call(
+        a.client,
+        "POST",
+        f"/native/v1/groups/{group}/offsets/commit",
+        committed_body({0: 2, 1: 1}),
+        status=204,
+    )
+
+    await cluster.stop_broker(coordinator)
+    await cluster.wait_for(lambda: coordinator not in {r.broker_id for r in a.broker.cluster_view().brokers})
+    gone = await a.client.post(f"/native/v1/groups/{group}/offsets/fetch", data="{}")
+    assert gone.status == 503  # no live leader for its offsets partition: retriable, never a wrong answer
+
+    restarted = await cluster.start_broker(coordinator, SETTINGS)
+    await restarted.app[GROUPS_READY].wait()
+    await cluster.wait_for(lambda: cluster.converged(OFFSETS_TOPIC))
+    assert cluster.leaders(OFFSETS_TOPIC)[coordinator_partition(group, 3)] == coordinator
+
+    for running in (a, c, restarted):
+        fetched = await call(running.client, "POST", f"/native/v1/groups/{group}/offsets/fetch", {})
+        assert [(o["partition"], o["offset"]) for o in fetched["offsets"]] == [(0, 2), (1, 1)]
