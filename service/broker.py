@@ -194,12 +194,7 @@ class Broker:
         await self._url_known.wait()
         await node.start(self.advertised_url)
         self.cluster_id = node.cache.cluster_id
-        expected = {
-            meta.partition_dir(self.data_dir, name, p).name
-            for name, assignment in node.cache.topics().items()
-            for p in range(assignment.partitions)
-        }
-        for path in await asyncio.to_thread(meta.sweep_data_dir, self.data_dir, expected):
+        for path in await node.prepare_data_dir():
             self.background.spawn(asyncio.to_thread(meta.remove_tree, path), name=f"tierlog-rm-{path.name}")
         await node.reconcile()
         node.start_reconciler()

@@ -15,6 +15,12 @@ its local directories removed, and the remote data of the partitions this broker
 of a topic's configs is applied to the open partitions. A partition that fails to open is logged and
 retried on a later pass.
 
+**The data directory** records, in ``tierlog-cluster.json`` (:class:`LocalTopicIds`), the cluster and broker
+it belongs to and the topic id of every topic it holds data of. A broker refuses a data directory of
+another cluster or broker id (Kafka's ``InconsistentClusterIdException``), and at start-up removes the
+directories of topics deleted, or deleted and re-created under a new id, while it was down: a re-created
+topic never serves the old one's data.
+
 Every store call goes through :class:`InstrumentedMetadataStore`: ``tierlog_metadata_request_seconds``
 (a histogram by ``op``) and ``tierlog_metadata_errors_total``.
 """
@@ -23,7 +29,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
+import os
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
@@ -50,16 +58,18 @@ from tierlog.service.metrics import Metrics, Sample
 from tierlog.service.topic import Topic
 from tierlog.service.topic_configs import TopicConfig
 from tierlog.tiering.errors import (
+    InvalidConfigError,
     LeaderNotAvailableError,
     NotLeaderOrFollowerError,
     TierlogError,
+    storage_error,
 )
 
 if TYPE_CHECKING:
     from tierlog.service.broker import Broker
     from tierlog.service.partition import Partition
 
-__all__ = ["ClusterNode", "InstrumentedMetadataStore"]
+__all__ = ["ClusterNode", "InstrumentedMetadataStore", "LocalTopicIds"]
 
 log = logging.getLogger("tierlog.cluster.node")
 
@@ -121,6 +131,70 @@ class InstrumentedMetadataStore(MetadataStore):
         return self.inner.watch(prefix, start_revision)
 
 
+class LocalTopicIds:
+    """``<data-dir>/tierlog-cluster.json``: the cluster and broker a data directory belongs to and the id
+    of every topic it holds data of. Replaced atomically (temporary file, fsync, rename, directory fsync).
+    Event-loop only; writes run in a worker thread, one at a time."""
+
+    FILE = "tierlog-cluster.json"
+
+    def __init__(self, data_dir: Path) -> None:
+        self.path = data_dir / self.FILE
+        self.cluster_id = ""
+        self.broker_id = -1
+        self.topics: dict[str, str] = {}
+        self._lock = asyncio.Lock()
+
+    async def load(self) -> None:
+        """Read the file (absent: nothing recorded; malformed: logged and treated as absent). Raises
+        UnavailableError when it cannot be read."""
+        try:
+            text = await asyncio.to_thread(self.path.read_text, encoding="utf-8")
+        except FileNotFoundError:
+            return
+        except OSError as err:
+            raise storage_error(f"reading {self.path}", err) from err
+        try:
+            doc = json.loads(text)
+            self.cluster_id = str(doc["cluster_id"])
+            self.broker_id = int(doc["broker_id"])
+            self.topics = {str(k): str(v) for k, v in doc["topics"].items()}
+        except (ValueError, KeyError, TypeError, AttributeError) as err:
+            log.error("%s is malformed (%s): treating it as absent", self.path, err)
+
+    def check(self, cluster_id: str, broker_id: int) -> None:
+        """Raises InvalidConfigError when the directory belongs to another cluster or broker id."""
+        if self.cluster_id and self.cluster_id != cluster_id:
+            raise InvalidConfigError(
+                f"data.dir {self.path.parent} belongs to cluster {self.cluster_id}, not to cluster "
+                f"{cluster_id} this metadata.uri holds"
+            )
+        if self.broker_id >= 0 and self.broker_id != broker_id:
+            raise InvalidConfigError(
+                f"data.dir {self.path.parent} belongs to broker.id {self.broker_id}, not {broker_id}"
+            )
+
+    async def save(self, cluster_id: str, broker_id: int) -> None:
+        """Write the file durably. Raises InsufficientStorageError / UnavailableError."""
+        self.cluster_id, self.broker_id = cluster_id, broker_id
+        doc = {"version": 1, "cluster_id": cluster_id, "broker_id": broker_id, "topics": dict(self.topics)}
+        async with self._lock:
+            try:
+                await asyncio.to_thread(_write_json, self.path, doc)
+            except OSError as err:
+                raise storage_error(f"writing {self.path}", err) from err
+
+
+def _write_json(path: Path, doc: dict[str, Any]) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    with tmp.open("w", encoding="utf-8") as fh:
+        json.dump(doc, fh, indent=2, sort_keys=True)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+    meta.fsync_dir(path.parent)
+
+
 class ClusterNode:
     """This broker's membership of the cluster (see the module doc). Event-loop only.
 
@@ -152,6 +226,7 @@ class ClusterNode:
             self.store, self.broker_id, self.membership, settings, metrics=broker.metrics, clock=broker.clock
         )
         self.topics = ClusterTopics(self)
+        self.topic_ids = LocalTopicIds(broker.data_dir)
         self.passes = 0  # reconcile passes completed
         self._dirty = asyncio.Event()
         self._lock = asyncio.Lock()
@@ -198,6 +273,42 @@ class ClusterNode:
             url,
             self.settings.broker_rack or "none",
         )
+
+    async def prepare_data_dir(self) -> list[Path]:
+        """Check the data directory belongs to this cluster and broker, set aside partition directories of
+        no topic (``*-stray``), and list for removal those of topics deleted or re-created while this broker
+        was down, with the ``*-delete`` leftovers. Call after :meth:`start`. Raises InvalidConfigError
+        (another cluster's or broker's directory), OSError."""
+        ids = self.topic_ids
+        await ids.load()
+        cluster_id = self.cache.cluster_id
+        ids.check(cluster_id, self.broker_id)
+        assignments = self.cache.topics()
+        data_dir = self.broker.data_dir
+        stale: list[Path] = []
+        for name, recorded in list(ids.topics.items()):
+            assignment = assignments.get(name)
+            if assignment is not None and assignment.topic_id == recorded:
+                continue
+            del ids.topics[name]
+            log.info(
+                "topic %s (id %s) was deleted while this broker was down: removing its data", name, recorded
+            )
+            for path in await asyncio.to_thread(_partition_dirs, data_dir, name):
+                target = path.with_name(
+                    meta.suffixed_dir_name(name, int(path.name.rpartition("-")[2]), "delete")
+                )
+                await asyncio.to_thread(meta.rename_durably, path, target)
+                stale.append(target)
+        expected = {
+            meta.partition_dir(data_dir, name, p).name
+            for name, assignment in assignments.items()
+            if name in ids.topics
+            for p in range(assignment.partitions)
+        }
+        stale += await asyncio.to_thread(meta.sweep_data_dir, data_dir, expected)
+        await ids.save(cluster_id, self.broker_id)
+        return stale
 
     def start_reconciler(self) -> None:
         """Start the reconcile task (after the broker's first :meth:`reconcile`)."""
@@ -369,6 +480,9 @@ class ClusterNode:
 
     async def _open(self, topic: Topic, index: int) -> bool:
         try:
+            if self.topic_ids.topics.get(topic.name) != topic.topic_id:
+                self.topic_ids.topics[topic.name] = topic.topic_id
+                await self.topic_ids.save(self.cache.cluster_id, self.broker_id)
             partition = await self.broker.open_partition(topic.record, index, topic.config)
         except (TierlogError, OSError):
             log.exception("opening %s-%d, which this broker leads, failed; retrying", topic.name, index)
@@ -411,6 +525,14 @@ class ClusterNode:
             if index not in open_indexes
         ]
         await self._remove_dirs(topic.name, closed)
+        if self.topic_ids.topics.get(topic.name) == topic.topic_id:
+            del self.topic_ids.topics[topic.name]
+            try:
+                await self.topic_ids.save(self.cache.cluster_id, self.broker_id)
+            except TierlogError as err:
+                log.warning(
+                    "could not record the deletion of topic %s (a restart removes it): %s", topic.name, err
+                )
         log.info("topic %s was deleted: its local data is removed", topic.name)
 
     async def _remove_dirs(self, topic: str, paths: Iterable[Path]) -> None:
@@ -434,3 +556,13 @@ class ClusterNode:
             Sample("tierlog_metadata_revision", float(self.cache.revision)),
             Sample("tierlog_partitions_led", float(led)),
         ]
+
+
+def _partition_dirs(data_dir: Path, topic: str) -> list[Path]:
+    """The partition directories ``<topic>-<n>`` of ``topic`` in ``data_dir``. Blocking I/O."""
+    found = []
+    for entry in data_dir.iterdir():
+        match = meta.PARTITION_DIR.fullmatch(entry.name)
+        if match is not None and match["topic"] == topic and entry.is_dir():
+            found.append(entry)
+    return sorted(found)

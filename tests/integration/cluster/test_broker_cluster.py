@@ -234,6 +234,34 @@ async def test_a_second_broker_with_a_live_id_is_refused(cluster: InprocCluster,
         await running.stop()
 
 
+async def test_a_topic_deleted_while_its_leader_was_down_loses_its_local_data(cluster: InprocCluster) -> None:
+    await cluster.start(2)
+    await cluster.brokers[1].broker.create_topic("t", 1)
+    await cluster.wait_for(lambda: cluster.converged("t"))
+    leader = cluster.leaders("t")[0]
+    other = 3 - leader
+    status, _ = await produce(cluster.brokers[leader], "t", 0, b"old")
+    assert status == 200
+    old_dir = cluster.data_dir(leader) / "t-0"
+    assert old_dir.is_dir()
+    await cluster.stop_broker(leader)
+    await cluster.brokers[other].broker.delete_topic("t")
+    await cluster.brokers[other].broker.create_topic("t", 1)  # the same name, a new topic id
+    await cluster.start_broker(leader)
+    await cluster.wait_for(lambda: not old_dir.exists(), "the stale directory to be removed")
+    assert cluster.leaders("t") == [other]
+
+
+async def test_a_data_dir_of_another_cluster_is_refused(tmp_path: Path) -> None:
+    async with InprocCluster(tmp_path / "a") as first:
+        await first.start(1)
+    async with InprocCluster(tmp_path / "b") as second:
+        second.base_dir = tmp_path / "a"  # broker 1's data directory of the first cluster
+        running = await second.start_broker(1, wait=False)
+        with pytest.raises(Exception, match="belongs to cluster"):
+            await running.broker.wait_ready()
+
+
 # ---- the embedded broker --------------------------------------------------------------------------------
 
 
