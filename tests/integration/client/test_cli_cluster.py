@@ -1,0 +1,80 @@
+"""``tierlog cluster describe`` and the leadership columns of ``tierlog topics describe`` against a real
+embedded broker: a one-broker cluster whose controller it is, leading every partition at epoch 0. The same
+commands against three broker processes on etcd are in ``tests/e2e/test_cluster_processes.py``."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.integration.broker import BrokerThread
+from tierlog.client.cli.main import main
+
+
+def run(broker: BrokerThread, *argv: str) -> int:
+    return main([*argv, "--bootstrap-server", broker.url])
+
+
+def test_cluster_describe_names_the_broker_as_controller(
+    thread_broker: BrokerThread, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert run(thread_broker, "cluster", "describe", "--output", "json") == 0
+    described = json.loads(capsys.readouterr().out)
+    assert described["controller_id"] == described["brokers"][0]["broker_id"]
+    assert described["controller_epoch"] >= 0
+    assert len(described["brokers"]) == 1  # its URL is the advertised.url the test broker was given
+    assert described["brokers"][0]["is_controller"] is True
+    assert described["brokers"][0]["rack"] is None
+    assert described["cluster_id"]
+
+    assert run(thread_broker, "cluster", "describe") == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith(
+        f"Cluster: {described['cluster_id']}  Controller: {described['controller_id']}"
+    )
+    assert lines[1].split() == ["BROKER", "URL", "RACK", "CONTROLLER"]
+    url = described["brokers"][0]["url"]
+    assert lines[2].split() == [str(described["controller_id"]), url, "-", "yes"]
+    assert run(thread_broker, "cluster", "describe", "--json") == 0
+    assert json.loads(capsys.readouterr().out) == described
+
+
+def test_topics_describe_shows_leaders_replicas_and_isr(
+    thread_broker: BrokerThread, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert run(thread_broker, "topics", "create", "orders", "--partitions", "3") == 0
+    capsys.readouterr()
+    assert run(thread_broker, "cluster", "describe", "--json") == 0
+    me = json.loads(capsys.readouterr().out)["controller_id"]
+
+    assert run(thread_broker, "topics", "describe", "orders", "--json") == 0
+    described = json.loads(capsys.readouterr().out)
+    assert described["replication_factor"] == 1
+    assert [p["partition"] for p in described["partitions"]] == [0, 1, 2]
+    for partition in described["partitions"]:
+        assert partition["leader"] == me and partition["replicas"] == [me] and partition["isr"] == [me]
+        assert partition["leader_epoch"] >= 0 and partition["log_end_offset"] == 0
+
+    assert run(thread_broker, "topics", "describe", "orders") == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == "Topic: orders  PartitionCount: 3  ReplicationFactor: 1"
+    assert lines[1].split() == [
+        "PARTITION", "LEADER", "LEADER-EPOCH", "REPLICAS", "ISR",
+        "LOG-START-OFFSET", "HIGH-WATERMARK", "LOG-END-OFFSET",
+    ]  # fmt: skip
+    assert [line.split()[:2] for line in lines[2:]] == [["0", str(me)], ["1", str(me)], ["2", str(me)]]
+
+
+@pytest.mark.parametrize(
+    "argv", [["cluster"], ["cluster", "frobnicate"], ["cluster", "describe", "--output", "xml"]]
+)
+def test_cluster_usage_errors_exit_2(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(argv) == 2
+    assert "tierlog cluster" in capsys.readouterr().err
+
+
+def test_cluster_describe_without_a_broker_is_one_error_line(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["cluster", "describe", "--bootstrap-server", "http://127.0.0.1:9"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("tierlog cluster: error:") and err.count("\n") == 1
