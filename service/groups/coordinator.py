@@ -380,12 +380,17 @@ class GroupCoordinator:
             group_id, group.state.value, group.generation, group.protocol, group.leader_id, members
         )
 
-    def close(self) -> None:
-        """Cancel every pending join (on broker shutdown)."""
+    def close(self, error: Exception | None = None) -> None:
+        """End every pending join: cancelled (on broker shutdown), or failed with ``error`` (this broker
+        stopped coordinating the groups: the members get a retriable answer and join the new coordinator).
+        Idempotent."""
         for group in self._groups.values():
             for member in group.members.values():
                 if member.waiter is not None and not member.waiter.done():
-                    member.waiter.cancel()
+                    if error is None:
+                        member.waiter.cancel()
+                    else:
+                        member.waiter.set_exception(error)
 
     # -- internals ------------------------------------------------------------------------------------
 

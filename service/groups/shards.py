@@ -124,11 +124,13 @@ class CoordinatorShards:
         return applied
 
     def unload(self, index: int) -> bool:
-        """Stop coordinating partition ``index``'s groups (pending joins are cancelled). Idempotent."""
+        """Stop coordinating partition ``index``'s groups; pending joins answer 503, retriable. Idempotent."""
         shard = self._shards.pop(index, None)
         if shard is None:
             return False
-        shard.coordinator.close()
+        shard.coordinator.close(
+            UnavailableError(f"this broker stopped coordinating the groups of {OFFSETS_TOPIC}-{index}; retry")
+        )
         log.info("no longer the coordinator of %s-%d", OFFSETS_TOPIC, index)
         return True
 

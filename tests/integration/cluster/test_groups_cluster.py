@@ -8,19 +8,23 @@ topic and the data topic have three partitions each, one led by every broker.
 from __future__ import annotations
 
 import itertools
+import socket
 import struct
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from aiohttp import web
+from aiohttp.test_utils import TestClient, TestServer
 
 from tests.integration.broker import RunningBroker
 from tests.integration.cluster.inproc import InprocCluster
 from tests.integration.groups.helpers import BINARY, call, decoded, produce
+from tierlog.service.errors import error_middleware
 from tierlog.service.groups.hashing import coordinator_partition, java_string_hash, kafka_abs
 from tierlog.service.groups.offsets import OFFSETS_TOPIC
-from tierlog.service.groups.routing import FORWARDED_BY
+from tierlog.service.groups.routing import FORWARDED_BY, Coordinate, Forwarder
 from tierlog.service.groups.state import CONSUMERS, GROUPS_READY
 from tierlog.tiering.errors import ConsumerInstanceNotFoundError
 
@@ -222,3 +226,84 @@ async def test_committed_offsets_survive_the_coordinators_restart(cluster: Inpro
     for running in (a, c, restarted):
         fetched = await call(running.client, "POST", f"/native/v1/groups/{group}/offsets/fetch", {})
         assert [(o["partition"], o["offset"]) for o in fetched["offsets"]] == [(0, 2), (1, 1)]
+
+
+# ---- the forwarder against real servers on 127.0.0.1 --------------------------------------------------
+
+
+async def echo(request: web.Request) -> web.Response:
+    """What the coordinator received, with an answer header and a status of its own."""
+    seen = {
+        "method": request.method,
+        "raw_path": request.raw_path,
+        "headers": {k.lower(): v for k, v in request.headers.items()},
+        "body": (await request.read()).decode(),
+    }
+    return web.json_response(seen, status=201, headers={"X-Answer": "yes"})
+
+
+@pytest.fixture
+async def forwarder() -> AsyncIterator[Forwarder]:
+    started = Forwarder(lambda: 7, connect_ms=5_000)
+    await started.start()
+    try:
+        yield started
+    finally:
+        await started.close()
+
+
+async def front(forwarder: Forwarder, target_url: str) -> TestClient[web.Request, web.Application]:
+    """A broker-like app (the broker's error middleware) forwarding every request to ``target_url``."""
+
+    async def forward(request: web.Request) -> web.StreamResponse:
+        return await forwarder.forward(request, Coordinate("g", 0, 3, target_url, 0))
+
+    app = web.Application(middlewares=[error_middleware])
+    app.router.add_route("*", "/{tail:.*}", forward)
+    client = TestClient(TestServer(app, host="127.0.0.1"))
+    await client.start_server()
+    return client
+
+
+async def test_a_request_is_forwarded_whole_without_hop_by_hop_headers(forwarder: Forwarder) -> None:
+    target = web.Application()
+    target.router.add_route("*", "/{tail:.*}", echo)
+    async with TestClient(TestServer(target, host="127.0.0.1")) as coordinator:
+        client = await front(forwarder, str(coordinator.make_url("")).rstrip("/"))
+        try:
+            response = await client.post(
+                "/consumers/g/instances/i/offsets?a=1&b=%26",
+                data=b'{"x": 1}',
+                headers={
+                    "Content-Type": "application/vnd.kafka.v2+json",
+                    "X-Custom": "kept",
+                    "TE": "trailers",
+                },
+            )
+            seen = await response.json()
+        finally:
+            await client.close()
+    assert response.status == 201 and response.headers["X-Answer"] == "yes"
+    assert (seen["method"], seen["raw_path"], seen["body"]) == (
+        "POST",
+        "/consumers/g/instances/i/offsets?a=1&b=%26",
+        '{"x": 1}',
+    )
+    assert seen["headers"]["content-type"] == "application/vnd.kafka.v2+json"
+    assert seen["headers"]["x-custom"] == "kept"
+    assert seen["headers"][FORWARDED_BY.lower()] == "7"
+    assert "te" not in seen["headers"]
+
+
+async def test_an_unreachable_coordinator_answers_retriable_503(forwarder: Forwarder) -> None:
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+    client = await front(forwarder, f"http://127.0.0.1:{port}")
+    try:
+        response = await client.get("/native/v1/groups/g")
+        body = await response.json()
+    finally:
+        await client.close()
+    assert response.status == 503
+    assert body["error_code"] == 50301 and "unreachable" in body["message"]
