@@ -8,6 +8,7 @@ topic and the data topic have three partitions each, one led by every broker.
 from __future__ import annotations
 
 import itertools
+import json
 import socket
 import struct
 from collections.abc import AsyncIterator
@@ -18,7 +19,7 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
-from tests.integration.broker import RunningBroker
+from tests.integration.broker import Brokers, RunningBroker
 from tests.integration.cluster.inproc import InprocCluster
 from tests.integration.groups.helpers import BINARY, call, decoded, produce
 from tierlog.service.errors import error_middleware
@@ -26,6 +27,7 @@ from tierlog.service.groups.hashing import coordinator_partition, java_string_ha
 from tierlog.service.groups.offsets import OFFSETS_TOPIC
 from tierlog.service.groups.routing import FORWARDED_BY, Coordinate, Forwarder
 from tierlog.service.groups.state import CONSUMERS, GROUPS_READY
+from tierlog.tiering.codec.batch import iter_records
 from tierlog.tiering.errors import ConsumerInstanceNotFoundError
 
 SETTINGS = {"num.partitions": "3", "offsets.topic.num.partitions": "3"}
@@ -307,3 +309,40 @@ async def test_an_unreachable_coordinator_answers_retriable_503(forwarder: Forwa
         await client.close()
     assert response.status == 503
     assert body["error_code"] == 50301 and "unreachable" in body["message"]
+
+
+# ---- one embedded broker with several offsets partitions ----------------------------------------------
+
+
+async def groups_in_partition(running: RunningBroker, index: int) -> set[str]:
+    """The group ids of the commit records stored in ``__consumer_offsets`` partition ``index``."""
+    partition = running.broker.topic(OFFSETS_TOPIC).partition(index)
+    data = (await partition.read(0, 1 << 20)).data
+    return {json.loads(record.key or b"{}")["group"] for _, record in iter_records(data)}
+
+
+async def test_an_embedded_broker_shards_groups_over_its_offsets_partitions(brokers: Brokers) -> None:
+    running = await brokers.start(SETTINGS, wait_groups=True)
+    await running.broker.create_topic("t", 3)
+    groups = {coordinator_partition(g, 3): g for g in (f"group-{i}" for i in range(30))}
+    assert sorted(groups) == [0, 1, 2]
+    for group in groups.values():
+        await call(
+            running.client,
+            "POST",
+            f"/native/v1/groups/{group}/offsets/commit",
+            committed_body({1: 5}),
+            status=204,
+        )
+    for index, group in groups.items():
+        assert await groups_in_partition(running, index) == {group}
+    await running.stop()
+
+    # a different setting later does not change an existing topic (every group would move)
+    again = await brokers.start({**SETTINGS, "offsets.topic.num.partitions": "5"}, wait_groups=True)
+    assert len(again.broker.topic(OFFSETS_TOPIC).partitions) == 3
+    for group in groups.values():
+        fetched = await call(again.client, "POST", f"/native/v1/groups/{group}/offsets/fetch", {})
+        assert [(o["partition"], o["offset"]) for o in fetched["offsets"]] == [(1, 5)]
+    listed = await call(again.client, "GET", "/native/v1/groups")
+    assert [g["group_id"] for g in listed["groups"]] == sorted(groups.values())
