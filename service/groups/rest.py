@@ -18,7 +18,7 @@ from aiohttp import web
 
 from tierlog.service.groups.consumer_config import ConsumerSettings, parse_partitions
 from tierlog.service.groups.consumers import ConsumerManager
-from tierlog.service.groups.routing import group_route
+from tierlog.service.groups.routing import base_url_of, group_route
 from tierlog.service.groups.state import CONSUMERS, require_ready
 from tierlog.service.rest_v2.media import (
     consumer_records_offers,
@@ -26,7 +26,6 @@ from tierlog.service.rest_v2.media import (
     parse_kafka_type,
     response_offers,
 )
-from tierlog.service.state import BROKER
 from tierlog.tiering.errors import (
     BadRequestError,
     IllegalStateError,
@@ -108,21 +107,9 @@ async def create_instance(request: web.Request) -> web.Response:
     if name is not None and not isinstance(name, str):
         raise InvalidConsumerConfigError("name must be a string")
     settings = ConsumerSettings.from_request(body)
-    base_url = _base_url(request)
+    base_url = base_url_of(request)
     instance = _manager(request).create(request.match_info["group"], name, settings, base_url)
     return _reply(request, {"instance_id": instance.name, "base_uri": instance.base_uri})
-
-
-def _base_url(request: web.Request) -> str:
-    """Where the instance lives: this broker. Embedded, as the client reached it; in a cluster, the URL
-    this broker registered, so a client that created the instance through another broker (which forwarded
-    the request here) keeps talking to the coordinator."""
-    broker = request.app[BROKER]
-    if broker.cluster is not None:
-        registration = broker.cluster_view().broker(broker.broker_id)
-        if registration is not None:
-            return registration.url.rstrip("/")
-    return f"{request.scheme}://{request.host}"
 
 
 async def delete_instance(request: web.Request) -> web.Response:

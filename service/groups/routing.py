@@ -49,6 +49,7 @@ if TYPE_CHECKING:
 __all__ = [
     "FORWARDED_BY",
     "FORWARDER",
+    "base_url_of",
     "Coordinate",
     "Forwarder",
     "from_other_brokers",
@@ -179,6 +180,19 @@ async def from_other_brokers(request: web.Request) -> list[Any]:
         return []
     urls = [b.url for b in broker.cluster_view().brokers if b.broker_id != broker.broker_id]
     return await request.app[FORWARDER].gather_json(request, urls)
+
+
+def base_url_of(request: web.Request) -> str:
+    """The base URL of a REST consumer instance created by ``request``: this broker's. Embedded, as the
+    client reached it; in a cluster, the URL
+    this broker registered, so a client that created the instance through another broker (which forwarded
+    the request here) keeps talking to the coordinator."""
+    broker = request.app[BROKER]
+    if broker.cluster is not None:
+        registration = broker.cluster_view().broker(broker.broker_id)
+        if registration is not None:
+            return registration.url.rstrip("/")
+    return f"{request.scheme}://{request.host}"
 
 
 class Forwarder:
