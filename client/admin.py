@@ -11,8 +11,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from tierlog.client.config import DEFAULT_BOOTSTRAP, normalise_bootstrap
-from tierlog.client.transport import BrokerClient, TopicMetadata, segment
+from tierlog.client.config import DEFAULT_BOOTSTRAP, bootstrap_urls
+from tierlog.client.router import Requester, Router
+from tierlog.client.transport import TopicMetadata, segment
 
 __all__ = ["AsyncAdmin", "TopicConfig"]
 
@@ -26,30 +27,41 @@ class TopicConfig:
 
 
 class AsyncAdmin:
-    """Topic and group administration. Use as ``async with AsyncAdmin(url) as admin:``."""
+    """Topic and group administration. Use as ``async with AsyncAdmin(url) as admin:``.
+
+    ``bootstrap_servers`` is one URL, a comma-separated string or a list: requests go to a broker that
+    answers, the next one when a connection is refused (any broker of a cluster serves admin requests).
+    """
 
     def __init__(
-        self, bootstrap_servers: str = DEFAULT_BOOTSTRAP, *, request_timeout_ms: int = 30_000
+        self, bootstrap_servers: str | list[str] = DEFAULT_BOOTSTRAP, *, request_timeout_ms: int = 30_000
     ) -> None:
-        self._broker = BrokerClient(
-            normalise_bootstrap(bootstrap_servers), request_timeout_ms=request_timeout_ms
+        self._router: Router | None = Router(
+            bootstrap_urls(bootstrap_servers), request_timeout_ms=request_timeout_ms
         )
+        self._broker: Requester = self._router.any
         self._cluster_id: str | None = None
 
     @classmethod
-    def over(cls, broker: BrokerClient) -> AsyncAdmin:
-        """An admin sharing ``broker``'s session (the caller keeps owning it)."""
+    def over(cls, broker: Requester) -> AsyncAdmin:
+        """An admin sending through ``broker`` (a BrokerClient or a router's AnyBroker the caller keeps
+        owning)."""
         admin = cls.__new__(cls)
+        admin._router = None
         admin._broker = broker
         admin._cluster_id = None
         return admin
 
     async def __aenter__(self) -> AsyncAdmin:
-        await self._broker.start()
         return self
 
     async def __aexit__(self, *exc: object) -> None:
-        await self._broker.close()
+        await self.close()
+
+    async def close(self) -> None:
+        """Close the connections this admin opened (none for one made with :meth:`over`). Idempotent."""
+        if self._router is not None:
+            await self._router.close()
 
     async def cluster_id(self) -> str:
         """The broker's cluster id (cached). Idempotent."""

@@ -8,7 +8,7 @@ dataclasses (``acks`` takes 0, 1, -1 or ``"all"``); an unknown name or a bad val
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
@@ -16,7 +16,7 @@ from urllib.parse import urlsplit
 from tierlog.tiering.codec.compression import Compression
 from tierlog.tiering.errors import InvalidRequestError
 
-__all__ = ["CommonConfig", "ProducerConfig", "ConsumerConfig", "normalise_bootstrap"]
+__all__ = ["CommonConfig", "ProducerConfig", "ConsumerConfig", "bootstrap_urls", "normalise_bootstrap"]
 
 DEFAULT_BOOTSTRAP = "http://127.0.0.1:8082"
 _OFFSET_RESETS = ("earliest", "latest", "none")
@@ -26,29 +26,55 @@ Deserializer = Callable[[bytes | None], Any]
 C = TypeVar("C", bound="CommonConfig")
 
 
-def normalise_bootstrap(servers: str | list[str]) -> str:
-    """The base URL of the first bootstrap server (``http://host:port``, no trailing slash).
+def bootstrap_urls(servers: str | Sequence[str]) -> tuple[str, ...]:
+    """Every bootstrap server as a base URL (``http://host:port``, no trailing slash), in order, once each.
 
-    A bare ``host:port`` gets ``http://``. Pure.
+    ``servers`` is one URL, a comma-separated string of them or a list (whose items may be comma-separated
+    too). A bare ``host:port`` gets ``http://``. Pure.
 
     Raises:
-        InvalidRequestError: no server, or not an http(s) URL with a host.
+        InvalidRequestError: no server, or one that is not an http(s) URL with a host.
     """
-    first = servers[0] if isinstance(servers, list) and servers else servers
-    if not isinstance(first, str) or not first.strip():
+    items = [servers] if isinstance(servers, str) else list(servers) if isinstance(servers, Sequence) else []
+    urls: list[str] = []
+    for item in items:
+        if not isinstance(item, str):
+            raise InvalidRequestError(f"bootstrap server {item!r} is not an http(s)://host:port URL")
+        for part in item.split(","):
+            if part.strip():
+                url = _base_url(part.strip())
+                if url not in urls:
+                    urls.append(url)
+    if not urls:
         raise InvalidRequestError("bootstrap_servers must name at least one http://host:port")
-    url = first.split(",")[0].strip()
-    if "://" not in url:
-        url = "http://" + url
+    return tuple(urls)
+
+
+def _base_url(text: str) -> str:
+    url = text if "://" in text else "http://" + text
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise InvalidRequestError(f"bootstrap server {first!r} is not an http(s)://host:port URL")
+        raise InvalidRequestError(f"bootstrap server {text!r} is not an http(s)://host:port URL")
     return url.rstrip("/")
+
+
+def normalise_bootstrap(servers: str | Sequence[str]) -> str:
+    """The base URL of the first bootstrap server (see :func:`bootstrap_urls`). Pure.
+
+    Raises:
+        InvalidRequestError: no server, or the first is not an http(s) URL with a host.
+    """
+    return bootstrap_urls(servers)[0]
 
 
 @dataclass(frozen=True)
 class CommonConfig:
-    """Settings shared by producers and consumers."""
+    """Settings shared by producers and consumers.
+
+    ``bootstrap_servers`` holds the bootstrap URLs comma-separated (see :attr:`bootstrap_list`): any of them
+    answers the cluster's metadata, from which the client learns every broker and each partition's leader.
+    ``metadata_max_age_ms`` bounds how old that metadata may grow before it is refreshed unasked.
+    """
 
     bootstrap_servers: str = DEFAULT_BOOTSTRAP
     client_id: str = "tierlog-python"
@@ -67,10 +93,15 @@ class CommonConfig:
             raise InvalidRequestError(f"unknown {cls.__name__} option(s): {', '.join(unknown)}")
         values = dict(kwargs)
         if "bootstrap_servers" in values:
-            values["bootstrap_servers"] = normalise_bootstrap(values["bootstrap_servers"])
+            values["bootstrap_servers"] = ",".join(bootstrap_urls(values["bootstrap_servers"]))
         config = cls(**values)
         config.validate()
         return config
+
+    @property
+    def bootstrap_list(self) -> tuple[str, ...]:
+        """The bootstrap base URLs, in the order given."""
+        return bootstrap_urls(self.bootstrap_servers)
 
     def validate(self) -> None:
         """Check ranges. Raises InvalidRequestError naming the first bad option."""

@@ -6,10 +6,12 @@
     async for record in consumer:          # or: records = await consumer.poll(timeout=1.0)
         handle(record)
 
-Records come from per-partition prefetch tasks (:mod:`tierlog.client.fetcher`); group membership runs in a
-background task (:mod:`tierlog.client.group`). With ``enable_auto_commit`` the consumer commits, every
-``auto_commit_interval_ms``, the positions as they were when ``poll`` was last called: asking for more records
-acknowledges the previous ones, so a crash redelivers at most what was being processed (at-least-once).
+Records come from per-partition prefetch tasks (:mod:`tierlog.client.fetcher`) that read from each
+partition's leader (:mod:`tierlog.client.router`); group membership runs in a background task
+(:mod:`tierlog.client.group`) against any broker (a cluster forwards group requests to the coordinator).
+With ``enable_auto_commit`` the consumer commits, every ``auto_commit_interval_ms``, the positions as they
+were when ``poll`` was last called: asking for more records acknowledges the previous ones, so a crash
+redelivers at most what was being processed (at-least-once).
 
 All methods must run on one event loop and are not safe to call from several tasks at once, except
 ``commit_async`` and ``position``-style reads. ``close`` is idempotent.
@@ -29,7 +31,8 @@ from tierlog.client.config import ConsumerConfig
 from tierlog.client.errors import ClientClosedError, CommitFailedError
 from tierlog.client.fetcher import EARLIEST, LATEST, Fetcher
 from tierlog.client.group import GroupMembership, Subscription
-from tierlog.client.transport import BrokerClient, segment
+from tierlog.client.router import Router
+from tierlog.client.transport import segment
 from tierlog.client.types import ConsumerRecord, OffsetAndMetadata, OffsetAndTimestamp, TopicPartition
 from tierlog.tiering.errors import IllegalGenerationError, IllegalStateError, TierlogError, UnknownMemberError
 
@@ -79,11 +82,8 @@ class AsyncConsumer:
         if bootstrap_servers is not None:
             configs["bootstrap_servers"] = bootstrap_servers
         self.config = ConsumerConfig.from_kwargs(configs)
-        self._broker = BrokerClient(
-            self.config.bootstrap_servers,
-            request_timeout_ms=self.config.request_timeout_ms,
-            connections=self.config.connections_max,
-        )
+        self._router = Router.from_config(self.config)
+        self._broker = self._router.any
         self._group_path = (
             f"/native/v1/groups/{segment(self.config.group_id)}" if self.config.group_id else ""
         )
@@ -114,9 +114,8 @@ class AsyncConsumer:
         if self._closed:
             raise ClientClosedError("the consumer is closed")
         if self._fetcher is None:
-            self._broker.open()
             lookup = self._committed_map if self.config.group_id else None
-            self._fetcher = Fetcher(self._broker, self.config, lookup)
+            self._fetcher = Fetcher(self._router, self.config, lookup)
             if self.config.group_id and self.config.enable_auto_commit:
                 self._auto_commit_task = asyncio.create_task(self._auto_commit(), name="tierlog auto-commit")
             if self._initial_topics:
@@ -303,7 +302,7 @@ class AsyncConsumer:
         """
         self._started()
         items = list(timestamps.items())
-        answers = await asyncio.gather(*(self._broker.list_offset(tp[0], tp[1], ts) for tp, ts in items))
+        answers = await asyncio.gather(*(self._list_offset(TopicPartition(*tp), ts) for tp, ts in items))
         return {
             TopicPartition(*tp): (OffsetAndTimestamp(offset, at) if offset >= 0 else None)
             for (tp, _), (offset, at) in zip(items, answers, strict=True)
@@ -322,15 +321,18 @@ class AsyncConsumer:
     ) -> dict[TopicPartition, int]:
         self._started()
         tps = [TopicPartition(*tp) for tp in partitions]
-        answers = await asyncio.gather(
-            *(self._broker.list_offset(tp.topic, tp.partition, which) for tp in tps)
-        )
+        answers = await asyncio.gather(*(self._list_offset(tp, which) for tp in tps))
         return {tp: offset for tp, (offset, _) in zip(tps, answers, strict=True)}
 
+    async def _list_offset(self, tp: TopicPartition, timestamp: int) -> tuple[int, int]:
+        return await self._router.on_leader(
+            tp, lambda leader: leader.list_offset(tp.topic, tp.partition, timestamp)
+        )
+
     async def partitions_for_topic(self, topic: str) -> set[int]:
-        """Partition ids of ``topic``. Raises UnknownTopicError."""
+        """Partition ids of ``topic``, from the cluster metadata. Raises UnknownTopicError."""
         self._started()
-        return {p.partition for p in (await self._broker.topic_metadata(topic)).partitions}
+        return set(range(await self._router.partition_count(topic)))
 
     # -- committing -----------------------------------------------------------------------------
 
@@ -473,4 +475,4 @@ class AsyncConsumer:
             await asyncio.gather(*self._commit_tasks, return_exceptions=True)
         if self._fetcher is not None:
             await self._fetcher.close()
-        await self._broker.close()
+        await self._router.close()

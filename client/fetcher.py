@@ -1,6 +1,8 @@
 """The consumer's read-ahead: one prefetch task per assigned partition, a bounded buffer each.
 
-Each task long-polls the native fetch route from its partition's fetch offset and queues decoded records,
+Each task long-polls the native fetch route of its partition's leader (as the
+:class:`~tierlog.client.router.Router` knows it; a leadership error refreshes that, a NOT_LEADER hint naming
+a newer leader is followed at once) from its partition's fetch offset and queues decoded records,
 keeping at most ``prefetch_batches`` fetch answers buffered, so the broker (local or remote tier) is read
 while the application processes the previous answer. ``poll`` takes records from the buffers round-robin and
 moves each partition's *position* (the next offset it will hand out); the fetch offset runs ahead of it.
@@ -14,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterable
@@ -22,6 +25,7 @@ from dataclasses import dataclass, field
 from tierlog.client.backoff import backoff_seconds
 from tierlog.client.config import ConsumerConfig
 from tierlog.client.errors import NoOffsetForPartitionError
+from tierlog.client.router import Router
 from tierlog.client.transport import BrokerClient
 from tierlog.client.types import CREATE_TIME, LOG_APPEND_TIME, ConsumerRecord, TopicPartition
 from tierlog.tiering.codec.batch import iter_decoded_batches
@@ -66,6 +70,10 @@ def decode_records(
     return records, next_offset
 
 
+async def _list_offset(leader: BrokerClient, *, tp: TopicPartition, timestamp: int) -> tuple[int, int]:
+    return await leader.list_offset(tp.topic, tp.partition, timestamp)
+
+
 @dataclass(eq=False)
 class PartitionState:
     """What the consumer knows about one assigned partition."""
@@ -87,10 +95,8 @@ class PartitionState:
 class Fetcher:
     """Prefetch tasks and buffers of the assigned partitions."""
 
-    def __init__(
-        self, broker: BrokerClient, config: ConsumerConfig, committed: CommittedLookup | None
-    ) -> None:
-        self._broker = broker
+    def __init__(self, router: Router, config: ConsumerConfig, committed: CommittedLookup | None) -> None:
+        self._router = router
         self._config = config
         self._committed = committed
         self.states: dict[TopicPartition, PartitionState] = {}
@@ -184,7 +190,9 @@ class Fetcher:
                 raise NoOffsetForPartitionError(
                     f"no offset for {state.tp.topic}-{state.tp.partition} and auto_offset_reset=none"
                 )
-            offset, _ = await self._broker.list_offset(state.tp.topic, state.tp.partition, state.reset)
+            offset, _ = await self._router.on_leader(
+                state.tp, functools.partial(_list_offset, tp=state.tp, timestamp=state.reset)
+            )
             if epoch == state.epoch and state.position is None:
                 state.position = offset
                 state.reset = None
@@ -200,11 +208,14 @@ class Fetcher:
                 state.space.clear()
                 await state.space.wait()
                 continue
+            url: str | None = None
             try:
                 if state.fetch_offset is None:
                     state.fetch_offset = await self.resolve(state)
                 offset = state.fetch_offset
-                answer = await self._broker.fetch(
+                leader = await self._router.leader_for(state.tp)
+                url = leader.base_url
+                answer = await leader.fetch(
                     state.tp.topic,
                     state.tp.partition,
                     offset,
@@ -225,7 +236,12 @@ class Fetcher:
                 if not err.retriable or isinstance(err, NoOffsetForPartitionError):
                     self._fail(state, err)
                     return
-                wait = backoff_seconds(attempt, config.retry_backoff_ms, config.retry_backoff_max_ms)
+                hinted = self._router.note_error(state.tp, err, url)
+                wait = (
+                    0.0
+                    if hinted
+                    else backoff_seconds(attempt, config.retry_backoff_ms, config.retry_backoff_max_ms)
+                )
                 attempt += 1
                 log.debug("fetch %s failed (%s); retrying in %.3f s", state.tp, err, wait)
                 await asyncio.sleep(wait)

@@ -18,7 +18,8 @@ from typing import Any
 
 from tierlog.client.backoff import backoff_seconds
 from tierlog.client.config import ConsumerConfig
-from tierlog.client.transport import BrokerClient, segment
+from tierlog.client.router import Requester
+from tierlog.client.transport import segment
 from tierlog.client.types import TopicPartition
 from tierlog.tiering.errors import (
     IllegalGenerationError,
@@ -49,7 +50,7 @@ class GroupMembership:
 
     def __init__(
         self,
-        broker: BrokerClient,
+        broker: Requester,
         config: ConsumerConfig,
         subscription: Subscription,
         on_assigned: PartitionsHook,

@@ -10,7 +10,7 @@
 for keyless records), appends the record to its partition's batch and returns an ``asyncio.Future`` of
 :class:`~tierlog.client.types.RecordMetadata`. It waits only for metadata and for room in ``buffer_memory``,
 both at most ``max_block_ms``. A background :class:`~tierlog.client.sender.Sender` builds v2 batches with the
-shared codec and sends them.
+shared codec and sends each to its partition's leader (:class:`~tierlog.client.router.Router`).
 """
 
 from __future__ import annotations
@@ -26,12 +26,13 @@ from tierlog.client.admin import AsyncAdmin
 from tierlog.client.backoff import backoff_seconds
 from tierlog.client.config import ProducerConfig
 from tierlog.client.errors import BufferExhaustedError, ClientClosedError
+from tierlog.client.router import Router
 from tierlog.client.sender import Sender
-from tierlog.client.transport import BrokerClient
 from tierlog.client.types import RecordMetadata, TopicPartition
 from tierlog.tiering.codec.records import Record
 from tierlog.tiering.errors import (
     InvalidConfigError,
+    LeaderNotAvailableError,
     RecordTooLargeError,
     TierlogError,
     UnknownPartitionError,
@@ -81,16 +82,10 @@ class AsyncProducer:
         if bootstrap_servers is not None:
             configs["bootstrap_servers"] = bootstrap_servers
         self.config = ProducerConfig.from_kwargs(configs)
-        self._broker = BrokerClient(
-            self.config.bootstrap_servers,
-            request_timeout_ms=self.config.request_timeout_ms,
-            connections=self.config.connections_max,
-        )
-        self._admin = AsyncAdmin.over(self._broker)
+        self._router = Router.from_config(self.config)
+        self._admin = AsyncAdmin.over(self._router.any)
         self._sticky = StickyPartitioner()
         self._sticky_current: dict[str, int] = {}
-        # topic -> (partition count, expiry on the loop clock)
-        self._metadata: dict[str, tuple[int, float]] = {}
         self._max_block = self.config.max_block_ms / 1000
         self._metadata_locks: dict[str, asyncio.Lock] = {}
         self._acc: RecordAccumulator | None = None
@@ -121,9 +116,8 @@ class AsyncProducer:
             delivery_timeout_ms=self.config.delivery_timeout_ms,
             clock=clock,
         )
-        self._sender = Sender(self._broker, self._acc, self.config, clock)
+        self._sender = Sender(self._router, self._acc, self.config, clock)
         self._sender_task = asyncio.create_task(self._sender.run(), name="tierlog producer sender")
-        await self._broker.start()
 
     async def send(
         self,
@@ -199,12 +193,10 @@ class AsyncProducer:
         if self._acc is None or self._loop is None:
             await self.start()
         assert self._acc is not None and self._loop is not None
-        now = self._loop.time()
-        deadline = now + self._max_block
-        cached = self._metadata.get(topic)
-        if cached is not None and cached[1] > now:
-            count = cached[0]
-        else:
+        deadline = self._loop.time() + self._max_block
+        meta = self._router.snapshot
+        count = meta.partition_count(topic) if meta is not None else None
+        if count is None:
             count = await self._partition_count(topic, deadline)
         if partition is None:
             partition = self._choose_partition(topic, record.key, count)
@@ -248,32 +240,34 @@ class AsyncProducer:
         return set(range(count))
 
     async def _partition_count(self, topic: str, deadline: float) -> int:
-        """The partition count of ``topic``, from the cache while it is younger than metadata_max_age_ms."""
-        loop = asyncio.get_running_loop()
-        cached = self._metadata.get(topic)
-        if cached is not None and cached[1] > loop.time():
-            return cached[0]
+        """The partition count of ``topic`` from the router's metadata, creating the topic if allowed."""
+        meta = self._router.snapshot
+        count = meta.partition_count(topic) if meta is not None else None
+        if count is not None:
+            return count
         lock = self._metadata_locks.setdefault(topic, asyncio.Lock())
         async with lock:
-            cached = self._metadata.get(topic)
-            if cached is not None and cached[1] > loop.time():
-                return cached[0]
-            count = await self._fetch_partition_count(topic, deadline)
-            self._metadata[topic] = (count, loop.time() + self.config.metadata_max_age_ms / 1000)
-            return count
+            return await self._fetch_partition_count(topic, deadline)
 
     async def _fetch_partition_count(self, topic: str, deadline: float) -> int:
         loop = asyncio.get_running_loop()
         attempt = 0
+        created = False
         while True:
             try:
                 try:
-                    return (await self._broker.topic_metadata(topic)).partition_count
+                    return await self._router.partition_count(topic)
                 except UnknownTopicError:
                     if not self.config.allow_auto_create_topics:
                         raise
+                    if created:
+                        raise LeaderNotAvailableError(
+                            f"topic {topic} was created but the metadata does not show it yet"
+                        ) from None
                 with contextlib.suppress(InvalidConfigError):
-                    return await self._admin.create_topic(topic)
+                    await self._admin.create_topic(topic)
+                created = True
+                continue
             except TierlogError as err:
                 if not err.retriable:
                     raise
@@ -326,4 +320,4 @@ class AsyncProducer:
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
                 await self._sender.abort(ClientClosedError("the producer closed before the record was sent"))
-        await self._broker.close()
+        await self._router.close()

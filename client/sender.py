@@ -1,10 +1,13 @@
 """The producer's background sender: drains ready batches into native produce requests.
 
-One :class:`Sender` task per producer. At most ``max_in_flight_requests_per_connection`` requests are in
-flight, and at most one per partition, so a partition's records are appended in send order even when a
-request is retried. Retriable errors (connection failures, 503, 500) are retried with capped, jittered
-backoff while the batch's ``delivery_timeout_ms`` and ``retries`` allow; anything else fails the batch's
-records at once with the typed error.
+One :class:`Sender` task per producer. Each request goes to its partition's leader, as the
+:class:`~tierlog.client.router.Router` knows it. At most ``max_in_flight_requests_per_connection`` requests
+are in flight, and at most one per partition, so a partition's records are appended in send order even when a
+request is retried or its partition's leader moves. Retriable errors (connection failures, 503, 500, and the
+leadership errors 50310/50311, which also refresh the router's metadata) are retried with capped, jittered
+backoff while the batch's ``delivery_timeout_ms`` and ``retries`` allow; a NOT_LEADER answer naming a newer
+leader is retried on that leader at once. Anything else fails the batch's records at once with the typed
+error.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from tierlog.client.accumulator import ProducerBatch, RecordAccumulator
 from tierlog.client.backoff import backoff_seconds
 from tierlog.client.config import ProducerConfig
 from tierlog.client.errors import DeliveryTimeoutError
-from tierlog.client.transport import BrokerClient
+from tierlog.client.router import Router
 from tierlog.client.types import TopicPartition
 from tierlog.tiering.codec.batch import build_batch
 from tierlog.tiering.codec.compression import Compression
@@ -36,12 +39,12 @@ class Sender:
 
     def __init__(
         self,
-        broker: BrokerClient,
+        router: Router,
         accumulator: RecordAccumulator,
         config: ProducerConfig,
         clock: Callable[[], float],
     ) -> None:
-        self._broker = broker
+        self._router = router
         self._acc = accumulator
         self._config = config
         self._clock = clock
@@ -119,11 +122,15 @@ class Sender:
         return parts[0] if len(parts) == 1 else b"".join(parts)
 
     async def _send(self, tp: TopicPartition, batches: list[ProducerBatch]) -> None:
+        url: str | None = None
         try:
             body = await self._encode(batches)
-            answer = await self._broker.produce(tp.topic, tp.partition, body, self._acks)
+            leader = await self._router.leader_for(tp)
+            url = leader.base_url
+            answer = await leader.produce(tp.topic, tp.partition, body, self._acks)
         except TierlogError as err:
-            await self._failed(batches, err)
+            hinted = self._router.note_error(tp, err, url)
+            await self._failed(batches, err, retry_now=hinted)
         except asyncio.CancelledError:
             raise
         except Exception as err:  # a bug or a user value the codec refused: never leave futures hanging
@@ -140,12 +147,20 @@ class Sender:
             self._in_flight.discard(tp)
             self._acc.wakeup.set()
 
-    async def _failed(self, batches: list[ProducerBatch], err: TierlogError) -> None:
+    async def _failed(
+        self, batches: list[ProducerBatch], err: TierlogError, *, retry_now: bool = False
+    ) -> None:
         now = self._clock()
         attempts = max(b.attempts for b in batches)
         deadline = min(b.deadline for b in batches)
         if err.retriable and attempts < self._config.retries:
-            wait = backoff_seconds(attempts, self._config.retry_backoff_ms, self._config.retry_backoff_max_ms)
+            wait = (
+                0.0
+                if retry_now
+                else backoff_seconds(
+                    attempts, self._config.retry_backoff_ms, self._config.retry_backoff_max_ms
+                )
+            )
             if now + wait < deadline:
                 log.debug(
                     "retrying %s-%d in %.3f s: %s", batches[0].tp.topic, batches[0].tp.partition, wait, err

@@ -13,8 +13,9 @@ pools connections). None of them is idempotent unless it says so.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeAlias
 from urllib.parse import quote
 
 import aiohttp
@@ -27,6 +28,7 @@ BATCHES_TYPE = "application/vnd.tierlog.batches"
 _HIGH_WATERMARK = "Tierlog-High-Watermark"
 _LOG_START = "Tierlog-Log-Start-Offset"
 _LOG_END = "Tierlog-Log-End-Offset"
+Params: TypeAlias = Mapping[str, str] | Sequence[tuple[str, str]] | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,13 +106,14 @@ class BrokerClient:
         *,
         body: Any = None,
         data: bytes | None = None,
-        params: dict[str, str] | None = None,
+        params: Params = None,
         headers: dict[str, str] | None = None,
         timeout_ms: int | None = None,
     ) -> tuple[int, bytes, dict[str, str]]:
         """Send one request; answer ``(status, body, headers)`` for a 2xx answer.
 
-        ``body`` is sent as JSON, ``data`` as raw bytes. ``timeout_ms`` overrides the request timeout.
+        ``body`` is sent as JSON, ``data`` as raw bytes; ``params`` is a mapping or a sequence of pairs (a
+        name may repeat). ``timeout_ms`` overrides the request timeout.
 
         Raises:
             TierlogError: the typed error of a non-2xx answer (see
@@ -149,7 +152,7 @@ class BrokerClient:
         path: str,
         *,
         body: Any = None,
-        params: dict[str, str] | None = None,
+        params: Params = None,
         timeout_ms: int | None = None,
     ) -> Any:
         """:meth:`call` and decode a JSON answer (``None`` for an empty one). Raises as :meth:`call`."""

@@ -1,0 +1,167 @@
+"""The Python client against a cluster: three in-process brokers sharing one metadata store.
+
+The client is given one broker only; it learns the others from ``GET /native/v1/metadata`` and sends each
+partition's produce and fetch requests to that partition's leader. When a leader's broker stops and comes
+back (on a new port, with a higher leader epoch), producer and consumer carry on without user action and
+lose nothing acknowledged.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import aiohttp
+import pytest
+
+from tests.integration.cluster.inproc import InprocCluster
+from tierlog.client import AsyncConsumer, AsyncProducer, ConsumerRecord, RecordMetadata, TopicPartition
+from tierlog.client.errors import BrokerUnavailableError
+from tierlog.client.router import Router
+from tierlog.tiering.codec.batch import iter_decoded_batches
+from tierlog.tiering.codec.header import iter_batches
+from tierlog.tiering.partitioner import partition_for_key
+
+TOPIC = "orders"
+PARTITIONS = 6
+BATCHES = "application/vnd.tierlog.batches"
+
+
+@pytest.fixture
+async def cluster(tmp_path: Path) -> AsyncIterator[InprocCluster]:
+    async with InprocCluster(tmp_path / "cluster", defaults={"logging.level": "WARNING"}) as started:
+        brokers = await started.start(3)
+        await brokers[0].broker.create_topic(TOPIC, PARTITIONS)
+        await started.wait_for(lambda: started.converged(TOPIC))
+        yield started
+
+
+def leader_urls(cluster: InprocCluster) -> dict[int, str]:
+    """Partition -> URL of its leader, as the brokers' caches show it."""
+    return {p: cluster.brokers[leader].url for p, leader in enumerate(cluster.leaders(TOPIC))}
+
+
+async def stored_values(url: str, partition: int) -> list[bytes]:
+    """Every record value of one partition, read from ``url`` over the native fetch route (a broker that
+    does not lead the partition refuses with 503)."""
+    async with aiohttp.ClientSession() as session:
+        path = f"{url}/native/v1/topics/{TOPIC}/partitions/{partition}/batches"
+        params = {"offset": "0", "max_bytes": str(64 << 20)}
+        async with session.get(path, params=params, headers={"Accept": BATCHES}) as response:
+            assert response.status == 200, await response.text()
+            data = await response.read()
+    assert sum(1 for _ in iter_batches(data, verify=True)) > 0
+    return [r.value or b"" for _, batch in iter_decoded_batches(data, verify=True) for r in batch.records]
+
+
+async def produce(producer: AsyncProducer, values: range) -> list[RecordMetadata]:
+    futures = [await producer.send(TOPIC, f"{i}".encode(), key=f"key-{i % 97}".encode()) for i in values]
+    return list(await asyncio.gather(*futures))
+
+
+async def read(consumer: AsyncConsumer, into: list[ConsumerRecord], count: int) -> None:
+    """Poll until ``into`` holds ``count`` records (the test's own timeout bounds it)."""
+    while len(into) < count:
+        into += await consumer.poll(timeout=1.0)
+
+
+def check_order(records: list[ConsumerRecord]) -> None:
+    """Per partition, offsets grow by one and each key's values in send order."""
+    last_value: dict[bytes, int] = {}
+    last_offset: dict[int, int] = {}
+    for r in records:
+        assert r.offset == last_offset.get(r.partition, -1) + 1
+        last_offset[r.partition] = r.offset
+        value = int(r.value)
+        assert value > last_value.get(r.key, -1)
+        last_value[r.key] = value
+
+
+async def test_records_land_once_on_their_partitions_leader_in_order(cluster: InprocCluster) -> None:
+    first = cluster.brokers[1].url
+    leaders = leader_urls(cluster)
+    assert len(set(leaders.values())) == 3, leaders
+    async with AsyncProducer(first, linger_ms=5, batch_size=4096, acks="all") as producer:
+        acked = await produce(producer, range(2000))
+        routed = producer._router.snapshot
+    assert routed is not None and not routed.legacy
+    assert {routed.leader(TopicPartition(TOPIC, p)).url for p in range(PARTITIONS)} == set(  # type: ignore[union-attr]
+        leaders.values()
+    )
+    for i, meta in enumerate(acked):
+        assert meta.partition == partition_for_key(f"key-{i % 97}".encode(), PARTITIONS)
+    by_partition: dict[int, list[bytes]] = {}
+    for i, meta in enumerate(acked):
+        by_partition.setdefault(meta.partition, []).append(f"{i}".encode())
+        assert meta.offset == len(by_partition[meta.partition]) - 1
+    for partition, url in leaders.items():
+        assert await stored_values(url, partition) == by_partition[partition]
+
+    consumer = AsyncConsumer(bootstrap_servers=[first], auto_offset_reset="earliest")
+    try:
+        consumer.assign([TopicPartition(TOPIC, p) for p in range(PARTITIONS)])
+        records: list[ConsumerRecord] = []
+        await asyncio.wait_for(read(consumer, records, 2000), 60)
+    finally:
+        await consumer.close()
+    assert sorted(int(r.value) for r in records) == list(range(2000))
+    check_order(records)
+
+
+async def test_producer_and_consumer_recover_when_a_leader_broker_restarts(cluster: InprocCluster) -> None:
+    bootstrap = cluster.brokers[1].url
+    before = cluster.brokers[1].broker.cluster_view().partitions[TOPIC]
+    moved = [p.partition for p in before if p.leader == 2]
+    assert moved, "broker 2 leads no partition"
+    producer = AsyncProducer(bootstrap, linger_ms=5, acks="all", delivery_timeout_ms=60_000)
+    consumer = AsyncConsumer(bootstrap_servers=bootstrap, auto_offset_reset="earliest")
+    records: list[ConsumerRecord] = []
+    try:
+        consumer.assign([TopicPartition(TOPIC, p) for p in range(PARTITIONS)])
+        acked = await produce(producer, range(600))
+        await asyncio.wait_for(read(consumer, records, 600), 60)
+
+        await cluster.stop_broker(2)
+        # Sent while partitions led by broker 2 have no leader: they wait (retrying) for it.
+        pending = asyncio.ensure_future(produce(producer, range(600, 1200)))
+        await cluster.start_broker(2)
+        await cluster.wait_for(lambda: cluster.converged(TOPIC))
+        acked += await asyncio.wait_for(pending, 90)
+        await asyncio.wait_for(read(consumer, records, 1200), 60)
+        routed = producer._router.snapshot
+        assert routed is not None
+    finally:
+        await producer.close()
+        await consumer.close()
+
+    after = cluster.brokers[1].broker.cluster_view().partitions[TOPIC]
+    for p in moved:
+        assert after[p].leader == 2 and after[p].leader_epoch > before[p].leader_epoch
+        hint = routed.leader(TopicPartition(TOPIC, p))
+        assert hint is not None and hint.url == cluster.brokers[2].url
+    assert sorted(int(r.value) for r in records) == list(range(1200))
+    check_order(records)
+    # Nothing acknowledged is lost, nothing stored twice: each leader holds exactly its acknowledged values.
+    by_partition: dict[int, dict[int, bytes]] = {}
+    for i, meta in enumerate(acked):
+        by_partition.setdefault(meta.partition, {})[meta.offset] = f"{i}".encode()
+    for partition, url in leader_urls(cluster).items():
+        stored = await stored_values(url, partition)
+        assert stored == [by_partition[partition][o] for o in range(len(stored))]
+        assert len(stored) == len(by_partition[partition])
+
+
+async def test_concurrent_requests_share_one_metadata_refresh(cluster: InprocCluster) -> None:
+    router = Router([cluster.brokers[3].url])
+    try:
+        tps = [TopicPartition(TOPIC, p) for p in range(PARTITIONS)]
+        clients = await asyncio.gather(*(router.leader_for(tp) for tp in tps))
+        assert router.refreshes == 1
+        assert {c.base_url for c in clients} == set(leader_urls(cluster).values())
+        for tp in tps:
+            router.note_error(tp, BrokerUnavailableError("connection reset"))
+        await asyncio.gather(*(router.leader_for(tp) for tp in tps))
+        assert router.refreshes == 2
+    finally:
+        await router.close()
