@@ -3,7 +3,7 @@
 The client is given one broker only; it learns the others from ``GET /native/v1/metadata`` and sends each
 partition's produce and fetch requests to that partition's leader. When a leader's broker stops and comes
 back (on a new port, with a higher leader epoch), producer and consumer carry on without user action and
-lose nothing acknowledged.
+lose nothing acknowledged. A broker older than cluster mode (no metadata route) leads everything, as before.
 """
 
 from __future__ import annotations
@@ -14,13 +14,17 @@ from pathlib import Path
 
 import aiohttp
 import pytest
+from aiohttp import web
+from aiohttp.test_utils import TestServer
 
+from tests.integration.broker import RunningBroker
 from tests.integration.cluster.inproc import InprocCluster
 from tierlog.client import AsyncConsumer, AsyncProducer, ConsumerRecord, RecordMetadata, TopicPartition
 from tierlog.client.errors import BrokerUnavailableError
 from tierlog.client.router import Router
 from tierlog.tiering.codec.batch import iter_decoded_batches
 from tierlog.tiering.codec.header import iter_batches
+from tierlog.tiering.errors import NotLeaderOrFollowerError
 from tierlog.tiering.partitioner import partition_for_key
 
 TOPIC = "orders"
@@ -165,3 +169,75 @@ async def test_concurrent_requests_share_one_metadata_refresh(cluster: InprocClu
         assert router.refreshes == 2
     finally:
         await router.close()
+
+
+async def test_a_leader_hint_is_followed_at_once_and_a_stale_one_refreshes(cluster: InprocCluster) -> None:
+    router = Router([cluster.brokers[1].url])
+    leaders = leader_urls(cluster)
+    tp = TopicPartition(TOPIC, 0)
+    other = next(u for u in leaders.values() if u != leaders[0])
+    try:
+        await router.leader_for(tp)
+        before = router.refreshes
+        hint = NotLeaderOrFollowerError("moved", leader_id=9, leader_url=other + "/", leader_epoch=5)
+        assert router.note_error(tp, hint)
+        assert (await router.leader_for(tp)).base_url == other
+        assert router.refreshes == before
+        # The hinted broker does not lead the partition: it answers 50310 naming the real leader at a lower
+        # epoch than the hint's, so the router refreshes and the call lands on the leader.
+        offset, _ = await router.on_leader(tp, lambda leader: leader.list_offset(TOPIC, 0, -1))
+        assert offset == 0
+        assert router.refreshes == before + 1
+        assert (await router.leader_for(tp)).base_url == leaders[0]
+    finally:
+        await router.close()
+
+
+@pytest.fixture
+async def old_broker(broker: RunningBroker) -> AsyncIterator[str]:
+    """A broker older than cluster mode: the real broker behind a proxy of ours that answers the metadata
+    route as an unknown path (404, 40400) and passes everything else through unchanged."""
+    session = aiohttp.ClientSession()
+
+    async def forward(request: web.Request) -> web.StreamResponse:
+        if request.path == "/native/v1/metadata":
+            return web.json_response({"error_code": 40400, "message": "HTTP 404 Not Found"}, status=404)
+        headers = {k: v for k, v in request.headers.items() if k in ("Content-Type", "Accept")}
+        async with session.request(
+            request.method, broker.url + request.path_qs, data=await request.read(), headers=headers
+        ) as answer:
+            body = await answer.read()
+            passed = {
+                k: v for k, v in answer.headers.items() if k.startswith("Tierlog-") or k == "Content-Type"
+            }
+            return web.Response(status=answer.status, body=body, headers=passed)
+
+    app = web.Application()
+    app.router.add_route("*", "/{tail:.*}", forward)
+    server = TestServer(app, host="127.0.0.1")
+    await server.start_server()
+    try:
+        yield str(server.make_url("")).rstrip("/")
+    finally:
+        await server.close()
+        await session.close()
+
+
+async def test_a_broker_without_the_metadata_route_leads_everything(old_broker: str) -> None:
+    async with AsyncProducer(old_broker, linger_ms=2) as producer:
+        futures = [await producer.send("legacy", f"{i}".encode(), key=f"k{i}".encode()) for i in range(60)]
+        acked = list(await asyncio.gather(*futures))
+        routed = producer._router.snapshot
+    assert routed is not None and routed.legacy
+    count = routed.partition_count("legacy")
+    assert count is not None and count > 1
+    assert {routed.leader(TopicPartition("legacy", p)).url for p in range(count)} == {old_broker}  # type: ignore[union-attr]
+    assert {m.partition for m in acked} == {partition_for_key(f"k{i}".encode(), count) for i in range(60)}
+    consumer = AsyncConsumer(bootstrap_servers=old_broker, auto_offset_reset="earliest")
+    try:
+        consumer.assign([TopicPartition("legacy", p) for p in await consumer.partitions_for_topic("legacy")])
+        records: list[ConsumerRecord] = []
+        await asyncio.wait_for(read(consumer, records, 60), 60)
+    finally:
+        await consumer.close()
+    assert sorted(int(r.value) for r in records) == list(range(60))
