@@ -193,6 +193,7 @@ class Broker:
         await self.remote.start()
         await self._url_known.wait()
         await node.start(self.advertised_url)
+        await node.wait_for_self()
         self.cluster_id = node.cache.cluster_id
         for path in await node.prepare_data_dir():
             self.background.spawn(asyncio.to_thread(meta.remove_tree, path), name=f"tierlog-rm-{path.name}")

@@ -62,6 +62,7 @@ from tierlog.tiering.errors import (
     LeaderNotAvailableError,
     NotLeaderOrFollowerError,
     TierlogError,
+    UnavailableError,
     storage_error,
 )
 
@@ -273,6 +274,18 @@ class ClusterNode:
             url,
             self.settings.broker_rack or "none",
         )
+
+    async def wait_for_self(self) -> None:
+        """Wait until the cache shows this broker's own registration (the cluster as others see it), bounded
+        by ``broker.session.timeout.ms``. Raises UnavailableError when it does not appear."""
+        incarnation = self.membership.registration.incarnation
+
+        def seen() -> bool:
+            found = self.cache.broker(self.broker_id)
+            return found is not None and found.incarnation == incarnation
+
+        if not await self.cache.wait_for(seen, self.settings.broker_session_timeout_ms / 1000):
+            raise UnavailableError(f"broker {self.broker_id} registered but its metadata cache never saw it")
 
     async def prepare_data_dir(self) -> list[Path]:
         """Check the data directory belongs to this cluster and broker, set aside partition directories of

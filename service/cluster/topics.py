@@ -20,7 +20,9 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from tierlog.service.cluster.model import (
+    BROKERS,
     NO_LEADER,
+    BrokerRegistration,
     TopicAssignment,
     partition_prefix,
     topic_key,
@@ -29,6 +31,7 @@ from tierlog.service.cluster.placement import assign_replicas, rack_alternated
 from tierlog.service.cluster.store import Compare, Delete, KeyValue, Put
 from tierlog.service.topic_configs import TOPIC_CONFIGS, TopicConfig, validate_overrides
 from tierlog.tiering.errors import (
+    CorruptRecordError,
     InvalidConfigError,
     UnavailableError,
     UnknownTopicError,
@@ -76,8 +79,7 @@ class ClusterTopics:
         factor = (
             node.settings.default_replication_factor if replication_factor is None else replication_factor
         )
-        live = [(b.broker_id, b.rack) for b in node.cache.brokers().values()]
-        replicas = assign_replicas(live, count, factor)
+        replicas = assign_replicas(await self._live_brokers(), count, factor)
         assignment = TopicAssignment(name, uuid.uuid4().hex, tuple(replicas), overrides)
         key = topic_key(name)
         if await node.store.commit([Compare(key, 0)], [Put(key, assignment.encode())]) is None:
@@ -196,7 +198,7 @@ class ClusterTopics:
                 )
             if count == current:
                 return await self._settled(assignment)
-            added = self._place_more(assignment, count - current)
+            added = self._place_more(assignment, count - current, dict(await self._live_brokers()))
             grown = replace(assignment, replicas=assignment.replicas + tuple(added))
             if await node.store.commit([Compare(kv.key, kv.mod_revision)], [Put(kv.key, grown.encode())]):
                 break
@@ -205,8 +207,9 @@ class ClusterTopics:
         log.info("topic %s now has %d partitions", name, count)
         return await self._settled(grown)
 
-    def _place_more(self, assignment: TopicAssignment, more: int) -> list[tuple[int, ...]]:
-        live = {b.broker_id: b.rack for b in self._node.cache.brokers().values()}
+    def _place_more(
+        self, assignment: TopicAssignment, more: int, live: dict[int, str | None]
+    ) -> list[tuple[int, ...]]:
         racks = {b: r for b, r in live.items() if r is not None}
         ordered = rack_alternated(racks) if len(racks) == len(live) and live else sorted(live)
         first = assignment.replicas[0][0] if assignment.replicas and assignment.replicas[0] else None
@@ -220,6 +223,20 @@ class ClusterTopics:
         )
 
     # ---- helpers -----------------------------------------------------------------------------------------
+
+    async def _live_brokers(self) -> list[tuple[int, str | None]]:
+        """``(broker_id, rack)`` of every live broker, read from the store (the cache may not have seen a
+        broker that just registered). Raises MetadataStoreError."""
+        kvs, _ = await self._node.store.range(BROKERS)
+        live = []
+        for kv in kvs:
+            try:
+                registration = BrokerRegistration.decode(kv.key, kv.value)
+            except CorruptRecordError as err:
+                log.error("ignoring an undecodable broker registration: %s", err)
+                continue
+            live.append((registration.broker_id, registration.rack))
+        return live
 
     async def _read(self, name: str) -> KeyValue:
         kv = await self._node.store.get(topic_key(name))

@@ -103,8 +103,11 @@ class InprocCluster:
         return running
 
     async def start(self, count: int, overrides: Mapping[str, str] | None = None) -> list[RunningBroker]:
-        """Start brokers ``1..count`` (concurrently) and wait until every one is open."""
-        return list(await asyncio.gather(*(self.start_broker(i, overrides) for i in range(1, count + 1))))
+        """Start brokers ``1..count`` (concurrently) and wait until every one is open and sees all of them
+        (so a topic created next is placed over every broker)."""
+        started = list(await asyncio.gather(*(self.start_broker(i, overrides) for i in range(1, count + 1))))
+        await self.wait_for(self.all_seen, "every broker to see every other")
+        return started
 
     async def stop_broker(self, broker_id: int) -> None:
         """Stop one broker cleanly: it revokes its lease (leaving the cluster at once) and closes its logs."""
@@ -123,6 +126,13 @@ class InprocCluster:
         """Partition leaders of ``topic`` as the first running broker's cache shows them (-1: none)."""
         view = next(iter(self.brokers.values())).broker.cluster_view()
         return [p.leader for p in view.partitions.get(topic, ())]
+
+    def all_seen(self) -> bool:
+        """Every running broker's cache lists exactly the running brokers."""
+        running = sorted(self.brokers)
+        return all(
+            [b.broker_id for b in r.broker.cluster_view().brokers] == running for r in self.brokers.values()
+        )
 
     def converged(self, topic: str) -> bool:
         """Every running broker's cache shows a leader for every partition of ``topic``, all the same,
