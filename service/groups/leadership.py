@@ -141,10 +141,10 @@ class ShardLoader:
             for index in sorted(led - set(self._shards.loaded())):
                 try:
                     partition = self._broker.topic(OFFSETS_TOPIC).partition(index)
+                    if not partition.closed:
+                        await self._shards.load(partition)
                 except (NotFoundError, UnavailableError):
-                    continue  # not open here yet: the next change or tick loads it
-                if not partition.closed:
-                    await self._shards.load(partition)
+                    continue  # not open here (yet, or closed while replaying): a later sync loads it
 
     def _unload(self, index: int) -> None:
         count = self._shards.partitions
