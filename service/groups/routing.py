@@ -16,6 +16,10 @@ lookup. Two brokers racing to create it is fine: the loser finds it created.
 Errors (all retriable, 503): the coordinator partition has no live leader, ``LeaderNotAvailableError``
 (50311); the coordinator cannot be reached or does not answer in time, ``UnavailableError`` (50301); the
 coordinator is still loading the partition, ``UnavailableError``.
+
+Timeouts: connecting to the coordinator gets ``broker.session.timeout.ms`` (a broker that cannot accept a
+connection within its session is as good as gone); the whole exchange :data:`MAX_FORWARD_S`, because a
+forwarded join or records request long-polls on the coordinator as it would locally.
 """
 
 from __future__ import annotations
