@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import warnings
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
 if TYPE_CHECKING:
@@ -70,14 +70,16 @@ def _load() -> Native | None:
     try:
         from tierlog.tiering.codec import _speedups  # type: ignore[attr-defined]
     except ImportError as err:
-        # warn_explicit with a file name that has no source lines: the warning prints as exactly one line
-        warnings.warn_explicit(
-            f"compiled record codec unavailable ({err}); using the pure-Python codec",
-            CompiledCodecWarning,
-            filename="<tierlog>",
-            lineno=0,
-            module=__name__,
-        )
+        # warn_explicit with a file name that has no source lines: the warning prints as exactly one line.
+        # A filter that makes it an error (pytest's -W error) must not stop the fallback.
+        with suppress(CompiledCodecWarning):
+            warnings.warn_explicit(
+                f"compiled record codec unavailable ({err}); using the pure-Python codec",
+                CompiledCodecWarning,
+                filename="<tierlog>",
+                lineno=0,
+                module=__name__,
+            )
         return None
     return cast(Native, _speedups)
 

@@ -34,20 +34,28 @@ def test_the_environment_variable_forces_pure_python_without_a_warning() -> None
     assert done.stderr == ""
 
 
+BLOCK = (
+    "import sys, importlib.abc\n"
+    "class Block(importlib.abc.MetaPathFinder):\n"
+    "    def find_spec(self, name, path=None, target=None):\n"
+    "        if name.endswith('._speedups'): raise ImportError('no compiled codec in this test')\n"
+    "sys.meta_path.insert(0, Block())\n"
+)
+
+
 def test_a_missing_extension_falls_back_with_one_warning_line() -> None:
-    block = (
-        "import sys, importlib.abc\n"
-        "class Block(importlib.abc.MetaPathFinder):\n"
-        "    def find_spec(self, name, path=None, target=None):\n"
-        "        if name.endswith('._speedups'): raise ImportError('no compiled codec in this test')\n"
-        "sys.meta_path.insert(0, Block())\n"
-    )
-    done = python(block + PROBE + "print(_accel.native)")
+    done = python(BLOCK + PROBE + "print(_accel.native)")
     assert done.stdout.strip() == "None"
     lines = done.stderr.splitlines()
     assert any("CompiledCodecWarning" in line and "pure-Python codec" in line for line in lines), lines
     warning_lines = [line for line in lines if "tierlog" in line]
     assert len(warning_lines) == 1, lines
+
+
+def test_the_fallback_survives_warnings_turned_into_errors() -> None:
+    strict = "import warnings; warnings.simplefilter('error')\n"
+    done = python(strict + BLOCK + PROBE + "print(_accel.native)")
+    assert done.stdout.strip() == "None"
 
 
 def test_use_refuses_unknown_names() -> None:
