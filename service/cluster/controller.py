@@ -1,0 +1,543 @@
+"""The controller: one broker, elected through the metadata store, decides every partition's leader and ISR.
+
+**Election.** A broker whose registration is live campaigns when the ``controller`` key is absent, with one
+commit conditioned on that absence and on the ``controller_epoch`` revision it read::
+
+    [Compare(controller, 0), Compare(controller_epoch, read_rev)]
+      -> [Put(controller_epoch, n + 1), Put(controller, {broker_id, n + 1}, lease=membership.lease)]
+
+Exactly one campaign per epoch can win. The winner remembers the revision of that commit (its *fence*: the
+``controller`` key's ``mod_revision``). The ``controller`` key lives under the winner's lease, so it vanishes
+when the winner's session does, and every other broker campaigns again.
+
+**Acting.** Every write is a commit that also compares ``controller`` with the fence and each written key
+with the revision it was decided from, so a deposed controller (its lease expired, a newer controller
+elected) cannot change anything, and two decisions about one partition never race. A failed commit
+re-reads the ``controller`` key: changed, the controller stops acting at once and campaigns again; unchanged,
+it waits for the watch to bring what changed and decides again.
+
+**Decisions** (a reconcile pass after every change the watch brings, see :func:`decide_partition`):
+leaders for new partitions, failover when a leader's broker is gone, re-election of leaderless partitions
+when an ISR member returns, and, every ``leader.imbalance.check.interval.seconds`` when
+``auto.leader.rebalance.enable``, preferred-leader election. Topic keys and partition states are read from
+the store's whole key space through one watch (the controller's own view, independent of the broker's
+metadata cache).
+
+Two tasks, owned by :class:`Controller` and cancelled and awaited by :meth:`Controller.close`: the *sync*
+task (range + watch, keeping the view) and the *act* task (campaign and reconcile).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from tierlog.service.cluster.membership import Membership
+from tierlog.service.cluster.model import (
+    BROKERS,
+    CONTROLLER,
+    CONTROLLER_EPOCH,
+    NO_LEADER,
+    PARTITIONS,
+    TOPICS,
+    BrokerRegistration,
+    ControllerRecord,
+    PartitionState,
+    TopicAssignment,
+    parse_partition_key,
+    partition_key,
+    topic_key,
+)
+from tierlog.service.cluster.store import (
+    Compare,
+    Delete,
+    KeyValue,
+    LeaseExpiredError,
+    MetadataStore,
+    MetadataStoreError,
+    Op,
+    Put,
+    WatchEvent,
+)
+from tierlog.service.config import Settings
+from tierlog.service.metrics import Metrics, Sample
+from tierlog.tiering.errors import CorruptRecordError
+from tierlog.tiering.log.clock import Clock, SystemClock
+
+__all__ = ["Controller", "decide_partition"]
+
+log = logging.getLogger("tierlog.cluster.controller")
+
+# Partitions per commit: etcd refuses a transaction of more than 128 operations (its default --max-txn-ops).
+BATCH_PARTITIONS = 32
+
+
+def _in_replica_order(members: Iterable[int], replicas: Sequence[int]) -> list[int]:
+    members = list(members)
+    return [r for r in replicas if r in members] + [m for m in members if m not in replicas]
+
+
+def decide_partition(
+    current: PartitionState | None,
+    replicas: Sequence[int],
+    live: set[int] | frozenset[int],
+    *,
+    controller_epoch: int,
+    preferred: bool = False,
+) -> tuple[PartitionState, str | None] | None:
+    """The next state of one partition, and why its leader changed (``"new"``, ``"failover"``, ``"offline"``,
+    ``"recovered"``, ``"preferred"``; ``None`` when it did not); ``None`` when nothing changes. Pure.
+
+    * No state yet: the first live replica leads with ``leader_epoch`` 0 and is the ISR alone; no live
+      replica: leader -1 and every replica in the ISR (an empty log is in sync everywhere).
+    * The ISR drops members whose broker is gone, but never its last member (Kafka keeps it, so that broker
+      leads again when it returns).
+    * The leader's broker gone: the first live ISR member in replica order leads, else -1.
+    * Leaderless (-1): the first live ISR member leads.
+    * ``preferred``: ``replicas[0]`` leads when it is live and in the ISR.
+    * A leader change bumps ``leader_epoch``; every change bumps ``partition_epoch`` and sets
+      ``controller_epoch``.
+    """
+    if current is None:
+        first = next((r for r in replicas if r in live), NO_LEADER)
+        isr = (first,) if first != NO_LEADER else tuple(replicas)
+        return PartitionState(first, 0, isr, 0, controller_epoch), None if first == NO_LEADER else "new"
+    isr = tuple(m for m in current.isr if m in live)
+    if not isr:
+        isr = (current.leader,) if current.leader in current.isr else current.isr
+    candidates = [m for m in _in_replica_order(current.isr, replicas) if m in live]
+    leader, reason = current.leader, None
+    if current.leader != NO_LEADER and current.leader not in live:
+        leader = candidates[0] if candidates else NO_LEADER
+        reason = "failover" if candidates else "offline"
+    elif current.leader == NO_LEADER and candidates:
+        leader, reason = candidates[0], "recovered"
+    elif preferred and replicas and replicas[0] != leader and replicas[0] in live and replicas[0] in isr:
+        leader, reason = replicas[0], "preferred"
+    if leader == current.leader and isr == current.isr:
+        return None
+    leader_epoch = current.leader_epoch + (1 if leader != current.leader else 0)
+    state = PartitionState(leader, leader_epoch, isr, current.partition_epoch + 1, controller_epoch)
+    return state, reason
+
+
+class _View:
+    """The controller's copy of the store: every key it decides from, with the revision it was read at."""
+
+    def __init__(self, revision: int) -> None:
+        self.revision = revision
+        self.brokers: dict[int, BrokerRegistration] = {}
+        self.controller: ControllerRecord | None = None
+        self.controller_rev = 0  # 0: no controller key (a corrupt one still counts as present)
+        self.epoch: int | None = 0  # None: controller_epoch is unreadable, so nobody may campaign
+        self.epoch_rev = 0
+        self.topics: dict[str, tuple[TopicAssignment, int]] = {}
+        # topic -> partition -> (state, mod_revision); state None: the stored value is corrupt
+        self.partitions: dict[str, dict[int, tuple[PartitionState | None, int]]] = {}
+
+    @classmethod
+    def load(cls, kvs: Iterable[KeyValue], revision: int) -> _View:
+        view = cls(revision)
+        for kv in kvs:
+            view.put(kv.key, kv.value, kv.mod_revision)
+        return view
+
+    def apply(self, event: WatchEvent) -> None:
+        if event.kind == "put":
+            self.put(event.key, event.value, event.mod_revision)
+        else:
+            self.delete(event.key)
+        self.revision = max(self.revision, event.mod_revision)
+
+    def put(self, key: str, value: bytes, revision: int) -> None:
+        try:
+            if key == CONTROLLER:
+                self.controller, self.controller_rev = None, revision
+                self.controller = ControllerRecord.decode(key, value)
+            elif key == CONTROLLER_EPOCH:
+                self.epoch, self.epoch_rev = None, revision
+                self.epoch = int(value.decode())
+            elif key.startswith(BROKERS):
+                self.brokers[int(key.removeprefix(BROKERS))] = BrokerRegistration.decode(key, value)
+            elif key.startswith(TOPICS):
+                self.topics[key.removeprefix(TOPICS)] = (TopicAssignment.decode(key, value), revision)
+            elif key.startswith(PARTITIONS):
+                topic, index = parse_partition_key(key)
+                states = self.partitions.setdefault(topic, {})
+                states[index] = (None, revision)
+                states[index] = (PartitionState.decode(key, value), revision)
+        except (CorruptRecordError, ValueError, UnicodeDecodeError) as err:
+            log.error("controller: ignoring unreadable metadata key %r: %s", key, err)
+
+    def delete(self, key: str) -> None:
+        if key == CONTROLLER:
+            self.controller, self.controller_rev = None, 0
+        elif key == CONTROLLER_EPOCH:
+            self.epoch, self.epoch_rev = 0, 0
+        elif key.startswith(BROKERS):
+            with contextlib.suppress(ValueError):
+                self.brokers.pop(int(key.removeprefix(BROKERS)), None)
+        elif key.startswith(TOPICS):
+            self.topics.pop(key.removeprefix(TOPICS), None)
+        elif key.startswith(PARTITIONS):
+            with contextlib.suppress(CorruptRecordError):
+                topic, index = parse_partition_key(key)
+                states = self.partitions.get(topic, {})
+                states.pop(index, None)
+                if not states:
+                    self.partitions.pop(topic, None)
+
+
+@dataclass(frozen=True, slots=True)
+class _Write:
+    """One decided change: ``state`` None deletes the partition state (its topic or index is gone)."""
+
+    topic: str
+    topic_rev: int  # the topic key's revision the decision was made from (0: the topic is gone)
+    partition: int
+    read_rev: int
+    state: PartitionState | None
+    reason: str | None
+    old_leader: int
+
+
+class Controller:
+    """Campaigns for the controller role and, while it holds it, keeps every partition's leadership right.
+
+    Event-loop only. ``active`` is true only while this broker holds the role under its current lease; it
+    turns false at once when the membership reports the lease lost or the view shows the ``controller`` key
+    changed. ``controller_id`` and ``epoch`` are the controller and epoch this broker knows (-1 and the last
+    epoch handed out when there is none). The decisions are described in the module doc.
+    """
+
+    def __init__(
+        self,
+        store: MetadataStore,
+        broker_id: int,
+        membership: Membership,
+        settings: Settings,
+        *,
+        metrics: Metrics | None = None,
+        clock: Clock | None = None,
+    ) -> None:
+        self.store = store
+        self.broker_id = broker_id
+        self.membership = membership
+        self._rebalance = settings.auto_leader_rebalance_enable
+        self._rebalance_ms = settings.leader_imbalance_check_interval_seconds * 1000
+        self._retry_s = min(1.0, settings.broker_heartbeat_interval_ms / 1000)
+        self._clock: Clock = clock or SystemClock()
+        self._metrics = metrics
+        self._view: _View | None = None
+        self._active = False
+        self._fence = 0  # the controller key's mod_revision written by our election; 0 when not active
+        self._lease = 0  # the lease our controller key lives under
+        self._own_epoch = 0
+        self._controller_id = NO_LEADER
+        self._epoch = 0
+        self._next_rebalance_ms = 0
+        self._preferred_pending = False
+        self._reconciled = 0
+        self._passes_started = 0
+        self._passes_done = 0
+        self._wake = asyncio.Event()
+        self._changed = asyncio.Condition()
+        self._tasks: list[asyncio.Task[None]] = []
+        self._closed = False
+        membership.add_listener(self._on_membership_change)
+        if metrics is not None:
+            metrics.describe(
+                "tierlog_controller_active", "gauge", "1 while this broker is the active controller"
+            )
+            metrics.describe("tierlog_controller_epoch", "gauge", "The controller epoch this broker knows")
+            metrics.describe(
+                "tierlog_controller_elections_total", "counter", "Controller elections this broker won"
+            )
+            metrics.describe(
+                "tierlog_leader_elections_total",
+                "counter",
+                "Partition leaders chosen by this broker as controller, by reason "
+                "(new, failover, recovered, preferred)",
+            )
+            metrics.add_collector(self._collect)
+
+    # ---- state -------------------------------------------------------------------------------------------
+
+    @property
+    def active(self) -> bool:
+        return self._active
+
+    @property
+    def epoch(self) -> int:
+        """This controller's epoch when active, else the epoch of the controller it knows (or the last one
+        handed out)."""
+        return self._own_epoch if self._active else self._epoch
+
+    @property
+    def controller_id(self) -> int:
+        """The controller this broker knows: its own id when active, -1 when there is none."""
+        return self.broker_id if self._active else self._controller_id
+
+    @property
+    def reconciled_revision(self) -> int:
+        """The newest store revision after which this controller had nothing left to do (0 before its first
+        pass): an active controller's writes for every change up to it are in the store."""
+        return self._reconciled
+
+    async def wait_for(self, predicate: Callable[[], bool]) -> bool:
+        """Wait until ``predicate()`` holds, re-checking after every pass and role change: True, or False
+        when the controller closes first. Bound it with ``asyncio.timeout``. Safe concurrently."""
+        async with self._changed:
+            await self._changed.wait_for(lambda: self._closed or predicate())
+        return predicate()
+
+    async def wait_reconciled(self, revision: int) -> bool:
+        """Wait until the controller has seen store revision ``revision`` and has nothing left to write for
+        it (see :attr:`reconciled_revision`): True, or False when it closes first. Safe concurrently."""
+        return await self.wait_for(lambda: self._reconciled >= revision)
+
+    async def tick(self) -> bool:
+        """Re-evaluate now, timers included (after a test advances an injected clock), and wait until a pass
+        that started after this call has finished: True, or False when the controller closes first. Safe
+        concurrently."""
+        started = self._passes_started
+        self._wake.set()
+        return await self.wait_for(lambda: self._passes_done > started)
+
+    # ---- lifecycle ---------------------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Start the sync and act tasks. Raises RuntimeError when already started or closed."""
+        if self._tasks or self._closed:
+            raise RuntimeError("controller already started")
+        self._tasks = [
+            asyncio.create_task(self._sync_loop(), name=f"controller-sync-{self.broker_id}"),
+            asyncio.create_task(self._act_loop(), name=f"controller-act-{self.broker_id}"),
+        ]
+
+    async def close(self) -> None:
+        """Stop acting: cancel and await both tasks. Writes nothing (the ``controller`` key goes with the
+        membership's lease). Idempotent; never raises."""
+        self._closed = True
+        self._resign("closing")
+        tasks, self._tasks = self._tasks, []
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        await self._notify()
+
+    # ---- the sync task: the view ----------------------------------------------------------------------
+
+    async def _sync_loop(self) -> None:
+        while True:
+            try:
+                await self._sync_once()
+            except MetadataStoreError as err:
+                log.warning("controller %d: metadata watch broken, reading again: %s", self.broker_id, err)
+            await asyncio.sleep(self._retry_s)
+
+    async def _sync_once(self) -> None:
+        kvs, revision = await self.store.range("")
+        self._view = _View.load(kvs, revision)
+        self._observe(self._view)
+        self._wake.set()
+        watch = self.store.watch("", revision + 1)
+        try:
+            async for event in watch:
+                self._view.apply(event)
+                self._observe(self._view)
+                self._wake.set()
+        finally:
+            aclose = getattr(watch, "aclose", None)
+            if aclose is not None:
+                await aclose()
+
+    # ---- the act task: campaign and reconcile ------------------------------------------------------------
+
+    async def _act_loop(self) -> None:
+        while True:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), self._timer_timeout())
+            self._wake.clear()
+            view = self._view
+            if view is None:
+                continue
+            self._passes_started += 1
+            revision = view.revision
+            try:
+                acted = await self._step(view)
+            except LeaseExpiredError:
+                acted = (
+                    True  # campaigned under a lease just lost: the membership registers again and wakes us
+                )
+            except MetadataStoreError as err:
+                log.warning("controller %d: metadata store failed, retrying: %s", self.broker_id, err)
+                await asyncio.sleep(self._retry_s)
+                self._wake.set()
+                acted = True
+            if not acted:
+                self._reconciled = max(self._reconciled, revision)
+            self._passes_done += 1
+            await self._notify()
+
+    def _timer_timeout(self) -> float | None:
+        if not (self._active and self._rebalance):
+            return None
+        return max(0.0, (self._next_rebalance_ms - self._clock.now_ms()) / 1000)
+
+    async def _step(self, view: _View) -> bool:
+        """One pass; True when it wrote (or tried to), so another pass must follow."""
+        self._observe(view)
+        if not self._active:
+            if view.controller_rev or view.epoch is None or not self.membership.registered.is_set():
+                return False
+            await self._campaign(view, view.epoch)
+            return True
+        due = self._rebalance and self._clock.now_ms() >= self._next_rebalance_ms
+        if due:
+            self._next_rebalance_ms = self._clock.now_ms() + self._rebalance_ms
+        preferred = due or self._preferred_pending
+        writes = self._plan(view, preferred)
+        done = await self._execute(writes) if writes else True
+        # A preferred pass cut short by a refused commit finishes on the next pass, not an interval later.
+        self._preferred_pending = preferred and not done
+        return bool(writes)
+
+    async def _campaign(self, view: _View, last_epoch: int) -> None:
+        lease, epoch = self.membership.lease, last_epoch + 1
+        record = ControllerRecord(self.broker_id, epoch)
+        revision = await self.store.commit(
+            [Compare(CONTROLLER, 0), Compare(CONTROLLER_EPOCH, view.epoch_rev)],
+            [Put(CONTROLLER_EPOCH, str(epoch).encode()), Put(CONTROLLER, record.encode(), lease=lease)],
+        )
+        if revision is None or self._closed or lease != self.membership.lease:
+            return
+        self._active, self._fence, self._lease, self._own_epoch = True, revision, lease, epoch
+        self._next_rebalance_ms = self._clock.now_ms() + self._rebalance_ms
+        log.info("broker %d is the controller (epoch %d)", self.broker_id, epoch)
+        if self._metrics is not None:
+            self._metrics.inc("tierlog_controller_elections_total")
+
+    def _observe(self, view: _View) -> None:
+        """Take the known controller from ``view``; stop acting when it shows we were deposed."""
+        # Strictly later: the events of one revision arrive one by one, and ours put controller_epoch first.
+        if self._active and view.revision > self._fence and view.controller_rev != self._fence:
+            self._resign(f"the controller key changed (revision {view.controller_rev}, ours {self._fence})")
+        self._controller_id = view.controller.broker_id if view.controller else NO_LEADER
+        if view.controller is not None:
+            self._epoch = view.controller.epoch
+        elif view.epoch is not None:
+            self._epoch = view.epoch
+
+    def _on_membership_change(self) -> None:
+        if self._active and (self.membership.lost.is_set() or self.membership.lease != self._lease):
+            self._resign("its lease is lost")
+        self._wake.set()
+
+    def _resign(self, why: str) -> None:
+        if self._active:
+            log.warning(
+                "broker %d stops acting as controller (epoch %d): %s", self.broker_id, self._own_epoch, why
+            )
+        self._active, self._fence, self._lease = False, 0, 0
+        self._preferred_pending = False
+
+    # ---- decisions ---------------------------------------------------------------------------------------
+
+    def _plan(self, view: _View, preferred: bool) -> list[_Write]:
+        live = frozenset(view.brokers)
+        writes: list[_Write] = []
+        for name in sorted(view.topics):
+            assignment, topic_rev = view.topics[name]
+            states = view.partitions.get(name, {})
+            for index, replicas in enumerate(assignment.replicas):
+                state, read_rev = states.get(index, (None, 0))
+                decided = decide_partition(
+                    state, replicas, live, controller_epoch=self._own_epoch, preferred=preferred
+                )
+                if decided is not None:
+                    old_leader = NO_LEADER if state is None else state.leader
+                    writes.append(
+                        _Write(name, topic_rev, index, read_rev, decided[0], decided[1], old_leader)
+                    )
+        for name, states in sorted(view.partitions.items()):
+            assignment_entry = view.topics.get(name)
+            count, topic_rev = (
+                (0, 0) if assignment_entry is None else (assignment_entry[0].partitions, assignment_entry[1])
+            )
+            for index, (state, read_rev) in sorted(states.items()):
+                if index >= count:
+                    old_leader = NO_LEADER if state is None else state.leader
+                    writes.append(_Write(name, topic_rev, index, read_rev, None, None, old_leader))
+        return writes
+
+    async def _execute(self, writes: list[_Write]) -> bool:
+        """Commit ``writes`` topic by topic in batches; False when a commit was refused (re-read first)."""
+        by_topic: dict[str, list[_Write]] = {}
+        for write in writes:
+            by_topic.setdefault(write.topic, []).append(write)
+        for topic_writes in by_topic.values():
+            for start in range(0, len(topic_writes), BATCH_PARTITIONS):
+                if not self._active:
+                    return False
+                if not await self._commit(topic_writes[start : start + BATCH_PARTITIONS]):
+                    return False
+        return True
+
+    async def _commit(self, batch: list[_Write]) -> bool:
+        first = batch[0]
+        compares = [Compare(CONTROLLER, self._fence), Compare(topic_key(first.topic), first.topic_rev)]
+        ops: list[Op] = []
+        for write in batch:
+            key = partition_key(write.topic, write.partition)
+            compares.append(Compare(key, write.read_rev))
+            ops.append(Delete(key) if write.state is None else Put(key, write.state.encode()))
+        fence = self._fence
+        if await self.store.commit(compares, ops) is None:
+            current = await self.store.get(CONTROLLER)
+            if current is None or current.mod_revision != fence:
+                self._resign("a fenced write was refused: another controller was elected")
+            return False
+        for write in batch:
+            self._record(write)
+        return True
+
+    def _record(self, write: _Write) -> None:
+        state = write.state
+        if state is None:
+            log.info(
+                "controller: removed the state of %s-%d (no such partition)", write.topic, write.partition
+            )
+            return
+        if write.reason is None:
+            return
+        level = logging.DEBUG if write.reason == "new" else logging.INFO
+        log.log(level, "controller epoch %d: %s-%d leader %d -> %d (%s, leader epoch %d, isr %s)",
+                self._own_epoch, write.topic, write.partition, write.old_leader, state.leader, write.reason,
+                state.leader_epoch, list(state.isr))  # fmt: skip
+        if self._metrics is not None and state.leader != NO_LEADER:
+            self._metrics.inc("tierlog_leader_elections_total", reason=write.reason)
+
+    async def _notify(self) -> None:
+        async with self._changed:
+            self._changed.notify_all()
+
+    def _collect(self) -> Iterable[Sample]:
+        return [
+            Sample("tierlog_controller_active", 1.0 if self._active else 0.0),
+            Sample("tierlog_controller_epoch", float(self.epoch)),
+        ]
+
+    def __repr__(self) -> str:
+        details: dict[str, Any] = {
+            "active": self._active,
+            "epoch": self.epoch,
+            "controller": self.controller_id,
+        }
+        return f"Controller(broker={self.broker_id}, {details})"
