@@ -7,13 +7,16 @@ safe to call concurrently, and raises the typed errors importable from :mod:`tie
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from tierlog.client.config import DEFAULT_BOOTSTRAP, bootstrap_urls
 from tierlog.client.router import Requester, Router
-from tierlog.client.transport import TopicMetadata, segment
+from tierlog.client.transport import PartitionInfo, TopicMetadata, segment
+from tierlog.client.types import TopicPartition
+from tierlog.tiering.errors import UnavailableError, UnknownTopicError
 
 __all__ = ["AsyncAdmin", "TopicConfig"]
 
@@ -99,8 +102,35 @@ class AsyncAdmin:
         await self._broker.call("DELETE", await self._topics_path(name))
 
     async def describe_topic(self, name: str) -> TopicMetadata:
-        """Partitions with their log start, high watermark and log end. Raises UnknownTopicError."""
-        return await self._broker.topic_metadata(name)
+        """Partitions with their log start, high watermark and log end, each as its leader reports it (a
+        partition without a reachable leader shows -1 for all three). Idempotent. Raises UnknownTopicError.
+        """
+        if self._router is None:
+            return await self._broker.topic_metadata(name)
+        count = await self._router.partition_count(name)
+        meta = self._router.snapshot
+        assert meta is not None
+        by_url: dict[str, list[int]] = {}
+        for p in range(count):
+            leader = meta.leader(TopicPartition(name, p))
+            if leader is not None and leader.url:
+                by_url.setdefault(leader.url, []).append(p)
+        router = self._router
+
+        async def ask(url: str, wanted: list[int]) -> list[PartitionInfo]:
+            try:
+                answer = await router.client(url).topic_metadata(name)
+            except (UnavailableError, UnknownTopicError):
+                return []
+            return [info for info in answer.partitions if info.partition in wanted]
+
+        found = {
+            info.partition: info
+            for infos in await asyncio.gather(*(ask(u, w) for u, w in by_url.items()))
+            for info in infos
+        }
+        partitions = [found.get(p, PartitionInfo(p, -1, -1, -1)) for p in range(count)]
+        return TopicMetadata(name, partitions, count)
 
     async def topic_configs(self, name: str) -> list[TopicConfig]:
         """Every config of ``name`` with its value and source. Raises UnknownTopicError."""

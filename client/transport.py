@@ -51,12 +51,16 @@ class PartitionInfo:
 
 @dataclass(frozen=True, slots=True)
 class TopicMetadata:
+    """A topic's partitions with their offsets. In a cluster a broker lists only the partitions it leads,
+    but declares the topic's whole partition count."""
+
     topic: str
     partitions: list[PartitionInfo]
+    declared_count: int | None = None
 
     @property
     def partition_count(self) -> int:
-        return len(self.partitions)
+        return len(self.partitions) if self.declared_count is None else self.declared_count
 
 
 def segment(value: str) -> str:
@@ -205,10 +209,12 @@ class BrokerClient:
         return int(answer["offset"]), int(answer["timestamp"])
 
     async def topic_metadata(self, topic: str) -> TopicMetadata:
-        """Partition count and offsets of ``topic``. Idempotent. Raises UnknownTopicError, as :meth:`call`."""
+        """Partition count and offsets of ``topic`` (of the partitions this broker leads, in a cluster).
+        Idempotent. Raises UnknownTopicError, as :meth:`call`."""
         answer = await self.json("GET", f"/native/v1/topics/{segment(topic)}")
         partitions = [
             PartitionInfo(p["partition"], p["log_start_offset"], p["high_watermark"], p["log_end_offset"])
             for p in answer["partitions"]
         ]
-        return TopicMetadata(answer["topic"], partitions)
+        count = answer.get("partition_count")
+        return TopicMetadata(answer["topic"], partitions, count if isinstance(count, int) else None)

@@ -9,6 +9,7 @@ lose nothing acknowledged. A broker older than cluster mode (no metadata route) 
 from __future__ import annotations
 
 import asyncio
+import socket
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -19,12 +20,19 @@ from aiohttp.test_utils import TestServer
 
 from tests.integration.broker import RunningBroker
 from tests.integration.cluster.inproc import InprocCluster
-from tierlog.client import AsyncConsumer, AsyncProducer, ConsumerRecord, RecordMetadata, TopicPartition
-from tierlog.client.errors import BrokerUnavailableError
+from tierlog.client import (
+    AsyncAdmin,
+    AsyncConsumer,
+    AsyncProducer,
+    ConsumerRecord,
+    RecordMetadata,
+    TopicPartition,
+)
+from tierlog.client.errors import BrokerUnavailableError, DeliveryTimeoutError
 from tierlog.client.router import Router
 from tierlog.tiering.codec.batch import iter_decoded_batches
 from tierlog.tiering.codec.header import iter_batches
-from tierlog.tiering.errors import NotLeaderOrFollowerError
+from tierlog.tiering.errors import LeaderNotAvailableError, NotLeaderOrFollowerError
 from tierlog.tiering.partitioner import partition_for_key
 
 TOPIC = "orders"
@@ -241,3 +249,55 @@ async def test_a_broker_without_the_metadata_route_leads_everything(old_broker: 
     finally:
         await consumer.close()
     assert sorted(int(r.value) for r in records) == list(range(60))
+
+
+def closed_port_url() -> str:
+    """A loopback URL nobody listens on (a port bound, then released)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return f"http://127.0.0.1:{sock.getsockname()[1]}"
+
+
+async def test_a_dead_bootstrap_server_is_skipped_and_admin_reads_offsets_from_leaders(
+    cluster: InprocCluster,
+) -> None:
+    servers = f"{closed_port_url()},{cluster.brokers[2].url}"
+    async with AsyncProducer(servers, linger_ms=2) as producer:
+        acked = await produce(producer, range(300))
+    counts = {p: sum(1 for m in acked if m.partition == p) for p in range(PARTITIONS)}
+    async with AsyncAdmin([closed_port_url(), cluster.brokers[3].url]) as admin:
+        described = await admin.describe_topic(TOPIC)
+    assert described.partition_count == PARTITIONS
+    assert {p.partition: p.log_end_offset for p in described.partitions} == counts
+
+
+async def test_metadata_older_than_its_max_age_is_refreshed_in_the_background(cluster: InprocCluster) -> None:
+    now = [0.0]
+    router = Router([cluster.brokers[1].url], metadata_max_age_ms=1_000, clock=lambda: now[0])
+    tp = TopicPartition(TOPIC, 0)
+    try:
+        await router.leader_for(tp)
+        now[0] += 0.5
+        await router.leader_for(tp)
+        assert router.refreshes == 1
+        now[0] += 1.0
+        await router.leader_for(tp)  # answers from the old snapshot and starts a refresh
+        await router.refresh()  # joins that refresh
+        assert router.refreshes == 2
+        assert router.snapshot is not None and router.snapshot.fetched_at == now[0]
+    finally:
+        await router.close()
+
+
+async def test_a_partition_without_a_leader_fails_its_records_at_the_delivery_timeout(
+    cluster: InprocCluster,
+) -> None:
+    views = cluster.brokers[1].broker.cluster_view().partitions[TOPIC]
+    partition = next(p.partition for p in views if p.leader == 3)
+    await cluster.stop_broker(3)
+    await cluster.wait_for(lambda: cluster.leaders(TOPIC)[partition] == -1, "partition without a leader")
+    async with AsyncProducer(cluster.brokers[1].url, delivery_timeout_ms=1_500, linger_ms=0) as producer:
+        future = await producer.send(TOPIC, b"lost", partition=partition)
+        with pytest.raises(DeliveryTimeoutError) as caught:
+            await future
+    assert isinstance(caught.value.__cause__, LeaderNotAvailableError | BrokerUnavailableError)
