@@ -340,6 +340,8 @@ class Controller:
                 await self._sync_once()
             except MetadataStoreError as err:
                 log.warning("controller %d: metadata watch broken, reading again: %s", self.broker_id, err)
+            except Exception:
+                log.exception("controller %d: metadata watch failed, reading again", self.broker_id)
             await asyncio.sleep(self._retry_s)
 
     async def _sync_once(self) -> None:
@@ -370,21 +372,25 @@ class Controller:
                 continue
             self._passes_started += 1
             revision = view.revision
+            acted = True
             try:
                 acted = await self._step(view)
             except LeaseExpiredError:
-                acted = (
-                    True  # campaigned under a lease just lost: the membership registers again and wakes us
-                )
+                pass  # campaigned under a lease just lost: the membership registers again and wakes us
             except MetadataStoreError as err:
                 log.warning("controller %d: metadata store failed, retrying: %s", self.broker_id, err)
-                await asyncio.sleep(self._retry_s)
-                self._wake.set()
-                acted = True
+                await self._retry_later()
+            except Exception:
+                log.exception("controller %d: reconcile pass failed, retrying", self.broker_id)
+                await self._retry_later()
             if not acted:
                 self._reconciled = max(self._reconciled, revision)
             self._passes_done += 1
             await self._notify()
+
+    async def _retry_later(self) -> None:
+        await asyncio.sleep(self._retry_s)
+        self._wake.set()
 
     def _timer_timeout(self) -> float | None:
         if not (self._active and self._rebalance):

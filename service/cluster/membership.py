@@ -150,6 +150,8 @@ class Membership:
                 await self.heartbeat()
             except MetadataStoreError as err:
                 log.warning("broker %d: keep-alive failed, retrying: %s", self.broker_id, err)
+            except Exception:
+                log.exception("broker %d: keep-alive round failed, retrying", self.broker_id)
 
     async def _reregister(self) -> None:
         try:
