@@ -301,3 +301,31 @@ async def test_a_partition_without_a_leader_fails_its_records_at_the_delivery_ti
         with pytest.raises(DeliveryTimeoutError) as caught:
             await future
     assert isinstance(caught.value.__cause__, LeaderNotAvailableError | BrokerUnavailableError)
+
+
+async def test_a_group_consumer_reads_every_leader_and_resumes_from_its_commit(
+    cluster: InprocCluster,
+) -> None:
+    bootstrap = cluster.brokers[2].url
+    async with AsyncProducer(bootstrap, linger_ms=2) as producer:
+        await produce(producer, range(400))
+    first = AsyncConsumer(
+        TOPIC, bootstrap_servers=bootstrap, group_id="billing", auto_offset_reset="earliest",
+        enable_auto_commit=False,
+    )  # fmt: skip
+    records: list[ConsumerRecord] = []
+    try:
+        await asyncio.wait_for(read(first, records, 400), 60)
+        await first.commit()
+    finally:
+        await first.close()
+    assert sorted(int(r.value) for r in records) == list(range(400))
+    async with AsyncProducer(bootstrap, linger_ms=2) as producer:
+        await produce(producer, range(400, 500))
+    second = AsyncConsumer(TOPIC, bootstrap_servers=cluster.brokers[3].url, group_id="billing")
+    more: list[ConsumerRecord] = []
+    try:
+        await asyncio.wait_for(read(second, more, 100), 60)
+    finally:
+        await second.close()
+    assert sorted(int(r.value) for r in more) == list(range(400, 500))
