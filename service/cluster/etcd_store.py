@@ -127,7 +127,8 @@ class EtcdMetadataStore(MetadataStore):
     async def keep_alive(self, lease: int) -> None:
         client = await self._connected()
         with self._errors("keep_alive", leases=True):
-            reply = await asyncio.wait_for(client.refresh_lease(lease), self._timeout_s)
+            async with asyncio.timeout(self._timeout_s):  # not wait_for: 3.11's can swallow a cancel
+                reply = await client.refresh_lease(lease)
         if reply is None or reply.TTL <= 0:
             raise LeaseExpiredError(f"lease {lease} is unknown to etcd (expired or revoked)")
 
@@ -153,7 +154,8 @@ class EtcdMetadataStore(MetadataStore):
                     yield self._event(event)
         finally:
             with contextlib.suppress(Exception):
-                await asyncio.wait_for(handle.cancel(), _CANCEL_TIMEOUT_S)
+                async with asyncio.timeout(_CANCEL_TIMEOUT_S):
+                    await handle.cancel()
         if not self._closed:
             raise MetadataStoreError(f"the watch of {prefix!r} ended (the etcd connection was closed)")
 

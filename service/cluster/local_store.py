@@ -389,8 +389,10 @@ class LocalMetadataStore(MetadataStore):
             wait_s = _REAPER_MAX_WAIT_S
             if deadlines:
                 wait_s = min(wait_s, max(0.0, (min(deadlines) - self._clock.now_ms()) / 1000))
+            # asyncio.timeout, not wait_for: Python 3.11's wait_for can swallow a cancel (close would hang)
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._leases_changed.wait(), timeout=wait_s)
+                async with asyncio.timeout(wait_s):
+                    await self._leases_changed.wait()
 
 
 def _read_file(path: Path) -> Any:
