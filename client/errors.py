@@ -26,6 +26,7 @@ from tierlog.tiering.errors import (
     TierlogError,
     UnavailableError,
     error_for_code,
+    registered_errors,
 )
 
 __all__ = [
@@ -116,9 +117,10 @@ def error_from_response(status: int, payload: bytes) -> TierlogError:
             log_start_offset=_int_field(body, "log_start_offset"),
             log_end_offset=_int_field(body, "log_end_offset"),
         )
-    if code == NotLeaderOrFollowerError.code:
+    kind = registered_errors().get(code)
+    if kind is not None and issubclass(kind, NotLeaderOrFollowerError):
         url = body.get("leader_url")
-        return NotLeaderOrFollowerError(
+        return kind(
             message,
             leader_id=_int_field(body, "leader_id"),
             leader_url=url if isinstance(url, str) else "",

@@ -51,6 +51,7 @@ code   class                            kind                retriable
 50301  UnavailableError                 unavailable         yes
 50310  NotLeaderOrFollowerError         unavailable         yes
 50311  LeaderNotAvailableError          unavailable         yes
+50312  NotCoordinatorError              unavailable         yes
 50701  InsufficientStorageError         unavailable         yes
 =====  ===============================  ==================  =========
 """
@@ -379,6 +380,13 @@ class NotLeaderOrFollowerError(UnavailableError):
         self.leader_epoch = leader_epoch
 
 
+class NotCoordinatorError(NotLeaderOrFollowerError):
+    """Kafka's NOT_COORDINATOR: this broker is not the coordinator of the group (the leader of the group's
+    ``__consumer_offsets`` partition). Retriable; the answer names the coordinator as ``leader_*``."""
+
+    code = 50312
+
+
 class LeaderNotAvailableError(UnavailableError):
     """Kafka's LEADER_NOT_AVAILABLE: the partition has no live leader right now (its leader's broker is gone
     and no in-sync replica can take over, or an election is in progress). Retriable."""
@@ -438,8 +446,8 @@ def error_for_code(code: int, message: str) -> TierlogError:
         message = message[len(kind.PREFIX) :]  # the broker added it on the wire (see TierlogError.PREFIX)
     if kind is OffsetOutOfRangeError:
         return OffsetOutOfRangeError(message, log_start_offset=-1, log_end_offset=-1)
-    if kind is NotLeaderOrFollowerError:
-        return NotLeaderOrFollowerError(message)
+    if kind is not None and issubclass(kind, NotLeaderOrFollowerError):
+        return kind(message)
     if kind is not None:
         return kind(message)
     family = code if code < 1000 else code // 100

@@ -6,8 +6,8 @@ coordinator (and always on an embedded broker) the handler runs; elsewhere the r
 (method, path and query, headers minus the hop-by-hop ones, body) to the coordinator's URL and its answer
 returned as it came (status, headers, body bytes, still encoded). A forwarded request carries
 :data:`FORWARDED_BY`; a broker that receives one and is not the coordinator either (its view and the
-sender's differ for a moment) answers 503 ``NotLeaderOrFollowerError`` (50310, retriable) naming the
-leader it knows, and never forwards again: no loops.
+sender's differ for a moment) answers 503 ``NotCoordinatorError`` (50312, retriable) naming the
+coordinator it knows, and never forwards again: no loops.
 
 The first group request of a cluster creates ``__consumer_offsets`` (with ``offsets.topic.num.partitions``
 partitions, spread over the brokers live at that moment), as Kafka creates it on the first coordinator
@@ -42,7 +42,7 @@ from tierlog.service.groups.state import LOADER, require_ready
 from tierlog.service.state import BROKER, SETTINGS
 from tierlog.tiering.errors import (
     LeaderNotAvailableError,
-    NotLeaderOrFollowerError,
+    NotCoordinatorError,
     UnavailableError,
 )
 
@@ -159,7 +159,7 @@ def group_route(handler: Handler) -> Handler:
         if target is None:
             return await handler(request)
         if is_forwarded(request):
-            raise NotLeaderOrFollowerError(
+            raise NotCoordinatorError(
                 f"broker {request.app[BROKER].broker_id} is not the coordinator of group {target.group_id} "
                 f"either: {OFFSETS_TOPIC}-{target.partition} is led by broker {target.leader_id}; "
                 "retry there",

@@ -200,7 +200,7 @@ async def test_a_forwarded_request_is_never_forwarded_again(cluster: InprocClust
     )
     body = await response.json()
     assert response.status == 503
-    assert body["error_code"] == 50310
+    assert body["error_code"] == 50312
     assert (body["leader_id"], body["leader_url"]) == (b.broker.broker_id, b.url)
 
 
