@@ -7,12 +7,20 @@ Routes (the wire contract is ``docs/native-api.md``)::
          ?offset=&max_bytes=&max_wait_ms=&min_bytes=
     GET  /native/v1/topics/{topic}/partitions/{partition}/offsets?timestamp=
     GET  /native/v1/topics/{topic}                                           partition count and watermarks
+    GET  /native/v1/metadata?topic=&topic=                                   the cluster: brokers, leaders
+
+The OpenAPI description of these routes is :mod:`tierlog.service.native_openapi`.
 
 Produce bodies and fetch answers are ``application/vnd.tierlog.batches``: whole Kafka v2 record
 batches, concatenated. The broker validates each produced batch and every record in it (CRC, codec,
 attributes, lengths, offset deltas, timestamps, ``max.message.bytes`` before and after decompression)
 and only rewrites base offsets; a fetch sends bytes straight from the segment file with
 ``loop.sendfile`` (``pread`` + write when the transport cannot), never decoding them.
+
+In a cluster, a produce, fetch or offsets request for a partition this broker does not lead is refused
+before anything is read from or appended to a log: 503 with error_code 50310 and the leader
+(``leader_id``, ``leader_url``, ``leader_epoch``), or 50311 when it has no live leader. Any broker answers
+``/native/v1/metadata`` for the whole cluster, which is how a client finds each partition's leader.
 """
 
 from __future__ import annotations
@@ -26,6 +34,7 @@ from aiohttp import web
 
 from tierlog.service.budget import ACKS0_BUDGET, ByteBudget
 from tierlog.service.errors import json_error
+from tierlog.service.metadata import topic_name_problem
 from tierlog.service.rest_v2.convert import dump_json
 from tierlog.service.rest_v2.http import (
     count,
@@ -45,6 +54,7 @@ from tierlog.tiering.errors import (
     CorruptRecordError,
     NotAcceptableError,
     OffsetOutOfRangeError,
+    UnknownTopicError,
     UnsupportedMediaTypeError,
 )
 
@@ -57,7 +67,6 @@ __all__ = [
     "HIGH_WATERMARK",
     "LOG_END_OFFSET",
     "LOG_START_OFFSET",
-    "OPENAPI_PATHS",
     "setup_routes",
 ]
 
@@ -88,6 +97,7 @@ def setup_routes(app: web.Application) -> None:
     app.router.add_get(base + "/partitions/{partition}/batches", fetch_batches, allow_head=False)
     app.router.add_get(base + "/partitions/{partition}/offsets", list_offset)
     app.router.add_get(base, topic_metadata)
+    app.router.add_get("/native/v1/metadata", cluster_metadata)
 
 
 def _broker(request: web.Request) -> Broker:
@@ -333,7 +343,8 @@ async def list_offset(request: web.Request) -> web.Response:
 
 
 async def topic_metadata(request: web.Request) -> web.Response:
-    """Partition count and the offsets of every partition of one topic. Idempotent.
+    """Partition count and the offsets of every partition of one topic this broker leads (every partition
+    on an embedded broker; ask each leader in a cluster). Idempotent.
 
     Raises NotAcceptableError (406), BadRequestError (400), UnknownTopicError (40401).
     """
@@ -349,126 +360,51 @@ async def topic_metadata(request: web.Request) -> web.Response:
         }
         for p in topic.partitions
     ]
-    return _json({"topic": name, "partition_count": len(partitions), "partitions": partitions})
+    return _json({"topic": name, "partition_count": topic.partition_count, "partitions": partitions})
 
 
-_TAG = "Native binary path"
-_ERR = {"content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}}
-_TOPIC = {"name": "topic", "in": "path", "required": True, "schema": {"type": "string", "maxLength": 249}}
-_PART = {"name": "partition", "in": "path", "required": True, "schema": {"type": "integer", "minimum": 0}}
-_RANGE = {h: {"schema": {"type": "integer"}} for h in (HIGH_WATERMARK, LOG_START_OFFSET, LOG_END_OFFSET)}
+async def cluster_metadata(request: web.Request) -> web.Response:
+    """The cluster as this broker sees it: id, controller, live brokers, and every partition's leader,
+    leader epoch, replicas and ISR, for the ``topic`` parameters (repeatable) or every topic.
 
-
-def _query(
-    name: str,
-    description: str,
-    *,
-    required: bool = False,
-    default: Any = None,
-    low: int = 0,
-    high: int = 2**63 - 1,
-) -> dict[str, Any]:
-    schema: dict[str, Any] = {"type": "integer", "minimum": low, "maximum": high}
-    if default is not None:
-        schema["default"] = default
-    return {"name": name, "in": "query", "required": required, "description": description, "schema": schema}
-
-
-def _errors(**statuses: str) -> dict[str, Any]:
-    return {status[1:]: {"description": text, **_ERR} for status, text in statuses.items()}
-
-
-OPENAPI_PATHS: dict[str, Any] = {
-    "/native/v1/topics/{topic}/partitions/{partition}/batches": {
-        "post": {
-            "tags": [_TAG],
-            "operationId": "nativeProduceBatches",
-            "summary": "Append raw v2 record batches (offsets assigned by the broker)",
-            "parameters": [
-                _TOPIC,
-                _PART,
-                {"name": "acks", "in": "query", "schema": {"enum": ["0", "1", "-1", "all"]}},
-            ],
-            "requestBody": {
-                "required": True,
-                "content": {BATCHES_TYPE: {"schema": {"type": "string", "format": "binary"}}},
-            },
-            "responses": {
-                "200": {"description": "Appended (acks 1/all): base_offset, last_offset, batch_base_offsets"},
-                "202": {"description": "Validated and queued (acks 0)"},
-                **_errors(
-                    s400="Malformed parameter (40001) or corrupt batch (40003)",
-                    s404="Topic (40401) or partition (40402) not found",
-                    s413="Batch over max.message.bytes or body over max.request.size (41301)",
-                    s415="Content-Type is not application/vnd.tierlog.batches (41501)",
-                    s503="acks=0 and queued.max.request.bytes is full (50301, retriable)",
-                ),
-            },
-        },
-        "get": {
-            "tags": [_TAG],
-            "operationId": "nativeFetchBatches",
-            "summary": "Raw v2 record batches from an offset, long-polling up to max_wait_ms",
-            "parameters": [
-                _TOPIC,
-                _PART,
-                _query("offset", "first offset wanted", required=True),
-                _query(
-                    "max_bytes",
-                    "bound on the bytes returned (at least one batch)",
-                    default=DEFAULT_MAX_BYTES,
-                    low=1,
-                    high=MAX_MAX_BYTES,
-                ),
-                _query(
-                    "max_wait_ms",
-                    "long-poll time when fewer than min_bytes are available",
-                    default=0,
-                    high=MAX_WAIT_MS,
-                ),
-                _query("min_bytes", "bytes to wait for", default=1, high=MAX_MAX_BYTES),
-            ],
-            "responses": {
-                "200": {
-                    "description": "Whole batches, possibly none",
-                    "headers": _RANGE,
-                    "content": {BATCHES_TYPE: {"schema": {"type": "string", "format": "binary"}}},
-                },
-                **_errors(
-                    s400="Malformed parameter (40001)",
-                    s404="Topic (40401) or partition (40402) not found",
-                    s406="Accept does not allow application/vnd.tierlog.batches (40601)",
-                    s416="Offset out of range (41601); body and headers carry the valid range",
-                ),
-            },
-        },
-    },
-    "/native/v1/topics/{topic}/partitions/{partition}/offsets": {
-        "get": {
-            "tags": [_TAG],
-            "operationId": "nativeListOffset",
-            "summary": "Offset for a timestamp: -2 earliest, -1 latest (high watermark), or epoch ms",
-            "parameters": [
-                _TOPIC,
-                _PART,
-                _query("timestamp", "-2, -1 or a time in ms", default=LATEST, low=EARLIEST),
-            ],
-            "responses": {
-                "200": {"description": "offset and timestamp (-1, -1 when none)"},
-                **_errors(s404="Not found"),
-            },
-        },
-    },
-    "/native/v1/topics/{topic}": {
-        "get": {
-            "tags": [_TAG],
-            "operationId": "nativeTopicMetadata",
-            "summary": "Partition count, and each partition's log start, high watermark and log end",
-            "parameters": [_TOPIC],
-            "responses": {
-                "200": {"description": "Topic metadata"},
-                **_errors(s404="Topic not found (40401)"),
-            },
-        },
-    },
-}
+    A requested topic that does not exist is listed as ``{"topic": t, "error_code": 40401}`` without
+    partitions, as Kafka's metadata answer does. Idempotent; never creates a topic. Raises
+    NotAcceptableError (406), BadRequestError (40001: an illegal topic name), UnavailableError (50301)
+    while the broker is opening.
+    """
+    _accept_json(request)
+    wanted = list(dict.fromkeys(request.query.getall("topic", [])))
+    for name in wanted:
+        problem = topic_name_problem(name)
+        if problem is not None:
+            raise BadRequestError(problem)
+    broker = _broker(request)
+    broker.check_ready()
+    view = broker.cluster_view()
+    topics: list[dict[str, Any]] = []
+    for name in wanted or sorted(view.partitions):
+        partitions = view.partitions.get(name)
+        if partitions is None:
+            topics.append({"topic": name, "error_code": UnknownTopicError.code})
+            continue
+        described = [
+            {
+                "partition": p.partition,
+                "leader": p.leader,
+                "leader_epoch": p.leader_epoch,
+                "replicas": list(p.replicas),
+                "isr": list(p.isr),
+            }
+            for p in partitions
+        ]
+        topics.append({"topic": name, "partitions": described})
+    brokers = [{"broker_id": b.broker_id, "url": b.url, "rack": b.rack} for b in view.brokers]
+    return _json(
+        {
+            "cluster_id": view.cluster_id,
+            "controller_id": view.controller_id,
+            "controller_epoch": view.controller_epoch,
+            "brokers": brokers,
+            "topics": topics,
+        }
+    )

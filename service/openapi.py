@@ -14,7 +14,7 @@ from typing import Any
 
 from aiohttp import web
 
-from tierlog.service import admin_v3, health, native, rest_v2
+from tierlog.service import admin_v3, health, native_openapi, rest_v2
 from tierlog.service import metadata as meta
 from tierlog.service.admin_v3 import openapi as admin_v3_openapi
 from tierlog.service.groups import admin as groups_admin
@@ -44,6 +44,9 @@ ERROR_SCHEMA: dict[str, Any] = {
         "message": {"type": "string"},
         "log_start_offset": {"type": "integer", "description": "offset-out-of-range errors only"},
         "log_end_offset": {"type": "integer", "description": "offset-out-of-range errors only"},
+        "leader_id": {"type": "integer", "description": "not-leader errors (50310) only; -1 when unknown"},
+        "leader_url": {"type": "string", "description": "not-leader errors (50310) only; empty when unknown"},
+        "leader_epoch": {"type": "integer", "description": "not-leader errors (50310) only"},
     },
 }
 
@@ -56,7 +59,7 @@ def build_document() -> dict[str, Any]:
         health.OPENAPI_PATHS,
         admin_v3.OPENAPI_PATHS,
         rest_v2.OPENAPI_PATHS,
-        native.OPENAPI_PATHS,
+        native_openapi.OPENAPI_PATHS,
         groups_rest.OPENAPI_PATHS,
         groups_native.OPENAPI_PATHS,
         groups_admin.OPENAPI_PATHS,
