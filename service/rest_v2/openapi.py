@@ -21,7 +21,9 @@ _DESCRIPTIONS = {
     "416": "Offset out of range (41601); the body carries the valid range",
     "422": "Key (42201) or value (42202) not valid for the embedded format",
     "500": "Corrupt data (50002) or internal error (50001)",
-    "503": "Retriable (50301): rest.produce.conversion.max.bytes is full; retry with backoff",
+    "503": "Retriable: rest.produce.conversion.max.bytes is full (50301), the partition's leader cannot be "
+    "reached (50311, or 50301 when it does not answer in time), it has no live leader (50311), or its "
+    "leadership just moved (50310); retry with backoff",
 }
 _TOPIC = {"name": "topic", "in": "path", "required": True, "schema": {"type": "string", "maxLength": 249}}
 _PARTITION = {
@@ -205,7 +207,7 @@ OPENAPI_PATHS: dict[str, Any] = {
             "operationId": "v2GetPartitionOffsets",
             "summary": "Beginning offset and end offset (high watermark)",
             "parameters": [_TOPIC, _PARTITION],
-            "responses": {**_ok({"type": "object"}, _V2), **error_responses("404", "406")},
+            "responses": {**_ok({"type": "object"}, _V2), **error_responses("404", "406", "503")},
         },
     },
     "/topics/{topic}/partitions/{partition}/records": {
@@ -240,7 +242,7 @@ OPENAPI_PATHS: dict[str, Any] = {
             ],
             "responses": {
                 **_ok(_RECORDS, _BINARY, _JSON),
-                **error_responses("400", "404", "406", "416", "422", "500"),
+                **error_responses("400", "404", "406", "416", "422", "500", "503"),
             },
         },
     },
@@ -266,7 +268,7 @@ OPENAPI_PATHS: dict[str, Any] = {
             ],
             "responses": {
                 **_ok(_RECORDS, "application/vnd.kafka.binary.v1+json", "application/vnd.kafka.json.v1+json"),
-                **error_responses("400", "404", "406", "416", "422", "500"),
+                **error_responses("400", "404", "406", "416", "422", "500", "503"),
             },
         },
     },

@@ -15,6 +15,11 @@ Routes (see ``docs/rest-v2.md`` for bodies and error codes)::
 
 A produce request is converted and validated whole (JSON, base64, partitions, batch sizes) before
 anything is appended; then one v2 batch per partition is appended, all partitions concurrently.
+
+Any broker of a cluster answers every route, as a REST proxy in front of a cluster does: metadata comes
+from the broker's cluster view, and each partition's reads and appends go to its leader
+(:func:`tierlog.service.cluster.proxy.routed_partition`: the local partition, or the same operation on the
+leader's native API).
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 from aiohttp import web
 
 from tierlog.service.budget import CONVERSION_BUDGET, ByteBudget
+from tierlog.service.cluster.proxy import RoutedPartition, routed_partition, setup_proxy
 from tierlog.service.rest_v2.convert import (
     ProduceRecord,
     assign_partitions,
@@ -63,12 +69,14 @@ from tierlog.tiering.errors import (
     NotAcceptableError,
     RecordTooLargeError,
     TierlogError,
+    UnknownPartitionError,
     UnsupportedMediaTypeError,
 )
 from tierlog.tiering.partitioner import StickyPartitioner
 
 if TYPE_CHECKING:
-    from tierlog.service.broker import Broker, Partition
+    from tierlog.service.broker import Broker
+    from tierlog.service.cluster.view import PartitionView
     from tierlog.tiering.log import LogConfig
 
 __all__ = ["OPENAPI_PATHS", "STICKY", "setup_routes"]
@@ -87,6 +95,7 @@ def setup_routes(app: web.Application) -> None:
     limit = app[SETTINGS].rest_produce_conversion_max_bytes
     app[CONVERSION_BUDGET] = ByteBudget("rest.produce.conversion.max.bytes", limit)
     describe_metrics(app)
+    setup_proxy(app)
     app.router.add_get("/brokers", list_brokers)
     app.router.add_get("/topics", list_topics)
     app.router.add_get("/topics/{topic}", get_topic)
@@ -117,15 +126,22 @@ def _json(value: Any, content_type: str, *, status: int = 200) -> web.Response:
     return web.Response(body=dump_json(value), status=status, content_type=content_type)
 
 
-def _partition_json(broker: Broker, index: int) -> dict[str, Any]:
-    replica = {"broker": broker.broker_id, "leader": True, "in_sync": True}
-    return {"partition": index, "leader": broker.broker_id, "replicas": [replica]}
+def _partition_json(view: PartitionView) -> dict[str, Any]:
+    replicas = [{"broker": b, "leader": b == view.leader, "in_sync": b in view.isr} for b in view.replicas]
+    return {"partition": view.partition, "leader": view.leader, "replicas": replicas}
+
+
+def _partition_views(broker: Broker, name: str) -> tuple[PartitionView, ...]:
+    """The partitions of topic ``name`` as the cluster view shows them. Raises UnknownTopicError (40401)."""
+    broker.topic(name)
+    return tuple(broker.cluster_view().partitions.get(name, ()))
 
 
 async def list_brokers(request: web.Request) -> web.Response:
-    """``{"brokers": [id]}``. Raises NotAcceptableError (406)."""
+    """``{"brokers": [id...]}``: the live brokers of the cluster. Raises NotAcceptableError (406)."""
     content_type = _metadata_type(request)
-    return _json({"brokers": [_broker(request).broker_id]}, content_type)
+    brokers = [b.broker_id for b in _broker(request).cluster_view().brokers]
+    return _json({"brokers": brokers}, content_type)
 
 
 async def list_topics(request: web.Request) -> web.Response:
@@ -139,31 +155,41 @@ async def get_topic(request: web.Request) -> web.Response:
     content_type = _metadata_type(request)
     broker = _broker(request)
     topic = broker.topic(topic_name(request))
-    partitions = [_partition_json(broker, p.index) for p in topic.partitions]
+    partitions = [_partition_json(p) for p in _partition_views(broker, topic.name)]
     return _json({"name": topic.name, "configs": topic.configs(), "partitions": partitions}, content_type)
 
 
 async def list_partitions(request: web.Request) -> web.Response:
     """The partitions of one topic. Raises UnknownTopicError (40401), 406, 400."""
     content_type = _metadata_type(request)
-    broker = _broker(request)
-    topic = broker.topic(topic_name(request))
-    return _json([_partition_json(broker, p.index) for p in topic.partitions], content_type)
+    views = _partition_views(_broker(request), topic_name(request))
+    return _json([_partition_json(p) for p in views], content_type)
 
 
 async def get_partition(request: web.Request) -> web.Response:
     """One partition. Raises UnknownTopicError (40401), UnknownPartitionError (40402), 406, 400."""
     content_type = _metadata_type(request)
-    broker = _broker(request)
-    partition = broker.topic(topic_name(request)).partition(partition_index(request))
-    return _json(_partition_json(broker, partition.index), content_type)
+    name, index = topic_name(request), partition_index(request)
+    views = _partition_views(_broker(request), name)
+    if index >= len(views):
+        raise UnknownPartitionError(f"Partition not found. (partition {index} of topic {name})")
+    return _json(_partition_json(views[index]), content_type)
+
+
+def _routed(request: web.Request) -> RoutedPartition:
+    """The partition in the path, local or on its leader. Raises as
+    :func:`~tierlog.service.cluster.proxy.routed_partition`, and BadRequestError (40001)."""
+    return routed_partition(request.app, topic_name(request), partition_index(request))
 
 
 async def get_offsets(request: web.Request) -> web.Response:
-    """Beginning offset and end offset (the high watermark) of one partition. Raises as get_partition."""
+    """Beginning offset and end offset (the high watermark) of one partition, asked of its leader.
+
+    Raises as get_partition, and LeaderNotAvailableError (50311) / UnavailableError (50301), retriable,
+    when the leader cannot answer."""
     content_type = _metadata_type(request)
-    partition = _broker(request).topic(topic_name(request)).partition(partition_index(request))
-    body = {"beginning_offset": partition.log_start_offset, "end_offset": partition.high_watermark}
+    offsets = await _routed(request).offsets()
+    body = {"beginning_offset": offsets.log_start_offset, "end_offset": offsets.high_watermark}
     return _json(body, content_type)
 
 
@@ -240,7 +266,9 @@ async def _produce(request: web.Request, *, fixed: int | None) -> web.Response:
     (406), BadRequestError (400), InvalidRequestError / InvalidValueError (42201/42202),
     UnknownTopicError / UnknownPartitionError (40401/40402), RecordTooLargeError (413),
     InvalidBodyError (422: more than ``rest.produce.max.records``), UnavailableError (503/50301, retriable:
-    ``rest.produce.conversion.max.bytes`` is full). The body holds its bytes of that budget from parsing
+    ``rest.produce.conversion.max.bytes`` is full), LeaderNotAvailableError (503/50311, retriable: a
+    partition of the request has no live leader; nothing is appended). Each partition's batch is appended
+    by its leader (locally or through the proxy). The body holds its bytes of that budget from parsing
     until its batches are built; the count and a lower bound of each batch's size are checked before any
     batch is built. Append failures after validation are reported per record with error_code 50002 (or
     50003 when retriable), as Confluent's proxy does.
@@ -253,9 +281,11 @@ async def _produce(request: web.Request, *, fixed: int | None) -> web.Response:
     with request.app[CONVERSION_BUDGET].hold(len(body)):
         records = await offload(len(body), lambda: parse_produce_body(body, fmt, max_records=max_records))
         topic = await _broker(request).ensure_topic(name)
+        partition_count = len(_partition_views(_broker(request), name))
         partitions = assign_partitions(
-            records, len(topic.partitions), topic=name, sticky=request.app[STICKY], fixed=fixed
+            records, partition_count, topic=name, sticky=request.app[STICKY], fixed=fixed
         )
+        routes = {p: routed_partition(request.app, name, p) for p in dict.fromkeys(partitions)}
         config = topic.config
         max_bytes, compression = config.max_message_bytes, _compression(config)
 
@@ -265,9 +295,7 @@ async def _produce(request: web.Request, *, fixed: int | None) -> web.Response:
 
         built = await offload(len(body), convert)
     order = list(built)
-    results = await asyncio.gather(
-        *(topic.partition(p).append(built[p][1]) for p in order), return_exceptions=True
-    )
+    results = await asyncio.gather(*(routes[p].append(built[p][1]) for p in order), return_exceptions=True)
     outcomes: list[tuple[int, list[int], int | TierlogError]] = []
     for partition, result in zip(order, results, strict=True):
         if isinstance(result, BaseException) and not isinstance(result, TierlogError):
@@ -296,13 +324,14 @@ async def fetch_records(request: web.Request) -> web.Response:
     Idempotent. Raises NotAcceptableError (406), BadRequestError (400), UnknownTopicError /
     UnknownPartitionError (40401/40402), OffsetOutOfRangeError (416, with the valid range),
     InvalidRequestError / InvalidValueError (42201/42202, a key or value that is not valid JSON when JSON
-    was asked for), CorruptRecordError (500).
+    was asked for), CorruptRecordError (500), LeaderNotAvailableError (50311) / UnavailableError (50301),
+    retriable, when the partition's leader cannot answer.
     """
     offer = _records_offer(request)
     fmt = offer.embedded
     assert fmt is not None
     name = topic_name(request)
-    partition: Partition = _broker(request).topic(name).partition(partition_index(request))
+    partition = _routed(request)
     offset = int_param(request, "offset", None, low=0)
     timeout = int_param(request, "timeout", DEFAULT_FETCH_TIMEOUT_MS, low=0, high=MAX_FETCH_TIMEOUT_MS)
     max_bytes = int_param(request, "max_bytes", DEFAULT_FETCH_MAX_BYTES, low=1, high=MAX_FETCH_MAX_BYTES)
@@ -342,7 +371,7 @@ async def fetch_messages_v1(request: web.Request) -> web.Response:
         )
     fmt = offer.embedded
     name = topic_name(request)
-    partition: Partition = _broker(request).topic(name).partition(partition_index(request))
+    partition = _routed(request)
     offset = int_param(request, "offset", None, low=0)
     wanted = int_param(request, "count", DEFAULT_MESSAGES_COUNT, low=1, high=MAX_MESSAGES_COUNT)
     result = await partition.read(offset, DEFAULT_FETCH_MAX_BYTES, max_wait_ms=0, min_bytes=1)
