@@ -10,6 +10,7 @@ __all__ = ["OPENAPI_COMPONENTS", "OPENAPI_PATHS"]
 
 _REF_ERROR = {"$ref": "#/components/schemas/Error"}
 _RELATED = {"type": "object", "properties": {"related": {"type": "string", "format": "uri"}}}
+_NULLABLE_RELATED = {**_RELATED, "nullable": True}
 _META = {
     "type": "object",
     "properties": {"self": {"type": "string", "format": "uri"}, "resource_name": {"type": "string"}},
@@ -51,14 +52,20 @@ OPENAPI_COMPONENTS: dict[str, Any] = {
             {
                 "cluster_id": _STR,
                 "remote_uri": {**_STR, "description": "tierlog extension: where sealed segments go"},
-                "controller": _RELATED,
+                "controller": {**_NULLABLE_RELATED, "description": "null while no controller is elected"},
                 "brokers": _RELATED,
                 "topics": _RELATED,
             },
         ),
         "KafkaBroker": _resource(
             "KafkaBroker",
-            {"cluster_id": _STR, "broker_id": _INT, "host": _STR, "port": _INT, "rack": {"nullable": True}},
+            {
+                "cluster_id": _STR,
+                "broker_id": _INT,
+                "host": _STR,
+                "port": _INT,
+                "rack": {"type": "string", "nullable": True},
+            },
         ),
         "KafkaTopic": _resource(
             "KafkaTopic",
@@ -100,8 +107,15 @@ OPENAPI_COMPONENTS: dict[str, Any] = {
                 "cluster_id": _STR,
                 "topic_name": _STR,
                 "partition_id": _INT,
-                "leader": _RELATED,
+                "leader": {
+                    **_NULLABLE_RELATED,
+                    "description": "the leader's replica; null when none is live",
+                },
                 "replicas": _RELATED,
+                "tiered_storage": {
+                    "type": "object",
+                    "description": "tierlog extension, on GET of one partition when this broker leads it",
+                },
             },
         ),
         "KafkaReplica": _resource(
@@ -139,9 +153,10 @@ OPENAPI_COMPONENTS: dict[str, Any] = {
                 },
                 "replication_factor": {
                     "type": "integer",
-                    "enum": [1, -1, None],
+                    "minimum": -1,
+                    "maximum": 32767,
                     "nullable": True,
-                    "description": "1 or -1 (single broker)",
+                    "description": "at most the live brokers; -1 or null: default.replication.factor",
                 },
                 "configs": {
                     "type": "array",

@@ -6,29 +6,38 @@ broker's advertised URL) and ``metadata.resource_name``; lists are ``{"kind": ..
 404 (40401), an unknown partition 404 (40402), a bad body 400 (40001), and an invalid name, config,
 partition count or an already existing topic 400 (40002). Handlers parse, call one broker method and
 serialise; the OpenAPI description lives in :mod:`tierlog.service.admin_v3.openapi`.
+
+Brokers, the controller, partition leaders, replicas and the ISR come from the broker's cluster view
+(``Broker.cluster_view``), so every broker of a cluster answers the same; an embedded broker is a
+one-broker cluster. A partition without a live leader has ``"leader": null``.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from aiohttp import web
 
 from tierlog.service.admin_v3.openapi import OPENAPI_PATHS
 from tierlog.service.broker import Broker, Topic
-from tierlog.service.partition import Partition
 from tierlog.service.state import BROKER, SETTINGS
 from tierlog.service.topic_configs import TOPIC_CONFIGS
 from tierlog.tiering.errors import (
     BadRequestError,
     InvalidConfigError,
+    LeaderNotAvailableError,
     NotFoundError,
+    NotLeaderOrFollowerError,
     UnknownPartitionError,
     UnsupportedMediaTypeError,
 )
+
+if TYPE_CHECKING:
+    from tierlog.service.cluster.model import BrokerRegistration
+    from tierlog.service.cluster.view import ClusterView, PartitionView
 
 __all__ = ["OPENAPI_PATHS", "setup_routes"]
 
@@ -51,29 +60,36 @@ class _Urls:
 
 def _cluster(broker: Broker) -> dict[str, Any]:
     urls = _Urls(broker)
+    controller = broker.cluster_view().controller_id
     return {
         "kind": "KafkaCluster",
         "metadata": urls.meta("", ""),
         "cluster_id": broker.cluster_id,
         "remote_uri": str(broker.settings.remote_uri),
-        "controller": urls.related(f"/brokers/{broker.broker_id}"),
+        "controller": urls.related(f"/brokers/{controller}") if controller >= 0 else None,
         "brokers": urls.related("/brokers"),
         "topics": urls.related("/topics"),
     }
 
 
-def _broker_resource(broker: Broker) -> dict[str, Any]:
+def _broker_resource(broker: Broker, registration: BrokerRegistration) -> dict[str, Any]:
     urls = _Urls(broker)
-    advertised = urlsplit(broker.advertised_url)
+    broker_id = registration.broker_id
+    advertised = urlsplit(registration.url)
     return {
         "kind": "KafkaBroker",
-        "metadata": urls.meta(f"/brokers/{broker.broker_id}", f"/broker={broker.broker_id}"),
+        "metadata": urls.meta(f"/brokers/{broker_id}", f"/broker={broker_id}"),
         "cluster_id": broker.cluster_id,
-        "broker_id": broker.broker_id,
+        "broker_id": broker_id,
         "host": advertised.hostname,
         "port": advertised.port or (443 if advertised.scheme == "https" else 80),
-        "rack": None,
+        "rack": registration.rack,
     }
+
+
+def _replication_factor(view: ClusterView, name: str) -> int:
+    partitions = view.partitions.get(name, ())
+    return len(partitions[0].replicas) if partitions else 0
 
 
 def _topic(broker: Broker, topic: Topic) -> dict[str, Any]:
@@ -86,42 +102,42 @@ def _topic(broker: Broker, topic: Topic) -> dict[str, Any]:
         "topic_name": topic.name,
         "topic_id": topic.topic_id,
         "is_internal": topic.is_internal,
-        "replication_factor": 1,
-        "partitions_count": len(topic.partitions),
+        "replication_factor": _replication_factor(broker.cluster_view(), topic.name),
+        "partitions_count": len(_partition_views(broker, topic.name)),
         "partitions": urls.related(f"{path}/partitions"),
         "configs": urls.related(f"{path}/configs"),
         "authorized_operations": [],
     }
 
 
-def _partition(broker: Broker, partition: Partition) -> dict[str, Any]:
+def _partition(broker: Broker, topic: str, view: PartitionView) -> dict[str, Any]:
     urls = _Urls(broker)
-    path = f"/topics/{partition.topic}/partitions/{partition.index}"
+    path = f"/topics/{topic}/partitions/{view.partition}"
     return {
         "kind": "KafkaPartition",
-        "metadata": urls.meta(path, f"/topic={partition.topic}/partition={partition.index}"),
+        "metadata": urls.meta(path, f"/topic={topic}/partition={view.partition}"),
         "cluster_id": broker.cluster_id,
-        "topic_name": partition.topic,
-        "partition_id": partition.index,
-        "leader": urls.related(f"{path}/replicas/{broker.broker_id}"),
+        "topic_name": topic,
+        "partition_id": view.partition,
+        "leader": urls.related(f"{path}/replicas/{view.leader}") if view.leader >= 0 else None,
         "replicas": urls.related(f"{path}/replicas"),
     }
 
 
-def _replica(broker: Broker, partition: Partition) -> dict[str, Any]:
+def _replica(broker: Broker, topic: str, view: PartitionView, broker_id: int) -> dict[str, Any]:
     urls = _Urls(broker)
-    path = f"/topics/{partition.topic}/partitions/{partition.index}/replicas/{broker.broker_id}"
-    crn = f"/topic={partition.topic}/partition={partition.index}/replica={broker.broker_id}"
+    path = f"/topics/{topic}/partitions/{view.partition}/replicas/{broker_id}"
+    crn = f"/topic={topic}/partition={view.partition}/replica={broker_id}"
     return {
         "kind": "KafkaReplica",
         "metadata": urls.meta(path, crn),
         "cluster_id": broker.cluster_id,
-        "topic_name": partition.topic,
-        "partition_id": partition.index,
-        "broker_id": broker.broker_id,
-        "is_leader": True,
-        "is_in_sync": True,
-        "broker": urls.related(f"/brokers/{broker.broker_id}"),
+        "topic_name": topic,
+        "partition_id": view.partition,
+        "broker_id": broker_id,
+        "is_leader": broker_id == view.leader,
+        "is_in_sync": broker_id in view.isr,
+        "broker": urls.related(f"/brokers/{broker_id}"),
     }
 
 
@@ -174,12 +190,19 @@ def _topic_of(request: web.Request) -> tuple[Broker, Topic]:
     return broker, broker.topic(request.match_info["topic_name"])
 
 
-def _partition_of(request: web.Request) -> tuple[Broker, Partition]:
+def _partition_views(broker: Broker, name: str) -> tuple[PartitionView, ...]:
+    return tuple(broker.cluster_view().partitions.get(name, ()))
+
+
+def _partition_of(request: web.Request) -> tuple[Broker, Topic, PartitionView]:
+    """The topic and the cluster view of the partition in the path. Raises UnknownTopicError (40401),
+    UnknownPartitionError (40402)."""
     broker, topic = _topic_of(request)
     raw = request.match_info["partition_id"]
-    if not raw.isdigit():
+    views = _partition_views(broker, topic.name)
+    if not raw.isascii() or not raw.isdigit() or int(raw) >= len(views):
         raise UnknownPartitionError(f"Partition not found. (partition {raw} of topic {topic.name})")
-    return broker, topic.partition(int(raw))
+    return broker, topic, views[int(raw)]
 
 
 async def _body(request: web.Request) -> dict[str, Any]:
@@ -243,17 +266,20 @@ async def get_cluster(request: web.Request) -> web.Response:
 
 
 async def list_brokers(request: web.Request) -> web.Response:
-    """``GET .../brokers``: the single broker. Read-only."""
+    """``GET .../brokers``: the live brokers of the cluster, by id. Read-only."""
     broker = _broker(request)
-    return _list(broker, "KafkaBrokerList", "/brokers", [_broker_resource(broker)])
+    data = [_broker_resource(broker, b) for b in broker.cluster_view().brokers]
+    return _list(broker, "KafkaBrokerList", "/brokers", data)
 
 
 async def get_broker(request: web.Request) -> web.Response:
-    """``GET .../brokers/{broker_id}``. Read-only. Raises NotFoundError (404) for any id but ours."""
+    """``GET .../brokers/{broker_id}``. Read-only. Raises NotFoundError (404) for no live broker."""
     broker = _broker(request)
-    if request.match_info["broker_id"] != str(broker.broker_id):
-        raise NotFoundError(f"Broker {request.match_info['broker_id']} cannot be found.")
-    return web.json_response(_broker_resource(broker))
+    wanted = request.match_info["broker_id"]
+    for registration in broker.cluster_view().brokers:
+        if str(registration.broker_id) == wanted:
+            return web.json_response(_broker_resource(broker, registration))
+    raise NotFoundError(f"Broker {wanted} cannot be found.")
 
 
 async def list_topics(request: web.Request) -> web.Response:
@@ -271,10 +297,8 @@ async def create_topic(request: web.Request) -> web.Response:
     doc = await _body(request)
     name = _field(doc, "topic_name", str, required=True)
     partitions = _field(doc, "partitions_count", int)
-    replication = _field(doc, "replication_factor", int)
+    replication = _replication(broker, _field(doc, "replication_factor", int))
     validate_only = bool(_field(doc, "validate_only", bool))
-    if replication not in (None, 1, -1):
-        raise InvalidConfigError(f"Replication factor: {replication} larger than available brokers: 1.")
     configs: dict[str, str] = {}
     for entry in _field(doc, "configs", list) or []:
         if not isinstance(entry, dict) or not isinstance(entry.get("name"), str):
@@ -288,12 +312,28 @@ async def create_topic(request: web.Request) -> web.Response:
             "cluster_id": broker.cluster_id,
             "topic_name": name,
             "is_internal": False,
-            "replication_factor": 1,
+            "replication_factor": replication or broker.settings.default_replication_factor,
             "partitions_count": count,
         }
         return web.json_response(preview, status=200)
-    topic = await broker.create_topic(name, partitions, configs)
+    topic = await broker.create_topic(name, partitions, configs, replication_factor=replication)
     return web.json_response(_topic(broker, topic), status=201)
+
+
+def _replication(broker: Broker, factor: int | None) -> int | None:
+    """``replication_factor`` of a create request: None (or -1) for ``default.replication.factor``.
+
+    Raises InvalidConfigError (40002): 0 or below -1, or more than the live brokers."""
+    if factor is None or factor == -1:
+        return None
+    if factor < 1:
+        raise InvalidConfigError(
+            f"Replication factor must be larger than 0, or -1 to use the default: {factor}."
+        )
+    live = len(broker.cluster_view().brokers)
+    if factor > live:
+        raise InvalidConfigError(f"Replication factor: {factor} larger than available brokers: {live}.")
+    return factor
 
 
 async def get_topic(request: web.Request) -> web.Response:
@@ -391,33 +431,41 @@ async def alter_configs(request: web.Request) -> web.Response:
 async def list_partitions(request: web.Request) -> web.Response:
     """``GET .../partitions``. Read-only. Raises UnknownTopicError (40401)."""
     broker, topic = _topic_of(request)
-    data = [_partition(broker, p) for p in topic.partitions]
+    data = [_partition(broker, topic.name, p) for p in _partition_views(broker, topic.name)]
     return _list(broker, "KafkaPartitionList", f"/topics/{topic.name}/partitions", data)
 
 
 async def get_partition(request: web.Request) -> web.Response:
-    """``GET .../partitions/{partition_id}``, with tierlog's ``tiered_storage`` state (offsets of both
-    tiers, upload lag, uploads and failures). Read-only. Raises UnknownTopicError (40401),
-    UnknownPartitionError (40402)."""
-    broker, partition = _partition_of(request)
-    body = _partition(broker, partition)
+    """``GET .../partitions/{partition_id}``; on the partition's leader, with tierlog's ``tiered_storage``
+    state (offsets of both tiers, upload lag, uploads and failures). Read-only. Raises UnknownTopicError
+    (40401), UnknownPartitionError (40402)."""
+    broker, topic, view = _partition_of(request)
+    body = _partition(broker, topic.name, view)
+    try:
+        partition = topic.partition(view.partition)
+    except (NotLeaderOrFollowerError, LeaderNotAvailableError):
+        return web.json_response(body)
     body["tiered_storage"] = await broker.remote.describe(partition)
     return web.json_response(body)
 
 
 async def list_replicas(request: web.Request) -> web.Response:
-    """``GET .../replicas``: the one replica. Read-only."""
-    broker, partition = _partition_of(request)
-    path = f"/topics/{partition.topic}/partitions/{partition.index}/replicas"
-    return _list(broker, "KafkaReplicaList", path, [_replica(broker, partition)])
+    """``GET .../replicas``: the partition's replicas, in assignment order. Read-only."""
+    broker, topic, view = _partition_of(request)
+    path = f"/topics/{topic.name}/partitions/{view.partition}/replicas"
+    data = [_replica(broker, topic.name, view, b) for b in view.replicas]
+    return _list(broker, "KafkaReplicaList", path, data)
 
 
 async def get_replica(request: web.Request) -> web.Response:
-    """``GET .../replicas/{broker_id}``. Read-only. Raises NotFoundError (404) for any id but ours."""
-    broker, partition = _partition_of(request)
-    if request.match_info["broker_id"] != str(broker.broker_id):
-        raise NotFoundError(f"Replica {request.match_info['broker_id']} cannot be found.")
-    return web.json_response(_replica(broker, partition))
+    """``GET .../replicas/{broker_id}``. Read-only. Raises NotFoundError (404) for a broker that holds no
+    replica of the partition."""
+    broker, topic, view = _partition_of(request)
+    wanted = request.match_info["broker_id"]
+    for broker_id in view.replicas:
+        if str(broker_id) == wanted:
+            return web.json_response(_replica(broker, topic.name, view, broker_id))
+    raise NotFoundError(f"Replica {wanted} cannot be found.")
 
 
 def setup_routes(app: web.Application) -> None:
