@@ -15,7 +15,7 @@ At most one refresh is in flight; everyone who needs one joins it. Refreshes cau
 jittered exponential backoff (``retry_backoff_ms`` to ``retry_backoff_max_ms``) after the previous one;
 refreshes for a topic the snapshot does not know yet do not wait. A snapshot older than
 ``metadata_max_age_ms`` is refreshed in the background while it keeps being used (Kafka's
-``metadata.max.age.ms``).
+``metadata.max.age.ms``); a failed background refresh leaves it in use.
 
 A broker without the metadata route (older than cluster mode, 404 with 40400) is the leader of everything,
 as the client assumed before routing existed.
@@ -41,6 +41,7 @@ from tierlog.client.metadata import ClusterMetadata, decode_metadata, legacy_met
 from tierlog.client.transport import BrokerClient, Params, TopicMetadata
 from tierlog.client.types import TopicPartition
 from tierlog.tiering.errors import (
+    BadRequestError,
     LeaderNotAvailableError,
     NoSuchRouteError,
     NotLeaderOrFollowerError,
@@ -48,6 +49,7 @@ from tierlog.tiering.errors import (
     UnknownPartitionError,
     UnknownTopicError,
 )
+from tierlog.tiering.topic_names import topic_name_problem
 
 __all__ = ["METADATA_PATH", "AnyBroker", "Requester", "Router", "is_routing_error"]
 
@@ -280,12 +282,16 @@ class Router:
     async def _current(self, topic: str) -> ClusterMetadata:
         """The snapshot to route ``topic`` with: the current one while it is fresh and has the topic, else a
         new one (at once for a topic it lacks or says does not exist, after the backoff when stale)."""
-        self._topics.add(topic)
+        if topic not in self._topics:
+            problem = topic_name_problem(topic)
+            if problem is not None:
+                raise BadRequestError(problem)
+            self._topics.add(topic)
         for _ in range(3):
             meta = self._snapshot
             if meta is not None and not self._stale and topic in meta.topics:
                 if self._clock() - meta.fetched_at >= self._max_age:
-                    self._start_refresh(urgent=True)
+                    self._start_refresh(urgent=False)
                 return meta
             meta = await self.refresh(urgent=meta is None or topic not in meta.topics)
             if meta.knows(topic):
@@ -317,13 +323,16 @@ class Router:
         wait = self._next_refresh - self._clock()
         if not urgent and wait > 0:
             await asyncio.sleep(wait)
-        self._stale = False
+        was_stale, self._stale = self._stale, False
         self.refreshes += 1
         try:
             fresh = await self._fetch(sorted(self._topics))
-        except BaseException:
-            self._stale = True
+        except BaseException as err:
+            # A failed refresh keeps the snapshot as it was: stale only if it was (or became) so already.
+            self._stale = self._stale or was_stale
             self._schedule_next(changed=False)
+            if isinstance(err, TierlogError) and not err.retriable and self._snapshot is not None:
+                self._topics &= set(self._snapshot.topics) | self._snapshot.unknown_topics
             raise
         previous = self._snapshot
         merged = fresh if previous is None else previous.merged(fresh, version=0)

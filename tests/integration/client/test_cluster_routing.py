@@ -32,7 +32,7 @@ from tierlog.client.errors import BrokerUnavailableError, DeliveryTimeoutError
 from tierlog.client.router import Router
 from tierlog.tiering.codec.batch import iter_decoded_batches
 from tierlog.tiering.codec.header import iter_batches
-from tierlog.tiering.errors import LeaderNotAvailableError, NotLeaderOrFollowerError
+from tierlog.tiering.errors import BadRequestError, LeaderNotAvailableError, NotLeaderOrFollowerError
 from tierlog.tiering.partitioner import partition_for_key
 
 TOPIC = "orders"
@@ -329,3 +329,13 @@ async def test_a_group_consumer_reads_every_leader_and_resumes_from_its_commit(
     finally:
         await second.close()
     assert sorted(int(r.value) for r in more) == list(range(400, 500))
+
+
+async def test_an_illegal_topic_name_is_refused_and_leaves_routing_working(cluster: InprocCluster) -> None:
+    async with AsyncProducer(cluster.brokers[1].url) as producer:
+        with pytest.raises(BadRequestError):
+            await producer.send("a/b", b"x")
+        with pytest.raises(BadRequestError):
+            await producer.send("x" * 250, b"x")
+        acked = await produce(producer, range(10))
+    assert len(acked) == 10
