@@ -51,7 +51,8 @@ def _parser() -> argparse.ArgumentParser:
             dest=name,
             metavar="VALUE",
             default=None,
-            help=f"{spec.doc} [{env_name(name)}; default {default}]",
+            # argparse %-formats help text: a literal % in a doc must be doubled
+            help=f"{spec.doc} [{env_name(name)}; default {default}]".replace("%", "%%"),
         )
     return parser
 
