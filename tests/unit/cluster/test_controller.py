@@ -8,6 +8,8 @@ import asyncio
 from collections.abc import AsyncIterator, Sequence
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from tierlog.service.cluster.controller import Controller, decide_partition
 from tierlog.service.cluster.local_store import LocalMetadataStore
@@ -91,6 +93,49 @@ def test_preferred_election_needs_the_preferred_replica_live_and_in_sync() -> No
     )
     not_in_sync = PartitionState(2, 3, (2,), 7, 1)
     assert decide_partition(not_in_sync, (1, 2), {1, 2}, controller_epoch=5, preferred=True) is None
+
+
+@st.composite
+def histories(draw: st.DrawFn) -> tuple[tuple[int, ...], list[tuple[frozenset[int], bool]]]:
+    replicas = tuple(draw(st.lists(st.integers(1, 6), min_size=1, max_size=4, unique=True)))
+    steps = draw(
+        st.lists(st.tuples(st.frozensets(st.integers(1, 6)), st.booleans()), min_size=1, max_size=25)
+    )
+    return replicas, steps
+
+
+@given(histories())
+def test_decisions_keep_the_leadership_invariants(
+    history: tuple[tuple[int, ...], list[tuple[frozenset[int], bool]]],
+) -> None:
+    """Whatever brokers come and go: the leader is live and in sync or -1, only an ISR member is ever
+    elected (no unclean election), the ISR is never empty and only shrinks to live members, epochs move as
+    documented, a partition with a live ISR member is never left leaderless, and a decision is final."""
+    replicas, steps = history
+    state: PartitionState | None = None
+    for live, preferred in steps:
+        decided = decide_partition(state, replicas, live, controller_epoch=7, preferred=preferred)
+        if decided is None:
+            assert state is not None
+            assert state.leader != -1 or not any(m in live for m in state.isr)
+            continue
+        new, reason = decided
+        assert new.isr and set(new.isr) <= set(replicas)
+        assert new.leader == -1 or (new.leader in live and new.leader in new.isr)
+        assert new.controller_epoch == 7
+        if state is None:
+            assert (new.leader_epoch, new.partition_epoch) == (0, 0)
+            assert (new.leader == -1) == (not live & set(replicas))
+        else:
+            assert new.leader == -1 or new.leader == state.leader or new.leader in state.isr
+            assert set(new.isr) <= set(state.isr)
+            assert new.partition_epoch == state.partition_epoch + 1
+            assert new.leader_epoch == state.leader_epoch + (new.leader != state.leader)
+            assert (reason is not None) == (new.leader != state.leader)
+            if any(m in live for m in state.isr):
+                assert new.leader != -1
+        assert decide_partition(new, replicas, live, controller_epoch=7) is None
+        state = new
 
 
 # ---- a cluster of memberships and controllers on one store ------------------------------------------------
