@@ -34,7 +34,6 @@ import contextlib
 import logging
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from tierlog.service.cluster.membership import Membership
 from tierlog.service.cluster.model import (
@@ -508,7 +507,7 @@ class Controller:
         if await self.store.commit(compares, ops) is None:
             current = await self.store.get(CONTROLLER)
             if current is None or current.mod_revision != fence:
-                self._resign("a fenced write was refused: another controller was elected")
+                self._resign("a fenced write was refused: the controller key changed")
             return False
         for write in batch:
             self._record(write)
@@ -541,9 +540,4 @@ class Controller:
         ]
 
     def __repr__(self) -> str:
-        details: dict[str, Any] = {
-            "active": self._active,
-            "epoch": self.epoch,
-            "controller": self.controller_id,
-        }
-        return f"Controller(broker={self.broker_id}, {details})"
+        return f"Controller(broker={self.broker_id}, active={self._active}, epoch={self.epoch})"
