@@ -87,13 +87,11 @@ def _broker_resource(broker: Broker, registration: BrokerRegistration) -> dict[s
     }
 
 
-def _replication_factor(view: ClusterView, name: str) -> int:
-    partitions = view.partitions.get(name, ())
-    return len(partitions[0].replicas) if partitions else 0
-
-
-def _topic(broker: Broker, topic: Topic) -> dict[str, Any]:
+def _topic(broker: Broker, topic: Topic, view: ClusterView | None = None) -> dict[str, Any]:
+    """A ``KafkaTopic``; ``view`` is the cluster view to describe it from (the broker's current one when
+    None: pass one when describing many topics)."""
     urls = _Urls(broker)
+    partitions = (view or broker.cluster_view()).partitions.get(topic.name, ())
     path = f"/topics/{topic.name}"
     return {
         "kind": "KafkaTopic",
@@ -102,8 +100,8 @@ def _topic(broker: Broker, topic: Topic) -> dict[str, Any]:
         "topic_name": topic.name,
         "topic_id": topic.topic_id,
         "is_internal": topic.is_internal,
-        "replication_factor": _replication_factor(broker.cluster_view(), topic.name),
-        "partitions_count": len(_partition_views(broker, topic.name)),
+        "replication_factor": len(partitions[0].replicas) if partitions else 0,
+        "partitions_count": len(partitions),
         "partitions": urls.related(f"{path}/partitions"),
         "configs": urls.related(f"{path}/configs"),
         "authorized_operations": [],
@@ -285,7 +283,8 @@ async def get_broker(request: web.Request) -> web.Response:
 async def list_topics(request: web.Request) -> web.Response:
     """``GET .../topics``. Read-only."""
     broker = _broker(request)
-    return _list(broker, "KafkaTopicList", "/topics", [_topic(broker, t) for t in broker.topics()])
+    view = broker.cluster_view()
+    return _list(broker, "KafkaTopicList", "/topics", [_topic(broker, t, view) for t in broker.topics()])
 
 
 async def create_topic(request: web.Request) -> web.Response:
