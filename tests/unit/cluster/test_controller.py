@@ -25,7 +25,7 @@ from tierlog.service.cluster.model import (
     partition_prefix,
     topic_key,
 )
-from tierlog.service.cluster.store import Compare, Delete, KeyValue, Op, Put, WatchEvent
+from tierlog.service.cluster.store import Compare, Delete, KeyValue, MetadataStore, Op, Put, WatchEvent
 from tierlog.service.config import Settings, build_settings
 from tierlog.service.metrics import Metrics
 from tierlog.tiering.log.clock import ManualClock
@@ -161,7 +161,7 @@ class Cluster:
         self,
         broker_id: int,
         *,
-        store: LocalMetadataStore | None = None,
+        store: MetadataStore | None = None,
         rebalance: bool = True,
         metrics: Metrics | None = None,
     ) -> Controller:
@@ -313,11 +313,11 @@ async def test_a_lost_lease_stops_the_controller_at_once_and_it_campaigns_again(
 # ---- fencing --------------------------------------------------------------------------------------------
 
 
-class GatedStore(LocalMetadataStore):
-    """The real in-process store, with partition-state commits made by one controller held at a gate."""
+class GatedStore(MetadataStore):
+    """A decorator of the real in-process store: partition-state commits wait at a gate (one controller
+    uses it, so its writes can be held while the cluster moves on)."""
 
     def __init__(self, inner: LocalMetadataStore) -> None:
-        super().__init__()
         self.inner = inner
         self.gate = asyncio.Event()
         self.gate.set()
@@ -326,10 +326,19 @@ class GatedStore(LocalMetadataStore):
         self.refused = asyncio.Event()
 
     async def start(self) -> None:
-        pass
+        pass  # the inner store is started and closed by its fixture
 
     async def close(self) -> None:
         pass
+
+    async def grant_lease(self, ttl_seconds: int) -> int:
+        return await self.inner.grant_lease(ttl_seconds)
+
+    async def keep_alive(self, lease: int) -> None:
+        await self.inner.keep_alive(lease)
+
+    async def revoke_lease(self, lease: int) -> None:
+        await self.inner.revoke_lease(lease)
 
     async def get(self, key: str) -> KeyValue | None:
         return await self.inner.get(key)
