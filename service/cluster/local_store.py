@@ -64,8 +64,9 @@ class _Watcher:
     """One watch's queue of event batches (one batch per revision). ``None`` ends the watch (store closed);
     a :class:`MetadataStoreError` breaks it."""
 
-    def __init__(self, prefix: str, limit: int) -> None:
+    def __init__(self, prefix: str, start_revision: int, limit: int) -> None:
         self.prefix = prefix
+        self.start_revision = start_revision
         self.limit = limit
         self.queue: asyncio.Queue[list[WatchEvent] | MetadataStoreError | None] = asyncio.Queue()
         self.done = False
@@ -73,7 +74,7 @@ class _Watcher:
     def offer(self, events: list[WatchEvent]) -> None:
         if self.done:
             return
-        mine = [e for e in events if e.key.startswith(self.prefix)]
+        mine = [e for e in events if e.key.startswith(self.prefix) and e.mod_revision >= self.start_revision]
         if not mine:
             return
         if self.queue.qsize() >= self.limit:
@@ -176,6 +177,7 @@ class LocalMetadataStore(MetadataStore):
 
     async def commit(self, compares: Sequence[Compare], ops: Sequence[Op]) -> int | None:
         self._check_open()
+        _check_distinct(ops)
         self.expire_leases()
         for compare in compares:
             kv = self._kv.get(compare.key)
@@ -243,10 +245,9 @@ class LocalMetadataStore(MetadataStore):
                 f"cannot watch from revision {start_revision}: revisions <= {self._compacted} are compacted"
             )
         # The replay and the registration happen in one step of the event loop: no write falls between them.
-        watcher = _Watcher(prefix, self._history_limit)
-        for revision, events in self._history:
-            if revision >= start_revision:
-                watcher.offer(events)
+        watcher = _Watcher(prefix, start_revision, self._history_limit)
+        for _, events in self._history:
+            watcher.offer(events)
         self._watchers.add(watcher)
         try:
             while True:
@@ -393,6 +394,22 @@ class LocalMetadataStore(MetadataStore):
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(wait_s):
                     await self._leases_changed.wait()
+
+
+def _check_distinct(ops: Sequence[Op]) -> None:
+    """Refuse a commit that writes one key twice (two puts, or a put inside a deleted range), as etcd does:
+    the same commit must not pass here and fail there. Raises MetadataStoreError."""
+    puts: set[str] = set()
+    for op in ops:
+        if isinstance(op, Put):
+            if op.key in puts:
+                raise MetadataStoreError(f"a commit puts {op.key!r} twice")
+            puts.add(op.key)
+    for op in ops:
+        if isinstance(op, Delete):
+            hit = [key for key in puts if (key.startswith(op.key) if op.prefix else key == op.key)]
+            if hit:
+                raise MetadataStoreError(f"a commit both puts and deletes {sorted(hit)[0]!r}")
 
 
 def _read_file(path: Path) -> Any:

@@ -141,7 +141,9 @@ class MetadataStore(abc.ABC):
         """Apply ``ops`` atomically if every compare holds: the new revision; else ``None`` and nothing
         changed. ``ops`` empty with compares holding returns the current revision.
 
-        Raises: LeaseExpiredError (a Put names an expired lease; nothing applied), MetadataStoreError.
+        Raises: LeaseExpiredError (a Put names an expired lease; nothing applied), MetadataStoreError
+        (also, before any compare is looked at, for ops that write one key twice: two puts of it, or a put
+        inside a range the same commit deletes; etcd refuses those, and so does the local store).
         """
 
     @abc.abstractmethod

@@ -14,6 +14,7 @@ from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from pathlib import Path
 from typing import cast
 
+import aetcd
 import pytest
 
 from tests.integration.cluster.etcd import EtcdServer
@@ -25,6 +26,7 @@ from tierlog.service.cluster.store import (
     LeaseExpiredError,
     MetadataStore,
     MetadataStoreError,
+    Op,
     Put,
     WatchEvent,
 )
@@ -172,6 +174,22 @@ async def test_commit_without_a_change_keeps_the_revision(store: MetadataStore) 
     assert await revision_of(store) == current
 
 
+async def test_a_commit_may_not_write_one_key_twice(store: MetadataStore) -> None:
+    await store.commit([], [Put("a/1", b"1")])
+    before = await store.range("")
+    refused: list[list[Op]] = [
+        [Put("k", b"1"), Put("k", b"2")],
+        [Put("a/2", b"2"), Delete("a/", prefix=True)],
+        [Delete("a/1"), Put("a/1", b"")],
+    ]
+    for ops in refused:
+        with pytest.raises(MetadataStoreError):
+            await store.commit([Compare("absent", 1)], ops)  # refused before the compares are looked at
+    assert await store.range("") == before
+    # deleting overlapping ranges is fine
+    assert await store.commit([], [Delete("a/1"), Delete("a/", prefix=True)]) == before[1] + 1
+
+
 async def test_delete_prefix_removes_only_its_keys_in_one_revision(store: MetadataStore) -> None:
     start = await revision_of(store)
     await store.commit(
@@ -296,6 +314,17 @@ async def test_watch_from_a_past_revision_replays_in_order(store: MetadataStore)
     assert (live.key, live.mod_revision) == ("topics/c", after)
 
 
+async def test_watch_from_a_future_revision_starts_there(store: MetadataStore) -> None:
+    start = await revision_of(store)
+    events = store.watch("", start + 3)
+    try:
+        written = [await store.commit([], [Put("k", str(i).encode())]) for i in range(3)]
+        (first,) = await take(events, 1)
+    finally:
+        await stop(events)
+    assert (first.value, first.mod_revision) == (b"2", written[2])
+
+
 async def test_watch_sees_concurrent_writes_in_order(store: MetadataStore) -> None:
     start = await revision_of(store)
     events = store.watch("partitions/", start + 1)
@@ -375,7 +404,42 @@ async def test_state_survives_reopening(backend: Backend) -> None:
     assert later == revision + 1
 
 
-# etcd unreachable
+# etcd only: endpoints, compaction, an unreachable or killed server
+
+
+@pytest.mark.integration
+async def test_endpoints_are_tried_in_order(etcd_server: EtcdServer, tmp_path: Path) -> None:
+    closed = EtcdServer(tmp_path / "never")  # nothing listens on its ports
+    uri = parse_metadata_uri(f"etcd://{closed.endpoint},{etcd_server.endpoint}/t{uuid.uuid4().hex[:8]}")
+    store = EtcdMetadataStore(uri, connect_timeout_s=2.0)
+    await store.start()
+    try:
+        assert await store.commit([], [Put("k", b"v")]) is not None
+    finally:
+        await store.close()
+
+
+@pytest.mark.integration
+async def test_watch_from_a_compacted_revision_fails(tmp_path: Path) -> None:
+    # a server of its own: compaction is server-wide and would break other tests' watches
+    with EtcdServer(tmp_path / "etcd") as server:
+        store = EtcdMetadataStore(parse_metadata_uri(server.uri("compacted")))
+        await store.start()
+        try:
+            first = await store.commit([], [Put("k", b"1")])
+            last = await store.commit([], [Put("k", b"2")])
+            host, port = server.endpoint.split(":")
+            async with aetcd.Client(host=host, port=int(port)) as client:
+                await client.compact(last)
+            with pytest.raises(MetadataStoreError, match="compacted"):
+                await take(store.watch("", first or 0), 1)
+            events = store.watch("", last or 0)
+            try:
+                assert [e.value for e in await take(events, 1)] == [b"2"]
+            finally:
+                await stop(events)
+        finally:
+            await store.close()
 
 
 async def test_unreachable_etcd_raises_store_errors(tmp_path: Path) -> None:
