@@ -222,6 +222,12 @@ class Router:
             )
         return self.client(info.url)
 
+    def cached_leader(self, tp: TopicPartition) -> str:
+        """The URL of ``tp``'s leader in the current snapshot, "" when it names none. Lock-free, no I/O."""
+        meta = self._snapshot
+        leader = meta.leader(tp) if meta is not None else None
+        return leader.url if leader is not None else ""
+
     async def partition_count(self, topic: str) -> int:
         """The partition count of ``topic`` from the metadata (refreshed when it lacks the topic).
 

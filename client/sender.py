@@ -2,7 +2,8 @@
 
 One :class:`Sender` task per producer. Each request goes to its partition's leader, as the
 :class:`~tierlog.client.router.Router` knows it. At most ``max_in_flight_requests_per_connection`` requests
-are in flight, and at most one per partition, so a partition's records are appended in send order even when a
+are in flight to each broker (as the metadata names the leaders when they are sent), and at most one per
+partition, so a partition's records are appended in send order even when a
 request is retried or its partition's leader moves. Retriable errors (connection failures, 503, 500, and the
 leadership errors 50310/50311, which also refresh the router's metadata) are retried with capped, jittered
 backoff while the batch's ``delivery_timeout_ms`` and ``retries`` allow; a NOT_LEADER answer naming a newer
@@ -51,6 +52,7 @@ class Sender:
         self._compression = config.compression()
         self._acks = config.acks_param
         self._in_flight: set[TopicPartition] = set()
+        self._per_broker: dict[str, int] = {}
         self._tasks: set[asyncio.Task[None]] = set()
 
     async def run(self) -> None:
@@ -66,12 +68,15 @@ class Sender:
                 await self._finish(batch, expired)
             ready, delay = acc.ready(now, self._in_flight)
             for tp in ready:
-                if len(self._in_flight) >= limit:
-                    delay = None
-                    break
+                broker = self._router.cached_leader(tp)
+                if self._per_broker.get(broker, 0) >= limit:
+                    continue  # the end of a request to that broker sets the wakeup
                 batches = acc.drain(tp, self._config.max_request_size)
                 self._in_flight.add(tp)
-                task = asyncio.create_task(self._send(tp, batches), name=f"produce {tp.topic}-{tp.partition}")
+                self._per_broker[broker] = self._per_broker.get(broker, 0) + 1
+                task = asyncio.create_task(
+                    self._send(tp, batches, broker), name=f"produce {tp.topic}-{tp.partition}"
+                )
                 self._tasks.add(task)
                 task.add_done_callback(self._tasks.discard)
             if acc.closing and acc.empty() and not self._in_flight:
@@ -121,7 +126,7 @@ class Sender:
             parts.append(batch.encoded)
         return parts[0] if len(parts) == 1 else b"".join(parts)
 
-    async def _send(self, tp: TopicPartition, batches: list[ProducerBatch]) -> None:
+    async def _send(self, tp: TopicPartition, batches: list[ProducerBatch], broker: str) -> None:
         url: str | None = None
         try:
             body = await self._encode(batches)
@@ -145,6 +150,7 @@ class Sender:
                 await self._finish(batch)
         finally:
             self._in_flight.discard(tp)
+            self._per_broker[broker] -= 1
             self._acc.wakeup.set()
 
     async def _failed(
