@@ -499,8 +499,10 @@ decode_headers(const uint8_t *d, const record_t *r, key_cache_t *cache)
         }
         PyTuple_SET_ITEM(pair, 0, key);
         PyTuple_SET_ITEM(pair, 1, value);
+        PyObject_GC_UnTrack(pair); /* holds only str and bytes or None: never in a cycle */
         PyTuple_SET_ITEM(headers, h, pair);
     }
+    PyObject_GC_UnTrack(headers); /* holds only such pairs */
     return headers;
 }
 
