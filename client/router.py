@@ -56,6 +56,7 @@ __all__ = ["METADATA_PATH", "AnyBroker", "Requester", "Router", "is_routing_erro
 log = logging.getLogger("tierlog.client.metadata")
 METADATA_PATH = "/native/v1/metadata"
 T = TypeVar("T")
+_MAX_QUERY = 4096  # bytes of ``topic=`` parameters in one metadata request (servers cap a line at 8 KiB)
 _ROUTING_ERRORS = (
     NotLeaderOrFollowerError,
     LeaderNotAvailableError,
@@ -358,7 +359,8 @@ class Router:
         return self._snapshot
 
     async def _fetch(self, topics: list[str]) -> ClusterMetadata:
-        params = [("topic", t) for t in topics]
+        # Too many names for one request line: ask for every topic instead (the answer is a superset).
+        params = [("topic", t) for t in topics] if sum(len(t) + 7 for t in topics) <= _MAX_QUERY else []
         last: TierlogError | None = None
         tried = self.candidates()
         for url in tried:
@@ -375,7 +377,10 @@ class Router:
                 last = err
                 continue
             self.mark_up(url)
-            return decode_metadata(doc, answered_by=url, fetched_at=self._clock())
+            meta = decode_metadata(doc, answered_by=url, fetched_at=self._clock())
+            if not params:  # an answer for every topic: a topic in use that it lacks does not exist
+                meta = replace(meta, unknown_topics=meta.unknown_topics | (set(topics) - set(meta.topics)))
+            return meta
         raise BrokerUnavailableError(
             f"no broker answered the metadata request (tried {', '.join(tried)}): {last}"
         ) from last

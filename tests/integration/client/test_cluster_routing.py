@@ -32,7 +32,12 @@ from tierlog.client.errors import BrokerUnavailableError, DeliveryTimeoutError
 from tierlog.client.router import Router
 from tierlog.tiering.codec.batch import iter_decoded_batches
 from tierlog.tiering.codec.header import iter_batches
-from tierlog.tiering.errors import BadRequestError, LeaderNotAvailableError, NotLeaderOrFollowerError
+from tierlog.tiering.errors import (
+    BadRequestError,
+    LeaderNotAvailableError,
+    NotLeaderOrFollowerError,
+    UnknownTopicError,
+)
 from tierlog.tiering.partitioner import partition_for_key
 
 TOPIC = "orders"
@@ -339,3 +344,17 @@ async def test_an_illegal_topic_name_is_refused_and_leaves_routing_working(clust
             await producer.send("x" * 250, b"x")
         acked = await produce(producer, range(10))
     assert len(acked) == 10
+
+
+async def test_more_topic_names_than_fit_one_request_ask_for_every_topic(cluster: InprocCluster) -> None:
+    router = Router([cluster.brokers[1].url])
+    try:
+        for i in range(20):
+            with pytest.raises(UnknownTopicError):
+                await router.partition_count(f"{i:03d}" + "n" * 240)
+        assert await router.partition_count(TOPIC) == PARTITIONS
+        assert (await router.leader_for(TopicPartition(TOPIC, 0))).base_url == leader_urls(cluster)[0]
+        with pytest.raises(UnknownTopicError):
+            await router.partition_count("019" + "n" * 240)
+    finally:
+        await router.close()
