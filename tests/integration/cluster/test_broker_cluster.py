@@ -18,12 +18,14 @@ from typing import Any
 
 import pytest
 
-from tests.integration.broker import Brokers, RunningBroker
+from tests.integration.broker import START_MS, Brokers, RunningBroker
 from tests.integration.cluster.inproc import InprocCluster
+from tierlog.service.cluster.local_store import LocalMetadataStore
 from tierlog.service.cluster.model import NO_LEADER
 from tierlog.tiering.codec.batch import build_batch
 from tierlog.tiering.codec.records import Record
 from tierlog.tiering.errors import InvalidConfigError, LeaderNotAvailableError, NotLeaderOrFollowerError
+from tierlog.tiering.log import ManualClock
 
 BATCHES = "application/vnd.tierlog.batches"
 
@@ -219,8 +221,45 @@ async def test_health_and_ready_report_the_cluster(cluster: InprocCluster) -> No
     assert resp.status == 200 and body["status"] == "UP"
     assert body["cluster"]["broker_id"] == 1 and body["cluster"]["registered"] is True
     assert body["cluster"]["metadata_revision"] > 0
+    assert body["cluster"]["controller_id"] in (1, 2, 3)
+    metrics = await (await b1.client.get("/metrics")).text()
+    assert 'tierlog_metadata_request_seconds_count{op="commit"}' in metrics
     resp = await b1.client.get("/ready")
     assert resp.status == 200 and (await resp.json())["cluster_id"] == b1.broker.cluster_id
+
+
+async def test_a_produce_to_a_missing_topic_auto_creates_it_in_the_cluster(cluster: InprocCluster) -> None:
+    await cluster.start(3, {"num.partitions": "3"})
+    status, body = await produce(cluster.brokers[2], "auto", 0, b"x")
+    assert status in (200, 503), body
+    await cluster.wait_for(lambda: cluster.converged("auto"))
+    leader = cluster.leaders("auto")[0]
+    assert status == 200 if leader == 2 else body["error_code"] == 50310
+    assert all(r.broker.topic("auto").partition_count == 3 for r in cluster.brokers.values())
+
+
+async def test_brokers_that_lose_their_sessions_register_again_and_lead_again(tmp_path: Path) -> None:
+    clock = ManualClock(START_MS)
+    async with InprocCluster(tmp_path, LocalMetadataStore(clock=clock)) as cluster:
+        await cluster.start(3)
+        await cluster.brokers[1].broker.create_topic("t", 3)
+        await cluster.wait_for(lambda: cluster.converged("t"))
+        before = cluster.brokers[1].broker.cluster_view().partitions["t"]
+        clock.advance(60_000)  # past every lease: every registration (and the controller) goes
+        assert cluster.store is not None and cluster.store.expire_leases() > 0
+
+        def led_again() -> bool:
+            nodes = [r.broker.cluster for r in cluster.brokers.values()]
+            again = all(n is not None and n.membership.sessions >= 2 for n in nodes)
+            return again and cluster.all_seen() and cluster.converged("t")
+
+        await cluster.wait_for(led_again, "every broker to register again and lead its partitions again")
+        after = cluster.brokers[1].broker.cluster_view().partitions["t"]
+        # the same brokers lead (a controller elected after they were back saw no leader gone)
+        assert [p.leader for p in after] == [p.leader for p in before]
+        for index, leader in enumerate(cluster.leaders("t")):
+            status, body = await produce(cluster.brokers[leader], "t", index, b"again")
+            assert status == 200, body
 
 
 async def test_a_second_broker_with_a_live_id_is_refused(cluster: InprocCluster, tmp_path: Path) -> None:
