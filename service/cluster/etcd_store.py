@@ -38,6 +38,9 @@ __all__ = ["EtcdMetadataStore"]
 
 _CONNECTION_ERRORS = (aetcd.ConnectionFailedError, aetcd.ConnectionTimeoutError)
 _CANCEL_TIMEOUT_S = 2.0
+# HTTP/2 pings on open streams, so a watch on a silently dead connection breaks instead of waiting forever;
+# not more often than etcd's --grpc-keepalive-min-time (5 s by default) allows
+_CHANNEL_OPTIONS = {"grpc.keepalive_time_ms": 10_000, "grpc.keepalive_timeout_ms": 5_000}
 
 
 class EtcdMetadataStore(MetadataStore):
@@ -235,7 +238,7 @@ class EtcdMetadataStore(MetadataStore):
     async def _connect_any(self) -> Any:
         failures: list[str] = []
         for host, port in self._uri.endpoints:
-            client = aetcd.Client(host=host, port=port, timeout=self._timeout_s)
+            client = aetcd.Client(host=host, port=port, timeout=self._timeout_s, options=_CHANNEL_OPTIONS)
             try:
                 await client.connect()
                 probe = rpc.RangeRequest(key=self._full(""), count_only=True)
