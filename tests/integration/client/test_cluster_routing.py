@@ -358,3 +358,32 @@ async def test_more_topic_names_than_fit_one_request_ask_for_every_topic(cluster
             await router.partition_count("019" + "n" * 240)
     finally:
         await router.close()
+
+
+async def test_without_any_broker_the_last_metadata_stays_in_use_and_routing_errors_are_retriable(
+    cluster: InprocCluster,
+) -> None:
+    now = [0.0]
+    router = Router([cluster.brokers[1].url], metadata_max_age_ms=1_000, clock=lambda: now[0])
+    tp = TopicPartition(TOPIC, 0)
+    try:
+        leader = (await router.leader_for(tp)).base_url
+        for broker_id in list(cluster.brokers):
+            await cluster.stop_broker(broker_id)
+        now[0] += 5.0
+        assert (await router.leader_for(tp)).base_url == leader  # the old snapshot; a refresh starts
+        with pytest.raises(BrokerUnavailableError) as caught:
+            await router.refresh()
+        assert caught.value.retriable
+        assert (await router.leader_for(tp)).base_url == leader
+        router.note_error(tp, BrokerUnavailableError("refused"), leader)
+        with pytest.raises(BrokerUnavailableError):
+            await router.leader_for(tp)  # stale now: it must refresh, and nobody answers
+    finally:
+        await router.close()
+    nobody = Router([closed_port_url()])
+    try:
+        with pytest.raises(BrokerUnavailableError):
+            await nobody.refresh()
+    finally:
+        await nobody.close()
