@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncGenerator, Iterator, Sequence
 from typing import Any, NoReturn
 
 import aetcd
@@ -143,10 +143,11 @@ class EtcdMetadataStore(MetadataStore):
 
     # watches
 
-    def watch(self, prefix: str, start_revision: int) -> AsyncIterator[WatchEvent]:
+    def watch(self, prefix: str, start_revision: int) -> AsyncGenerator[WatchEvent, None]:
+        """See :meth:`MetadataStore.watch`; an async generator, so ``aclose`` stops it."""
         return self._watch(prefix, max(start_revision, 1))
 
-    async def _watch(self, prefix: str, start_revision: int) -> AsyncIterator[WatchEvent]:
+    async def _watch(self, prefix: str, start_revision: int) -> AsyncGenerator[WatchEvent, None]:
         client = await self._connected()
         full = self._full(prefix)
         with self._errors(f"watch of {prefix!r} from revision {start_revision}"):

@@ -29,7 +29,7 @@ import contextlib
 import json
 import os
 from collections import deque
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -234,10 +234,11 @@ class LocalMetadataStore(MetadataStore):
 
     # watches
 
-    def watch(self, prefix: str, start_revision: int) -> AsyncIterator[WatchEvent]:
+    def watch(self, prefix: str, start_revision: int) -> AsyncGenerator[WatchEvent, None]:
+        """See :meth:`MetadataStore.watch`; an async generator, so ``aclose`` stops it."""
         return self._watch(prefix, max(start_revision, 1))
 
-    async def _watch(self, prefix: str, start_revision: int) -> AsyncIterator[WatchEvent]:
+    async def _watch(self, prefix: str, start_revision: int) -> AsyncGenerator[WatchEvent, None]:
         self._check_open()
         self.expire_leases()
         if start_revision <= self._compacted:
