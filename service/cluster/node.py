@@ -230,6 +230,7 @@ class ClusterNode:
         self.topic_ids = LocalTopicIds(broker.data_dir)
         self.passes = 0  # reconcile passes completed
         self._dirty = asyncio.Event()
+        self._stopping = asyncio.Event()
         self._lock = asyncio.Lock()
         self._changed = asyncio.Condition()
         self._task: asyncio.Task[None] | None = None
@@ -335,11 +336,11 @@ class ClusterNode:
         if self._closed:
             return
         self._closed = True
+        self._stopping.set()
+        self._dirty.set()
         task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        if task is not None:  # not cancelled: a pass ends after its current step, leaving nothing half-open
+            await task
         await self.controller.close()
         await self.membership.close(revoke=True)
         await self.cache.close()
@@ -407,16 +408,19 @@ class ClusterNode:
     # ---- reconciling -----------------------------------------------------------------------------------
 
     async def _run(self) -> None:
-        while True:
+        while not self._closed:
             await self._dirty.wait()
             self._dirty.clear()
+            if self._closed:
+                return
             try:
                 complete = await self.reconcile()
             except Exception:
                 log.exception("reconciling the local partitions failed; retrying")
                 complete = False
             if not complete:
-                await asyncio.sleep(RETRY_S)
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._stopping.wait(), RETRY_S)
                 self._dirty.set()
 
     async def reconcile(self) -> bool:
@@ -453,6 +457,8 @@ class ClusterNode:
             elif record.partitions != topic.partition_count or record.configs != topic.overrides:
                 complete &= await self._update_topic(topic, assignment, record)
             for index in range(assignment.partitions):
+                if self._closed:
+                    return True
                 leads = registered and self.leads(name, index)
                 local = topic.local(index)
                 if leads and local is None:
