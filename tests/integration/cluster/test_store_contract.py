@@ -471,7 +471,7 @@ async def test_a_killed_etcd_breaks_calls_and_watches_until_it_returns(tmp_path:
                     await waiting
             with pytest.raises(MetadataStoreError):
                 await store.get("k")
-            await asyncio.to_thread(server.start)
+            await asyncio.to_thread(server.restart)
             kv = await store.get("k")
             assert kv is not None and kv.mod_revision == written
         finally:
