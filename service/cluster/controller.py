@@ -363,8 +363,10 @@ class Controller:
 
     async def _act_loop(self) -> None:
         while True:
+            # asyncio.timeout, not wait_for: Python 3.11's wait_for can swallow a cancel (close would hang)
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), self._timer_timeout())
+                async with asyncio.timeout(self._timer_timeout()):
+                    await self._wake.wait()
             self._wake.clear()
             view = self._view
             if view is None:
