@@ -34,7 +34,7 @@ import logging
 import os
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -255,18 +255,20 @@ class ClusterNode:
 
     async def start(self, url: str) -> None:
         """Connect, make sure the cluster has an id, load the cache, register as ``url`` and start the
-        controller. Not idempotent. Raises MetadataStoreError (the store), InvalidConfigError (another live
-        broker holds ``broker.id``)."""
+        controller. An unreachable store is retried until it answers (``/ready`` stays 503 meanwhile). A
+        live registration of this ``broker.id`` (this broker's previous life, killed less than a session
+        ago) is waited out for up to twice the session timeout. Not idempotent. Raises InvalidConfigError
+        (another live broker kept ``broker.id`` that long)."""
         if self._started or self._closed:
             raise RuntimeError("cluster node already started")
         self._started = True
-        await self.store.start()
-        await self._ensure_cluster_id()
-        await self.cache.start()
+        await self._retrying("connecting to the metadata store", self.store.start)
+        await self._retrying("creating the cluster id", self._ensure_cluster_id)
+        await self._retrying("reading the cluster metadata", self.cache.start)
         self.cache.add_listener(self._dirty.set)
         self.membership.add_listener(self._dirty.set)
         self.membership.registration = replace(self.membership.registration, url=url)
-        await self.membership.start()
+        await self._register()
         await self.controller.start()
         log.info(
             "broker %d joined cluster %s as %s (rack %s)",
@@ -351,6 +353,30 @@ class ClusterNode:
                 log.warning("closing the metadata store failed: %s", err)
         await self._notify()
         log.info("broker %d left the cluster", self.broker_id)
+
+    async def _retrying(self, what: str, step: Callable[[], Awaitable[None]]) -> None:
+        delay = 0.1
+        while True:
+            try:
+                await step()
+                return
+            except MetadataStoreError as err:
+                log.warning("%s failed, retrying in %.1f s: %s", what, delay, err)
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, RETRY_S * 5)
+
+    async def _register(self) -> None:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + 2 * self.membership.ttl_seconds + 1
+        while True:
+            try:
+                await self._retrying("registering", self.membership.start)
+                return
+            except InvalidConfigError as err:
+                if loop.time() >= deadline:
+                    raise
+                log.warning("%s: waiting for that registration to expire", err)
+            await asyncio.sleep(self.settings.broker_heartbeat_interval_ms / 1000)
 
     async def _ensure_cluster_id(self) -> None:
         new_id = meta.new_cluster_id()

@@ -11,6 +11,7 @@ cluster view; the embedded broker's view and replication factor check.
 
 from __future__ import annotations
 
+import asyncio
 import collections
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -19,7 +20,7 @@ from typing import Any
 import pytest
 
 from tests.integration.broker import START_MS, Brokers, RunningBroker
-from tests.integration.cluster.inproc import InprocCluster
+from tests.integration.cluster.inproc import DEADLINE_S, InprocCluster
 from tierlog.service.cluster.local_store import LocalMetadataStore
 from tierlog.service.cluster.model import NO_LEADER
 from tierlog.tiering.codec.batch import build_batch
@@ -28,6 +29,7 @@ from tierlog.tiering.errors import InvalidConfigError, LeaderNotAvailableError, 
 from tierlog.tiering.log import ManualClock
 
 BATCHES = "application/vnd.tierlog.batches"
+SHORT_SESSION = {"broker.session.timeout.ms": "2000", "broker.heartbeat.interval.ms": "500"}
 
 
 def batch(*values: bytes) -> bytes:
@@ -264,11 +266,25 @@ async def test_brokers_that_lose_their_sessions_register_again_and_lead_again(tm
 
 async def test_a_second_broker_with_a_live_id_is_refused(cluster: InprocCluster, tmp_path: Path) -> None:
     await cluster.start(1)
-    twin = InprocCluster(tmp_path / "twin", cluster.store)
+    twin = InprocCluster(tmp_path / "twin", cluster.store, defaults=SHORT_SESSION)
     running = await twin.start_broker(1, wait=False)
     try:
         with pytest.raises(Exception, match="already registered"):
-            await running.broker.wait_ready()
+            await running.broker.wait_ready()  # after twice its own session timeout of waiting
+    finally:
+        await running.stop()
+
+
+async def test_a_broker_whose_id_is_still_registered_waits_for_it_to_go(
+    cluster: InprocCluster, tmp_path: Path
+) -> None:
+    await cluster.start(1)
+    successor = InprocCluster(tmp_path / "next", cluster.store, defaults=SHORT_SESSION)
+    running = await successor.start_broker(1, wait=False)
+    try:
+        await cluster.stop_broker(1)  # its registration goes: the successor registers
+        await asyncio.wait_for(running.broker.wait_ready(), DEADLINE_S)
+        assert [b.url for b in running.broker.cluster_view().brokers] == [running.url]
     finally:
         await running.stop()
 
