@@ -29,12 +29,19 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
+from tierlog.client.spark.arrow import (
+    ARROW_SCHEMA,
+    ARROW_SCHEMA_NO_HEADERS,
+    RunArrays,
+    Slicer,
+    Window,
+    run_arrays,
+)
 from tierlog.client.spark.options import ScanOptions
 from tierlog.client.spark.plan import SegmentTask
 from tierlog.client.spark.store import ArchiveReader
-from tierlog.tiering.codec.batch import DecodedBatch, decode_batch
-from tierlog.tiering.codec.header import LOG_OVERHEAD
-from tierlog.tiering.codec.records import Record
+from tierlog.tiering.codec.columns import decode_columns
+from tierlog.tiering.codec.header import LOG_OVERHEAD, BatchHeader, verify_batch
 from tierlog.tiering.errors import CorruptRecordError, NotFoundError
 from tierlog.tiering.remote.layout import segment_keys
 
@@ -54,21 +61,6 @@ SPARK_SCHEMA_DDL = (
     "timestampType int, headers array<struct<key:string,value:binary>>"
 )
 SPARK_SCHEMA_DDL_NO_HEADERS = SPARK_SCHEMA_DDL.rsplit(", headers", 1)[0]
-_HEADERS_TYPE = pa.list_(pa.field("element", pa.struct([("key", pa.string()), ("value", pa.binary())])))
-ARROW_SCHEMA = pa.schema(
-    [
-        ("key", pa.binary()),
-        ("value", pa.binary()),
-        ("topic", pa.string()),
-        ("partition", pa.int32()),
-        ("offset", pa.int64()),
-        ("timestamp", pa.timestamp("us", tz="UTC")),
-        ("timestampType", pa.int32()),
-        ("headers", _HEADERS_TYPE),
-    ]
-)
-ARROW_SCHEMA_NO_HEADERS = ARROW_SCHEMA.remove(ARROW_SCHEMA.get_field_index("headers"))
-_TS_MS = pa.timestamp("ms", tz="UTC")
 _BATCH_LENGTH = struct.Struct(">qi")  # base_offset, batch_length: the first 12 bytes of a batch
 _OFFSET_ENTRY = struct.Struct(">ii")  # relative offset, position
 _TIME_ENTRY = struct.Struct(">qi")  # timestamp, relative offset
@@ -154,91 +146,124 @@ class _Bounds:
         return self.offsets.values[i + 1] if i + 1 < len(self.offsets.values) else self.task.size_bytes
 
 
-class _Columns:
-    """Selected records waiting to become Arrow record batches of at most ``limit`` rows."""
+@dataclass(frozen=True, slots=True)
+class _Batch:
+    """A verified batch: ``buffer[local:local + header.size]``, at byte ``pos`` of the object."""
 
-    def __init__(self, topic: str, partition: int, include_headers: bool, limit: int) -> None:
-        self.topic, self.partition = topic, partition
-        self.include_headers, self.limit = include_headers, limit
-        self.records: list[Record] = []
-        self.types: list[int] = []
-
-    def add(self, records: list[Record], ts_type: int) -> None:
-        self.records.extend(records)
-        self.types.extend([ts_type] * len(records))
-
-    def __len__(self) -> int:
-        return len(self.records)
-
-    def full(self) -> bool:
-        return len(self.records) >= self.limit
-
-    def build(self) -> pa.RecordBatch:
-        """An Arrow batch of the first ``limit`` pending records (all of them if fewer)."""
-        take, self.records = self.records[: self.limit], self.records[self.limit :]
-        types, self.types = self.types[: self.limit], self.types[self.limit :]
-        n = len(take)
-        arrays = [
-            pa.array([r.key for r in take], type=pa.binary()),
-            pa.array([r.value for r in take], type=pa.binary()),
-            pa.array([self.topic] * n, type=pa.string()),
-            pa.array([self.partition] * n, type=pa.int32()),
-            pa.array([r.offset for r in take], type=pa.int64()),
-            pa.array([r.timestamp for r in take], type=_TS_MS).cast(ARROW_SCHEMA.field("timestamp").type),
-            pa.array(types, type=pa.int32()),
-        ]
-        if not self.include_headers:
-            return pa.RecordBatch.from_arrays(arrays, schema=ARROW_SCHEMA_NO_HEADERS)
-        if any(r.headers for r in take):
-            headers = [[{"key": k, "value": v} for k, v in r.headers] if r.headers else None for r in take]
-            arrays.append(pa.array(headers, type=_HEADERS_TYPE))
-        else:
-            arrays.append(pa.nulls(n, type=_HEADERS_TYPE))
-        return pa.RecordBatch.from_arrays(arrays, schema=ARROW_SCHEMA)
+    buffer: bytes
+    local: int
+    pos: int
+    header: BatchHeader
 
 
-def _records(
+def _chunks(
     archive: ArchiveReader, key: str, task: SegmentTask, start: int, end: int, chunk: int
-) -> Iterator[DecodedBatch]:
-    """Yield every batch starting in ``[start, end)``, reading ranged chunks of ``chunk`` bytes.
+) -> Iterator[list[_Batch]]:
+    """The batches starting in ``[start, end)``, CRC verified, one list per ranged GET of about ``chunk``
+    bytes (a GET grows to hold a larger batch). The next GET is sent only when the caller asks for more.
 
     Raises:
-        CorruptRecordError: bad bytes (the message gives the byte position, not the object name).
+        CorruptRecordError: bad bytes (the message gives the byte position, not the object name); the
+            good batches before them are yielded first.
     """
     size = task.size_bytes
     buffer = b""
-    buffer_pos = start  # object position of buffer[0]
-    pos = start
+    buffer_pos = pos = start  # buffer[0] is at object position buffer_pos
     while pos < end:
-        local = pos - buffer_pos
+        found: list[_Batch] = []
         need = LOG_OVERHEAD
-        if len(buffer) - local >= LOG_OVERHEAD:
-            _, batch_length = _BATCH_LENGTH.unpack_from(buffer, local)
-            need = LOG_OVERHEAD + max(batch_length, 0)
-        if len(buffer) - local < need:
-            fetch_from = buffer_pos + len(buffer)
-            fetch_to = min(size, max(pos + need, min(fetch_from + chunk, end)))
-            if fetch_to <= fetch_from:
-                raise CorruptRecordError(f"the batch at byte {pos} runs past the object's end ({size} bytes)")
-            data = archive.get_range(key, fetch_from, fetch_to)
-            if len(data) != fetch_to - fetch_from:
-                raise CorruptRecordError(
-                    f"object is {fetch_from + len(data)} bytes, shorter than the {size} the manifest records"
-                )
-            buffer = buffer[local:] + data
-            buffer_pos = pos
-            continue
-        try:
-            batch = decode_batch(buffer, local)
-        except CorruptRecordError as err:
-            raise CorruptRecordError(f"the batch at byte {pos}: {err}") from err
-        yield batch
-        pos += batch.header.size
+        while pos < end:
+            local = pos - buffer_pos
+            need = LOG_OVERHEAD
+            if len(buffer) - local >= LOG_OVERHEAD:
+                need += max(_BATCH_LENGTH.unpack_from(buffer, local)[1], 0)
+            if len(buffer) - local < need:
+                break
+            try:
+                header = verify_batch(buffer, local)
+            except CorruptRecordError as err:
+                if found:
+                    yield found
+                raise CorruptRecordError(f"the batch at byte {pos}: {err}") from err
+            found.append(_Batch(buffer, local, pos, header))
+            pos += header.size
+        if found:
+            yield found
+        if pos >= end:
+            return
+        fetch_from = buffer_pos + len(buffer)
+        fetch_to = min(size, max(pos + need, min(fetch_from + chunk, end)))
+        if fetch_to <= fetch_from:
+            raise CorruptRecordError(f"the batch at byte {pos} runs past the object's end ({size} bytes)")
+        data = archive.get_range(key, fetch_from, fetch_to)
+        if len(data) != fetch_to - fetch_from:
+            raise CorruptRecordError(
+                f"object is {fetch_from + len(data)} bytes, shorter than the {size} the manifest records"
+            )
+        buffer = buffer[pos - buffer_pos :] + data
+        buffer_pos = pos
+
+
+def _decode(run: list[_Batch], include_headers: bool) -> RunArrays:
+    """One ``decode_columns`` call over consecutive batches of one buffer (CRCs already checked)."""
+    first, last = run[0], run[-1]
+    view = memoryview(first.buffer)[first.local : last.local + last.header.size]
+    try:
+        columns = decode_columns(view, verify=False)
+    except CorruptRecordError as err:
+        raise CorruptRecordError(f"the batch at byte {first.pos}: {err}") from err
+    types = [(b.header.records_count, 1 if b.header.log_append_time else 0) for b in run]
+    return run_arrays(columns, types, include_headers)
+
+
+def _emit(run: list[_Batch], window: Window, slicer: Slicer) -> Iterator[pa.RecordBatch]:
+    """The selected records of ``run``. A run that does not decode is decoded batch by batch, so the
+    records before the bad batch are still returned (as when each batch was decoded on its own).
+    """
+    if not run:
+        return
+    try:
+        arrays = _decode(run, slicer.include_headers)
+    except CorruptRecordError:
+        if len(run) == 1:
+            raise
+        for batch in run:
+            yield from _emit([batch], window, slicer)
+            if window.stopped:
+                return
+        raise  # pragma: no cover - a run fails only if one of its batches does
+    start, end = window.select(arrays, run[0].header.base_offset, run[-1].header.last_offset)
+    yield from slicer.batches(arrays, start, end)
+
+
+def _select(
+    archive: ArchiveReader, key: str, task: SegmentTask, bounds: tuple[int, int], options: ScanOptions
+) -> Iterator[pa.RecordBatch]:
+    window = Window(task.lo, task.hi, task.start_ts, task.end_ts)
+    slicer = Slicer(task.topic, task.partition, options.include_headers, options.max_rows_per_batch)
+    for found in _chunks(archive, key, task, *bounds, options.read_chunk_bytes):
+        run: list[_Batch] = []
+        for batch in found:
+            header = batch.header
+            if header.base_offset >= task.hi:
+                window.stopped = True
+                break
+            if header.next_offset <= task.lo or header.is_control:
+                yield from _emit(run, window, slicer)
+                run = []
+                if window.stopped:
+                    break
+            else:
+                run.append(batch)
+        yield from _emit(run, window, slicer)
+        if window.stopped:
+            return
 
 
 def scan_task(archive: ArchiveReader, options: ScanOptions, task: SegmentTask) -> Iterator[pa.RecordBatch]:
     """The records of ``task`` as Arrow record batches (schema :data:`ARROW_SCHEMA`, at most
-    ``maxRowsPerBatch`` rows each). Control batches are skipped, as Kafka consumers skip them.
+    ``maxRowsPerBatch`` rows each), decoded column-wise (no Python object per record). Control batches
+    are skipped, as Kafka consumers skip them.
 
     Raises:
         CorruptSegmentError: bad bytes in the ``.log`` object (unless ``onCorruption=skip``).
@@ -254,43 +279,10 @@ def scan_task(archive: ArchiveReader, options: ScanOptions, task: SegmentTask) -
             times = _fetch_index(archive, keys["timeindex"], _TIME_ENTRY, None)
         bounds = _Bounds(task, offsets, times)
         start, end = bounds.start, bounds.end
-    columns = _Columns(task.topic, task.partition, options.include_headers, options.max_rows_per_batch)
-    started = task.start_ts is None
-    lo, hi, start_ts, end_ts = task.lo, task.hi, task.start_ts, task.end_ts
     try:
-        for batch in _records(archive, keys["log"], task, start, end, options.read_chunk_bytes):
-            header = batch.header
-            if header.next_offset <= lo or header.is_control:
-                continue
-            if header.base_offset >= hi:
-                break
-            records, stop = batch.records, False
-            ts_type = 1 if header.log_append_time else 0
-            if started and end_ts is None and header.base_offset >= lo and header.last_offset < hi:
-                columns.add(records, ts_type)  # the common case: the whole batch
-            else:  # an edge batch: the selected records are one contiguous run
-                first, last = len(records), len(records)
-                for i, record in enumerate(records):
-                    if record.offset < lo:
-                        continue
-                    if record.offset >= hi or (end_ts is not None and record.timestamp >= end_ts):
-                        last, stop = i, True
-                        break
-                    if not started:
-                        if start_ts is not None and record.timestamp < start_ts:
-                            continue
-                        started = True
-                    first = min(first, i)
-                if first < last:
-                    columns.add(records[first:last], ts_type)
-            while columns.full():
-                yield columns.build()
-            if stop:
-                break
+        yield from _select(archive, keys["log"], task, (start, end), options)
     except CorruptRecordError as err:
         where = options.store.display(keys["log"])
         if not options.skip_corrupt:
             raise CorruptSegmentError(f"corrupt segment object {where}: {err}") from err
         _log.warning("skipped the rest of corrupt segment object %s: %s", where, err)
-    if len(columns):
-        yield columns.build()
