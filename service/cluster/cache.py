@@ -206,7 +206,7 @@ class MetadataCache:
         while True:
             try:
                 await self._watch(revision)
-                return  # the store closed the watch: it is closing
+                log.warning("metadata watch ended, reading everything again")
             except MetadataStoreError as err:
                 log.warning("metadata watch broken, reading everything again: %s", err)
             while True:

@@ -21,8 +21,16 @@ import pytest
 
 from tests.integration.broker import START_MS, Brokers, RunningBroker
 from tests.integration.cluster.inproc import DEADLINE_S, InprocCluster
+from tierlog.service.cluster.cache import MetadataCache
 from tierlog.service.cluster.local_store import LocalMetadataStore
-from tierlog.service.cluster.model import NO_LEADER
+from tierlog.service.cluster.model import (
+    NO_LEADER,
+    BrokerRegistration,
+    TopicAssignment,
+    broker_key,
+    topic_key,
+)
+from tierlog.service.cluster.store import Delete, Put
 from tierlog.tiering.codec.batch import build_batch
 from tierlog.tiering.codec.records import Record
 from tierlog.tiering.errors import InvalidConfigError, LeaderNotAvailableError, NotLeaderOrFollowerError
@@ -369,3 +377,37 @@ async def test_on_etcd_a_leader_that_leaves_and_returns_leads_again(tmp_path: Pa
         await cluster.start_broker(leader)
         await cluster.wait_for(lambda: cluster.converged("t"), "the returning broker to lead again")
         assert leader_of(cluster, "t", 0)[0] == leader and leader_of(cluster, "t", 0)[1] > epoch
+
+
+# ---- the metadata cache ---------------------------------------------------------------------------------
+
+
+async def test_the_cache_reads_everything_again_after_its_watch_breaks(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    store = LocalMetadataStore(history_limit=2)
+    await store.start()
+    cache = MetadataCache(store, retry_s=0.01)
+    try:
+        await cache.start()
+        registration = BrokerRegistration(7, "http://127.0.0.1:1", "r")
+        for index in range(10):  # no yield in between: the watcher falls behind and its watch breaks
+            await store.commit([], [Put(topic_key(f"t{index}"), _assignment(f"t{index}").encode())])
+        await store.commit([], [Put(broker_key(7), registration.encode())])
+        assert await cache.wait_for(
+            lambda: len(cache.topics()) == 10 and cache.brokers() == {7: registration}, 10
+        )
+        assert cache.revision == store.revision
+        assert "reading everything again" in caplog.text  # the watch did break
+        view = cache.view()
+        assert [b.broker_id for b in view.brokers] == [7]
+        assert all(p.leader == NO_LEADER for parts in view.partitions.values() for p in parts)
+        await store.commit([], [Delete(topic_key("t3"))])
+        assert await cache.wait_for(lambda: "t3" not in cache.topics(), 10)
+    finally:
+        await cache.close()
+        await store.close()
+
+
+def _assignment(name: str) -> TopicAssignment:
+    return TopicAssignment(name, f"id-{name}", ((7,),))
