@@ -8,6 +8,9 @@ Two budgets exist, each sized by a setting (Kafka's ``queued.max.request.bytes``
 A request that does not fit is refused at once with 503 (50301, retriable) instead of queueing: memory
 stays bounded however many clients send at once. A single request larger than the whole budget is let
 through only when nothing else holds the budget, so it cannot starve and cannot stack on others.
+A hold can grow once the request shows what it will cost (:meth:`ByteBudget.resize`, under the same rule):
+the REST produce route holds the declared ``Content-Length`` before reading the body, then its estimate of
+the conversion's memory before converting.
 A budget lives on the event loop: not thread-safe, and never awaited on.
 """
 
@@ -20,7 +23,7 @@ from aiohttp import web
 
 from tierlog.tiering.errors import UnavailableError
 
-__all__ = ["ACKS0_BUDGET", "CONVERSION_BUDGET", "ByteBudget"]
+__all__ = ["ACKS0_BUDGET", "CONVERSION_BUDGET", "ByteBudget", "Hold"]
 
 
 class ByteBudget:
@@ -48,6 +51,28 @@ class ByteBudget:
         self.in_use += size
         self.peak = max(self.peak, self.in_use)
 
+    def resize(self, held: int, size: int) -> None:
+        """Turn a hold of ``held`` bytes (taken by :meth:`acquire`) into one of ``size`` bytes. Shrinking
+        always succeeds; growing follows :meth:`acquire`'s rule with the other holders' bytes: it is refused
+        when others hold bytes and they plus ``size`` pass the limit, so a hold larger than the whole budget
+        grows only while it is alone. Not idempotent.
+
+        Raises:
+            UnavailableError: (503, 50301, retriable) the hold cannot grow now (it stays as it is).
+            ValueError: ``held`` is more than the bytes in use, or ``size`` is negative.
+        """
+        if held > self.in_use or size < 0:
+            raise ValueError(f"{self.name}: resizing a hold of {held} bytes to {size}, {self.in_use} in use")
+        others = self.in_use - held
+        if size > held and others and others + size > self.limit:
+            self.refused += 1
+            raise UnavailableError(
+                f"{self.name} is full ({others} of {self.limit} bytes in use by other requests, this request "
+                f"needs {size}); retry shortly"
+            )
+        self.in_use = others + size
+        self.peak = max(self.peak, self.in_use)
+
     def release(self, size: int) -> None:
         """Give back ``size`` bytes taken by :meth:`acquire`. Raises ValueError on a release never taken."""
         if size > self.in_use:
@@ -55,13 +80,29 @@ class ByteBudget:
         self.in_use -= size
 
     @contextmanager
-    def hold(self, size: int) -> Iterator[None]:
-        """``size`` bytes of the budget for the ``with`` block. Raises UnavailableError as :meth:`acquire`."""
+    def hold(self, size: int) -> Iterator[Hold]:
+        """``size`` bytes of the budget for the ``with`` block, as a :class:`Hold` that can be resized; the
+        bytes it holds at the end are given back. Raises UnavailableError as :meth:`acquire`."""
         self.acquire(size)
+        held = Hold(self, size)
         try:
-            yield
+            yield held
         finally:
-            self.release(size)
+            self.release(held.size)
+
+
+class Hold:
+    """Bytes one request holds of a :class:`ByteBudget`, made by :meth:`ByteBudget.hold`."""
+
+    def __init__(self, budget: ByteBudget, size: int) -> None:
+        self.budget = budget
+        self.size = size
+
+    def resize(self, size: int) -> None:
+        """Hold ``size`` bytes instead. Raises UnavailableError as :meth:`ByteBudget.resize` (the hold is
+        then unchanged)."""
+        self.budget.resize(self.size, size)
+        self.size = size
 
 
 CONVERSION_BUDGET: web.AppKey[ByteBudget] = web.AppKey("tierlog.rest_conversion_budget", ByteBudget)

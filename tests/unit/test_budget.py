@@ -52,3 +52,53 @@ def test_in_use_matches_a_model_and_never_passes_the_limit(steps: list[tuple[boo
             budget.release(held.pop())
         assert budget.in_use == sum(held) <= 100
     assert budget.peak <= 100
+
+
+def test_a_hold_grows_within_the_limit_and_keeps_its_bytes_when_refused() -> None:
+    budget = ByteBudget("rest.produce.conversion.max.bytes", 100)
+    other = budget.hold(30)
+    other.__enter__()
+    with budget.hold(20) as held:
+        held.resize(70)
+        assert (budget.in_use, held.size) == (100, 70)
+        with pytest.raises(UnavailableError) as info:
+            held.resize(71)
+        assert info.value.code == 50301 and info.value.retriable
+        assert (budget.in_use, held.size, budget.refused) == (100, 70, 1)
+        held.resize(10)  # shrinking always succeeds
+        assert budget.in_use == 40
+    assert budget.in_use == 30
+    other.__exit__(None, None, None)
+    assert (budget.in_use, budget.peak) == (0, 100)
+
+
+def test_a_hold_grows_past_the_whole_budget_only_alone() -> None:
+    budget = ByteBudget("b", 100)
+    with budget.hold(50) as held:
+        held.resize(500)
+        assert budget.in_use == 500
+        with pytest.raises(UnavailableError):
+            budget.acquire(0)
+    assert budget.in_use == 0
+    budget.acquire(1)
+    with budget.hold(50) as held, pytest.raises(UnavailableError):
+        held.resize(500)
+    with pytest.raises(ValueError):
+        budget.resize(2, 1)
+
+
+@given(st.lists(st.tuples(st.integers(0, 3), st.integers(0, 150)), max_size=40))
+def test_resized_holds_match_a_model(steps: list[tuple[int, int]]) -> None:
+    budget = ByteBudget("b", 100)
+    holds = [0, 0, 0, 0]
+    for which, size in steps:
+        others = sum(holds) - holds[which]
+        fits = size <= holds[which] or not others or others + size <= 100
+        try:
+            budget.resize(holds[which], size)
+            holds[which] = size
+            assert fits
+        except UnavailableError:
+            assert not fits
+        assert budget.in_use == sum(holds)
+        assert budget.in_use <= 100 or sum(1 for h in holds if h) == 1
