@@ -481,7 +481,7 @@ class ClusterNode:
                 topic = Topic(record, config, [], leadership=self.leadership)
                 topics[name] = topic
             elif record.partitions != topic.partition_count or record.configs != topic.overrides:
-                complete &= await self._update_topic(topic, assignment, record)
+                self._update_topic(topic, assignment, record)
             for index in range(assignment.partitions):
                 if self._closed:
                     return True
@@ -491,6 +491,8 @@ class ClusterNode:
                     complete &= await self._open(topic, index)
                 elif not leads and local is not None:
                     await self._close(topic, index)
+                elif local is not None:
+                    complete &= await self._apply_config(topic, local)
         return complete
 
     def _resolve(self, assignment: TopicAssignment) -> TopicConfig | None:
@@ -500,28 +502,25 @@ class ClusterNode:
             log.error("topic %s has configs this broker cannot apply: %s", assignment.name, err)
             return None
 
-    async def _update_topic(
-        self, topic: Topic, assignment: TopicAssignment, record: meta.TopicRecord
-    ) -> bool:
+    def _update_topic(self, topic: Topic, assignment: TopicAssignment, record: meta.TopicRecord) -> None:
         config = self._resolve(assignment)
-        if config is None:
-            return True
-        was_remote = topic.config.remote_storage_enable
-        changed = record.configs != topic.overrides
-        topic.reconfigure(config, record)
-        if not changed:
-            return True
-        complete = True
-        for partition in topic.partitions:
-            try:
-                await partition.update_config(config.log)
-                if not was_remote and config.log.remote_storage_enable:
-                    await self.broker.remote.attach(partition, reset_local=False)
-            except (TierlogError, OSError):
-                log.exception("applying new configs to %s failed", partition.label)
-                complete = False
-        log.info("topic %s: configs now %s", topic.name, record.configs or "defaults")
-        return complete
+        if config is not None:
+            if record.configs != topic.overrides:
+                log.info("topic %s: configs now %s", topic.name, record.configs or "defaults")
+            topic.reconfigure(config, record)
+
+    async def _apply_config(self, topic: Topic, partition: Partition) -> bool:
+        """Bring an open partition to its topic's configs (a change, or one that failed before)."""
+        config = topic.config
+        try:
+            if partition.config != config:
+                await partition.update_config(config)
+            if config.remote_storage_enable and partition.remote is None:
+                await self.broker.remote.attach(partition, reset_local=False)
+        except (TierlogError, OSError):
+            log.exception("applying the configs of topic %s to %s failed", topic.name, partition.label)
+            return False
+        return True
 
     async def _open(self, topic: Topic, index: int) -> bool:
         try:

@@ -187,6 +187,28 @@ async def test_configs_altered_on_one_broker_reach_the_leader(cluster: InprocClu
     await cluster.wait_for(lambda: partition.config.retention_ms != 12345, "the reset to reach the leader")
 
 
+async def test_a_tiered_topic_is_tiered_by_its_leaders(tmp_path: Path) -> None:
+    remote = {"remote.uri": (tmp_path / "remote").as_uri()}  # one object store for the whole cluster
+    async with InprocCluster(tmp_path, defaults=remote) as cluster:
+        await cluster.start(3)
+        await cluster.brokers[1].broker.create_topic("tiered", 3, {"remote.storage.enable": "true"})
+        await cluster.brokers[2].broker.create_topic("later", 3)
+        await cluster.wait_for(lambda: cluster.converged("tiered") and cluster.converged("later"))
+        for name in ("tiered", "later"):
+            for index, leader in enumerate(cluster.leaders(name)):
+                partition = cluster.brokers[leader].broker.topic(name).partition(index)
+                assert (partition.remote is not None) == (name == "tiered")
+        await cluster.brokers[3].broker.alter_topic_configs("later", {"remote.storage.enable": "true"})
+
+        def attached() -> bool:
+            return all(
+                cluster.brokers[leader].broker.topic("later").partition(index).remote is not None
+                for index, leader in enumerate(cluster.leaders("later"))
+            )
+
+        await cluster.wait_for(attached, "the leaders to attach the remote tier")
+
+
 async def test_partitions_added_on_one_broker_get_leaders(cluster: InprocCluster) -> None:
     await cluster.start(3)
     await cluster.brokers[1].broker.create_topic("t", 2)
