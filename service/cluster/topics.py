@@ -72,47 +72,68 @@ class ClusterTopics:
         """Create the topic with replicas over the live brokers. Not idempotent. Raises InvalidConfigError
         (as the embedded broker; also "Replication factor: R larger than available brokers: B." and
         "Topic 'x' already exists." when another broker created it first), MetadataStoreError."""
-        node = self._node
-        count, overrides = node.broker.validate_create_locally(name, partitions, configs, internal=internal)
-        if node.cache.topic(name) is not None:
+        if self._node.cache.topic(name) is not None:
             raise InvalidConfigError(f"Topic '{name}' already exists.")
-        factor = (
-            node.settings.default_replication_factor if replication_factor is None else replication_factor
-        )
-        replicas = assign_replicas(await self._live_brokers(), count, factor)
-        assignment = TopicAssignment(name, uuid.uuid4().hex, tuple(replicas), overrides)
-        key = topic_key(name)
-        if await node.store.commit([Compare(key, 0)], [Put(key, assignment.encode())]) is None:
+        assignment = await self._new_assignment(name, partitions, configs, internal, replication_factor)
+        if not await self._commit_new(assignment):
             raise InvalidConfigError(f"Topic '{name}' already exists.")
-        log.info(
-            "created topic %s: %d partitions, replication factor %d, overrides %s",
-            name,
-            count,
-            factor,
-            overrides or "none",
-        )
         return await self._settled(assignment)
 
     async def ensure(self, name: str) -> Topic:
         """The topic, auto-created (``num.partitions``, ``default.replication.factor``) when absent.
-        Idempotent; two brokers racing both answer the one topic. Raises as :meth:`create`."""
+        Idempotent; two brokers racing both answer the one topic. Raises as :meth:`create` (an illegal name
+        at once)."""
         node = self._node
         found = node.broker.local_topics.get(name)
         if found is not None:
             return found
         existing = node.cache.topic(name)
-        if existing is not None:
-            return await self._settled(existing)
-        try:
-            return await self.create(name, None, {}, internal=False, replication_factor=None)
-        except InvalidConfigError:
+        if existing is None:
+            try:
+                assignment = await self._new_assignment(name, None, {}, False, None)
+            except InvalidConfigError:
+                existing = node.cache.topic(name)
+                if existing is None:
+                    raise
+            else:
+                if await self._commit_new(assignment):
+                    return await self._settled(assignment)
+        if existing is None:  # another broker created it first: wait for this broker's cache to show it
+            await node.cache.wait_for(lambda: node.cache.topic(name) is not None, self._timeout)
             existing = node.cache.topic(name)
             if existing is None:
-                await node.cache.wait_for(lambda: node.cache.topic(name) is not None, self._timeout)
-                existing = node.cache.topic(name)
-            if existing is None:
-                raise
-            return await self._settled(existing)
+                raise UnavailableError(f"Topic {name} exists but this broker has not seen it yet; retry.")
+        return await self._settled(existing)
+
+    async def _new_assignment(
+        self,
+        name: str,
+        partitions: int | None,
+        configs: Mapping[str, str],
+        internal: bool,
+        replication_factor: int | None,
+    ) -> TopicAssignment:
+        node = self._node
+        count, overrides = node.broker.validate_create_locally(name, partitions, configs, internal=internal)
+        factor = (
+            node.settings.default_replication_factor if replication_factor is None else replication_factor
+        )
+        replicas = assign_replicas(await self._live_brokers(), count, factor)
+        return TopicAssignment(name, uuid.uuid4().hex, tuple(replicas), overrides)
+
+    async def _commit_new(self, assignment: TopicAssignment) -> bool:
+        """Put the assignment if no topic of that name exists; False when one does."""
+        key = topic_key(assignment.name)
+        if await self._node.store.commit([Compare(key, 0)], [Put(key, assignment.encode())]) is None:
+            return False
+        log.info(
+            "created topic %s: %d partitions, replication factor %d, overrides %s",
+            assignment.name,
+            assignment.partitions,
+            assignment.replication_factor,
+            assignment.configs or "none",
+        )
+        return True
 
     # ---- change ------------------------------------------------------------------------------------------
 

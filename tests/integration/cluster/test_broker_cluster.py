@@ -269,6 +269,11 @@ async def test_a_produce_to_a_missing_topic_auto_creates_it_in_the_cluster(clust
     assert status == 200 if leader == 2 else body["error_code"] == 50310
     assert all(r.broker.topic("auto").partition_count == 3 for r in cluster.brokers.values())
 
+    raced = await asyncio.gather(*(r.broker.ensure_topic("raced") for r in cluster.brokers.values()))
+    assert len({topic.topic_id for topic in raced}) == 1  # created once, every broker answers that one
+    with pytest.raises(InvalidConfigError):
+        await cluster.brokers[1].broker.ensure_topic("not a name")
+
 
 async def test_brokers_that_lose_their_sessions_register_again_and_lead_again(tmp_path: Path) -> None:
     clock = ManualClock(START_MS)
