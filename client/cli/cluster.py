@@ -13,9 +13,11 @@ import argparse
 import asyncio
 import json
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from tierlog.client.errors import BrokerUnavailableError, RequestTimeoutError
 from tierlog.client.transport import BrokerClient, PartitionInfo, segment
 from tierlog.tiering.errors import (
     CorruptRecordError,
@@ -30,11 +32,13 @@ __all__ = [
     "PartitionLeadership",
     "fetch_metadata",
     "leader_offsets",
+    "reachable_broker",
     "render_cluster",
     "run_cluster",
 ]
 
 NO_LEADER = -1
+_HEALTH_TIMEOUT_MS = 5_000  # a bootstrap broker that does not answer its health check in this is skipped
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,6 +110,29 @@ class ClusterMetadata:
             raise CorruptRecordError(
                 f"the broker's metadata answer has an unexpected shape: {err!r}"
             ) from err
+
+
+async def reachable_broker(urls: Sequence[str], *, request_timeout_ms: int = 30_000) -> BrokerClient:
+    """A started client of the first of ``urls`` that answers ``GET /health`` (the caller closes it).
+
+    Raises the error of the last one tried (BrokerUnavailableError, RequestTimeoutError) when none answers.
+    """
+    failure: TierlogError | None = None
+    for url in urls:
+        client = BrokerClient(url, request_timeout_ms=request_timeout_ms)
+        await client.start()
+        try:
+            await client.call("GET", "/health", timeout_ms=min(request_timeout_ms, _HEALTH_TIMEOUT_MS))
+        except (BrokerUnavailableError, RequestTimeoutError) as err:
+            await client.close()
+            failure = err
+            continue
+        except BaseException:
+            await client.close()
+            raise
+        return client
+    assert failure is not None, "no bootstrap URL"
+    raise failure
 
 
 async def fetch_metadata(broker: BrokerClient, topics: list[str] | None = None) -> ClusterMetadata:

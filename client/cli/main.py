@@ -1,4 +1,4 @@
-"""The client half of the ``tierlog`` command line: ``topics``, ``produce``, ``consume`` and ``groups``.
+"""The client half of the ``tierlog`` command line: topics, produce, consume, groups and cluster.
 
     tierlog topics create|list|describe|delete|alter ...
     tierlog produce TOPIC [--file F] [--key-separator SEP] [--partition N] [--compression C]
@@ -7,8 +7,10 @@
     tierlog cluster describe [--output table|json]
 
 Every command talks to ``--bootstrap-server`` (default ``$TIERLOG_BOOTSTRAP_SERVER`` or
-http://127.0.0.1:8082). Exit codes: 0 success, 1 a broker or request error (one line on stderr naming the
-error code), 2 a usage error, 130 interrupted (Ctrl-C). ``python -m tierlog ...`` runs the same commands.
+http://127.0.0.1:8082), which may list several brokers of a cluster comma-separated: ``produce`` and
+``consume`` learn the cluster from any of them, the other commands use the first that answers. Exit
+codes: 0 success, 1 a broker or request error (one line on stderr naming the error code), 2 a usage
+error, 130 interrupted (Ctrl-C). ``python -m tierlog ...`` runs the same commands.
 """
 
 from __future__ import annotations
@@ -22,10 +24,9 @@ from typing import NoReturn
 
 from tierlog.client.admin import AsyncAdmin
 from tierlog.client.cli.admin import parse_configs, run_groups, run_topics
-from tierlog.client.cli.cluster import run_cluster
+from tierlog.client.cli.cluster import reachable_broker, run_cluster
 from tierlog.client.cli.data import DEFAULT_FORMAT, check_consume_args, parse_format, run_consume, run_produce
-from tierlog.client.config import DEFAULT_BOOTSTRAP, normalise_bootstrap
-from tierlog.client.transport import BrokerClient
+from tierlog.client.config import DEFAULT_BOOTSTRAP, bootstrap_urls
 from tierlog.tiering.errors import InvalidRequestError, TierlogError
 
 __all__ = ["COMMANDS", "main"]
@@ -49,7 +50,8 @@ def _add_bootstrap(parser: _Parser, *, default: str) -> None:
         "--bootstrap-server",
         default=default,
         metavar="URL",
-        help=f"broker base URL (default $TIERLOG_BOOTSTRAP_SERVER or {DEFAULT_BOOTSTRAP})",
+        help="broker base URL, or several of one cluster comma-separated "
+        f"(default $TIERLOG_BOOTSTRAP_SERVER or {DEFAULT_BOOTSTRAP})",
     )
 
 
@@ -163,7 +165,8 @@ def _parse(argv: list[str]) -> argparse.Namespace:
     args = build_parser().parse_args(argv)
     prog = f"tierlog {args.command}"
     try:
-        args.bootstrap_server = normalise_bootstrap(args.bootstrap_server)
+        args.bootstrap_urls = bootstrap_urls(args.bootstrap_server)
+        args.bootstrap_server = ",".join(args.bootstrap_urls)
         if getattr(args, "config", None):
             parse_configs(args.config)
         if args.command == "consume":
@@ -179,8 +182,7 @@ async def _run(args: argparse.Namespace) -> int:
         return await run_produce(args)
     if args.command == "consume":
         return await run_consume(args)
-    broker = BrokerClient(args.bootstrap_server)
-    await broker.start()
+    broker = await reachable_broker(args.bootstrap_urls)
     try:
         if args.command == "cluster":
             return await run_cluster(args, broker)

@@ -282,7 +282,7 @@ def test_killed_controller_is_replaced_with_a_higher_epoch_and_cannot_write_when
 
     # The operator's view, through a surviving broker.
     wait_for("the killed broker's registration gone", lambda: registered(cluster, victim, False))
-    server = ("--bootstrap-server", cluster.url(second[0]))
+    server = ("--bootstrap-server", f"{cluster.url(victim)},{cluster.url(second[0])}")  # the dead one skipped
     described = run_cli("cluster", "describe", "--output", "json", *server)
     assert described.returncode == 0, described.stderr
     view = json.loads(described.stdout)

@@ -74,6 +74,17 @@ def test_cluster_usage_errors_exit_2(argv: list[str], capsys: pytest.CaptureFixt
     assert "tierlog cluster" in capsys.readouterr().err
 
 
+def test_a_bootstrap_list_skips_brokers_that_do_not_answer(
+    thread_broker: BrokerThread, capsys: pytest.CaptureFixture[str]
+) -> None:
+    servers = f"http://127.0.0.1:9,{thread_broker.url}"  # nothing listens on port 9
+    assert main(["cluster", "describe", "--json", "--bootstrap-server", servers]) == 0
+    assert len(json.loads(capsys.readouterr().out)["brokers"]) == 1
+    assert main(["topics", "create", "t", "--partitions", "2", "--bootstrap-server", servers]) == 0
+    assert main(["topics", "describe", "t", "--json", "--bootstrap-server", servers]) == 0
+    assert "created topic t" in capsys.readouterr().out
+
+
 def test_cluster_describe_without_a_broker_is_one_error_line(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["cluster", "describe", "--bootstrap-server", "http://127.0.0.1:9"]) == 1
     err = capsys.readouterr().err
