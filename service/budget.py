@@ -8,9 +8,12 @@ Two budgets exist, each sized by a setting (Kafka's ``queued.max.request.bytes``
 A request that does not fit is refused at once with 503 (50301, retriable) instead of queueing: memory
 stays bounded however many clients send at once. A single request larger than the whole budget is let
 through only when nothing else holds the budget, so it cannot starve and cannot stack on others.
-A hold can grow once the request shows what it will cost (:meth:`ByteBudget.resize`, under the same rule):
-the REST produce route holds the declared ``Content-Length`` before reading the body, then its estimate of
-the conversion's memory before converting.
+A hold can grow once the request shows what it will cost (:meth:`Hold.resize`): the REST produce route
+holds the declared ``Content-Length`` before reading the body, then its estimate of the conversion's
+memory before converting. A hold grows when it fits beside the others, or when it is the oldest hold: two
+requests that both read their bodies under the budget would otherwise refuse each other's growth forever,
+under a steady flood none would ever convert. So the request that has waited longest always progresses,
+and bytes in use stay below ``limit`` plus one request's size.
 A budget lives on the event loop: not thread-safe, and never awaited on.
 """
 
@@ -35,6 +38,7 @@ class ByteBudget:
         self.in_use = 0
         self.peak = 0  # the most bytes ever in use at once
         self.refused = 0  # how many acquires were refused
+        self._holds: dict[int, Hold] = {}  # the live holds, oldest first
 
     def acquire(self, size: int) -> None:
         """Take ``size`` bytes of the budget; pair with :meth:`release`. Not idempotent.
@@ -51,11 +55,11 @@ class ByteBudget:
         self.in_use += size
         self.peak = max(self.peak, self.in_use)
 
-    def resize(self, held: int, size: int) -> None:
-        """Turn a hold of ``held`` bytes (taken by :meth:`acquire`) into one of ``size`` bytes. Shrinking
-        always succeeds; growing follows :meth:`acquire`'s rule with the other holders' bytes: it is refused
-        when others hold bytes and they plus ``size`` pass the limit, so a hold larger than the whole budget
-        grows only while it is alone. Not idempotent.
+    def resize(self, held: int, size: int, *, oldest: bool = False) -> None:
+        """Turn ``held`` bytes (taken by :meth:`acquire`) into ``size`` bytes. Shrinking always succeeds;
+        growing follows :meth:`acquire`'s rule with the other holders' bytes (refused when others hold
+        bytes and they plus ``size`` pass the limit), except that the ``oldest`` hold always grows. Not
+        idempotent.
 
         Raises:
             UnavailableError: (503, 50301, retriable) the hold cannot grow now (it stays as it is).
@@ -64,7 +68,7 @@ class ByteBudget:
         if held > self.in_use or size < 0:
             raise ValueError(f"{self.name}: resizing a hold of {held} bytes to {size}, {self.in_use} in use")
         others = self.in_use - held
-        if size > held and others and others + size > self.limit:
+        if size > held and others and others + size > self.limit and not oldest:
             self.refused += 1
             raise UnavailableError(
                 f"{self.name} is full ({others} of {self.limit} bytes in use by other requests, this request "
@@ -85,10 +89,17 @@ class ByteBudget:
         bytes it holds at the end are given back. Raises UnavailableError as :meth:`acquire`."""
         self.acquire(size)
         held = Hold(self, size)
+        self._holds[id(held)] = held
         try:
             yield held
         finally:
+            del self._holds[id(held)]
             self.release(held.size)
+
+    def _is_oldest(self, held: Hold) -> bool:
+        """``held`` is the oldest live hold and no bytes are taken outside holds (their age is unknown)."""
+        first = next(iter(self._holds.values()), None)
+        return first is held and sum(h.size for h in self._holds.values()) == self.in_use
 
 
 class Hold:
@@ -99,9 +110,10 @@ class Hold:
         self.size = size
 
     def resize(self, size: int) -> None:
-        """Hold ``size`` bytes instead. Raises UnavailableError as :meth:`ByteBudget.resize` (the hold is
-        then unchanged)."""
-        self.budget.resize(self.size, size)
+        """Hold ``size`` bytes instead: it fits beside the other holders' bytes, or this is the oldest live
+        hold of the budget (see the module docstring). Raises UnavailableError as
+        :meth:`ByteBudget.resize` (the hold is then unchanged)."""
+        self.budget.resize(self.size, size, oldest=self.budget._is_oldest(self))
         self.size = size
 
 

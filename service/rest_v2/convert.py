@@ -19,15 +19,17 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from tierlog.service.rest_v2.json_stream import JsonCursor, decode_text
 from tierlog.service.rest_v2.media import EmbeddedFormat
 from tierlog.tiering.codec.batch import iter_records
 from tierlog.tiering.codec.records import Record
 from tierlog.tiering.errors import (
     BadRequestError,
+    InsufficientStorageError,
     InternalError,
     InvalidBodyError,
     InvalidRequestError,
@@ -41,10 +43,13 @@ from tierlog.tiering.partitioner import StickyPartitioner, partition_for_key
 __all__ = [
     "KAFKA_ERROR",
     "KAFKA_RETRIABLE_ERROR",
+    "CONVERSION_BYTES_PER_RECORD",
     "ProduceRecord",
+    "conversion_estimate",
     "parse_produce_body",
     "assign_partitions",
     "produce_offsets",
+    "produce_answer",
     "records_body",
     "records_to_json",
     "consumer_records",
@@ -55,6 +60,10 @@ __all__ = [
 # 200 body, never an error raised, so they are not classes of the error table.
 KAFKA_ERROR = 50002
 KAFKA_RETRIABLE_ERROR = 50003
+# Memory a produce request holds per record from parsing to its answer, measured with tracemalloc
+# (tests/unit/test_rest_v2_produce_memory.py checks the bound): the ProduceRecord and its list slot, the
+# partition list, the batch builder's Record, and the record's line of the answer.
+CONVERSION_BYTES_PER_RECORD = 400
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,12 +114,12 @@ def _partition_field(record: dict[str, Any], index: int) -> int | None:
     return raw
 
 
-def _check_schemas(body: dict[str, Any], records: list[Any], fmt: EmbeddedFormat) -> None:
-    has_key_schema = body.get("key_schema") is not None or body.get("key_schema_id") is not None
-    has_value_schema = body.get("value_schema") is not None or body.get("value_schema_id") is not None
-    if not has_key_schema and any(isinstance(r, dict) and r.get("key") is not None for r in records):
+def _check_schemas(
+    has_key_schema: bool, has_value_schema: bool, any_key: bool, any_value: bool, fmt: EmbeddedFormat
+) -> None:
+    if not has_key_schema and any_key:
         raise InvalidRequestError("Request includes keys but does not include key schema")
-    if not has_value_schema and any(isinstance(r, dict) and r.get("value") is not None for r in records):
+    if not has_value_schema and any_value:
         raise InvalidValueError("Request includes values but does not include value schema")
     raise SchemaRegistryRequiredError(
         "Payload error. Schema Registry must be configured when using schemas. "
@@ -134,36 +143,122 @@ def _record_problem(index: int, record: Any) -> str | None:
     return None
 
 
-def _check_shapes(records: list[Any]) -> None:
-    problems = [p for p in (_record_problem(i, r) for i, r in enumerate(records)) if p is not None]
-    if problems:
-        raise _invalid_body(problems)
-
-
-def _invalid_body(problems: list[str]) -> InvalidBodyError:
+def _invalid_body(problems: list[str], total: int | None = None) -> InvalidBodyError:
     shown = problems[:MAX_REPORTED_PROBLEMS]
-    more = len(problems) - len(shown)
+    more = (len(problems) if total is None else total) - len(shown)
     detail = "; ".join(shown) + (f"; and {more} more" if more else "")
     return InvalidBodyError(f"Invalid request format: {detail}")
 
 
-def _records_of(body: bytes) -> tuple[dict[str, Any], list[Any]]:
-    if not body.strip():
-        raise _invalid_body(['the request body is empty; send {"records": [...]}'])
-    try:
-        parsed = _load_json(body)
-    except ValueError as err:
-        raise BadRequestError(f"request body is not valid JSON: {err}") from None
-    if not isinstance(parsed, dict):
+class _RecordsReader:
+    """The state of one walk over a ``records`` array: converted records while all is well; once a record
+    is misshapen or fails to convert, only what the error needs (the first ten problems and their count,
+    the first conversion error, whether keys or values were seen)."""
+
+    def __init__(self, fmt: EmbeddedFormat, max_records: int | None) -> None:
+        self.fmt = fmt
+        self.max_records = max_records
+        self.count = 0
+        self.out: list[ProduceRecord] = []
+        self.problems: list[str] = []
+        self.problem_count = 0
+        self.failure: BadRequestError | None = None
+        self.any_key = self.any_value = False
+
+    def read(self, cursor: JsonCursor) -> None:
+        """Walk the array at ``cursor`` (any other value was checked by the caller). Raises InvalidBodyError
+        (422) as soon as the count passes ``max_records``, and as :class:`JsonCursor`."""
+        for index in cursor.items():
+            self.count += 1
+            if self.max_records is not None and self.count > self.max_records:
+                raise InvalidBodyError(
+                    f"Invalid request format: at least {self.count} records, "
+                    f"more than rest.produce.max.records={self.max_records}"
+                )
+            if cursor.peek() == "{":
+                self._take(index, cursor.value())
+            else:
+                self._problem(f"records[{index}] must be a JSON object, not {cursor.skip()}")
+
+    def _problem(self, problem: str) -> None:
+        self.problem_count += 1
+        if len(self.problems) < MAX_REPORTED_PROBLEMS:
+            self.problems.append(problem)
+        self.out.clear()
+
+    def _take(self, index: int, record: dict[str, Any]) -> None:
+        problem = _record_problem(index, record)
+        if problem is not None:
+            self._problem(problem)
+            return
+        self.any_key = self.any_key or record.get("key") is not None
+        self.any_value = self.any_value or record.get("value") is not None
+        if self.fmt.needs_schema or self.problem_count or self.failure is not None:
+            return  # the request fails whatever the rest holds: convert nothing more
+        try:
+            self.out.append(_convert(record, index, self.fmt))
+        except BadRequestError as err:
+            self.failure = err
+            self.out.clear()
+
+    def check(self) -> list[ProduceRecord]:
+        """The converted records, or the error that decides the request: the first misshapen record or
+        conversion error in request order (a misshapen record names every other, up to ten)."""
+        if not self.count:
+            raise _invalid_body(["'records' must be a non-empty array"])
+        if self.failure is not None:
+            raise self.failure
+        if self.problems:
+            raise _invalid_body(self.problems, self.problem_count)
+        return self.out
+
+
+def _convert(record: dict[str, Any], index: int, fmt: EmbeddedFormat) -> ProduceRecord:
+    if fmt is EmbeddedFormat.BINARY:
+        key = _binary_field(record, "key", index)
+        value = _binary_field(record, "value", index)
+    else:
+        key = _json_field(record, "key")
+        value = _json_field(record, "value")
+    return ProduceRecord(key, value, _partition_field(record, index))
+
+
+def _walk_body(cursor: JsonCursor, fmt: EmbeddedFormat, max_records: int | None) -> _RecordsReader:
+    """Walk the produce body object; returns the reader of its (last) ``records`` array."""
+    if cursor.peek() != "{":
+        cursor.skip()
+        cursor.end()
         raise _invalid_body(["the request body must be a JSON object with a 'records' array"])
-    unknown = parsed.keys() - _BODY_FIELDS
+    reader: _RecordsReader | None = None
+    records_ok = False
+    schemas: dict[str, bool] = {}
+    unknown: set[str] = set()
+    for name in cursor.members():
+        if name == "records":
+            reader = _RecordsReader(fmt, max_records)  # a repeated key: the last one wins, as in json.loads
+            records_ok = cursor.peek() == "["
+            if records_ok:
+                reader.read(cursor)
+            else:
+                cursor.skip()
+        elif name in _BODY_FIELDS:
+            schemas[name] = cursor.skip() != "NoneType"
+        else:
+            unknown.add(name)
+            cursor.skip()
+    cursor.end()
     if unknown:
         names = ", ".join(sorted(repr(name) for name in unknown))
         raise _invalid_body([f"unknown field(s) {names} in the request body"])
-    records = parsed.get("records")
-    if not isinstance(records, list) or not records:
+    if reader is None or not records_ok:
         raise _invalid_body(["'records' must be a non-empty array"])
-    return parsed, records
+    if fmt.needs_schema and reader.count:
+        if reader.problems:
+            raise _invalid_body(reader.problems, reader.problem_count)
+        has_key = schemas.get("key_schema", False) or schemas.get("key_schema_id", False)
+        has_value = schemas.get("value_schema", False) or schemas.get("value_schema_id", False)
+        _check_schemas(has_key, has_value, reader.any_key, reader.any_value, fmt)
+    return reader
 
 
 def parse_produce_body(
@@ -171,8 +266,13 @@ def parse_produce_body(
 ) -> list[ProduceRecord]:
     """Parse and convert a produce body; nothing is appended, so a failure here rejects the request whole.
 
-    ``max_records`` bounds the record count, checked right after the JSON is parsed and before any
-    record is converted. Pure and idempotent.
+    The body is walked one record at a time (:class:`~tierlog.service.rest_v2.json_stream.JsonCursor`):
+    each record is converted as soon as it is decoded and its dict dropped, so the memory is the body's
+    text and the converted records, and a worker thread running this gives up the GIL between records.
+    ``max_records`` bounds the record count: the walk stops with 422 at record ``max_records + 1``, never
+    reading further. Errors are those of parsing the whole body first: bad JSON anywhere wins over every
+    other error, then the body's shape, then the first misshapen or unconvertible record. Pure and
+    idempotent.
 
     Raises:
         BadRequestError: (40001) malformed JSON, bad base64, bad ``partition``.
@@ -183,27 +283,25 @@ def parse_produce_body(
         InvalidValueError: (42202) a schema format without the value schema it needs.
         SchemaRegistryRequiredError: (42206) a schema-based embedded format (avro, protobuf, jsonschema).
     """
-    parsed, records = _records_of(body)
-    if max_records is not None and len(records) > max_records:
-        raise InvalidBodyError(
-            f"Invalid request format: {len(records)} records, "
-            f"more than rest.produce.max.records={max_records}"
-        )
-    if fmt.needs_schema:
-        _check_shapes(records)
-        _check_schemas(parsed, records, fmt)
-    out: list[ProduceRecord] = []
-    for index, record in enumerate(records):
-        if type(record) is not dict or not _RECORD_FIELDS.issuperset(record):
-            _check_shapes(records)  # names every offending record, not only this one
-        if fmt is EmbeddedFormat.BINARY:
-            key = _binary_field(record, "key", index)
-            value = _binary_field(record, "value", index)
-        else:
-            key = _json_field(record, "key")
-            value = _json_field(record, "value")
-        out.append(ProduceRecord(key, value, _partition_field(record, index)))
-    return out
+    if not body.strip():
+        raise _invalid_body(['the request body is empty; send {"records": [...]}'])
+    try:
+        reader = _walk_body(JsonCursor(decode_text(body), _reject_constant), fmt, max_records)
+    except ValueError as err:
+        raise BadRequestError(f"request body is not valid JSON: {err}") from None
+    except RecursionError:
+        raise BadRequestError("request body is not valid JSON: nested too deeply") from None
+    return reader.check()
+
+
+def conversion_estimate(body: bytes, max_records: int | None) -> int:
+    """An upper bound of the bytes converting ``body`` holds at once: the body, its decoded text and
+    :data:`CONVERSION_BYTES_PER_RECORD` per record, counting a record per ``{`` (every record object opens
+    with one), at most ``max_records + 1``. Pure; one pass over the body in C."""
+    records = body.count(b"{")
+    if max_records is not None:
+        records = min(records, max_records + 1)
+    return 2 * len(body) + records * CONVERSION_BYTES_PER_RECORD
 
 
 def assign_partitions(
@@ -246,6 +344,15 @@ def assign_partitions(
     return result
 
 
+def _error_code(error: TierlogError) -> int:
+    """The per-record code of a failed append: 50701 for a full disk (as the native API answers it),
+    50003 for a retriable failure, 50002 otherwise (an InternalError, a broker bug, included)."""
+    if isinstance(error, InsufficientStorageError):
+        return error.code
+    retriable = error.retriable and not isinstance(error, InternalError)
+    return KAFKA_RETRIABLE_ERROR if retriable else KAFKA_ERROR
+
+
 def produce_offsets(
     total: int, outcomes: Sequence[tuple[int, Sequence[int], int | TierlogError]]
 ) -> list[dict[str, Any]]:
@@ -254,14 +361,15 @@ def produce_offsets(
     ``outcomes`` holds, per partition, the request positions of its records and either the base offset
     its batch got or the error its append raised. A failed append marks each of its records with
     error_code 50003 when the error is retriable and 50002 otherwise, partition and offset null, as
-    Confluent's proxy reports producer errors. An :class:`InternalError` (a broker bug) is reported as 50002:
-    the native client retries it with backoff, but it is no retriable Kafka error. Pure.
+    Confluent's proxy reports producer errors; a full disk is 50701 (InsufficientStorageError, retriable
+    once space is freed), the code the native API answers it with. An :class:`InternalError` (a broker
+    bug) is reported as 50002: the native client retries it with backoff, but it is no retriable Kafka
+    error. Pure.
     """
     offsets: list[dict[str, Any]] = [{} for _ in range(total)]
     for partition, positions, outcome in outcomes:
         if isinstance(outcome, TierlogError):
-            retriable = outcome.retriable and not isinstance(outcome, InternalError)
-            code = KAFKA_RETRIABLE_ERROR if retriable else KAFKA_ERROR
+            code = _error_code(outcome)
             for i in positions:
                 offsets[i] = {"partition": None, "offset": None, "error_code": code, "error": outcome.message}
         else:
@@ -273,6 +381,35 @@ def produce_offsets(
                     "error": None,
                 }
     return offsets
+
+
+def produce_answer(partitions: Sequence[int], outcomes: Mapping[int, int | TierlogError]) -> bytearray:
+    """The whole produce answer as compact UTF-8 JSON, the text ``dump_json`` makes of
+    ``{"offsets": produce_offsets(...), "key_schema_id": null, "value_schema_id": null}``, written record
+    by record without a dict per record (a 500k-record answer as dicts took 100 MB).
+
+    ``partitions`` is each record's partition in request order; ``outcomes`` the base offset of each
+    partition's batch or the error its append raised. Pure.
+    """
+    failed = {
+        p: b'{"partition":null,"offset":null,"error_code":%d,"error":%b}'
+        % (_error_code(o), dump_json(o.message))
+        for p, o in outcomes.items()
+        if isinstance(o, TierlogError)
+    }
+    next_offset = {p: o for p, o in outcomes.items() if not isinstance(o, TierlogError)}
+    out = bytearray(b'{"offsets":[')
+    for position, partition in enumerate(partitions):
+        if position:
+            out += b","
+        line = failed.get(partition)
+        if line is None:
+            offset = next_offset[partition]
+            next_offset[partition] = offset + 1
+            line = b'{"partition":%d,"offset":%d,"error_code":null,"error":null}' % (partition, offset)
+        out += line
+    out += b'],"key_schema_id":null,"value_schema_id":null}'
+    return out
 
 
 def _embed(data: bytes | None, fmt: EmbeddedFormat, *, what: str, offset: int) -> str:

@@ -35,9 +35,10 @@ from tierlog.service.cluster.proxy import RoutedPartition, routed_partition, set
 from tierlog.service.rest_v2.convert import (
     ProduceRecord,
     assign_partitions,
+    conversion_estimate,
     dump_json,
     parse_produce_body,
-    produce_offsets,
+    produce_answer,
     records_body,
     records_to_json,
 )
@@ -259,6 +260,23 @@ def _produce_type(request: web.Request) -> EmbeddedFormat:
     return fmt
 
 
+async def _append(
+    app: web.Application, name: str, batches: dict[int, bytes]
+) -> dict[int, int | TierlogError]:
+    """Append each partition's batch through its leader, all at once: the base offset each got, or the
+    error its append raised. Raises LeaderNotAvailableError (50311) before appending anything when a
+    partition has no live leader, and any error that is not a TierlogError (a bug)."""
+    routes = {p: routed_partition(app, name, p) for p in batches}
+    order = list(batches)
+    results = await asyncio.gather(*(routes[p].append(batches[p]) for p in order), return_exceptions=True)
+    outcomes: dict[int, int | TierlogError] = {}
+    for partition, result in zip(order, results, strict=True):
+        if isinstance(result, BaseException) and not isinstance(result, TierlogError):
+            raise result
+        outcomes[partition] = result if isinstance(result, TierlogError) else result.base_offset
+    return outcomes
+
+
 async def _produce(request: web.Request, *, fixed: int | None) -> web.Response:
     """Validate the whole request, then append one batch per partition and report per-record offsets.
 
@@ -267,45 +285,46 @@ async def _produce(request: web.Request, *, fixed: int | None) -> web.Response:
     UnknownTopicError / UnknownPartitionError (40401/40402), RecordTooLargeError (413),
     InvalidBodyError (422: more than ``rest.produce.max.records``), UnavailableError (503/50301, retriable:
     ``rest.produce.conversion.max.bytes`` is full), LeaderNotAvailableError (503/50311, retriable: a
-    partition of the request has no live leader; nothing is appended). Each partition's batch is appended
-    by its leader (locally or through the proxy). The body holds its bytes of that budget from parsing
-    until its batches are built; the count and a lower bound of each batch's size are checked before any
-    batch is built. Append failures after validation are reported per record with error_code 50002 (or
-    50003 when retriable), as Confluent's proxy does.
+    partition of the request has no live leader; nothing is appended), InsufficientStorageError (507/50701:
+    the disk is full while the topic is auto-created). Each partition's batch is appended by its leader
+    (locally or through the proxy).
+
+    Memory is bounded by the conversion budget from before the body is read to the answer: the request
+    holds its declared ``Content-Length`` (refused at once when the budget is full), then
+    :func:`~tierlog.service.rest_v2.convert.conversion_estimate` of the body. Parsing, partitioning, batch
+    building and the answer run in a worker thread that gives the GIL up between records; the count and a
+    lower bound of each batch's size are checked before any batch is built. Append failures after
+    validation are reported per record with error_code 50002 (50003 when retriable, 50701 for a full
+    disk), as Confluent's proxy does.
     """
     fmt = _produce_type(request)
     content_type = _metadata_type(request)
     name = topic_name(request)
-    body = await read_body(request)
     max_records = request.app[SETTINGS].rest_produce_max_records
-    with request.app[CONVERSION_BUDGET].hold(len(body)):
-        records = await offload(len(body), lambda: parse_produce_body(body, fmt, max_records=max_records))
+    with request.app[CONVERSION_BUDGET].hold(0) as held:
+        body = await read_body(request, held)
+        size = len(body)
+        held.resize(await offload(size, lambda: conversion_estimate(body, max_records)))
+        records = await offload(size, lambda: parse_produce_body(body, fmt, max_records=max_records))
+        body = b""
         topic = await _broker(request).ensure_topic(name)
         partition_count = len(_partition_views(_broker(request), name))
-        partitions = assign_partitions(
-            records, partition_count, topic=name, sticky=request.app[STICKY], fixed=fixed
-        )
-        routes = {p: routed_partition(request.app, name, p) for p in dict.fromkeys(partitions)}
+        sticky = request.app[STICKY]
         config = topic.config
         max_bytes, compression = config.max_message_bytes, _compression(config)
 
-        def convert() -> dict[int, tuple[list[int], bytes]]:
+        def convert() -> tuple[list[int], dict[int, tuple[list[int], bytes]]]:
+            partitions = assign_partitions(records, partition_count, topic=name, sticky=sticky, fixed=fixed)
             _check_fit(records, partitions, compression, max_bytes)
-            return _build_batches(records, partitions, compression, max_bytes)
+            return partitions, _build_batches(records, partitions, compression, max_bytes)
 
-        built = await offload(len(body), convert)
-    order = list(built)
-    results = await asyncio.gather(*(routes[p].append(built[p][1]) for p in order), return_exceptions=True)
-    outcomes: list[tuple[int, list[int], int | TierlogError]] = []
-    for partition, result in zip(order, results, strict=True):
-        if isinstance(result, BaseException) and not isinstance(result, TierlogError):
-            raise result
-        outcome = result if isinstance(result, TierlogError) else result.base_offset
-        outcomes.append((partition, built[partition][0], outcome))
-    offsets = produce_offsets(len(records), outcomes)
-    count(request, "tierlog_http_body_bytes_total", len(body), api="rest", direction="in", topic=name)
-    answer = {"offsets": offsets, "key_schema_id": None, "value_schema_id": None}
-    return _json(answer, content_type)
+        partitions, built = await offload(size, convert)
+        records = []
+        outcomes = await _append(request.app, name, {p: batch for p, (_, batch) in built.items()})
+        built.clear()
+        answer = await offload(size, lambda: produce_answer(partitions, outcomes))
+    count(request, "tierlog_http_body_bytes_total", size, api="rest", direction="in", topic=name)
+    return web.Response(body=answer, content_type=content_type)
 
 
 def _records_offer(request: web.Request) -> Offer:

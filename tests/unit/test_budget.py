@@ -72,7 +72,7 @@ def test_a_hold_grows_within_the_limit_and_keeps_its_bytes_when_refused() -> Non
     assert (budget.in_use, budget.peak) == (0, 100)
 
 
-def test_a_hold_grows_past_the_whole_budget_only_alone() -> None:
+def test_a_hold_grows_past_the_whole_budget_alone_or_as_the_oldest() -> None:
     budget = ByteBudget("b", 100)
     with budget.hold(50) as held:
         held.resize(500)
@@ -80,9 +80,16 @@ def test_a_hold_grows_past_the_whole_budget_only_alone() -> None:
         with pytest.raises(UnavailableError):
             budget.acquire(0)
     assert budget.in_use == 0
-    budget.acquire(1)
-    with budget.hold(50) as held, pytest.raises(UnavailableError):
-        held.resize(500)
+    with budget.hold(40) as first, budget.hold(40) as second:
+        with pytest.raises(UnavailableError):
+            second.resize(61)  # the younger hold waits for the older one: refused, not queued
+        first.resize(300)  # the oldest always progresses, so two holds never refuse each other forever
+        assert budget.in_use == 340
+        with pytest.raises(UnavailableError):
+            second.resize(41)
+        second.resize(0)
+        assert (budget.in_use, budget.refused) == (300, 3)
+    assert budget.in_use == 0
     with pytest.raises(ValueError):
         budget.resize(2, 1)
 

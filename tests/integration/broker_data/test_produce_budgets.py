@@ -13,6 +13,7 @@ from tests.integration.broker import Client
 from tests.integration.broker_data.conftest import MakeClient
 from tests.integration.broker_data.helpers import BATCHES, BINARY, b64, expect_error
 from tierlog.service.budget import ACKS0_BUDGET, CONVERSION_BUDGET
+from tierlog.service.rest_v2.convert import conversion_estimate
 from tierlog.tiering.codec.batch import build_batch
 from tierlog.tiering.codec.records import Record
 
@@ -46,7 +47,8 @@ async def test_a_full_conversion_budget_answers_503_then_admits_again(make_clien
 
 async def test_concurrent_large_bodies_are_refused_not_queued(make_client: MakeClient) -> None:
     body = rest_body(300, 1000)  # about 400 KiB of JSON each
-    limit = 2 * len(body)
+    estimate = conversion_estimate(body, 100_000)  # what one conversion holds once its body is read
+    limit = 2 * estimate
     client = await make_client(**{"rest.produce.conversion.max.bytes": str(limit)})
     budget = client.app[CONVERSION_BUDGET]
     answers = await asyncio.gather(*(post_rest(client, body) for _ in range(8)))
@@ -55,7 +57,7 @@ async def test_concurrent_large_bodies_are_refused_not_queued(make_client: MakeC
     assert all(a["error_code"] == 50301 for s, a in answers if s == 503)
     assert 200 in statuses
     assert budget.refused == statuses.count(503)
-    assert budget.peak <= limit
+    assert budget.peak <= limit + estimate  # the oldest request may grow past the limit, one at a time
     assert budget.in_use == 0
 
 

@@ -1,0 +1,181 @@
+"""The streaming produce-body parser against a reference model: ``json.loads`` of the whole body, then the
+checks as the broker made them before the parser walked records one at a time (issue 11).
+
+Every body, valid or not, must get the same records or the same error (kind, code and message), except
+that too many records are refused before the rest of the body is read.
+"""
+
+from __future__ import annotations
+
+import json
+import tracemalloc
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tierlog.service.rest_v2.convert import (
+    CONVERSION_BYTES_PER_RECORD,
+    ProduceRecord,
+    _binary_field,
+    _json_field,
+    _partition_field,
+    _record_problem,
+    conversion_estimate,
+    parse_produce_body,
+)
+from tierlog.service.rest_v2.media import EmbeddedFormat
+from tierlog.tiering.errors import (
+    BadRequestError,
+    InvalidBodyError,
+    InvalidRequestError,
+    InvalidValueError,
+    SchemaRegistryRequiredError,
+    TierlogError,
+)
+
+_BODY_FIELDS = frozenset(("records", "key_schema", "key_schema_id", "value_schema", "value_schema_id"))
+_RECORD_FIELDS = frozenset(("key", "value", "partition"))
+
+
+def _reject(name: str) -> Any:
+    raise ValueError(f"{name} is not valid JSON")
+
+
+def _invalid(problems: list[str]) -> InvalidBodyError:
+    shown = problems[:10]
+    more = len(problems) - len(shown)
+    return InvalidBodyError(
+        "Invalid request format: " + "; ".join(shown) + (f"; and {more} more" if more else "")
+    )
+
+
+def reference(body: bytes, fmt: EmbeddedFormat) -> list[ProduceRecord]:
+    """The parser as it was: the whole body through json.loads, then the checks."""
+    if not body.strip():
+        raise _invalid(['the request body is empty; send {"records": [...]}'])
+    try:
+        parsed = json.loads(body, parse_constant=_reject)
+    except ValueError as err:
+        raise BadRequestError(f"request body is not valid JSON: {err}") from None
+    if not isinstance(parsed, dict):
+        raise _invalid(["the request body must be a JSON object with a 'records' array"])
+    unknown = parsed.keys() - _BODY_FIELDS
+    if unknown:
+        raise _invalid(
+            [f"unknown field(s) {', '.join(sorted(repr(n) for n in unknown))} in the request body"]
+        )
+    records = parsed.get("records")
+    if not isinstance(records, list) or not records:
+        raise _invalid(["'records' must be a non-empty array"])
+    problems = [p for p in (_record_problem(i, r) for i, r in enumerate(records)) if p is not None]
+    if fmt.needs_schema:
+        if problems:
+            raise _invalid(problems)
+        has_key = parsed.get("key_schema") is not None or parsed.get("key_schema_id") is not None
+        has_value = parsed.get("value_schema") is not None or parsed.get("value_schema_id") is not None
+        if not has_key and any(r.get("key") is not None for r in records):
+            raise InvalidRequestError("Request includes keys but does not include key schema")
+        if not has_value and any(r.get("value") is not None for r in records):
+            raise InvalidValueError("Request includes values but does not include value schema")
+        raise SchemaRegistryRequiredError("registry")
+    out = []
+    for index, record in enumerate(records):
+        if _record_problem(index, record) is not None:
+            raise _invalid(problems)
+        if fmt is EmbeddedFormat.BINARY:
+            key, value = _binary_field(record, "key", index), _binary_field(record, "value", index)
+        else:
+            key, value = _json_field(record, "key"), _json_field(record, "value")
+        out.append(ProduceRecord(key, value, _partition_field(record, index)))
+    return out
+
+
+def outcome(fn: Any, body: bytes, fmt: EmbeddedFormat) -> object:
+    try:
+        return fn(body, fmt)
+    except SchemaRegistryRequiredError as err:
+        return (type(err), err.code)  # the message names the format; the reference's is a stub
+    except TierlogError as err:
+        return (type(err), err.code, err.message)
+
+
+scalars = st.one_of(
+    st.none(), st.booleans(), st.integers(-3, 300), st.sampled_from(["YQ==", "aGk=", "not base64!", "", "é"])
+)
+records = st.one_of(
+    st.dictionaries(st.sampled_from(["key", "value", "partition", "valur"]), scalars, max_size=3),
+    scalars,
+    st.lists(scalars, max_size=2),
+)
+bodies = st.dictionaries(
+    st.sampled_from(["records", "key_schema", "value_schema_id", "extra"]),
+    st.one_of(st.lists(records, max_size=14), scalars),
+    max_size=3,
+)
+texts = st.builds(
+    lambda value, indent: json.dumps(value, indent=indent, ensure_ascii=False),
+    st.one_of(bodies, st.lists(records, max_size=3), scalars),
+    st.sampled_from([None, 1]),
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    texts,
+    st.integers(0, 400),
+    st.sampled_from(["", "x", ",", "]", "}", "{", '"', " ", "NaN", "\ufeff", ":"]),
+    st.booleans(),
+    st.sampled_from(list(EmbeddedFormat)),
+    st.sampled_from(["utf-8", "utf-16"]),
+)
+def test_the_streaming_parser_answers_as_the_whole_body_parser(
+    text: str, at: int, insert: str, cut: bool, fmt: EmbeddedFormat, encoding: str
+) -> None:
+    if insert or cut:
+        at = min(at, len(text))
+        text = text[:at] + insert + ("" if cut else text[at:])
+    body = text.encode(encoding, "surrogatepass")
+    assert outcome(parse_produce_body, body, fmt) == outcome(reference, body, fmt)
+
+
+def test_too_many_records_are_refused_without_reading_the_rest() -> None:
+    body = b'{"records":[' + b'{"value":null},' * 20 + b"garbage"
+    with pytest.raises(InvalidBodyError) as info:
+        parse_produce_body(body, EmbeddedFormat.JSON, max_records=10)
+    assert (
+        info.value.message
+        == "Invalid request format: at least 11 records, more than rest.produce.max.records=10"
+    )
+
+
+def test_deep_nesting_is_a_bad_request_not_a_crash() -> None:
+    body = b'{"records":[{"value":' + b"[" * 100_000 + b"]" * 100_000 + b"}]}"
+    with pytest.raises(BadRequestError):
+        parse_produce_body(body, EmbeddedFormat.JSON)
+
+
+@pytest.mark.parametrize(
+    ("one", "fmt"),
+    [
+        (b'{"value":null}', EmbeddedFormat.JSON),
+        (b'{"key":"a2V5","value":"dmFsdWU="}', EmbeddedFormat.BINARY),
+        (b'{"value":{"a":[1,2,3]},"partition":0}', EmbeddedFormat.JSON),
+    ],
+)
+def test_conversion_memory_stays_within_the_estimate(one: bytes, fmt: EmbeddedFormat) -> None:
+    """The records a parse keeps, with their partitions and answer lines, fit the per-record estimate."""
+    count = 50_000
+    body = b'{"records":[' + b",".join([one] * count) + b"]}"
+    tracemalloc.start()
+    try:
+        records = parse_produce_body(body, fmt)
+        partitions = [0] * len(records)
+        answer = [b'{"partition":0,"offset":%d,"error_code":null,"error":null}' % i for i in range(count)]
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert len(records) == len(partitions) == len(answer) == count
+    assert peak <= conversion_estimate(body, None)
+    assert peak - 2 * len(body) <= count * CONVERSION_BYTES_PER_RECORD
