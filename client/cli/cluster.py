@@ -31,6 +31,7 @@ __all__ = [
     "ClusterMetadata",
     "PartitionLeadership",
     "fetch_metadata",
+    "offline_partitions",
     "leader_offsets",
     "reachable_broker",
     "render_cluster",
@@ -38,6 +39,7 @@ __all__ = [
 ]
 
 NO_LEADER = -1
+_OFFLINE_SHOWN = 10  # offline partitions named in the text form (all of them in JSON)
 _HEALTH_TIMEOUT_MS = 5_000  # a bootstrap broker that does not answer its health check in this is skipped
 
 
@@ -189,23 +191,52 @@ async def leader_offsets(
     return result
 
 
+def _leader_counts(meta: ClusterMetadata) -> dict[int, int]:
+    counts = {b.broker_id: 0 for b in meta.brokers}
+    for partitions in meta.topics.values():
+        for p in partitions:
+            if p.leader in counts:
+                counts[p.leader] += 1
+    return counts
+
+
+def offline_partitions(meta: ClusterMetadata) -> list[tuple[str, int]]:
+    """``(topic, partition)`` of every partition without a live leader (Kafka's offline partitions). Pure."""
+    live = {b.broker_id for b in meta.brokers}
+    return [
+        (topic, p.partition)
+        for topic, partitions in sorted(meta.topics.items())
+        for p in partitions
+        if p.leader == NO_LEADER or p.leader not in live
+    ]
+
+
 def render_cluster(meta: ClusterMetadata) -> str:
     """The text form of ``tierlog cluster describe``. Pure."""
     controller = str(meta.controller_id) if meta.controller_id != NO_LEADER else "none"
+    offline = offline_partitions(meta)
     lines = [
         f"Cluster: {meta.cluster_id}  Controller: {controller}  ControllerEpoch: {meta.controller_epoch}  "
-        f"Brokers: {len(meta.brokers)}"
+        f"Brokers: {len(meta.brokers)}  OfflinePartitions: {len(offline)}"
     ]
-    rows = [["BROKER", "URL", "RACK", "CONTROLLER"]]
+    counts = _leader_counts(meta)
+    rows = [["BROKER", "URL", "RACK", "LEADER-OF", "CONTROLLER"]]
     rows += [
-        [str(b.broker_id), b.url, b.rack or "-", "yes" if b.broker_id == meta.controller_id else ""]
+        [str(b.broker_id), b.url, b.rack or "-", str(counts[b.broker_id]),
+         "yes" if b.broker_id == meta.controller_id else ""]
         for b in meta.brokers
-    ]
+    ]  # fmt: skip
     lines.append(table(rows))
+    if offline:
+        shown = ", ".join(f"{t}-{p}" for t, p in offline[:_OFFLINE_SHOWN])
+        more = f" and {len(offline) - _OFFLINE_SHOWN} more" if len(offline) > _OFFLINE_SHOWN else ""
+        lines.append(f"Offline (no live leader): {shown}{more}")
     return "\n".join(lines)
 
 
 def cluster_json(meta: ClusterMetadata) -> dict[str, Any]:
+    """The ``--output json`` form of ``tierlog cluster describe``. Pure."""
+    counts = _leader_counts(meta)
     return {
         "cluster_id": meta.cluster_id,
         "controller_id": meta.controller_id,
@@ -216,9 +247,11 @@ def cluster_json(meta: ClusterMetadata) -> dict[str, Any]:
                 "url": b.url,
                 "rack": b.rack,
                 "is_controller": b.broker_id == meta.controller_id,
+                "leader_of": counts[b.broker_id],
             }
             for b in meta.brokers
         ],
+        "offline_partitions": [{"topic": t, "partition": p} for t, p in offline_partitions(meta)],
     }
 
 

@@ -288,6 +288,8 @@ def test_killed_controller_is_replaced_with_a_higher_epoch_and_cannot_write_when
     view = json.loads(described.stdout)
     assert (view["controller_id"], view["controller_epoch"]) == second
     assert sorted(b["broker_id"] for b in view["brokers"]) == sorted(set(cluster.brokers) - {victim})
+    offline = {(o["topic"], o["partition"]) for o in view["offline_partitions"]}
+    assert offline == {(TOPIC, p) for p in led_by_victim}
     topic = run_cli("topics", "describe", TOPIC, "--json", *server)
     assert topic.returncode == 0, topic.stderr
     for p in json.loads(topic.stdout)["partitions"]:

@@ -26,6 +26,7 @@ def test_cluster_describe_names_the_broker_as_controller(
     assert len(described["brokers"]) == 1  # its URL is the advertised.url the test broker was given
     assert described["brokers"][0]["is_controller"] is True
     assert described["brokers"][0]["rack"] is None
+    assert described["offline_partitions"] == []
     assert described["cluster_id"]
 
     assert run(thread_broker, "cluster", "describe") == 0
@@ -33,9 +34,11 @@ def test_cluster_describe_names_the_broker_as_controller(
     assert lines[0].startswith(
         f"Cluster: {described['cluster_id']}  Controller: {described['controller_id']}"
     )
-    assert lines[1].split() == ["BROKER", "URL", "RACK", "CONTROLLER"]
+    assert lines[1].split() == ["BROKER", "URL", "RACK", "LEADER-OF", "CONTROLLER"]
     url = described["brokers"][0]["url"]
-    assert lines[2].split() == [str(described["controller_id"]), url, "-", "yes"]
+    leads = str(described["brokers"][0]["leader_of"])
+    assert lines[2].split() == [str(described["controller_id"]), url, "-", leads, "yes"]
+    assert lines[0].endswith("OfflinePartitions: 0") and len(lines) == 3
     assert run(thread_broker, "cluster", "describe", "--json") == 0
     assert json.loads(capsys.readouterr().out) == described
 
@@ -46,7 +49,9 @@ def test_topics_describe_shows_leaders_replicas_and_isr(
     assert run(thread_broker, "topics", "create", "orders", "--partitions", "3") == 0
     capsys.readouterr()
     assert run(thread_broker, "cluster", "describe", "--json") == 0
-    me = json.loads(capsys.readouterr().out)["controller_id"]
+    cluster = json.loads(capsys.readouterr().out)
+    me = cluster["controller_id"]
+    assert cluster["brokers"][0]["leader_of"] >= 3  # orders' three partitions (and any internal ones)
 
     assert run(thread_broker, "topics", "describe", "orders", "--json") == 0
     described = json.loads(capsys.readouterr().out)
