@@ -61,6 +61,7 @@ class Partition:
         self._executor = executor  # log I/O threads (``log.io.threads``); None: the loop's default
         self._data = asyncio.Event()
         self._closed = False
+        self._closed_reason: TierlogError | None = None
         self._interrupted = False
         self._inflight = 0
         self._idle = asyncio.Event()
@@ -250,14 +251,18 @@ class Partition:
         self._interrupted = True
         self._wake()
 
-    async def close(self) -> None:
+    async def close(self, reason: TierlogError | None = None) -> None:
         """Stop accepting calls, wake long polls, wait for calls in flight, then flush and close the log.
 
-        Idempotent. Raises UnavailableError if the final flush fails (the log is closed anyway).
+        ``reason`` is what later calls raise (a broker that stops leading the partition passes a
+        NotLeaderOrFollowerError naming the new leader); by default they raise UnknownTopicError, the
+        topic being deleted or the broker closing. Idempotent. Raises UnavailableError if the final flush
+        fails (the log is closed anyway).
         """
         if self._closed:
             return
         self._closed = True
+        self._closed_reason = reason
         self._wake()
         await self._idle.wait()
         await self._run(self._log.close)
@@ -365,6 +370,8 @@ class Partition:
 
     def _check_open(self) -> None:
         if self._closed:
+            if self._closed_reason is not None:
+                raise self._closed_reason
             raise UnknownTopicError(f"Topic not found. ({self.topic})")
 
     @contextlib.asynccontextmanager

@@ -540,8 +540,13 @@ class ClusterNode:
         partition = topic.remove_local(index)
         if partition is None:
             return
+        reason: TierlogError | None = None
+        try:  # requests still on their way to the closed log are told who leads now
+            self.leadership(topic.name, index, None)
+        except TierlogError as err:
+            reason = err
         try:
-            await partition.close()
+            await partition.close(reason)
         except (TierlogError, OSError):
             log.exception("closing %s failed", partition.label)
         self.broker.remote.detach(partition)

@@ -26,11 +26,13 @@ from tierlog.service.cluster.local_store import LocalMetadataStore
 from tierlog.service.cluster.model import (
     NO_LEADER,
     BrokerRegistration,
+    PartitionState,
     TopicAssignment,
     broker_key,
+    partition_key,
     topic_key,
 )
-from tierlog.service.cluster.store import Delete, Put
+from tierlog.service.cluster.store import Compare, Delete, Put
 from tierlog.tiering.codec.batch import build_batch
 from tierlog.tiering.codec.records import Record
 from tierlog.tiering.errors import InvalidConfigError, LeaderNotAvailableError, NotLeaderOrFollowerError
@@ -108,6 +110,26 @@ async def test_produce_to_the_leader_succeeds_and_elsewhere_names_the_leader(clu
             cluster.brokers[leader].url,
             0,
         )
+
+
+async def test_a_request_reaching_a_partition_just_handed_over_is_told_the_new_leader(
+    cluster: InprocCluster,
+) -> None:
+    await cluster.start(2)
+    await cluster.brokers[1].broker.create_topic("t", 1)
+    await cluster.wait_for(lambda: cluster.converged("t"))
+    leader, epoch = leader_of(cluster, "t", 0)
+    other = next(b for b in cluster.brokers if b != leader)
+    part = cluster.brokers[leader].broker.topic("t").partition(0)  # a request holding the local partition
+    key = partition_key("t", 0)
+    found = await cluster.store.get(key)
+    assert found is not None
+    moved = PartitionState(leader=other, leader_epoch=epoch + 1, isr=(other,), partition_epoch=9)
+    assert await cluster.store.commit([Compare(key, found.mod_revision)], [Put(key, moved.encode())])
+    await cluster.wait_for(lambda: part.closed, "the old leader to close the partition")
+    with pytest.raises(NotLeaderOrFollowerError) as raised:
+        await part.append(batch(b"late"))
+    assert (raised.value.leader_id, raised.value.leader_epoch) == (other, epoch + 1)
 
 
 async def test_a_leader_that_leaves_and_returns_leads_again_with_a_higher_epoch(
