@@ -121,11 +121,12 @@ async def test_a_request_reaching_a_partition_just_handed_over_is_told_the_new_l
     leader, epoch = leader_of(cluster, "t", 0)
     other = next(b for b in cluster.brokers if b != leader)
     part = cluster.brokers[leader].broker.topic("t").partition(0)  # a request holding the local partition
-    key = partition_key("t", 0)
-    found = await cluster.store.get(key)
+    key, store = partition_key("t", 0), cluster.store
+    assert store is not None
+    found = await store.get(key)
     assert found is not None
     moved = PartitionState(leader=other, leader_epoch=epoch + 1, isr=(other,), partition_epoch=9)
-    assert await cluster.store.commit([Compare(key, found.mod_revision)], [Put(key, moved.encode())])
+    assert await store.commit([Compare(key, found.mod_revision)], [Put(key, moved.encode())])
     await cluster.wait_for(lambda: part.closed, "the old leader to close the partition")
     with pytest.raises(NotLeaderOrFollowerError) as raised:
         await part.append(batch(b"late"))
