@@ -15,46 +15,44 @@ its local directories removed, and the remote data of the partitions this broker
 of a topic's configs is applied to the open partitions. A partition that fails to open is logged and
 retried on a later pass.
 
-**The data directory** records, in ``tierlog-cluster.json`` (:class:`LocalTopicIds`), the cluster and broker
-it belongs to and the topic id of every topic it holds data of. A broker refuses a data directory of
-another cluster or broker id (Kafka's ``InconsistentClusterIdException``), and at start-up removes the
-directories of topics deleted, or deleted and re-created under a new id, while it was down: a re-created
-topic never serves the old one's data.
+**The data directory** records, in ``tierlog-cluster.json``
+(:class:`~tierlog.service.cluster.datadir.LocalTopicIds`), the cluster and broker it belongs to and the topic
+id of every topic it holds data of. A broker refuses a data directory of another cluster or broker id
+(Kafka's ``InconsistentClusterIdException``), and at start-up removes the directories of topics deleted, or
+deleted and re-created under a new id, while it was down: a re-created topic never serves the old one's
+data.
 
-Every store call goes through :class:`InstrumentedMetadataStore`: ``tierlog_metadata_request_seconds``
-(a histogram by ``op``) and ``tierlog_metadata_errors_total``.
+Every store call goes through
+:class:`~tierlog.service.cluster.instrumented.InstrumentedMetadataStore`:
+``tierlog_metadata_request_seconds`` (a histogram by ``op``) and ``tierlog_metadata_errors_total``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
-import os
-import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from tierlog.service import metadata as meta
 from tierlog.service.cluster.cache import MetadataCache
 from tierlog.service.cluster.controller import Controller
+from tierlog.service.cluster.datadir import LocalTopicIds, partition_dirs
+from tierlog.service.cluster.instrumented import InstrumentedMetadataStore
 from tierlog.service.cluster.membership import Membership
 from tierlog.service.cluster.model import CLUSTER_ID, NO_LEADER, BrokerRegistration, TopicAssignment
 from tierlog.service.cluster.store import (
     Compare,
-    KeyValue,
     MetadataStore,
     MetadataStoreError,
-    Op,
     Put,
-    WatchEvent,
 )
 from tierlog.service.cluster.topics import ClusterTopics
-from tierlog.service.metrics import Metrics, Sample
+from tierlog.service.metrics import Sample
 from tierlog.service.topic import Topic
 from tierlog.service.topic_configs import TopicConfig
 from tierlog.tiering.errors import (
@@ -63,137 +61,17 @@ from tierlog.tiering.errors import (
     NotLeaderOrFollowerError,
     TierlogError,
     UnavailableError,
-    storage_error,
 )
 
 if TYPE_CHECKING:
     from tierlog.service.broker import Broker
     from tierlog.service.partition import Partition
 
-__all__ = ["ClusterNode", "InstrumentedMetadataStore", "LocalTopicIds"]
+__all__ = ["ClusterNode"]
 
 log = logging.getLogger("tierlog.cluster.node")
 
 RETRY_S = 1.0  # a failed reconcile step is tried again after this long
-
-
-class InstrumentedMetadataStore(MetadataStore):
-    """``inner`` with every call timed into ``tierlog_metadata_request_seconds{op}`` and every failure
-    counted in ``tierlog_metadata_errors_total{op}``. Watches pass through untimed. Same contract as
-    ``inner``."""
-
-    def __init__(self, inner: MetadataStore, metrics: Metrics) -> None:
-        self.inner = inner
-        self._metrics = metrics
-        metrics.describe(
-            "tierlog_metadata_request_seconds", "histogram", "Latency of metadata store calls, by op"
-        )
-        metrics.describe("tierlog_metadata_errors_total", "counter", "Failed metadata store calls, by op")
-
-    async def _timed(self, op: str, call: Any) -> Any:
-        started = time.perf_counter()
-        try:
-            return await call
-        except MetadataStoreError:
-            self._metrics.inc("tierlog_metadata_errors_total", op=op)
-            raise
-        finally:
-            self._metrics.observe("tierlog_metadata_request_seconds", time.perf_counter() - started, op=op)
-
-    async def start(self) -> None:
-        await self._timed("start", self.inner.start())
-
-    async def close(self) -> None:
-        await self.inner.close()
-
-    async def get(self, key: str) -> KeyValue | None:
-        found: KeyValue | None = await self._timed("get", self.inner.get(key))
-        return found
-
-    async def range(self, prefix: str) -> tuple[list[KeyValue], int]:
-        found: tuple[list[KeyValue], int] = await self._timed("range", self.inner.range(prefix))
-        return found
-
-    async def commit(self, compares: Sequence[Compare], ops: Sequence[Op]) -> int | None:
-        revision: int | None = await self._timed("commit", self.inner.commit(compares, ops))
-        return revision
-
-    async def grant_lease(self, ttl_seconds: int) -> int:
-        lease: int = await self._timed("grant_lease", self.inner.grant_lease(ttl_seconds))
-        return lease
-
-    async def keep_alive(self, lease: int) -> None:
-        await self._timed("keep_alive", self.inner.keep_alive(lease))
-
-    async def revoke_lease(self, lease: int) -> None:
-        await self._timed("revoke_lease", self.inner.revoke_lease(lease))
-
-    def watch(self, prefix: str, start_revision: int) -> AsyncIterator[WatchEvent]:
-        return self.inner.watch(prefix, start_revision)
-
-
-class LocalTopicIds:
-    """``<data-dir>/tierlog-cluster.json``: the cluster and broker a data directory belongs to and the id
-    of every topic it holds data of. Replaced atomically (temporary file, fsync, rename, directory fsync).
-    Event-loop only; writes run in a worker thread, one at a time."""
-
-    FILE = "tierlog-cluster.json"
-
-    def __init__(self, data_dir: Path) -> None:
-        self.path = data_dir / self.FILE
-        self.cluster_id = ""
-        self.broker_id = -1
-        self.topics: dict[str, str] = {}
-        self._lock = asyncio.Lock()
-
-    async def load(self) -> None:
-        """Read the file (absent: nothing recorded; malformed: logged and treated as absent). Raises
-        UnavailableError when it cannot be read."""
-        try:
-            text = await asyncio.to_thread(self.path.read_text, encoding="utf-8")
-        except FileNotFoundError:
-            return
-        except OSError as err:
-            raise storage_error(f"reading {self.path}", err) from err
-        try:
-            doc = json.loads(text)
-            self.cluster_id = str(doc["cluster_id"])
-            self.broker_id = int(doc["broker_id"])
-            self.topics = {str(k): str(v) for k, v in doc["topics"].items()}
-        except (ValueError, KeyError, TypeError, AttributeError) as err:
-            log.error("%s is malformed (%s): treating it as absent", self.path, err)
-
-    def check(self, cluster_id: str, broker_id: int) -> None:
-        """Raises InvalidConfigError when the directory belongs to another cluster or broker id."""
-        if self.cluster_id and self.cluster_id != cluster_id:
-            raise InvalidConfigError(
-                f"data.dir {self.path.parent} belongs to cluster {self.cluster_id}, not to cluster "
-                f"{cluster_id} this metadata.uri holds"
-            )
-        if self.broker_id >= 0 and self.broker_id != broker_id:
-            raise InvalidConfigError(
-                f"data.dir {self.path.parent} belongs to broker.id {self.broker_id}, not {broker_id}"
-            )
-
-    async def save(self, cluster_id: str, broker_id: int) -> None:
-        """Write the file durably. Raises InsufficientStorageError / UnavailableError."""
-        self.cluster_id, self.broker_id = cluster_id, broker_id
-        doc = {"version": 1, "cluster_id": cluster_id, "broker_id": broker_id, "topics": dict(self.topics)}
-        async with self._lock:
-            try:
-                await asyncio.to_thread(_write_json, self.path, doc)
-            except OSError as err:
-                raise storage_error(f"writing {self.path}", err) from err
-
-
-def _write_json(path: Path, doc: dict[str, Any]) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    with tmp.open("w", encoding="utf-8") as fh:
-        json.dump(doc, fh, indent=2, sort_keys=True)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
-    meta.fsync_dir(path.parent)
 
 
 class ClusterNode:
@@ -310,7 +188,7 @@ class ClusterNode:
             log.info(
                 "topic %s (id %s) was deleted while this broker was down: removing its data", name, recorded
             )
-            for path in await asyncio.to_thread(_partition_dirs, data_dir, name):
+            for path in await asyncio.to_thread(partition_dirs, data_dir, name):
                 target = path.with_name(
                     meta.suffixed_dir_name(name, int(path.name.rpartition("-")[2]), "delete")
                 )
@@ -605,13 +483,3 @@ class ClusterNode:
             Sample("tierlog_metadata_revision", float(self.cache.revision)),
             Sample("tierlog_partitions_led", float(led)),
         ]
-
-
-def _partition_dirs(data_dir: Path, topic: str) -> list[Path]:
-    """The partition directories ``<topic>-<n>`` of ``topic`` in ``data_dir``. Blocking I/O."""
-    found = []
-    for entry in data_dir.iterdir():
-        match = meta.PARTITION_DIR.fullmatch(entry.name)
-        if match is not None and match["topic"] == topic and entry.is_dir():
-            found.append(entry)
-    return sorted(found)
