@@ -33,11 +33,11 @@ from aiohttp import web
 from tierlog.service.budget import CONVERSION_BUDGET, ByteBudget
 from tierlog.service.cluster.proxy import RoutedPartition, routed_partition, setup_proxy
 from tierlog.service.rest_v2.convert import (
-    ProduceRecord,
+    ProduceRow,
     assign_partitions,
     conversion_estimate,
     dump_json,
-    parse_produce_body,
+    parse_produce_rows,
     produce_answer,
     records_body,
     records_to_json,
@@ -212,16 +212,15 @@ def _compression(config: LogConfig) -> Compression:
 
 
 def _build_batches(
-    records: Sequence[ProduceRecord], partitions: Sequence[int], compression: Compression, max_bytes: int
+    records: Sequence[ProduceRow], partitions: Sequence[int], compression: Compression, max_bytes: int
 ) -> dict[int, tuple[list[int], bytes]]:
     groups: dict[int, list[int]] = {}
     for position, partition in enumerate(partitions):
         groups.setdefault(partition, []).append(position)
     built: dict[int, tuple[list[int], bytes]] = {}
     for partition, positions in groups.items():
-        batch = build_batch(
-            [Record(records[i].key, records[i].value) for i in positions], compression=compression
-        )
+        rows = [records[i] for i in positions]
+        batch = build_batch([Record(key, value) for key, value, _ in rows], compression=compression)
         if len(batch) > max_bytes:
             raise RecordTooLargeError(
                 f"the batch of {len(positions)} records for partition {partition} is {len(batch)} bytes, "
@@ -232,15 +231,15 @@ def _build_batches(
 
 
 def _check_fit(
-    records: Sequence[ProduceRecord], partitions: Sequence[int], compression: Compression, max_bytes: int
+    records: Sequence[ProduceRow], partitions: Sequence[int], compression: Compression, max_bytes: int
 ) -> None:
     """Refuse before building when an uncompressed batch could not fit: each record takes at least
     ``MIN_RECORD_SIZE`` bytes plus its key and value, each batch ``HEADER_SIZE``."""
     if compression != Compression.NONE:
         return
     least: dict[int, int] = {}
-    for record, partition in zip(records, partitions, strict=True):
-        size = MIN_RECORD_SIZE + len(record.key or b"") + len(record.value or b"")
+    for (key, value, _), partition in zip(records, partitions, strict=True):
+        size = MIN_RECORD_SIZE + len(key or b"") + len(value or b"")
         least[partition] = least.get(partition, HEADER_SIZE) + size
     for partition, size in least.items():
         if size > max_bytes:
@@ -305,7 +304,7 @@ async def _produce(request: web.Request, *, fixed: int | None) -> web.Response:
         body = await read_body(request, held)
         size = len(body)
         held.resize(await offload(size, lambda: conversion_estimate(body, max_records)))
-        records = await offload(size, lambda: parse_produce_body(body, fmt, max_records=max_records))
+        records = await offload(size, lambda: parse_produce_rows(body, fmt, max_records=max_records))
         body = b""
         topic = await _broker(request).ensure_topic(name)
         partition_count = len(_partition_views(_broker(request), name))

@@ -23,16 +23,24 @@ from tierlog.service.rest_v2.convert import (
     _partition_field,
     _record_problem,
     conversion_estimate,
+    dump_json,
     parse_produce_body,
+    parse_produce_rows,
+    produce_answer,
+    produce_offsets,
 )
 from tierlog.service.rest_v2.media import EmbeddedFormat
 from tierlog.tiering.errors import (
     BadRequestError,
+    InsufficientStorageError,
+    InternalError,
     InvalidBodyError,
     InvalidRequestError,
     InvalidValueError,
+    RecordTooLargeError,
     SchemaRegistryRequiredError,
     TierlogError,
+    UnavailableError,
 )
 
 _BODY_FIELDS = frozenset(("records", "key_schema", "key_schema_id", "value_schema", "value_schema_id"))
@@ -170,7 +178,7 @@ def test_conversion_memory_stays_within_the_estimate(one: bytes, fmt: EmbeddedFo
     body = b'{"records":[' + b",".join([one] * count) + b"]}"
     tracemalloc.start()
     try:
-        records = parse_produce_body(body, fmt)
+        records = parse_produce_rows(body, fmt)
         partitions = [0] * len(records)
         answer = [b'{"partition":0,"offset":%d,"error_code":null,"error":null}' % i for i in range(count)]
         _, peak = tracemalloc.get_traced_memory()
@@ -179,3 +187,28 @@ def test_conversion_memory_stays_within_the_estimate(one: bytes, fmt: EmbeddedFo
     assert len(records) == len(partitions) == len(answer) == count
     assert peak <= conversion_estimate(body, None)
     assert peak - 2 * len(body) <= count * CONVERSION_BYTES_PER_RECORD
+
+
+@pytest.mark.parametrize(
+    ("partitions", "outcomes"),
+    [
+        ([0, 1, 0, 2, 1, 0], {0: 10, 1: 0, 2: 7}),
+        ([1, 0, 1], {0: 5, 1: UnavailableError("leader gone")}),
+        ([0, 0], {0: InsufficientStorageError('disk full while appending: "t-0" (ENOSPC)')}),
+        ([2, 3], {2: InternalError("bug é"), 3: RecordTooLargeError("too large")}),
+    ],
+)
+def test_the_answer_text_is_the_offsets_dump(
+    partitions: list[int], outcomes: dict[int, int | TierlogError]
+) -> None:
+    grouped = [(p, [i for i, q in enumerate(partitions) if q == p], o) for p, o in outcomes.items()]
+    offsets = produce_offsets(len(partitions), grouped)
+    expected = dump_json({"offsets": offsets, "key_schema_id": None, "value_schema_id": None})
+    assert bytes(produce_answer(partitions, outcomes)) == expected
+
+
+def test_a_full_disk_is_50701_per_record() -> None:
+    offsets = produce_offsets(2, [(0, [0, 1], InsufficientStorageError("disk full"))])
+    assert [o["error_code"] for o in offsets] == [50701, 50701]
+    retriable = produce_offsets(1, [(0, [0], UnavailableError("slow"))])
+    assert retriable[0]["error_code"] == 50003

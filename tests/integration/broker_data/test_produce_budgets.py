@@ -9,11 +9,13 @@ import asyncio
 import io
 import json
 
+import pytest
+
 from tests.integration.broker import Client
 from tests.integration.broker_data.conftest import MakeClient
-from tests.integration.broker_data.helpers import BATCHES, BINARY, b64, expect_error
+from tests.integration.broker_data.helpers import BATCHES, BINARY, JSON, b64, expect_error
 from tierlog.service.budget import ACKS0_BUDGET, CONVERSION_BUDGET
-from tierlog.service.rest_v2.convert import conversion_estimate
+from tierlog.service.rest_v2.convert import CONVERSION_BYTES_PER_RECORD, conversion_estimate
 from tierlog.tiering.codec.batch import build_batch
 from tierlog.tiering.codec.records import Record
 
@@ -87,3 +89,50 @@ async def test_acks0_budget_refuses_when_full_and_gives_bytes_back(make_client: 
     assert await fetched.read() == body  # only the second body was appended
     assert budget.in_use == 0
     assert budget.peak == 64 * KiB
+
+
+def null_records(count: int) -> bytes:
+    return b'{"records":[' + b",".join([b'{"value":null}'] * count) + b"]}"
+
+
+async def test_600k_records_are_refused_at_the_limit_within_a_bounded_hold(make_client: MakeClient) -> None:
+    """Issue 11: the walk stops at record 100001, and the hold never counts the records past it."""
+    client = await make_client()
+    budget = client.app[CONVERSION_BUDGET]
+    body = null_records(600_000)  # about 9 MB, under max.request.size
+    status, answer = await post_rest(client, body)
+    assert (status, answer["error_code"]) == (422, 422), answer
+    assert "more than rest.produce.max.records=100000" in str(answer["message"])
+    assert budget.peak <= 2 * len(body) + 100_001 * CONVERSION_BYTES_PER_RECORD
+    assert budget.in_use == 0
+
+
+async def test_health_answers_while_a_large_body_converts(
+    make_client: MakeClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The conversion runs in a worker thread that gives the GIL up between records: a /health request
+    sent once the conversion has begun is answered before the produce request."""
+    client = await make_client(**{"rest.produce.max.records": "1000000", "max.request.size": str(32 << 20)})
+    budget = client.app[CONVERSION_BUDGET]
+    body = null_records(600_000)
+    converting = asyncio.Event()
+    resize = budget.resize
+
+    def resize_and_tell(held: int, size: int, *, oldest: bool = False) -> None:
+        resize(held, size, oldest=oldest)
+        if size > len(body):  # the hold grew to the estimate: the body is read, conversion begins
+            converting.set()
+
+    monkeypatch.setattr(budget, "resize", resize_and_tell)
+    produce = asyncio.ensure_future(
+        client.post(TOPIC_PATH, data=io.BytesIO(body), headers={"Content-Type": JSON})
+    )
+    began = asyncio.ensure_future(converting.wait())
+    await asyncio.wait([produce, began], return_when=asyncio.FIRST_COMPLETED)
+    assert converting.is_set() and not produce.done()
+    health = await client.get("/health")
+    assert health.status == 200
+    assert not produce.done()  # /health did not wait for the conversion
+    response = await produce
+    assert response.status == 413, await response.text()  # 600k records cannot fit max.message.bytes
+    assert budget.in_use == 0
