@@ -191,16 +191,17 @@ def _chunks(
             yield found
         if pos >= end:
             return
-        fetch_from = buffer_pos + len(buffer)
-        fetch_to = min(size, max(pos + need, min(fetch_from + chunk, end)))
-        if fetch_to <= fetch_from:
+        # The unread tail (less than one batch) is read again rather than copied in front of the new
+        # bytes: the batches of a GET stay in the one bytes object the store returned.
+        held = buffer_pos + len(buffer)
+        fetch_to = min(size, max(pos + need, min(held + chunk, end)))
+        if fetch_to <= held:
             raise CorruptRecordError(f"the batch at byte {pos} runs past the object's end ({size} bytes)")
-        data = archive.get_range(key, fetch_from, fetch_to)
-        if len(data) != fetch_to - fetch_from:
+        buffer = archive.get_range(key, pos, fetch_to)
+        if len(buffer) != fetch_to - pos:
             raise CorruptRecordError(
-                f"object is {fetch_from + len(data)} bytes, shorter than the {size} the manifest records"
+                f"object is {pos + len(buffer)} bytes, shorter than the {size} the manifest records"
             )
-        buffer = buffer[pos - buffer_pos :] + data
         buffer_pos = pos
 
 
