@@ -201,6 +201,7 @@ _ERRORS = {
     "404": "Unknown cluster (404), topic (40401), partition (40402), config or broker (404)",
     "415": "Body is not JSON (41501)",
     "503": "The broker is still opening its logs (50301)",
+    "507": "The disk is full (50701, retriable once space is freed): nothing was changed",
 }
 
 
@@ -241,7 +242,7 @@ def _op(
     return operation
 
 
-_WRITE = ("400", "404", "415", "503")
+_WRITE = ("400", "404", "415", "503", "507")
 _C = "/v3/clusters/{cluster_id}"
 _T = _C + "/topics/{topic_name}"
 _P = _T + "/partitions/{partition_id}"
@@ -300,7 +301,7 @@ OPENAPI_PATHS: dict[str, Any] = {
         "get": _op("getTopicConfig", "Describe one config", "200", "KafkaTopicConfig"),
         "put": _op("updateTopicConfig", "Set one config", "204", body="UpdateConfigRequest", errors=_WRITE),
         "delete": _op(
-            "resetTopicConfig", "Reset one config to its default", "204", errors=("400", "404", "503")
+            "resetTopicConfig", "Reset one config to its default", "204", errors=("400", "404", "503", "507")
         ),
     },
     _T + "/partitions": {"get": _op("listPartitions", "List partitions", "200", "KafkaPartitionList")},

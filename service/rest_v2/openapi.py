@@ -24,6 +24,8 @@ _DESCRIPTIONS = {
     "503": "Retriable: rest.produce.conversion.max.bytes is full (50301), the partition's leader cannot be "
     "reached (50311, or 50301 when it does not answer in time), it has no live leader (50311), or its "
     "leadership just moved (50310); retry with backoff",
+    "507": "The disk is full (50701, retriable once space is freed): the topic could not be auto-created. "
+    "An append that fails on a full disk is reported per record in a 200 answer with error_code 50701",
 }
 _TOPIC = {"name": "topic", "in": "path", "required": True, "schema": {"type": "string", "maxLength": 249}}
 _PARTITION = {
@@ -140,7 +142,7 @@ def _produce(summary: str, operation_id: str, params: list[dict[str, Any]]) -> d
         },
         "responses": {
             **_ok(_PRODUCE_ANSWER, _V2),
-            **error_responses("400", "404", "406", "413", "415", "422", "503"),
+            **error_responses("400", "404", "406", "413", "415", "422", "503", "507"),
         },
     }
 
