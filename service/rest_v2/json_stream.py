@@ -49,8 +49,6 @@ class JsonCursor:
     """
 
     def __init__(self, text: str, parse_constant: Callable[[str], Any]) -> None:
-        if text.startswith("\ufeff"):
-            raise json.JSONDecodeError("Unexpected UTF-8 BOM (decode using utf-8-sig)", text, 0)
         self.text = text
         self._decoder = json.JSONDecoder(parse_constant=parse_constant)
         self.pos = _WS.match(text, 0).end()  # type: ignore[union-attr]

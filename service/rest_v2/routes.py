@@ -36,6 +36,7 @@ from tierlog.service.rest_v2.convert import (
     ProduceRow,
     assign_partitions,
     conversion_estimate,
+    drop,
     dump_json,
     parse_produce_rows,
     produce_answer,
@@ -313,12 +314,16 @@ async def _produce(request: web.Request, *, fixed: int | None) -> web.Response:
         max_bytes, compression = config.max_message_bytes, _compression(config)
 
         def convert() -> tuple[list[int], dict[int, tuple[list[int], bytes]]]:
-            partitions = assign_partitions(records, partition_count, topic=name, sticky=sticky, fixed=fixed)
-            _check_fit(records, partitions, compression, max_bytes)
-            return partitions, _build_batches(records, partitions, compression, max_bytes)
+            try:
+                partitions = assign_partitions(
+                    records, partition_count, topic=name, sticky=sticky, fixed=fixed
+                )
+                _check_fit(records, partitions, compression, max_bytes)
+                return partitions, _build_batches(records, partitions, compression, max_bytes)
+            finally:
+                drop(records)  # here, not on the event loop
 
         partitions, built = await offload(size, convert)
-        records = []
         outcomes = await _append(request.app, name, {p: batch for p, (_, batch) in built.items()})
         built.clear()
         answer = await offload(size, lambda: produce_answer(partitions, outcomes))
