@@ -25,11 +25,19 @@ from tierlog.tiering.remote.layout import parse_manifest_key, partition_prefix
 from tierlog.tiering.remote.manifest_recovery import recover_manifest
 from tierlog.tiering.remote.manifest_store import ManifestStore
 from tierlog.tiering.remote.store import ObjectStore
-from tierlog.tiering.remote.uploader import clean_unfinished, delete_segments, upload_segment
+from tierlog.tiering.remote.uploader import (
+    DEFAULT_FILE_CONCURRENCY,
+    clean_unfinished,
+    delete_segments,
+    upload_segments,
+)
 
 __all__ = ["RemoteLog", "UploadEvent", "remote_retention_plan"]
 
 log = logging.getLogger("tierlog.remote")
+
+DEFAULT_UPLOAD_BATCH_BYTES = 64 * 2**20
+DEFAULT_UPLOAD_BATCH_SEGMENTS = 32
 
 # Coalesce append-time marks into buckets of this many ms (bounds memory under a long outage).
 _MARK_BUCKET_MS = 1000
@@ -97,7 +105,12 @@ def remote_retention_plan(
 
 
 class RemoteLog:
-    """One partition's remote tier. Create, then :meth:`open` once before anything else."""
+    """One partition's remote tier. Create, then :meth:`open` once before anything else.
+
+    Uploads go in batches of consecutive sealed segments of at most ``upload_batch_bytes`` together
+    (and ``upload_batch_segments``), two manifest commits per batch, with at most
+    ``upload_file_concurrency`` files being put at once (see :func:`upload_segments`).
+    """
 
     def __init__(
         self,
@@ -109,8 +122,14 @@ class RemoteLog:
         clock: Clock,
         *,
         listener: Callable[[UploadEvent], None] | None = None,
+        upload_batch_bytes: int = DEFAULT_UPLOAD_BATCH_BYTES,
+        upload_batch_segments: int = DEFAULT_UPLOAD_BATCH_SEGMENTS,
+        upload_file_concurrency: int = DEFAULT_FILE_CONCURRENCY,
     ) -> None:
         self.store = store
+        self.upload_batch_bytes = upload_batch_bytes
+        self.upload_batch_segments = max(1, upload_batch_segments)
+        self.upload_file_concurrency = max(1, upload_file_concurrency)
         self.manifests = manifests
         self.log = partition_log
         self.topic = topic
@@ -315,37 +334,69 @@ class RemoteLog:
                     self._needs_recovery = True
                     raise
                 self._needs_cleaning = False
-            for info in await asyncio.to_thread(self.log.sealed_segments):
-                done = self.remote_next_offset
-                if info.size_bytes == 0 or (done is not None and info.next_offset <= done):
-                    continue
-                if done is not None and info.base_offset < done:
-                    log.warning("%s-%d: segment %d straddles the remote end %d; skipped",
-                                self.topic, self.partition, info.base_offset, done)  # fmt: skip
-                    continue
-                if self.log.recovery_point < info.next_offset:
-                    # never let the bucket hold data the local log could lose in a crash
-                    await asyncio.to_thread(self.log.flush)
-                started = time.monotonic()
-                try:
-                    result = await upload_segment(
-                        self.store, self.manifests, self.topic, self.partition, info, self._clock
-                    )
-                except Exception as err:
-                    self._needs_cleaning = True  # its copy_started entry is in the bucket, not in memory
-                    self._needs_recovery = isinstance(err, CorruptRecordError)
-                    self.failures += 1
-                    self.last_error = f"{type(err).__name__}: {err}"
-                    self._emit(UploadEvent("failed"))
-                    raise
-                self._manifest = result.manifest
-                self.last_error = None
-                uploaded += 1
-                self.uploaded_segments += 1
-                self.uploaded_bytes += result.bytes_uploaded
-                self._emit(UploadEvent("uploaded", 1, result.bytes_uploaded, time.monotonic() - started))
+            for batch in self._batches(await asyncio.to_thread(self.log.sealed_segments)):
+                uploaded += await self._upload_batch(batch)
             self._prune_marks()
             return uploaded
+
+    def _batches(self, sealed: list[SegmentInfo]) -> list[list[SegmentInfo]]:
+        """The sealed segments past the remote data, oldest first, in batches of consecutive segments of
+        at most ``upload_batch_bytes`` together (a larger segment goes alone) and ``upload_batch_segments``.
+        """
+        done = self.remote_next_offset
+        batches: list[list[SegmentInfo]] = []
+        size = 0
+        for info in sealed:
+            if info.size_bytes == 0 or (done is not None and info.next_offset <= done):
+                continue
+            if done is not None and info.base_offset < done:
+                log.warning("%s-%d: segment %d straddles the remote end %d; skipped",
+                            self.topic, self.partition, info.base_offset, done)  # fmt: skip
+                continue
+            current = batches[-1] if batches else None
+            if (
+                current is None
+                or size + info.size_bytes > self.upload_batch_bytes
+                or len(current) >= self.upload_batch_segments
+            ):
+                batches.append([info])
+                size = info.size_bytes
+            else:
+                current.append(info)
+                size += info.size_bytes
+        return batches
+
+    async def _upload_batch(self, batch: list[SegmentInfo]) -> int:
+        """Upload one batch (see :func:`upload_segments`); returns how many segments were committed.
+        Lock held. Raises the error that stopped the batch, after keeping the prefix that succeeded."""
+        if self.log.recovery_point < batch[-1].next_offset:
+            # never let the bucket hold data the local log could lose in a crash
+            await asyncio.to_thread(self.log.flush)
+        started = time.monotonic()
+        try:
+            result = await upload_segments(
+                self.store, self.manifests, self.topic, self.partition, batch, self._clock,
+                file_concurrency=self.upload_file_concurrency,
+            )  # fmt: skip
+            error = result.error
+        except Exception as err:
+            result, error = None, err
+        if result is not None and result.segments:
+            self._manifest = result.manifest
+            seconds = (time.monotonic() - started) / len(result.segments)
+            for sent in result.bytes_uploaded:
+                self.uploaded_segments += 1
+                self.uploaded_bytes += sent
+                self._emit(UploadEvent("uploaded", 1, sent, seconds))
+        if error is not None:
+            self._needs_cleaning = True  # copy_started entries are in the bucket, not in memory
+            self._needs_recovery = isinstance(error, CorruptRecordError)
+            self.failures += 1
+            self.last_error = f"{type(error).__name__}: {error}"
+            self._emit(UploadEvent("failed"))
+            raise error
+        self.last_error = None
+        return len(result.segments) if result is not None else 0
 
     async def apply_retention(self, *, retention_ms: int, retention_bytes: int, local_only_bytes: int) -> int:
         """Whole-log retention of the remote tier: delete the oldest remote segments past the limits,

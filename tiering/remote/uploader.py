@@ -1,10 +1,18 @@
 """The upload and deletion protocol for one remote segment (KIP-405's lifecycle), as plain coroutines.
 
-Upload of a sealed local segment::
+Upload of a batch of consecutive sealed local segments (one or more)::
 
-    1. manifest += {uuid, copy_started}          (committed first: an interrupted upload is findable)
-    2. put_file .log, .index, .timeindex         (fresh uuid => fresh keys; multipart when large)
-    3. manifest: uuid -> copy_finished           (only now do readers and local retention see it)
+    1. manifest += {uuid, copy_started} for each (one commit: an interrupted upload is findable)
+    2. put_file .log, then .index and .timeindex (segments concurrently, files bounded; fresh uuid =>
+                                                  fresh keys; multipart when large)
+    3. manifest: uuid -> copy_finished           (one commit, for the longest prefix of the batch whose
+                                                  objects are all stored: only now do readers and local
+                                                  retention see them)
+
+A batch of small segments thus costs two manifest commits in all rather than two per segment. The first
+loads the newest manifest (so a damaged one is noticed on every pass); the second is tried directly on
+the version the first stored, which saves loading it again (a LIST and a GET); a lost race falls back to
+:meth:`ManifestStore.update`, which reloads and re-applies.
 
 Deletion of a remote segment (retention, topic deletion, or cleaning an abandoned upload)::
 
@@ -23,17 +31,27 @@ import asyncio
 import contextlib
 import os
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
-from tierlog.tiering.errors import NotFoundError
+from tierlog.tiering.errors import ConflictError, InvalidRequestError, NotFoundError
 from tierlog.tiering.log import Clock, SegmentInfo
 from tierlog.tiering.remote import manifest as mf
 from tierlog.tiering.remote.layout import SegmentKind, segment_keys
 from tierlog.tiering.remote.manifest_store import ManifestStore
 from tierlog.tiering.remote.store import ObjectStore
 
-__all__ = ["UploadResult", "upload_segment", "delete_segments", "clean_unfinished", "unfinished"]
+__all__ = [
+    "UploadResult",
+    "BatchUploadResult",
+    "upload_segment",
+    "upload_segments",
+    "delete_segments",
+    "clean_unfinished",
+    "unfinished",
+]
+
+DEFAULT_FILE_CONCURRENCY = 4
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +65,17 @@ class UploadResult:
 
 def _paths(info: SegmentInfo) -> dict[SegmentKind, str]:
     return {"log": str(info.log_path), "index": str(info.index_path), "timeindex": str(info.timeindex_path)}
+
+
+@dataclass(frozen=True, slots=True)
+class BatchUploadResult:
+    """A finished batch: the committed manifest, the entries now ``copy_finished`` (a prefix of the
+    batch, in offset order) with the bytes each sent, and the error that stopped the rest (or None)."""
+
+    manifest: mf.Manifest
+    segments: tuple[mf.RemoteSegment, ...]
+    bytes_uploaded: tuple[int, ...]
+    error: BaseException | None
 
 
 async def upload_segment(
@@ -70,26 +99,125 @@ async def upload_segment(
         ConflictError: the manifest kept changing under us, or the segment overlaps a committed one.
         InvalidRequestError: the segment is empty.
     """
-    chosen = segment_uuid or uuid.uuid4()
-    entry = mf.RemoteSegment(
-        base_offset=info.base_offset,
-        last_offset=info.next_offset - 1,
-        max_timestamp=info.max_timestamp,
-        size_bytes=info.size_bytes,
-        segment_uuid=chosen,
-        state=mf.SegmentState.COPY_STARTED,
-        created_ms=max(0, clock.now_ms()),
+    result = await upload_segments(
+        store, manifests, topic, partition, [info], clock, uuids=[segment_uuid or uuid.uuid4()]
     )
-    await manifests.update(topic, partition, lambda m: mf.add_segment(m, entry))
-    keys = segment_keys(topic, partition, info.base_offset, chosen)
-    paths = _paths(info)
-    for kind in ("log", "index", "timeindex"):
-        await _put_file(store, keys[kind], paths[kind])
-    sent = info.size_bytes + await asyncio.to_thread(_size, paths["index"], paths["timeindex"])
-    committed = await manifests.update(
-        topic, partition, lambda m: mf.transition(m, chosen, mf.SegmentState.COPY_FINISHED)
+    if result.error is not None:
+        raise result.error
+    return UploadResult(result.manifest, result.segments[0], result.bytes_uploaded[0])
+
+
+async def upload_segments(
+    store: ObjectStore,
+    manifests: ManifestStore,
+    topic: str,
+    partition: int,
+    infos: Sequence[SegmentInfo],
+    clock: Clock,
+    *,
+    uuids: Sequence[uuid.UUID] | None = None,
+    file_concurrency: int = DEFAULT_FILE_CONCURRENCY,
+) -> BatchUploadResult:
+    """Upload consecutive sealed, non-empty local segments (offset order) with one ``copy_started``
+    commit for all of them and one ``copy_finished`` commit for the longest prefix whose three objects
+    were all stored. At most ``file_concurrency`` files are being put at once (each may itself be a
+    multipart upload with its own part concurrency).
+
+    A failure after the first commit is returned in ``error`` (the prefix before the failed segment is
+    committed; the failed and later entries stay ``copy_started`` for :func:`clean_unfinished`), so the
+    caller keeps what succeeded. Not idempotent as a whole (fresh uuids); callers must not upload two
+    batches of one partition concurrently.
+
+    Raises (nothing is committed then):
+        UnavailableError, ConflictError: the first commit failed.
+        InvalidRequestError: an empty segment, or ``uuids`` of the wrong length.
+    """
+    chosen = list(uuids) if uuids is not None else [uuid.uuid4() for _ in infos]
+    if len(chosen) != len(infos) or not infos:
+        raise InvalidRequestError("upload_segments needs one uuid per segment and at least one segment")
+    now = max(0, clock.now_ms())
+    entries = [
+        mf.RemoteSegment(
+            base_offset=info.base_offset,
+            last_offset=info.next_offset - 1,
+            max_timestamp=info.max_timestamp,
+            size_bytes=info.size_bytes,
+            segment_uuid=u,
+            state=mf.SegmentState.COPY_STARTED,
+            created_ms=now,
+        )
+        for info, u in zip(infos, chosen, strict=True)
+    ]
+
+    def start(m: mf.Manifest) -> mf.Manifest:
+        for entry in entries:
+            m = mf.add_segment(m, entry)
+        return m
+
+    # The first commit loads the newest version (a damaged one is found here, as on every pass); the
+    # second builds on the version the first stored, skipping the reload unless someone got in between.
+    started = await manifests.update(topic, partition, start)
+    limit = asyncio.Semaphore(max(1, file_concurrency))
+
+    async def put(key: str, path: str) -> None:
+        async with limit:
+            await _put_file(store, key, path)
+
+    async def one(info: SegmentInfo, u: uuid.UUID) -> int:
+        keys = segment_keys(topic, partition, info.base_offset, u)
+        paths = _paths(info)
+        await put(keys["log"], paths["log"])  # the indexes only once the data is stored
+        async with asyncio.TaskGroup() as group:
+            for kind in ("index", "timeindex"):
+                group.create_task(put(keys[kind], paths[kind]))
+        return info.size_bytes + await asyncio.to_thread(_size, paths["index"], paths["timeindex"])
+
+    outcomes = await asyncio.gather(
+        *(one(info, u) for info, u in zip(infos, chosen, strict=True)), return_exceptions=True
     )
-    return UploadResult(committed, committed.segment(chosen), sent)
+    done: list[int] = []
+    error: BaseException | None = None
+    for outcome in outcomes:
+        if isinstance(outcome, BaseException):
+            error = _first_error(outcome)
+            break
+        done.append(outcome)
+    if not done:
+        return BatchUploadResult(started, (), (), error)
+    finished = chosen[: len(done)]
+
+    def finish(m: mf.Manifest) -> mf.Manifest:
+        for u in finished:
+            m = mf.transition(m, u, mf.SegmentState.COPY_FINISHED)
+        return m
+
+    try:
+        committed = await _commit(manifests, topic, partition, started, finish)
+    except Exception as err:  # nothing of this batch is readable; all entries stay for clean-up
+        return BatchUploadResult(started, (), (), err)
+    return BatchUploadResult(committed, tuple(committed.segment(u) for u in finished), tuple(done), error)
+
+
+async def _commit(
+    manifests: ManifestStore,
+    topic: str,
+    partition: int,
+    base: mf.Manifest,
+    change: Callable[[mf.Manifest], mf.Manifest],
+) -> mf.Manifest:
+    """Apply ``change`` on ``base`` (the manifest we just committed) with one conditional write; if
+    another version got in first, reload and re-apply (:meth:`ManifestStore.update`)."""
+    with contextlib.suppress(ConflictError):
+        updated = change(base)
+        return base if updated == base else await manifests.commit(base, updated)
+    return await manifests.update(topic, partition, change)
+
+
+def _first_error(err: BaseException) -> BaseException:
+    """The first leaf of a TaskGroup's exception group (the tierlog kind it already is)."""
+    while isinstance(err, BaseExceptionGroup):
+        err = err.exceptions[0]
+    return err
 
 
 async def _put_file(store: ObjectStore, key: str, path: str) -> None:
