@@ -92,7 +92,10 @@ class _SegmentView:
         await self._ensure(first, last)
         base = first * self.chunk_bytes
         if first == last:
-            return self._local[first][start - base : end - base]
+            chunk = self._local[first]
+            if start == base and end - base == len(chunk):
+                return chunk  # a whole chunk: handed over as cached, no copy
+            return chunk[start - base : end - base]
         size = self.chunk_bytes
         pieces = [memoryview(self._local[i]) for i in range(first, last + 1)]
         pieces[0] = pieces[0][start - base :]
@@ -142,13 +145,15 @@ class RemoteReader:
     (typically retrying and instrumented); the reader adds its own caching and does not close it.
     """
 
+    DEFAULT_READAHEAD_CHUNKS = 4
+
     def __init__(
         self,
         store: ObjectStore,
         *,
         cache_bytes: int = 256 * 2**20,
         chunk_bytes: int = 4 * 2**20,
-        readahead_chunks: int = 2,
+        readahead_chunks: int = DEFAULT_READAHEAD_CHUNKS,
         index_cache_entries: int = 1024,
         index_cache_bytes: int = 64 * 2**20,
         readahead_tasks: int | None = None,
