@@ -28,7 +28,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import collections
+import concurrent.futures
 import contextlib
+import json
 import os
 import platform
 import sys
@@ -44,8 +46,11 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
+import boto3  # noqa: E402
+import botocore.config  # noqa: E402
 from aiobotocore.config import AioConfig  # noqa: E402
 from aiobotocore.session import get_session  # noqa: E402
+from boto3.s3.transfer import TransferConfig  # noqa: E402
 
 from tests.integration.remote.servers import (  # noqa: E402
     AWS_TEST_ENV,
@@ -73,10 +78,12 @@ RECORD_BYTES = 1024
 RECORDS_PER_BATCH = 64
 FETCH_BYTES = MiB
 CHUNK_BYTES = 4 * MiB
-READAHEAD_CHUNKS = 2
+READAHEAD_CHUNKS: int = getattr(RemoteReader, "DEFAULT_READAHEAD_CHUNKS", 2)  # what the broker's reader uses
+BOTO3_GET_STREAMS = (1, 3, 6)  # raw boto3 ranged-GET configurations; the best one is the replay's baseline
 PART_BYTES = 8 * MiB
 UPLOAD_CONCURRENCY = 4
 SEGMENT_BYTES = 32 * MiB
+SMALL_SEGMENT_BYTES = 4 * MiB
 LAG_SEGMENT_BYTES = 16 * MiB
 PRODUCE_SHARE = 0.4  # sustained produce at this share of the uploader's measured throughput
 TIERED = "tiered"  # the prefix the uploader writes to (one topic per round)
@@ -145,6 +152,19 @@ class Backend:
         config = AioConfig(s3={"addressing_style": "path"}, retries={"total_max_attempts": 1}, **checksums)
         return get_session().create_client("s3", endpoint_url=self.server.endpoint_url, config=config)
 
+    def boto3_client(self, pool: int = 10) -> Any:
+        """A plain (threaded) boto3 client, configured as :meth:`client`, counting its requests too."""
+        config = botocore.config.Config(
+            s3={"addressing_style": "path"},
+            retries={"total_max_attempts": 1},
+            max_pool_connections=pool,
+            request_checksum_calculation="when_required",
+            response_checksum_validation="when_required",
+        )
+        client = boto3.session.Session().client("s3", endpoint_url=self.server.endpoint_url, config=config)
+        client.meta.events.register("before-send.s3", self.counter)
+        return client
+
 
 def batch_bytes(seed: int) -> bytes:
     value = (bytes(range(256)) * (RECORD_BYTES // 256 + 1))[seed % 256 : seed % 256 + RECORD_BYTES]
@@ -209,6 +229,75 @@ async def raw_multipart(backend: Backend, files: list[Path], total: int, round_:
     return Row("raw multipart upload", seconds, total, requests)
 
 
+def boto3_upload_files(backend: Backend, files: list[Path], prefix: str) -> tuple[float, int]:
+    """boto3's ``upload_file`` of every file (its threaded transfer manager, ``PART_BYTES`` parts,
+    ``UPLOAD_CONCURRENCY`` threads): ``(seconds, requests)``. Blocking: run in a thread."""
+    client = backend.boto3_client()
+    transfer = TransferConfig(
+        multipart_threshold=PART_BYTES, multipart_chunksize=PART_BYTES, max_concurrency=UPLOAD_CONCURRENCY
+    )
+    client.list_objects_v2(Bucket=backend.bucket, MaxKeys=1)  # connect before timing
+    with backend.counter.measure() as counted:
+        started = time.perf_counter()
+        for path in files:
+            client.upload_file(str(path), backend.bucket, f"{prefix}/{path.name}", Config=transfer)
+        seconds = time.perf_counter() - started
+    client.close()
+    return seconds, sum(counted.values())
+
+
+async def boto3_upload(backend: Backend, files: list[Path], total: int, name: str, prefix: str) -> Row:
+    seconds, requests = await asyncio.to_thread(boto3_upload_files, backend, files, prefix)
+    return Row(name, seconds, total, requests)
+
+
+def boto3_get_ranges(backend: Backend, ranges: list[tuple[str, int, int]], streams: int) -> tuple[float, int]:
+    """Ranged GETs with ``streams`` threads sharing one boto3 client: ``(seconds, bytes)``. Blocking."""
+    client = backend.boto3_client(pool=max(10, streams))
+    client.list_objects_v2(Bucket=backend.bucket, MaxKeys=1)
+
+    def get(item: tuple[str, int, int]) -> int:
+        key, start, end = item
+        data = client.get_object(Bucket=backend.bucket, Key=key, Range=f"bytes={start}-{end - 1}")[
+            "Body"
+        ].read()
+        assert len(data) == end - start
+        return len(data)
+
+    with concurrent.futures.ThreadPoolExecutor(streams) as pool:
+        started = time.perf_counter()
+        total = sum(pool.map(get, ranges))
+        seconds = time.perf_counter() - started
+    client.close()
+    return seconds, total
+
+
+async def boto3_best_get(
+    backend: Backend, objects: list[tuple[str, int]], label: str
+) -> tuple[Row, list[Row]]:
+    """boto3 ranged GETs of ``CHUNK_BYTES`` with each of ``BOTO3_GET_STREAMS`` threads; the fastest run is
+    returned again as the "best" row (the baseline the replay must reach)."""
+    ranges = chunk_ranges(objects)
+    rows = []
+    for streams in BOTO3_GET_STREAMS:
+        seconds, nbytes = await asyncio.to_thread(boto3_get_ranges, backend, ranges, streams)
+        name = f"raw boto3 ranged GET, {CHUNK_BYTES // MiB} MiB, {streams} threads{label}"
+        rows.append(Row(name, seconds, nbytes, len(ranges)))
+    best = min(rows, key=lambda r: r.seconds)
+    note = best.name.split(", ")[2].removesuffix(label)
+    return Row(
+        f"raw boto3 ranged GET, best{label}", best.seconds, best.nbytes, best.requests, None, note
+    ), rows
+
+
+def chunk_ranges(objects: list[tuple[str, int]]) -> list[tuple[str, int, int]]:
+    return [
+        (key, start, min(start + CHUNK_BYTES, size))
+        for key, size in objects
+        for start in range(0, size, CHUNK_BYTES)
+    ]
+
+
 async def warm(store: ObjectStore) -> None:
     """One LIST, so the client exists (and is connected) before a timed phase."""
     async for _ in store.list("warm-up/"):
@@ -229,7 +318,13 @@ async def put_files(backend: Backend, files: list[Path], total: int, round_: int
     return Row("put_file", seconds, total, sum(counted.values()), "raw multipart upload")
 
 
-async def uploader(backend: Backend, log: PartitionLog, topic: str) -> tuple[Row, mf.Manifest]:
+async def uploader(
+    backend: Backend,
+    log: PartitionLog,
+    topic: str,
+    name: str = "uploader (RemoteLog.sync)",
+    baseline: str = "raw boto3 upload_file",
+) -> tuple[Row, mf.Manifest]:
     """``RemoteLog.sync`` of every sealed segment: what the broker's uploader does."""
     store = backend.store(TIERED)
     remote = RemoteLog(store, ManifestStore(store), log, topic, 0, SystemClock())
@@ -243,8 +338,7 @@ async def uploader(backend: Backend, log: PartitionLog, topic: str) -> tuple[Row
     finally:
         await store.close()
     note = ", ".join(f"{op} {n}" for op, n in sorted(counted.items()))
-    row = Row("uploader (RemoteLog.sync)", seconds, remote.uploaded_bytes, sum(counted.values()),
-              "raw multipart upload", note)  # fmt: skip
+    row = Row(name, seconds, remote.uploaded_bytes, sum(counted.values()), baseline, note)
     return row, remote.manifest
 
 
@@ -313,11 +407,7 @@ def segment_objects(manifest: mf.Manifest) -> list[tuple[str, int]]:
 
 async def raw_get(backend: Backend, objects: list[tuple[str, int]], streams: int, name: str = "") -> Row:
     """Ranged GETs of ``CHUNK_BYTES`` over every object, in order, ``streams`` in flight."""
-    ranges = [
-        (key, start, min(start + CHUNK_BYTES, size))
-        for key, size in objects
-        for start in range(0, size, CHUNK_BYTES)
-    ]
+    ranges = chunk_ranges(objects)
     pending = iter(ranges)
     total = [0]
     async with backend.client() as client:
@@ -423,22 +513,40 @@ def summarise(history: dict[str, list[Row]]) -> list[Row]:
 
 
 async def run_backend(
-    server: S3Server, log: PartitionLog, workdir: Path, sustain_s: float, rounds: int, read_rounds: int
+    server: S3Server,
+    logs: tuple[PartitionLog, PartitionLog],
+    workdir: Path,
+    sustain_s: float,
+    rounds: int,
+    read_rounds: int,
 ) -> list[Row]:
     """Every phase against ``server``: uploads ``rounds`` times, reads ``read_rounds`` times, each round
-    running the raw baseline right next to ours (see :func:`summarise`)."""
+    running the raw baselines right next to ours (see :func:`summarise`). ``logs``: the partition log in
+    ``SEGMENT_BYTES`` segments and the same data in ``SMALL_SEGMENT_BYTES`` segments."""
+    log, small_log = logs
     backend = Backend(server, await create_bucket(server))
     sealed = await asyncio.to_thread(log.sealed_segments)
     files, total = [info.log_path for info in sealed], sum(info.size_bytes for info in sealed)
+    small_sealed = await asyncio.to_thread(small_log.sealed_segments)
+    small_files = [info.log_path for info in small_sealed]
+    small_total = sum(info.size_bytes for info in small_sealed)
+    small = f", {SMALL_SEGMENT_BYTES // MiB} MiB segments"
     async with backend.client() as client:  # the server's first multipart upload is slow: not timed
         await multipart_one(client, backend.bucket, "warm-up/object", files[0])
     history: dict[str, list[Row]] = collections.defaultdict(list)
     manifests = []
     for round_ in range(rounds):
         raw = await raw_multipart(backend, files, total, round_)
+        boto = await boto3_upload(backend, files, total, "raw boto3 upload_file", f"boto{round_}")
         put = await put_files(backend, files, total, round_)
         row, manifest = await uploader(backend, log, f"bench{round_}")
-        for done in (raw, put, row):
+        small_boto = await boto3_upload(
+            backend, small_files, small_total, f"raw boto3 upload_file{small}", f"smallboto{round_}"
+        )
+        small_row, _ = await uploader(
+            backend, small_log, f"small{round_}", f"uploader (RemoteLog.sync){small}", small_boto.name
+        )
+        for done in (raw, boto, put, row, small_boto, small_row):
             history[done.name].append(done)
         manifests.append(manifest)
     upload_rate = summarise({row.name: history[row.name]})[0].mib_per_s * MiB
@@ -449,17 +557,52 @@ async def run_backend(
     for _ in range(read_rounds):
         raw_single = await raw_get(backend, objects, 1)
         raw_deep = await raw_get(backend, objects, streams)
-        raw_all = await raw_get(
-            backend, every_object, streams * len(manifests),
-            f"raw ranged GET, {CHUNK_BYTES // MiB} MiB, {streams * len(manifests)} streams over "
-            f"{len(manifests)} partitions",
-        )  # fmt: skip
-        baselines = {"single": raw_single.name, "deep": raw_deep.name, "all": raw_all.name}
-        for row in [raw_single, raw_deep, raw_all, *await reader_rows(backend, manifests, baselines)]:
+        best, boto_rows = await boto3_best_get(backend, objects, "")
+        best_all, _ = await boto3_best_get(backend, every_object, f", {len(manifests)} partitions")
+        baselines = {"single": raw_single.name, "deep": best.name, "all": best_all.name}
+        measured = [raw_single, raw_deep, *boto_rows, best, best_all]
+        for row in [*measured, *await reader_rows(backend, manifests, baselines)]:
             history[row.name].append(row)
     rows = summarise(history)
-    rows.insert(3, lag)
+    rows.insert(6, lag)
     return rows
+
+
+def results_json(rows: list[Row]) -> list[dict[str, Any]]:
+    return [
+        {"phase": r.name, "mib_per_s": r.mib_per_s, "ratio": r.ratio, "requests_per_gib": r.requests_per_gib}
+        for r in rows
+    ]
+
+
+def plot(before: Path, after: Path, out: Path) -> None:
+    """A bar chart of the ratios to raw boto3 of the uploader and replay rows, before and after."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    def ratios(path: Path) -> dict[str, float]:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        return {
+            r["phase"]: r["ratio"]
+            for r in data["moto"]
+            if r["ratio"] is not None and not r["phase"].startswith("raw") and "warm" not in r["phase"]
+        }
+
+    old, new = ratios(before), ratios(after)
+    phases = [p for p in new if p in old]
+    fig, ax = plt.subplots(figsize=(9, 4.5))
+    ys = range(len(phases))
+    ax.barh([y + 0.2 for y in ys], [old[p] for p in phases], height=0.4, label="before")
+    ax.barh([y - 0.2 for y in ys], [new[p] for p in phases], height=0.4, label="after")
+    ax.axvline(0.8, color="grey", linestyle="--", label="goal 0.8x")
+    ax.set_yticks(list(ys), phases, fontsize=8)
+    ax.invert_yaxis()
+    ax.set_xlabel("throughput / raw baseline in the same round (moto)")
+    ax.legend(loc="lower right")
+    fig.tight_layout()
+    fig.savefig(out, dpi=110)
 
 
 def table(rows: list[Row]) -> str:
@@ -491,7 +634,12 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--mib", type=int, default=48, help="size of the partition log (default 48)")
     parser.add_argument("--backends", default="moto,localstack")
     parser.add_argument("--write", help="write the report (markdown) to this file")
+    parser.add_argument("--results", help="write the rows as JSON to this file")
+    parser.add_argument("--plot", nargs=3, metavar=("BEFORE", "AFTER", "PNG"), help="plot two --results")
     args = parser.parse_args(argv)
+    if args.plot:
+        plot(*(Path(p) for p in args.plot))
+        return 0
     mib = 32 if args.quick else args.mib
     names = ["moto"] if args.quick else args.backends.split(",")
     sustain_s = 3.0 if args.quick else 4.0
@@ -505,6 +653,8 @@ def main(argv: list[str]) -> int:
     with tempfile.TemporaryDirectory(prefix="tiering-bench-") as tmp:
         workdir = Path(tmp)
         log = write_log(workdir / "bench-0", mib * MiB, SEGMENT_BYTES)
+        small_log = write_log(workdir / "bench-small", mib * MiB, SMALL_SEGMENT_BYTES)
+        results: dict[str, Any] = {}
         try:
             for name in names:
                 start = opener(name, workdir)
@@ -513,12 +663,18 @@ def main(argv: list[str]) -> int:
                     print(start, flush=True)
                     continue
                 with start() as server:
-                    rows = asyncio.run(run_backend(server, log, workdir, sustain_s, rounds, read_rounds))
+                    rows = asyncio.run(
+                        run_backend(server, (log, small_log), workdir, sustain_s, rounds, read_rounds)
+                    )
+                results[name] = results_json(rows)
                 text = table(rows)
                 print(f"\n{name} ({server.endpoint_url})\n{text}", flush=True)
                 sections.append(f"### {name}\n\n{text}\n")
         finally:
             log.close()
+            small_log.close()
+    if args.results:
+        Path(args.results).write_text(json.dumps(results, indent=1), encoding="utf-8")
     elapsed = time.perf_counter() - started
     header = (
         f"`infra/bench/tiering_bench.py{' --quick' if args.quick else ''}`: {mib} MiB partition log "
