@@ -3,9 +3,11 @@
 A broker runs as its own process (``python -m tierlog serve``) on 127.0.0.1. This process sends
 ``--concurrency`` REST v2 JSON produce requests at once, each a body of ``--records`` records with a null
 value (about 17 bytes of JSON per record: the case that costs the most Python objects per byte), while a
-sampler asks ``GET /health`` every 10 ms and reads the broker's resident memory from ``/proc``. Two
-broker configurations run: the defaults (``rest.produce.max.records`` refuses 500k records with 422 once
-parsed) and one that admits the bodies (the records are converted and appended).
+sampler process asks ``GET /health`` every 10 ms and this one reads the broker's resident memory from
+``/proc``. Two broker configurations run: the defaults (the parse stops at record 100001 of each body:
+422) and one that admits the bodies (``rest.produce.max.records`` 1M, ``max.request.size`` 64 MiB: all
+500k records are parsed and converted, then the request is refused with 413 because they cannot fit the
+topic's ``max.message.bytes``). Requests that do not fit ``rest.produce.conversion.max.bytes`` get 503.
 
 The table gives the broker's peak RSS (``VmHWM``) against its idle RSS, the answers, and the ``/health``
 latency during the load; the plot goes next to the table in ``docs/benchmarks-hostile.md``.
@@ -74,6 +76,41 @@ def body(records: int) -> bytes:
     return b'{"records":[' + b",".join([one] * records) + b"]}"
 
 
+# The /health sampler runs as its own process: in this one, the loop that writes the huge bodies would
+# delay the samples (aiohttp warns that large raw bodies can block its loop) and they would measure this
+# client, not the broker. It asks every 10 ms on one keep-alive connection until its stdin closes, then
+# prints one latency (ms) per line.
+SAMPLER = """
+import http.client, sys, threading, time
+stop = threading.Event()
+threading.Thread(target=lambda: (sys.stdin.read(), stop.set()), daemon=True).start()
+conn = http.client.HTTPConnection("127.0.0.1", int(sys.argv[1]), timeout=120)
+print("ready", flush=True)
+latencies = []
+while not stop.is_set():
+    started = time.perf_counter()
+    conn.request("GET", "/health")
+    conn.getresponse().read()
+    latencies.append((time.perf_counter() - started) * 1000)
+    time.sleep(0.01)
+print("\\n".join(f"{ms:.3f}" for ms in latencies))
+"""
+
+
+async def start_sampler(port: int) -> asyncio.subprocess.Process:
+    sampler = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", SAMPLER, str(port), stdin=subprocess.PIPE, stdout=subprocess.PIPE
+    )
+    assert sampler.stdout is not None
+    await sampler.stdout.readline()  # "ready": sampling starts before the load
+    return sampler
+
+
+async def stop_sampler(sampler: asyncio.subprocess.Process) -> list[float]:
+    out, _ = await sampler.communicate(b"")
+    return [float(line) for line in out.decode().split()]
+
+
 async def wait_ready(url: str, deadline: float) -> None:
     async with aiohttp.ClientSession() as session:
         while time.monotonic() < deadline:
@@ -107,29 +144,18 @@ async def run_case(config: str, concurrency: int, payload: bytes) -> Outcome:
                                         headers=headers) as warm:  # fmt: skip
                     await warm.read()
                 idle = proc_kib(broker.pid, "VmRSS") / 1024
-                done = asyncio.Event()
-                latencies: list[float] = []
-
-                async def sample() -> None:
-                    while not done.is_set():
-                        started = time.perf_counter()
-                        async with session.get(url + "/health") as response:
-                            await response.read()
-                        latencies.append((time.perf_counter() - started) * 1000)
-                        await asyncio.sleep(0.01)
 
                 async def produce() -> int:
                     async with session.post(url + "/topics/hostile", data=payload, headers=headers) as r:
                         await r.read()
                         return r.status
 
-                sampler = asyncio.create_task(sample())
+                sampler = await start_sampler(port)
                 started = time.perf_counter()
                 try:
                     statuses = await asyncio.gather(*(produce() for _ in range(concurrency)))
                 finally:
-                    done.set()
-                    await sampler
+                    latencies = await stop_sampler(sampler)
                 elapsed = time.perf_counter() - started
                 peak = proc_kib(broker.pid, "VmHWM") / 1024
         finally:

@@ -19,7 +19,7 @@ import re
 from collections.abc import Callable, Iterator
 from typing import Any
 
-__all__ = ["JsonCursor", "Skipped", "decode_text"]
+__all__ = ["JsonCursor", "Skipped", "decode_text", "dump_json", "load_json", "reject_constant"]
 
 _WS = re.compile(r"[ \t\n\r]*")
 _WS_CHARS = " \t\n\r"
@@ -170,3 +170,24 @@ class JsonCursor:
         """Check that nothing follows the document. Raises JSONDecodeError ("Extra data")."""
         if self.pos != len(self.text):
             raise json.JSONDecodeError("Extra data", self.text, self.pos)
+
+
+def reject_constant(name: str) -> Any:
+    """The ``parse_constant`` of every JSON parse here: NaN and the infinities are not JSON. Raises
+    ValueError, always."""
+    raise ValueError(f"{name} is not valid JSON")
+
+
+def load_json(data: bytes | str) -> Any:
+    """``json.loads`` refusing NaN and the infinities. Raises ValueError (JSONDecodeError included)."""
+    return json.loads(data, parse_constant=reject_constant)
+
+
+_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
+def dump_json(value: Any) -> bytes:
+    """Compact UTF-8 JSON for a response or a stored value. Pure.
+
+    Raises ValueError for NaN or an infinity, TypeError for a value JSON cannot hold."""
+    return _ENCODER.encode(value).encode()

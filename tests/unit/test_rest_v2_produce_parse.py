@@ -18,10 +18,6 @@ from hypothesis import strategies as st
 from tierlog.service.rest_v2.convert import (
     CONVERSION_BYTES_PER_RECORD,
     ProduceRecord,
-    _binary_field,
-    _json_field,
-    _partition_field,
-    _record_problem,
     conversion_estimate,
     dump_json,
     parse_produce_body,
@@ -30,6 +26,12 @@ from tierlog.service.rest_v2.convert import (
     produce_offsets,
 )
 from tierlog.service.rest_v2.media import EmbeddedFormat
+from tierlog.service.rest_v2.produce_body import (
+    _binary_field,
+    _json_field,
+    _partition_field,
+    _record_problem,
+)
 from tierlog.tiering.errors import (
     BadRequestError,
     InsufficientStorageError,
