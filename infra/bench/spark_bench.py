@@ -7,7 +7,9 @@ directory, and optionally uploaded to a ``moto_server`` bucket. The same records
 as Parquet (pyarrow, snappy, one file per partition, row groups of 128k rows) and as JSON lines (key and
 value base64-encoded, since JSON has no bytes). Every scan runs one aggregate that touches the record
 contents (``count``, ``sum(length(key))``, ``sum(length(value))``, ``max(offset)``, ``max(timestamp)``),
-best of ``--runs`` after a warm-up. MB/s is the bytes each format occupies in the store over the scan time.
+best of ``--runs`` rounds after a warm-up round (a round scans every source once, so the load of a
+shared machine changing during the benchmark affects all sources alike). MB/s is the bytes each format
+occupies in the store over the scan time.
 
     .venv/bin/python infra/bench/spark_bench.py [--gib 1] [--codec none] [--s3] \
         [--output docs/benchmarks-spark.md] [--results runs.jsonl] [--plot docs/benchmarks-spark.png]
@@ -258,15 +260,26 @@ def upload_to_moto(remote: Path, endpoint: str) -> str:
     return f"s3://{bucket}/archive"
 
 
-def timed_scan(df: Any, runs: int) -> tuple[float, Any]:
-    """Best wall time of ``runs`` aggregate scans after one warm-up, and the aggregate row."""
+def timed_scan(df: Any) -> tuple[float, Any]:
+    """Wall time of one aggregate scan, and the aggregate row."""
+    start = time.perf_counter()
     row = df.selectExpr(*QUERY).collect()[0]
-    best = float("inf")
-    for _ in range(runs):
-        start = time.perf_counter()
-        row = df.selectExpr(*QUERY).collect()[0]
-        best = min(best, time.perf_counter() - start)
-    return best, row
+    return time.perf_counter() - start, row
+
+
+def timed_rounds(scans: list[tuple[str, Any, int]], runs: int, rows: int) -> list[tuple[str, float, int]]:
+    """Best time per source over ``runs`` rounds after a warm-up round. Each round scans every source
+    once, so a change in the machine's load during the benchmark hits every source alike.
+    """
+    best = {name: float("inf") for name, _, _ in scans}
+    for round_number in range(runs + 1):
+        for name, df, _ in scans:
+            seconds, row = timed_scan(df)
+            assert row["n"] == rows, (name, row["n"], rows)
+            if round_number:
+                best[name] = min(best[name], seconds)
+            print(f"round {round_number}, {name}: {seconds:.2f}s", flush=True)
+    return [(name, best[name], size) for name, _, size in scans]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -347,12 +360,7 @@ def main(argv: list[str] | None = None) -> int:
                     dir_bytes(data["remote"]),
                 ),
             )
-        results = []
-        for name, df, size in scans:
-            seconds, row = timed_scan(df, args.runs)
-            assert row["n"] == data["rows"], (name, row["n"], data["rows"])
-            results.append((name, seconds, size))
-            print(f"{name}: {seconds:.2f}s", flush=True)
+        results = timed_rounds(scans, args.runs, data["rows"])
         table = render(results, data["rows"], args)
         print(table)
         if args.output:
