@@ -20,6 +20,7 @@ from tierlog.service.rest_v2.json_stream import dump_json, load_json
 from tierlog.service.rest_v2.media import EmbeddedFormat
 from tierlog.service.rest_v2.produce_body import (
     CONVERSION_BYTES_PER_RECORD,
+    ProduceColumns,
     ProduceRecord,
     ProduceRow,
     conversion_estimate,
@@ -43,6 +44,7 @@ __all__ = [
     "KAFKA_ERROR",
     "KAFKA_RETRIABLE_ERROR",
     "CONVERSION_BYTES_PER_RECORD",
+    "ProduceColumns",
     "ProduceRecord",
     "ProduceRow",
     "conversion_estimate",

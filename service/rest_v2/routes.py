@@ -36,7 +36,6 @@ from tierlog.service.rest_v2.convert import (
     ProduceRow,
     assign_partitions,
     conversion_estimate,
-    drop,
     dump_json,
     parse_produce_rows,
     produce_answer,
@@ -321,7 +320,7 @@ async def _produce(request: web.Request, *, fixed: int | None) -> web.Response:
                 _check_fit(records, partitions, compression, max_bytes)
                 return partitions, _build_batches(records, partitions, compression, max_bytes)
             finally:
-                drop(records)  # here, not on the event loop
+                records.clear()  # a slice at a time, here, not on the event loop
 
         partitions, built = await offload(size, convert)
         outcomes = await _append(request.app, name, {p: batch for p, (_, batch) in built.items()})
