@@ -33,6 +33,7 @@ import contextlib
 import json
 import os
 import platform
+import re
 import sys
 import tempfile
 import threading
@@ -184,6 +185,7 @@ def write_log(path: Path, total: int, segment_bytes: int) -> PartitionLog:
         written += len(batch)
         n += RECORDS_PER_BATCH
     log.roll()
+    log.flush()  # as the broker's flusher would have by the time a segment is uploaded: not timed
     return log
 
 
@@ -575,31 +577,34 @@ def results_json(rows: list[Row]) -> list[dict[str, Any]]:
     ]
 
 
-def plot(before: Path, after: Path, out: Path) -> None:
-    """A bar chart of the ratios to raw boto3 of the uploader and replay rows, before and after."""
+def plot(before: str, after: str, out: Path) -> None:
+    """A bar chart of the ratios to the raw baseline of our rows (moto), before and after a change;
+    ``before``/``after`` are comma-separated ``--results`` files whose ratios are averaged."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    def ratios(path: Path) -> dict[str, float]:
-        data = json.loads(path.read_text(encoding="utf-8"))
-        return {
-            r["phase"]: r["ratio"]
-            for r in data["moto"]
-            if r["ratio"] is not None and not r["phase"].startswith("raw") and "warm" not in r["phase"]
-        }
+    def ratios(paths: str) -> dict[str, float]:
+        seen: dict[str, list[float]] = collections.defaultdict(list)
+        for path in paths.split(","):
+            for r in json.loads(Path(path).read_text(encoding="utf-8"))["moto"]:
+                if r["ratio"] is not None and not r["phase"].startswith("raw") and "warm" not in r["phase"]:
+                    seen[re.sub(r"read-ahead [1-9]\d*", "read-ahead (default)", r["phase"])].append(
+                        r["ratio"]
+                    )
+        return {phase: sum(v) / len(v) for phase, v in seen.items()}
 
     old, new = ratios(before), ratios(after)
     phases = [p for p in new if p in old]
     fig, ax = plt.subplots(figsize=(9, 4.5))
     ys = range(len(phases))
-    ax.barh([y + 0.2 for y in ys], [old[p] for p in phases], height=0.4, label="before")
-    ax.barh([y - 0.2 for y in ys], [new[p] for p in phases], height=0.4, label="after")
+    ax.barh([y - 0.2 for y in ys], [old[p] for p in phases], height=0.4, label="before")
+    ax.barh([y + 0.2 for y in ys], [new[p] for p in phases], height=0.4, label="after")
     ax.axvline(0.8, color="grey", linestyle="--", label="goal 0.8x")
     ax.set_yticks(list(ys), phases, fontsize=8)
     ax.invert_yaxis()
-    ax.set_xlabel("throughput / raw baseline in the same round (moto)")
+    ax.set_xlabel("throughput / its raw baseline measured in the same round (moto)")
     ax.legend(loc="lower right")
     fig.tight_layout()
     fig.savefig(out, dpi=110)
@@ -638,7 +643,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--plot", nargs=3, metavar=("BEFORE", "AFTER", "PNG"), help="plot two --results")
     args = parser.parse_args(argv)
     if args.plot:
-        plot(*(Path(p) for p in args.plot))
+        plot(args.plot[0], args.plot[1], Path(args.plot[2]))
         return 0
     mib = 32 if args.quick else args.mib
     names = ["moto"] if args.quick else args.backends.split(",")
