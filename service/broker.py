@@ -101,7 +101,7 @@ class Broker:
             from tierlog.service.cluster.node import ClusterNode
 
             owns = metadata_store is None
-            store = metadata_store if metadata_store is not None else _etcd_store(settings)
+            store = metadata_store if metadata_store is not None else _metadata_store(settings)
             self.cluster = ClusterNode(self, store, owns_store=owns)
 
     # ---- lifecycle -------------------------------------------------------------------------------------
@@ -650,11 +650,18 @@ def _check_replication_factor(factor: int | None) -> None:
     raise InvalidConfigError(f"Replication factor: {factor} larger than available brokers: 1.")
 
 
-def _etcd_store(settings: Settings) -> MetadataStore:
+def _metadata_store(settings: Settings) -> MetadataStore:
+    """The store ``metadata.uri`` names: etcd, or (``file://``) the local store persisted in that file."""
+    uri = settings.metadata_uri
+    assert uri is not None
+    if uri.scheme == "file":
+        from tierlog.service.cluster.local_store import LocalMetadataStore
+
+        assert uri.path is not None
+        return LocalMetadataStore(uri.path)
     from tierlog.service.cluster.etcd_store import EtcdMetadataStore
 
-    assert settings.metadata_uri is not None
-    return EtcdMetadataStore(settings.metadata_uri)
+    return EtcdMetadataStore(uri)
 
 
 def _check_known(name: str) -> None:

@@ -478,25 +478,37 @@ class Settings:
 
 @dataclass(frozen=True, slots=True)
 class MetadataUri:
-    """Where the cluster metadata lives: an etcd cluster's client endpoints and a key prefix."""
+    """Where the cluster metadata lives: an etcd cluster's client endpoints and a key prefix, or (scheme
+    ``file``) one local metadata file for a cluster of a single broker without etcd."""
 
-    scheme: str  # "etcd"
+    scheme: str  # "etcd" or "file"
     endpoints: tuple[tuple[str, int], ...]
-    prefix: str  # keys live under "/<prefix>/"; never empty
+    prefix: str  # etcd: keys live under "/<prefix>/"; never empty
+    path: Path | None = None  # file: the metadata file
 
     def __str__(self) -> str:
+        if self.scheme == "file":
+            return f"file://{self.path}"
         hosts = ",".join(f"{host}:{port}" for host, port in self.endpoints)
         return f"{self.scheme}://{hosts}/{self.prefix}"
 
 
 def parse_metadata_uri(raw: str) -> MetadataUri:
-    """``etcd://host:port[,host:port...][/prefix]`` (prefix default ``tierlog``). Pure.
+    """``etcd://host:port[,host:port...][/prefix]`` (prefix default ``tierlog``), or ``file:///path``: the
+    local metadata store persisted in one file (one broker, no etcd). Pure.
 
-    Raises: ValueError naming what is wrong (scheme, host, port, prefix characters).
+    Raises: ValueError naming what is wrong (scheme, host, port, prefix characters, path).
     """
     parts = urlsplit(raw.strip())
+    if parts.scheme == "file":
+        absolute = parts.path.startswith("/") and not parts.path.endswith("/")
+        if parts.netloc not in ("", "localhost") or not absolute:
+            raise ValueError("expected file:///absolute/path/of/the/metadata/file")
+        if parts.query or parts.fragment:
+            raise ValueError("a file:// URI takes no query or fragment")
+        return MetadataUri("file", (), "", Path(parts.path))
     if parts.scheme != "etcd":
-        raise ValueError("expected etcd://host:port[,host:port...]/prefix")
+        raise ValueError("expected etcd://host:port[,host:port...]/prefix or file:///path")
     if parts.query or parts.fragment or "@" in parts.netloc:
         raise ValueError("an etcd:// URI takes no credentials, query or fragment")
     endpoints: list[tuple[str, int]] = []

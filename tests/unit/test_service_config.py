@@ -131,3 +131,19 @@ def test_parsers_hand_over_the_types_settings_declare(tmp_path: Path) -> None:
             checked.append(f.name)
     assert len(checked) >= 20
     assert (settings.data_dir, settings.advertised_url, settings.port) == (tmp_path, "http://h:1", 8082)
+
+
+def test_metadata_uris_name_etcd_endpoints_or_a_local_file(tmp_path: Path) -> None:
+    etcd = build_settings({"metadata.uri": "etcd://10.0.0.1:2379,10.0.0.2:2379/prod/tierlog"}).metadata_uri
+    assert etcd is not None
+    assert (etcd.scheme, etcd.endpoints, etcd.prefix) == (
+        "etcd",
+        (("10.0.0.1", 2379), ("10.0.0.2", 2379)),
+        "prod/tierlog",
+    )
+    local = build_settings({"metadata.uri": f"file://{tmp_path}/meta.json"}).metadata_uri
+    assert local is not None and (local.scheme, local.path) == ("file", tmp_path / "meta.json")
+    assert build_settings({}).metadata_uri is None
+    for bad in ("etcd://nohost/x", "file://relative/x", "file:///dir/", "zk://h:1/x", "etcd://h:1/a b"):
+        with pytest.raises(SettingsError, match="metadata.uri"):
+            build_settings({"metadata.uri": bad})
