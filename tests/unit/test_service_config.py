@@ -145,5 +145,5 @@ def test_metadata_uris_name_etcd_endpoints_or_a_local_file(tmp_path: Path) -> No
     assert local is not None and (local.scheme, local.path) == ("file", tmp_path / "meta.json")
     assert build_settings({}).metadata_uri is None
     for bad in ("etcd://nohost/x", "file://relative/x", "file:///dir/", "zk://h:1/x", "etcd://h:1/a b"):
-        with pytest.raises(SettingsError, match="metadata.uri"):
+        with pytest.raises(SettingsError, match=r"metadata\.uri"):
             build_settings({"metadata.uri": bad})
