@@ -1,18 +1,19 @@
 """Hostile REST load: memory and event-loop responsiveness while many huge JSON produce bodies arrive.
 
 A broker runs as its own process (``python -m tierlog serve``) on 127.0.0.1. This process sends
-``--concurrency`` REST v2 JSON produce requests at once, each a body of ``--records`` records with a null
-value (about 17 bytes of JSON per record: the case that costs the most Python objects per byte), while a
-sampler process asks ``GET /health`` every 10 ms and this one reads the broker's resident memory from
-``/proc``. Two broker configurations run: the defaults (the parse stops at record 100001 of each body:
-422) and one that admits the bodies (``rest.produce.max.records`` 1M, ``max.request.size`` 64 MiB: all
-500k records are parsed and converted, then the request is refused with 413 because they cannot fit the
-topic's ``max.message.bytes``). Requests that do not fit ``rest.produce.conversion.max.bytes`` get 503.
+``--concurrency`` REST v2 JSON produce requests at once (``--rounds`` bursts, one after the other), each
+a body of ``--records`` records with a null value (about 17 bytes of JSON per record: the case that costs
+the most Python objects per byte), while a sampler process asks ``GET /health`` every 10 ms and this one
+reads the broker's resident memory from ``/proc``. Two broker configurations run: the defaults (the parse
+stops at record 100001 of each body: 422) and one that admits the bodies (``rest.produce.max.records``
+1M, ``max.request.size`` 64 MiB: all 500k records are parsed and converted, then the request is refused
+with 413 because they cannot fit the topic's ``max.message.bytes``). Requests that do not fit
+``rest.produce.conversion.max.bytes`` get 503.
 
 The table gives the broker's peak RSS (``VmHWM``) against its idle RSS, the answers, and the ``/health``
 latency during the load; the plot goes next to the table in ``docs/benchmarks-hostile.md``.
 
-    .venv/bin/python infra/bench/hostile_bench.py [--records 500000] [--concurrency 8 16]
+    .venv/bin/python infra/bench/hostile_bench.py [--records 500000] [--concurrency 8 16] [--rounds 3]
 
 Not a test: it never fails on a timing.
 """
@@ -124,7 +125,7 @@ async def wait_ready(url: str, deadline: float) -> None:
     raise RuntimeError(f"broker at {url} not ready")
 
 
-async def run_case(config: str, concurrency: int, payload: bytes) -> Outcome:
+async def run_case(config: str, concurrency: int, payload: bytes, rounds: int) -> Outcome:
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     with tempfile.TemporaryDirectory(prefix="tierlog-hostile-") as tmp:
@@ -153,7 +154,9 @@ async def run_case(config: str, concurrency: int, payload: bytes) -> Outcome:
                 sampler = await start_sampler(port)
                 started = time.perf_counter()
                 try:
-                    statuses = await asyncio.gather(*(produce() for _ in range(concurrency)))
+                    statuses = []
+                    for _ in range(rounds):  # bursts one after the other: more /health samples per row
+                        statuses += await asyncio.gather(*(produce() for _ in range(concurrency)))
                 finally:
                     latencies = await stop_sampler(sampler)
                 elapsed = time.perf_counter() - started
@@ -218,13 +221,14 @@ async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--records", type=int, default=500_000)
     parser.add_argument("--concurrency", type=int, nargs="+", default=[8, 16])
+    parser.add_argument("--rounds", type=int, default=3, help="bursts per row, one after the other")
     parser.add_argument("--plot", type=Path, default=Path("docs/benchmarks-hostile.png"))
     args = parser.parse_args()
     payload = body(args.records)
     outcomes = []
     for config in CONFIGS:
         for concurrency in args.concurrency:
-            outcomes.append(await run_case(config, concurrency, payload))
+            outcomes.append(await run_case(config, concurrency, payload, args.rounds))
             print(f"done: {config} x{concurrency}", file=sys.stderr, flush=True)
     print(f"{platform.node()}: {os.cpu_count()} cores, Python {platform.python_version()}")
     print(table(outcomes))
