@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import io
 import json
+from collections.abc import AsyncIterator
 
 import pytest
 
@@ -135,4 +136,23 @@ async def test_health_answers_while_a_large_body_converts(
     assert not produce.done()  # /health did not wait for the conversion
     response = await produce
     assert response.status == 413, await response.text()  # 600k records cannot fit max.message.bytes
+    assert budget.in_use == 0
+
+
+async def test_a_chunked_body_is_held_chunk_by_chunk(make_client: MakeClient) -> None:
+    client = await make_client(**{"max.request.size": str(64 * KiB)})
+    budget = client.app[CONVERSION_BUDGET]
+    body = rest_body(20, 1000)
+
+    async def chunks(data: bytes) -> AsyncIterator[bytes]:
+        for start in range(0, len(data), 4096):
+            yield data[start : start + 4096]
+
+    response = await client.post(TOPIC_PATH, data=chunks(body), headers={"Content-Type": BINARY})
+    assert response.status == 200, await response.text()
+    assert budget.peak >= len(body) and budget.in_use == 0
+    too_large = chunks(rest_body(100, 1000))  # over max.request.size: cut off while it arrives
+    await expect_error(
+        await client.post(TOPIC_PATH, data=too_large, headers={"Content-Type": BINARY}), 413, 41301
+    )
     assert budget.in_use == 0
