@@ -109,3 +109,12 @@ def test_resized_holds_match_a_model(steps: list[tuple[int, int]]) -> None:
             assert not fits
         assert budget.in_use == sum(holds)
         assert budget.in_use <= 100 or sum(1 for h in holds if h) == 1
+
+
+def test_bytes_taken_outside_holds_count_as_older_than_every_hold() -> None:
+    budget = ByteBudget("b", 100)
+    budget.acquire(60)  # an acquire without a hold (an acks=0 body, a test): its age is unknown
+    with budget.hold(40) as held, pytest.raises(UnavailableError):
+        held.resize(41)
+    budget.release(60)
+    assert budget.in_use == 0
