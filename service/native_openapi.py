@@ -123,6 +123,7 @@ OPENAPI_PATHS: dict[str, Any] = {
                     s503="Retriable: this broker does not lead the partition (50310, the body names the "
                     "leader), it has no live leader (50311), or acks=0 and queued.max.request.bytes is full "
                     "(50301)",
+                    s507="Retriable once space is freed: the data disk is full (50701); nothing was appended",
                 ),
             },
         },
