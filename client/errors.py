@@ -15,18 +15,12 @@ else in the client inspects error codes of an answer.
 
 from __future__ import annotations
 
-import json
-from typing import Any
-
 from tierlog.tiering.errors import (
     ConflictError,
     InvalidRequestError,
-    NotLeaderOrFollowerError,
-    OffsetOutOfRangeError,
     TierlogError,
     UnavailableError,
-    error_for_code,
-    registered_errors,
+    error_from_answer,
 )
 
 __all__ = [
@@ -85,45 +79,7 @@ class CommitFailedError(ConflictError):
     code = 40912
 
 
-def _int_field(body: dict[str, Any], name: str) -> int:
-    value = body.get(name)
-    return value if isinstance(value, int) and not isinstance(value, bool) else -1
-
-
 def error_from_response(status: int, payload: bytes) -> TierlogError:
-    """The typed error for a broker answer with HTTP ``status`` and body ``payload``.
-
-    The body's ``error_code`` picks the class through :func:`tierlog.tiering.errors.error_for_code` (an
-    unknown code falls back on its status family and keeps its number); without a usable code the status
-    itself is the code. An out-of-range answer carries the valid range from the body. Pure, idempotent and
-    safe to call from any thread.
-    """
-    body: dict[str, Any] = {}
-    try:
-        decoded = json.loads(payload) if payload else {}
-        if isinstance(decoded, dict):
-            body = decoded
-    except (ValueError, UnicodeDecodeError):
-        pass
-    code = _int_field(body, "error_code")
-    if code < 0:
-        code = status
-    message = body.get("message")
-    if not isinstance(message, str) or not message:
-        message = payload[:200].decode("utf-8", "replace") or f"HTTP {status}"
-    if code == OffsetOutOfRangeError.code or status == 416:
-        return OffsetOutOfRangeError(
-            message,
-            log_start_offset=_int_field(body, "log_start_offset"),
-            log_end_offset=_int_field(body, "log_end_offset"),
-        )
-    kind = registered_errors().get(code)
-    if kind is not None and issubclass(kind, NotLeaderOrFollowerError):
-        url = body.get("leader_url")
-        return kind(
-            message,
-            leader_id=_int_field(body, "leader_id"),
-            leader_url=url if isinstance(url, str) else "",
-            leader_epoch=_int_field(body, "leader_epoch"),
-        )
-    return error_for_code(code, message)
+    """The typed error for a broker answer with HTTP ``status`` and body ``payload``: see
+    :func:`tierlog.tiering.errors.error_from_answer` (the one reader, shared with the broker). Pure."""
+    return error_from_answer(status, payload)

@@ -59,6 +59,7 @@ code   class                            kind                retriable
 from __future__ import annotations
 
 import errno
+import json
 from typing import ClassVar
 
 __all__ = [
@@ -95,6 +96,7 @@ __all__ = [
     "RebalanceInProgressError",
     "IllegalGenerationError",
     "error_for_code",
+    "error_from_answer",
     "registered_errors",
 ]
 
@@ -424,6 +426,51 @@ _FAMILIES: dict[int, type[TierlogError]] = {
     409: ConflictError,
     503: UnavailableError,
 }
+
+
+def error_from_answer(status: int, payload: bytes) -> TierlogError:
+    """The typed error a broker's error answer (HTTP ``status``, JSON body ``payload``) carries.
+
+    The body's ``error_code`` picks the class through :func:`error_for_code` (an unknown code falls back on
+    its status family and keeps its number); without a usable code the status itself is the code. An
+    out-of-range answer carries the valid range from the body, a not-leader answer the leader it names.
+    The client reads every broker answer with it, and a broker reads its peers' answers with it. Pure,
+    idempotent and safe to call from any thread.
+    """
+    body: dict[str, object] = {}
+    try:
+        decoded = json.loads(payload) if payload else {}
+        if isinstance(decoded, dict):
+            body = decoded
+    except (ValueError, UnicodeDecodeError):
+        pass
+    code = _int_field(body, "error_code")
+    if code < 0:
+        code = status
+    message = body.get("message")
+    if not isinstance(message, str) or not message:
+        message = payload[:200].decode("utf-8", "replace") or f"HTTP {status}"
+    if code == OffsetOutOfRangeError.code or status == 416:
+        return OffsetOutOfRangeError(
+            message,
+            log_start_offset=_int_field(body, "log_start_offset"),
+            log_end_offset=_int_field(body, "log_end_offset"),
+        )
+    kind = _REGISTRY.get(code)
+    if kind is not None and issubclass(kind, NotLeaderOrFollowerError):
+        url = body.get("leader_url")
+        return kind(
+            message,
+            leader_id=_int_field(body, "leader_id"),
+            leader_url=url if isinstance(url, str) else "",
+            leader_epoch=_int_field(body, "leader_epoch"),
+        )
+    return error_for_code(code, message)
+
+
+def _int_field(body: dict[str, object], name: str) -> int:
+    value = body.get(name)
+    return value if isinstance(value, int) and not isinstance(value, bool) else -1
 
 
 def registered_errors() -> dict[int, type[TierlogError]]:

@@ -32,10 +32,8 @@ from tierlog.service.state import BROKER, SETTINGS
 from tierlog.tiering.errors import (
     LeaderNotAvailableError,
     NotLeaderOrFollowerError,
-    OffsetOutOfRangeError,
-    TierlogError,
     UnavailableError,
-    error_for_code,
+    error_from_answer,
 )
 from tierlog.tiering.log.types import AppendInfo, ReadResult
 
@@ -192,7 +190,7 @@ class LeaderClient:
             ) as response:
                 body = await response.read()
                 if response.status >= 300:
-                    raise _leader_error(response.status, body)
+                    raise error_from_answer(response.status, body)
                 return body, dict(response.headers)
         except aiohttp.ConnectionTimeoutError as err:
             raise LeaderNotAvailableError(
@@ -209,41 +207,6 @@ class LeaderClient:
                 f"the leader of {leader.label} (broker {leader.leader_id} at {leader.url}) is unreachable: "
                 f"{err}"
             ) from err
-
-
-def _leader_error(status: int, payload: bytes) -> TierlogError:
-    """The error a leader's non-2xx answer carries (as the Python client reads it). Pure."""
-    body: dict[str, Any] = {}
-    try:
-        decoded = json.loads(payload) if payload else {}
-        if isinstance(decoded, dict):
-            body = decoded
-    except (ValueError, UnicodeDecodeError):
-        pass
-    code = _int(body, "error_code", status)
-    message = body.get("message")
-    if not isinstance(message, str) or not message:
-        message = payload[:200].decode("utf-8", "replace") or f"HTTP {status} from the leader"
-    if code == OffsetOutOfRangeError.code or status == 416:
-        return OffsetOutOfRangeError(
-            message,
-            log_start_offset=_int(body, "log_start_offset", -1),
-            log_end_offset=_int(body, "log_end_offset", -1),
-        )
-    if code == NotLeaderOrFollowerError.code:
-        url = body.get("leader_url")
-        return NotLeaderOrFollowerError(
-            message,
-            leader_id=_int(body, "leader_id", -1),
-            leader_url=url if isinstance(url, str) else "",
-            leader_epoch=_int(body, "leader_epoch", -1),
-        )
-    return error_for_code(code, message)
-
-
-def _int(body: dict[str, Any], name: str, default: int) -> int:
-    value = body.get(name)
-    return value if type(value) is int else default
 
 
 class LeaderPartition:
