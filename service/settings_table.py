@@ -157,6 +157,31 @@ S3_READ_TIMEOUT_MS = SettingSpec(
 REMOTE_CACHE_BYTES = SettingSpec(
     "remote.cache.bytes", "268435456", "memory for cached chunks of remote segments", _int(0, 2**63 - 1)
 )
+REMOTE_FETCH_READAHEAD_CHUNKS = SettingSpec(
+    "remote.fetch.readahead.chunks",
+    "4",
+    "chunks of a remote segment fetched ahead of a sequential reader (ranged GETs in flight per stream)",
+    _int(0, 64),
+)
+REMOTE_UPLOAD_BATCH_BYTES = SettingSpec(
+    "remote.upload.batch.bytes",
+    "67108864",
+    "consecutive sealed segments of a partition uploaded together, up to this many bytes, under two "
+    "manifest commits",
+    _int(1, 2**63 - 1),
+)
+REMOTE_UPLOAD_BATCH_SEGMENTS = SettingSpec(
+    "remote.upload.batch.segments",
+    "32",
+    "most sealed segments in one upload batch",
+    _int(1, 4096),
+)
+REMOTE_UPLOAD_FILE_CONCURRENCY = SettingSpec(
+    "remote.upload.file.concurrency",
+    "4",
+    "files of one partition's upload batch put to the object store at the same time",
+    _int(1, 256),
+)
 REMOTE_RESTORE_ON_START = SettingSpec(
     "remote.restore.on.start",
     "false",
@@ -323,6 +348,10 @@ TABLE: tuple[SettingSpec[Any], ...] = (
     S3_READ_TIMEOUT_MS,
     REMOTE_CACHE_BYTES,
     REMOTE_RESTORE_ON_START,
+    REMOTE_FETCH_READAHEAD_CHUNKS,
+    REMOTE_UPLOAD_BATCH_BYTES,
+    REMOTE_UPLOAD_BATCH_SEGMENTS,
+    REMOTE_UPLOAD_FILE_CONCURRENCY,
     NUM_PARTITIONS,
     AUTO_CREATE_TOPICS_ENABLE,
     MAX_REQUEST_SIZE,

@@ -166,7 +166,11 @@ class RemoteTier:
             UnavailableError: the tier is not started, or closed.
         """
         if self._reader is None:
-            self._reader = RemoteReader(self.store, cache_bytes=self.settings.remote_cache_bytes)
+            self._reader = RemoteReader(
+                self.store,
+                cache_bytes=self.settings.remote_cache_bytes,
+                readahead_chunks=self.settings.remote_fetch_readahead_chunks,
+            )
         return self._reader
 
     async def close(self) -> None:
@@ -204,6 +208,9 @@ class RemoteTier:
             partition.index,
             self._clock(),
             listener=lambda event: self._on_event(partition, event),
+            upload_batch_bytes=self.settings.remote_upload_batch_bytes,
+            upload_batch_segments=self.settings.remote_upload_batch_segments,
+            upload_file_concurrency=self.settings.remote_upload_file_concurrency,
         )
         remote = RemotePartition(self, remote_log)
         if not self._store_down:  # one timeout at start-up is enough: the upload passes retry the rest
