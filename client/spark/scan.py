@@ -8,11 +8,14 @@ then read in ranged GETs of ``readChunkBytes``. Indexes are derived data: a miss
 index only costs reading more of the log, never a wrong answer, because every record is still checked
 against the task's offset and timestamp bounds.
 
-Every batch's CRC is verified and every codec (none, gzip, snappy, lz4, zstd) is decoded by
-:func:`tierlog.tiering.codec.batch.decode_batch`. A corrupt batch raises :class:`CorruptSegmentError` naming
-the object and the byte position, or, with ``onCorruption=skip``, ends the task's read of that object
-and is logged as a WARNING on the logger ``tierlog.spark`` (one per skipped object, so counting the
-warnings counts the objects; Spark 4.1+ exposes them as ``spark.tvf.python_worker_logs()``).
+Every batch's CRC is verified (:func:`tierlog.tiering.codec.header.verify_batch`); consecutive data
+batches are decoded together, every codec (none, gzip, snappy, lz4, zstd) included, by
+:func:`tierlog.tiering.codec.columns.decode_columns` straight into Arrow buffers
+(:mod:`tierlog.client.spark.arrow`), with no Python object per record. A corrupt batch raises
+:class:`CorruptSegmentError` naming the object and the byte position, or, with ``onCorruption=skip``,
+ends the task's read of that object and is logged as a WARNING on the logger ``tierlog.spark`` (one
+per skipped object, so counting the warnings counts the objects; Spark 4.1+ exposes them as
+``spark.tvf.python_worker_logs()``).
 
 Thread-safety: :func:`scan_task` keeps all state local; it may run concurrently in several threads.
 """
