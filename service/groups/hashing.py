@@ -6,8 +6,8 @@ Kafka's ``GroupCoordinator.partitionFor(groupId)`` is
 - ``String.hashCode`` is ``s[0]*31^(n-1) + ... + s[n-1]`` over the string's UTF-16 code units, in signed
   32-bit arithmetic (it wraps). A character outside the Basic Multilingual Plane counts as its two
   surrogates.
-- ``Utils.abs`` is ``x & 0x7fffffff``, not ``Math.abs``: ``Math.abs(Integer.MIN_VALUE)`` is negative, the
-  mask is not.
+- ``Utils.abs`` is ``Math.abs`` except for ``Integer.MIN_VALUE``, which gives 0 (``Math.abs`` would leave it
+  negative). It is not the ``x & 0x7fffffff`` of the record partitioner: for a negative hash they differ.
 
 A tierlog cluster and a Kafka cluster with the same partition count therefore put a group on the same
 partition.
@@ -30,8 +30,10 @@ def java_string_hash(text: str) -> int:
 
 
 def kafka_abs(value: int) -> int:
-    """Kafka's ``Utils.abs``: ``value & 0x7fffffff`` (never negative, unlike ``Math.abs``). Pure."""
-    return value & 0x7FFFFFFF
+    """Kafka's ``Utils.abs`` of a 32-bit int: ``Math.abs``, except that ``Integer.MIN_VALUE`` (whose
+    ``Math.abs`` is itself, negative) gives 0. Not the ``& 0x7fffffff`` the record partitioner uses: for a
+    negative hash the two differ. Pure."""
+    return 0 if value == -(2**31) else abs(value)
 
 
 def coordinator_partition(group_id: str, partitions: int) -> int:

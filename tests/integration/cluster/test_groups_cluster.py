@@ -70,13 +70,14 @@ def test_the_hash_is_javas_string_hash_code() -> None:
 
 
 def test_the_partition_is_kafkas_utils_abs_modulo_the_count() -> None:
-    assert coordinator_partition("polygenelubricants", 50) == 0  # MIN_VALUE & 0x7fffffff is 0
-    assert kafka_abs(-(2**31)) == 0 and kafka_abs(-1) == 2**31 - 1
+    assert coordinator_partition("polygenelubricants", 50) == 0  # its hash is MIN_VALUE: Utils.abs gives 0
+    assert kafka_abs(-(2**31)) == 0 and kafka_abs(-1) == 1 and kafka_abs(7) == 7
+    assert coordinator_partition("my-group", 50) == 12  # negative hash: abs, not a bit mask (that gives 36)
     negative = [g for g in (f"group-{i}" for i in range(500)) if reference_hash(g) < 0]
     assert negative, "some ids hash negative"
     for group_id in [*negative, "hello", "my-group"]:
         for count in (1, 3, 50):
-            expected = (reference_hash(group_id) & 0x7FFFFFFF) % count
+            expected = abs(reference_hash(group_id)) % count  # Math.abs; MIN_VALUE is covered above
             assert coordinator_partition(group_id, count) == expected, (group_id, count)
 
 
