@@ -8,6 +8,7 @@ Values are text with repeated words (about 3:1 under zstd). The broker-side ceil
 client-side batching or decoding) and its minimal aiohttp server, both with one client.
 
     .venv/bin/python infra/bench/client_bench.py [--quick] [--seconds 3] [--output docs/benchmarks-client.md]
+        [--plot docs/benchmarks-client.png]
 
 Not a test: it never fails on a timing.
 """
@@ -159,18 +160,39 @@ def _phase(value: Any) -> Any:
     return value
 
 
+def ceiling_mib(ceiling: dict[str, Any]) -> tuple[float, float]:
+    """The broker ceiling (native path, prebuilt batches): produce and fetch MiB/s."""
+    native = ceiling["native"]
+    return _phase(native.produce).mib_per_s, _phase(native.fetch).mib_per_s
+
+
+def _fmt(ratio: float) -> str:
+    """Two decimals, three below 0.1 (the 100 B rows sit far below the ceiling)."""
+    return f"{ratio:.2f}" if ratio >= 0.1 else f"{ratio:.3f}"
+
+
+def _ratio(value: float, base: float) -> str:
+    return _fmt(value / base) if base else "-"
+
+
 def table(rows: list[Row], ceiling: dict[str, Any]) -> list[str]:
+    """Markdown rows; the ratio columns are MiB/s over the broker ceiling's (native path) MiB/s."""
+    base_produce, base_fetch = ceiling_mib(ceiling)
     lines = [
-        "| client, record size, codec | produce records/s | produce MiB/s "
-        "| consume records/s | consume MiB/s |",
-        "| --- | ---: | ---: | ---: | ---: |",
+        "| client, record size, codec | produce records/s | produce MiB/s | vs broker ceiling "
+        "| consume records/s | consume MiB/s | vs broker ceiling |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for row in rows:
         consumed = (
-            f"{row.consumed.records_per_s:,.0f} | {row.consumed.mib_per_s:.1f}" if row.consumed else "- | -"
+            f"{row.consumed.records_per_s:,.0f} | {row.consumed.mib_per_s:.1f} "
+            f"| {_ratio(row.consumed.mib_per_s, base_fetch)}"
+            if row.consumed
+            else "- | - | -"
         )
         lines.append(
-            f"| {row.name} | {row.produced.records_per_s:,.0f} | {row.produced.mib_per_s:.1f} | {consumed} |"
+            f"| {row.name} | {row.produced.records_per_s:,.0f} | {row.produced.mib_per_s:.1f} "
+            f"| {_ratio(row.produced.mib_per_s, base_produce)} | {consumed} |"
         )
     for name, label in (
         ("native", "broker ceiling: native path, prebuilt batches"),
@@ -180,9 +202,41 @@ def table(rows: list[Row], ceiling: dict[str, Any]) -> list[str]:
             produce, fetch = _phase(ceiling[name].produce), _phase(ceiling[name].fetch)
             lines.append(
                 f"| {label}, 1 KiB | {produce.records / produce.seconds:,.0f} | {produce.mib_per_s:.1f} "
-                f"| {fetch.records / fetch.seconds:,.0f} | {fetch.mib_per_s:.1f} |"
+                f"| {_ratio(produce.mib_per_s, base_produce)} | {fetch.records / fetch.seconds:,.0f} "
+                f"| {fetch.mib_per_s:.1f} | {_ratio(fetch.mib_per_s, base_fetch)} |"
             )
     return lines
+
+
+def plot(rows: list[Row], ceiling: dict[str, Any], path: Path, note: str) -> None:
+    """Bars of each client row's produce and consume MiB/s as a ratio to the broker ceiling (log scale:
+    the client sits one to two orders of magnitude below it), a line at 1.0 for the ceiling itself."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    base_produce, base_fetch = ceiling_mib(ceiling)
+    labels = [row.name.replace(", ", "\n", 1) for row in rows]
+    xs = range(len(rows))
+    width = 0.4
+    fig, ax = plt.subplots(figsize=(11, 4.5))
+    produce = [r.produced.mib_per_s / base_produce for r in rows]
+    consume = [r.consumed.mib_per_s / base_fetch if r.consumed else float("nan") for r in rows]
+    for shift, heights, colour, label in (
+        (-width / 2, produce, "tab:blue", "produce / broker produce ceiling"),
+        (width / 2, consume, "tab:orange", "consume / broker fetch ceiling"),
+    ):
+        bars = ax.bar([x + shift for x in xs], heights, width, color=colour, label=label)
+        ax.bar_label(bars, [_fmt(h) if h == h else "" for h in heights], fontsize=8)
+    ax.axhline(1.0, color="grey", linewidth=0.8, label="broker ceiling (native path, 1.0)")
+    ax.set_yscale("log")
+    ax.set_xticks(list(xs), labels, fontsize=8)
+    ax.set_ylabel("MiB/s ratio to the broker ceiling (log)")
+    ax.legend(fontsize=8)
+    ax.set_title(f"Python client vs the broker's native-path ceiling\n{note}", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
 
 
 async def main(args: argparse.Namespace) -> str:
@@ -194,12 +248,21 @@ async def main(args: argparse.Namespace) -> str:
     ceiling = await http_bench.measure(1, seconds, 1, data_root)
     lines = table(rows, ceiling)
     print("\n".join(lines))
+    stamp = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    load = os.getloadavg()[0]
+    plot(
+        rows,
+        ceiling,
+        Path(args.plot),
+        f"{stamp}, {os.cpu_count()} CPUs shared with other work (load {load:.1f})",
+    )
+    print(f"plot: {args.plot}")
     header = [
         "# Python client benchmark",
         "",
         f"`infra/bench/client_bench.py {'--quick ' if args.quick else ''}--seconds {seconds:g}`, "
-        f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, Python {platform.python_version()}, "
-        f"{os.cpu_count()} CPUs shared with other work (load average {os.getloadavg()[0]:.1f} at the end); "
+        f"{stamp}, Python {platform.python_version()}, "
+        f"{os.cpu_count()} CPUs shared with other work (load average {load:.1f} at the end); "
         "the broker is one child process on loopback.",
         "",
         " ".join(
@@ -210,6 +273,8 @@ async def main(args: argparse.Namespace) -> str:
                 "The last two rows come from `infra/bench/http_bench.py` run in the same process with one",
                 "client: the broker's native path fed prebuilt 1 MiB batches (no client-side batching,",
                 "encoding or decoding), and a minimal aiohttp server that only appends bodies to a file.",
+                "The `vs broker ceiling` columns divide each row's MiB/s by the native path's produce or",
+                "fetch MiB/s.",
             ]
         ),
         "",
@@ -244,6 +309,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--seconds", type=float, default=3.0, help="seconds of producing per row (default 3)")
     parser.add_argument("--no-sync", action="store_true", help="skip the synchronous Producer rows")
     parser.add_argument("--output", help="also write the markdown page to this file")
+    parser.add_argument(
+        "--plot", default="docs/benchmarks-client.png", help="where to save the ratio plot (PNG)"
+    )
     parser.add_argument("--data-root", default=tempfile.gettempdir(), help="where the broker keeps data")
     return parser.parse_args(argv)
 

@@ -7,6 +7,7 @@ to it. Phases are time-bounded (``--seconds`` each, ``--quick`` for a smoke run)
 about a minute.
 
     .venv/bin/python infra/bench/http_bench.py [--quick] [--clients 4] [--output docs/benchmarks-http.md]
+        [--plot docs/benchmarks-http.png]
 
 Not a test: it never fails on a timing.
 """
@@ -40,6 +41,9 @@ REST_RECORDS = 512
 FETCH_BYTES = 1024 * 1024
 BATCHES = "application/vnd.tierlog.batches"
 REST_TYPE = "application/vnd.kafka.binary.v2+json"
+# Goals the docs state, as ratios to the ceiling (docs/design/0009-compiled-codec.md: native produce >= 0.8x).
+GOALS = {("native", "produce"): 0.8}
+Ratios = dict[tuple[str, str], float]
 
 
 # ---- servers (run in child processes) ---------------------------------------------------------------
@@ -449,8 +453,9 @@ async def measure(clients: int, seconds: float, rounds: int, data_root: Path) ->
     return figures
 
 
-async def measure_alternating(count: int, data_root: Path) -> list[str]:
-    """Markdown rows: median time per 1 MiB request for one client, requests alternating between paths."""
+async def measure_alternating(count: int, data_root: Path) -> tuple[list[str], Ratios]:
+    """Markdown rows: median time per 1 MiB request for one client, requests alternating between paths;
+    and each path's ratios (ceiling time / path time) by (path, op)."""
     with tempfile.TemporaryDirectory(dir=data_root) as data_dir:
         root = Path(data_dir)
         (root / "ceiling").mkdir()
@@ -470,13 +475,61 @@ async def measure_alternating(count: int, data_root: Path) -> list[str]:
         op: {path: _median(values) * 1000 * records_per_mib for path, values in paths.items()}
         for op, paths in times.items()
     }
+    ratios = {
+        (path, op): medians[op]["ceiling"] / medians[op][path] for op in medians for path in medians[op]
+    }
     for path in ("ceiling", "native", "rest"):
         produce, fetch = medians["produce"][path], medians["fetch"][path]
         lines.append(
-            f"| {path} | {produce:.2f} | {medians['produce']['ceiling'] / produce:.2f} "
-            f"| {fetch:.2f} | {medians['fetch']['ceiling'] / fetch:.2f} |"
+            f"| {path} | {produce:.2f} | {ratios[path, 'produce']:.2f} "
+            f"| {fetch:.2f} | {ratios[path, 'fetch']:.2f} |"
         )
-    return lines
+    return lines, ratios
+
+
+def ratios(figures: dict[str, PathFigures]) -> Ratios:
+    """Each path's median produce and fetch MiB/s over the ceiling's, by (path, op)."""
+    ceiling = figures["ceiling"]
+    out: Ratios = {}
+    for name, f in figures.items():
+        out[name, "produce"] = _median([r.mib_per_s for r in f.produce]) / _median(
+            [r.mib_per_s for r in ceiling.produce]
+        )
+        out[name, "fetch"] = _median([r.mib_per_s for r in f.fetch]) / _median(
+            [r.mib_per_s for r in ceiling.fetch]
+        )
+    return out
+
+
+def plot(panels: dict[str, Ratios], path: Path, note: str) -> None:
+    """One group of bars per table (alternating requests, then each client count): native and REST v2
+    produce and fetch as ratios to the ceiling, a line at 1.0 (the ceiling) and a dashed line over each
+    bar whose goal the docs state."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    bars = [("native", "produce"), ("native", "fetch"), ("rest", "produce"), ("rest", "fetch")]
+    colours = ["tab:blue", "tab:cyan", "tab:orange", "tab:olive"]
+    width = 0.8 / len(bars)
+    fig, ax = plt.subplots(figsize=(10, 4.5))
+    for i, (bar, colour) in enumerate(zip(bars, colours, strict=True)):
+        xs = [k + (i - (len(bars) - 1) / 2) * width for k in range(len(panels))]
+        heights = [panel.get(bar, float("nan")) for panel in panels.values()]
+        drawn = ax.bar(xs, heights, width, color=colour, label=f"{bar[0]} {bar[1]}")
+        ax.bar_label(drawn, fmt="%.2f", fontsize=8)
+        if bar in GOALS:
+            starts, ends = [x - width / 2 for x in xs], [x + width / 2 for x in xs]
+            label = f"goal: {bar[0]} {bar[1]} {GOALS[bar]}x"
+            ax.hlines([GOALS[bar]] * len(xs), starts, ends, colors="tab:red", linestyles="--", label=label)
+    ax.axhline(1.0, color="grey", linewidth=0.8, label="ceiling (1.0)")
+    ax.set_xticks(range(len(panels)), list(panels))
+    ax.set_ylabel("MiB/s ratio to the minimal aiohttp ceiling")
+    ax.legend(fontsize=8)
+    ax.set_title(f"HTTP data path vs a minimal aiohttp server\n{note}", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
 
 
 def table(figures: dict[str, PathFigures]) -> list[str]:
@@ -522,7 +575,10 @@ async def main(args: argparse.Namespace) -> str:
     seconds = 1.0 if args.quick else args.seconds
     rounds = 1 if args.quick else args.rounds
     counts = [int(n) for n in str(args.clients).split(",")]
-    alternating = await measure_alternating(50 if args.quick else 300, Path(args.data_root))
+    alternating, alternating_ratios = await measure_alternating(
+        50 if args.quick else 300, Path(args.data_root)
+    )
+    panels = {"1 client, alternating\n(time per MiB)": alternating_ratios}
     print("one client, alternating requests\n" + "\n".join(alternating))
     sections: list[str] = [
         "### One client, requests alternating between paths",
@@ -538,15 +594,18 @@ async def main(args: argparse.Namespace) -> str:
     for clients in counts:
         figures = await measure(clients, seconds, rounds, Path(args.data_root))
         rows = table(figures)
+        panels[f"{clients} concurrent client{'s' if clients > 1 else ''}"] = ratios(figures)
         print(f"{clients} client(s)\n" + "\n".join(rows))
         sections += [f"### {clients} concurrent client{'s' if clients > 1 else ''}", "", *rows, ""]
+    stamp = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    plot(panels, Path(args.plot), f"{stamp}, {os.cpu_count()} CPUs shared with other work{_cpu_pressure()}")
+    print(f"plot: {args.plot}")
     header = [
         "# HTTP data-path benchmark",
         "",
         f"`infra/bench/http_bench.py {'--quick ' if args.quick else ''}--clients {args.clients}`: "
         f"{seconds:g} s per phase, medians of {rounds} interleaved rounds, "
-        f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, "
-        f"Python {platform.python_version()}, {os.cpu_count()} CPUs shared with other work"
+        f"{stamp}, Python {platform.python_version()}, {os.cpu_count()} CPUs shared with other work"
         f"{_cpu_pressure()}.",
         "",
         f"Native: {NATIVE_RECORDS} records of {RECORD_BYTES} B per batch (about 1 MiB), one batch per "
@@ -572,6 +631,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         "--clients", default="4", help="concurrent clients, one partition each; a comma list runs several"
     )
     parser.add_argument("--output", help="write the markdown table to this file")
+    parser.add_argument(
+        "--plot", default="docs/benchmarks-http.png", help="where to save the ratio plot (PNG)"
+    )
     parser.add_argument("--data-root", default=tempfile.gettempdir(), help="where the servers keep data")
     parser.add_argument("--serve", choices=("broker", "baseline"), help=argparse.SUPPRESS)
     parser.add_argument("--client", nargs=3, help=argparse.SUPPRESS)

@@ -7,6 +7,7 @@ bytes are written with a plain ``open().write()`` (and write + fsync per 1 MiB) 
 amount of data, best of ``--repeat`` runs, so the whole run is bounded (about 30 s, ``--quick`` a few).
 
     .venv/bin/python infra/bench/log_bench.py [--quick] [--dir /path/on/the/disk/to/test]
+        [--plot docs/benchmarks-log.png]
 
 Not a test: it never fails on a timing.
 """
@@ -120,6 +121,12 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="a smoke run of a few seconds")
     parser.add_argument("--dir", type=Path, default=None, help="where to write (default: a temp dir)")
     parser.add_argument("--output", type=Path, default=None, help="also write the table (markdown) here")
+    parser.add_argument(
+        "--plot",
+        type=Path,
+        default=Path("docs/benchmarks-log.png"),
+        help="where to save the ratio plot (PNG)",
+    )
     args = parser.parse_args()
     nbatches, fsync_batches, repeat = (64, 8, 2) if args.quick else (512, 64, 7)
 
@@ -133,6 +140,10 @@ def main() -> None:
     print(table)
     if args.output is not None:
         args.output.write_text(table + "\n")
+    stamp = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    load = os.getloadavg()[0]
+    plot(results, args.plot, f"{stamp}, {os.cpu_count()} cores shared with other work (load {load:.1f})")
+    print(f"plot: {args.plot}")
 
 
 def run(root: Path, batch: bytes, nbatches: int, fsync_batches: int, repeat: int) -> list[Result]:
@@ -197,7 +208,8 @@ def run(root: Path, batch: bytes, nbatches: int, fsync_batches: int, repeat: int
 def render(results: list[Result], batch: bytes, nbatches: int, fsync_batches: int, repeat: int) -> str:
     by_name = {r.name: r for r in results}
     lines = [
-        f"Machine: {os.cpu_count()} cores, {platform.system()} {platform.release()}, "
+        f"Machine: {os.cpu_count()} cores shared with other work (load average {os.getloadavg()[0]:.1f} "
+        f"at the end), {platform.system()} {platform.release()}, "
         f"Python {platform.python_version()}; batch {len(batch)} bytes ({RECORDS_PER_BATCH} x "
         f"{RECORD_BYTES} B records); {nbatches} batches ({fsync_batches} with fsync); best of {repeat}.",
         "",
@@ -208,6 +220,29 @@ def render(results: list[Result], batch: bytes, nbatches: int, fsync_batches: in
         ratio = f"{r.mb_per_s / by_name[r.baseline].mb_per_s:.0%}" if r.baseline else "(baseline)"
         lines.append(f"| {r.name} | {r.mb_per_s:,.0f} | {r.records_per_s:,.0f} | {ratio} |")
     return "\n".join(lines)
+
+
+def plot(results: list[Result], path: Path, note: str) -> None:
+    """Bars of each engine operation's MB/s as a ratio to its plain-I/O twin, a line at 1.0 (plain)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    by_name = {r.name: r for r in results}
+    engine = [r for r in results if r.baseline is not None]
+    labels = [r.name.replace(" (", "\n(").replace(", ", ",\n", 1) for r in engine]
+    fig, ax = plt.subplots(figsize=(9, 4.5))
+    ratios = [r.mb_per_s / by_name[r.baseline].mb_per_s for r in engine if r.baseline]
+    bars = ax.bar(labels, ratios, color=["tab:blue", "tab:cyan", "tab:orange", "tab:olive"][: len(engine)])
+    ax.bar_label(bars, fmt="%.2f", fontsize=8)
+    ax.axhline(1.0, color="grey", linewidth=0.8, label="plain file I/O (1.0)")
+    ax.tick_params(axis="x", labelsize=8)
+    ax.set_ylabel("MB/s ratio to the same plain file operation")
+    ax.legend(fontsize=8, loc="lower right")
+    ax.set_title(f"PartitionLog vs plain file I/O on the same bytes\n{note}", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
 
 
 if __name__ == "__main__":
