@@ -92,7 +92,8 @@ def decide_partition(
     ``"recovered"``, ``"preferred"``; ``None`` when it did not); ``None`` when nothing changes. Pure.
 
     * No state yet: the first live replica leads with ``leader_epoch`` 0 and is the ISR alone; no live
-      replica: leader -1 and every replica in the ISR (an empty log is in sync everywhere).
+      replica: leader -1 and the preferred replica alone in the ISR. Before replication an ISR never has
+      more than one member, so no election can hand a log to a replica that does not hold it.
     * The ISR drops members whose broker is gone, but never its last member (Kafka keeps it, so that broker
       leads again when it returns).
     * The leader's broker gone: the first live ISR member in replica order leads, else -1.
@@ -103,7 +104,9 @@ def decide_partition(
     """
     if current is None:
         first = next((r for r in replicas if r in live), NO_LEADER)
-        isr = (first,) if first != NO_LEADER else tuple(replicas)
+        # Until replication exists only a leader holds data, so the ISR is one broker from the start, even
+        # when no replica is live yet: the preferred replica, which leads when it comes (no unclean choice).
+        isr = (first,) if first != NO_LEADER else tuple(replicas[:1])
         return PartitionState(first, 0, isr, 0, controller_epoch), None if first == NO_LEADER else "new"
     isr = tuple(m for m in current.isr if m in live)
     if not isr:

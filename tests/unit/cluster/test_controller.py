@@ -54,11 +54,13 @@ def test_a_new_partition_is_led_by_its_first_live_replica() -> None:
     assert decided == (PartitionState(1, 0, (1,), 0, 4), "new")
 
 
-def test_a_new_partition_without_live_replicas_has_every_replica_in_sync() -> None:
+def test_a_new_partition_without_live_replicas_waits_for_its_preferred_replica() -> None:
     assert decide_partition(None, (3, 1), set(), controller_epoch=4) == (
-        PartitionState(-1, 0, (3, 1), 0, 4),
+        PartitionState(-1, 0, (3,), 0, 4),
         None,
     )
+    # replica 1 comes first: it is not in sync, so it cannot lead (no unclean election)
+    assert decide_partition(PartitionState(-1, 0, (3,), 0, 4), (3, 1), {1}, controller_epoch=4) is None
 
 
 def test_failover_picks_the_first_live_isr_member_in_replica_order() -> None:
@@ -427,14 +429,15 @@ async def test_a_lost_leader_leaves_the_partition_leaderless_until_it_returns(cl
 
 async def test_failover_to_a_live_isr_member(cluster: Cluster) -> None:
     await cluster.controller(1)
-    await cluster.create_topic("t", [[2, 3]])  # no replica is live: every replica is in sync
+    await cluster.create_topic("t", [[2, 3]])  # no replica is live: the preferred one alone is in sync
     await cluster.settle()
-    assert await cluster.state("t", 0) == PartitionState(-1, 0, (2, 3), 0, 1)
+    assert await cluster.state("t", 0) == PartitionState(-1, 0, (2,), 0, 1)
     await cluster.broker(3)
     await cluster.settle()
+    assert await cluster.state("t", 0) == PartitionState(-1, 0, (2,), 0, 1)  # 3 is not in sync
     await cluster.broker(2)
     await cluster.settle()
-    assert await cluster.state("t", 0) == PartitionState(3, 1, (3,), 1, 1)  # 2 was gone when 3 took over
+    assert await cluster.state("t", 0) == PartitionState(2, 1, (2,), 1, 1)
 
     other = TopicAssignment("u", "id-u", ((2, 3),))
     seeded = PartitionState(2, 5, (2, 3), 9, 1)  # as replication will leave it: both in sync
