@@ -47,6 +47,7 @@ from tierlog.service.cluster.model import (
     ControllerRecord,
     PartitionState,
     TopicAssignment,
+    broker_key,
     parse_partition_key,
     partition_key,
     topic_key,
@@ -133,6 +134,7 @@ class _View:
     def __init__(self, revision: int) -> None:
         self.revision = revision
         self.brokers: dict[int, BrokerRegistration] = {}
+        self.broker_revs: dict[int, int] = {}  # the revision each live registration was read at
         self.controller: ControllerRecord | None = None
         self.controller_rev = 0  # 0: no controller key (a corrupt one still counts as present)
         self.epoch: int | None = 0  # None: controller_epoch is unreadable, so nobody may campaign
@@ -164,7 +166,9 @@ class _View:
                 self.epoch, self.epoch_rev = None, revision
                 self.epoch = int(value.decode())
             elif key.startswith(BROKERS):
-                self.brokers[int(key.removeprefix(BROKERS))] = BrokerRegistration.decode(key, value)
+                broker_id = int(key.removeprefix(BROKERS))
+                self.brokers[broker_id] = BrokerRegistration.decode(key, value)
+                self.broker_revs[broker_id] = revision
             elif key.startswith(TOPICS):
                 self.topics[key.removeprefix(TOPICS)] = (TopicAssignment.decode(key, value), revision)
             elif key.startswith(PARTITIONS):
@@ -183,6 +187,7 @@ class _View:
         elif key.startswith(BROKERS):
             with contextlib.suppress(ValueError):
                 self.brokers.pop(int(key.removeprefix(BROKERS)), None)
+                self.broker_revs.pop(int(key.removeprefix(BROKERS)), None)
         elif key.startswith(TOPICS):
             self.topics.pop(key.removeprefix(TOPICS), None)
         elif key.startswith(PARTITIONS):
@@ -504,10 +509,18 @@ class Controller:
         first = batch[0]
         compares = [Compare(CONTROLLER, self._fence), Compare(topic_key(first.topic), first.topic_rev)]
         ops: list[Op] = []
+        leaders: set[int] = set()
         for write in batch:
             key = partition_key(write.topic, write.partition)
             compares.append(Compare(key, write.read_rev))
             ops.append(Delete(key) if write.state is None else Put(key, write.state.encode()))
+            if write.state is not None and write.state.leader != NO_LEADER:
+                leaders.add(write.state.leader)
+        view = self._view
+        for leader in sorted(leaders):  # a leader chosen is still the registration it was chosen from
+            revision = 0 if view is None else view.broker_revs.get(leader, 0)
+            if revision:
+                compares.append(Compare(broker_key(leader), revision))
         fence = self._fence
         if await self.store.commit(compares, ops) is None:
             current = await self.store.get(CONTROLLER)

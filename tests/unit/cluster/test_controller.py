@@ -398,6 +398,30 @@ async def test_a_deposed_controller_cannot_change_any_partition(cluster: Cluster
     await old.close()
 
 
+async def test_a_leader_is_chosen_only_from_the_registration_it_was_decided_on(cluster: Cluster) -> None:
+    gated = GatedStore(cluster.store)
+    await cluster.controller(1, store=gated)
+    await cluster.active()
+    await cluster.create_topic("t", [[2]])  # broker 2 is not live yet: the partition waits for it
+    await cluster.settle()
+    assert await cluster.state("t", 0) == PartitionState(-1, 0, (2,), 0, 1)
+
+    gated.gate.clear()
+    gated.held.clear()
+    gated.results.clear()
+    await cluster.broker(2)  # the controller decides broker 2 leads; its commit waits at the gate
+    async with asyncio.timeout(WAIT_S):
+        await gated.held.wait()
+    await cluster.stop(2)  # that registration goes (and a new one comes) before the decision lands
+    await cluster.broker(2)
+    gated.gate.set()
+    async with asyncio.timeout(WAIT_S):
+        await gated.refused.wait()  # decided on the old registration: refused, nothing written from it
+    assert gated.results[0] is None
+    await cluster.settle()
+    assert await cluster.state("t", 0) == PartitionState(2, 1, (2,), 1, 1)  # decided again, on the new one
+
+
 # ---- leadership -----------------------------------------------------------------------------------------
 
 
