@@ -17,6 +17,7 @@ import asyncio
 import contextlib
 import logging
 import math
+import time
 from collections.abc import Callable, Iterable
 
 from tierlog.service.cluster.model import BrokerRegistration, broker_key
@@ -51,9 +52,13 @@ class Membership:
         session_timeout_ms: int,
         heartbeat_interval_ms: int,
         metrics: Metrics | None = None,
+        monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self.store = store
         self.registration = registration
+        self.session_timeout_s = session_timeout_ms / 1000
+        self._monotonic = monotonic
+        self._renewed_at = monotonic()  # when the store last confirmed the lease
         self.ttl_seconds = lease_ttl_seconds(session_timeout_ms)
         self.heartbeat_interval_ms = heartbeat_interval_ms
         self.lease = 0
@@ -137,9 +142,17 @@ class Membership:
             if self.lease and not self.lost.is_set():
                 try:
                     await self.store.keep_alive(self.lease)
+                    self._renewed_at = self._monotonic()
                     return
                 except LeaseExpiredError:
                     self._set_lost()
+                except MetadataStoreError:
+                    # The store cannot confirm the session. Past the session timeout the controller may
+                    # already have given this broker's partitions away: stop acting as a member (fenced by
+                    # our own clock, as a Kafka broker whose heartbeats lapse) until it registers again.
+                    if self._monotonic() - self._renewed_at > self.session_timeout_s:
+                        self._set_lost()
+                    raise
             await self._reregister()
 
     async def _keep_alive_loop(self) -> None:
@@ -189,6 +202,7 @@ class Membership:
         raise MetadataStoreError(f"could not register broker.id {self.broker_id}: the key keeps changing")
 
     def _set_registered(self) -> None:
+        self._renewed_at = self._monotonic()
         self.sessions += 1
         self.lost.clear()
         self.registered.set()

@@ -10,6 +10,7 @@ import pytest
 from tierlog.service.cluster.local_store import LocalMetadataStore
 from tierlog.service.cluster.membership import Membership, lease_ttl_seconds
 from tierlog.service.cluster.model import BrokerRegistration, broker_key
+from tierlog.service.cluster.store import MetadataStoreError
 from tierlog.service.metrics import Metrics
 from tierlog.tiering.errors import InvalidConfigError
 from tierlog.tiering.log.clock import ManualClock
@@ -173,3 +174,48 @@ async def test_metrics(store: LocalMetadataStore, clock: ManualClock) -> None:
     assert metrics.value("tierlog_broker_session_losses_total") == 1
     await membership.close()
     assert "tierlog_broker_registered 0" in metrics.render().splitlines()
+
+
+class Unreachable(LocalMetadataStore):
+    """The in-process store whose keep-alives fail as an unreachable etcd's would, while ``down``."""
+
+    down = False
+
+    async def keep_alive(self, lease: int) -> None:
+        if self.down:
+            raise MetadataStoreError("etcd unreachable")
+        await super().keep_alive(lease)
+
+
+async def test_a_broker_that_cannot_renew_its_session_stops_being_a_member(clock: ManualClock) -> None:
+    store = Unreachable(clock=clock)
+    await store.start()
+    now = [100.0]
+    registration = BrokerRegistration(1, "http://127.0.0.1:9001", None, "i")
+    membership = Membership(
+        store,
+        registration,
+        session_timeout_ms=SESSION_MS,
+        heartbeat_interval_ms=NEVER_MS,
+        monotonic=lambda: now[0],
+    )
+    try:
+        await membership.start()
+        store.down = True
+        now[0] += SESSION_MS / 1000 / 2
+        with pytest.raises(MetadataStoreError):
+            await membership.heartbeat()
+        assert membership.registered.is_set()  # within the session: still a member
+        now[0] += SESSION_MS / 1000
+        with pytest.raises(MetadataStoreError):
+            await membership.heartbeat()
+        assert not membership.registered.is_set() and membership.lost.is_set()  # fenced by its own clock
+
+        store.down = False
+        clock.advance(SESSION_MS + 1000)  # meanwhile its lease expired in the store
+        store.expire_leases()
+        await membership.heartbeat()
+        assert membership.registered.is_set() and membership.sessions == 2
+    finally:
+        await membership.close()
+        await store.close()
