@@ -141,9 +141,15 @@ class Membership:
                 return
             if self.lease and not self.lost.is_set():
                 try:
-                    await self.store.keep_alive(self.lease)
+                    # one round never outlasts the interval: a hung call must not eat the whole session
+                    async with asyncio.timeout(max(self.heartbeat_interval_ms / 1000, 0.5)):
+                        await self.store.keep_alive(self.lease)
                     self._renewed_at = self._monotonic()
                     return
+                except TimeoutError as err:
+                    if self._monotonic() - self._renewed_at > self.session_timeout_s:
+                        self._set_lost()
+                    raise MetadataStoreError(f"lease {self.lease} keep-alive did not answer in time") from err
                 except LeaseExpiredError:
                     self._set_lost()
                 except MetadataStoreError:

@@ -4,7 +4,8 @@ Cluster metadata (broker registrations, the controller, topics, partition states
 implementations pass one contract suite (``tests/integration/cluster/test_store_contract.py``):
 
 * :class:`~tierlog.service.cluster.local_store.LocalMetadataStore`: in-process, optionally persisted to one
-  JSON file (the embedded single-broker case and unit tests; no etcd);
+  JSON file (``metadata.uri=file:///path``: one broker on the cluster code path without etcd; in-process
+  clusters and unit tests);
 * :class:`~tierlog.service.cluster.etcd_store.EtcdMetadataStore`: a real etcd cluster through ``aetcd``.
 
 The contract, shared by both:
