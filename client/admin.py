@@ -83,15 +83,24 @@ class AsyncAdmin:
         return sorted(t["topic_name"] for t in answer["data"] if internal or not t.get("is_internal"))
 
     async def create_topic(
-        self, name: str, partitions: int | None = None, configs: Mapping[str, str] | None = None
+        self,
+        name: str,
+        partitions: int | None = None,
+        configs: Mapping[str, str] | None = None,
+        *,
+        replication_factor: int | None = None,
     ) -> int:
         """Create ``name``; answer its partition count (the broker default when ``partitions`` is None).
+        ``replication_factor`` replicas per partition (default: the cluster's default.replication.factor).
 
-        Not idempotent. Raises InvalidConfigError (40002) when it exists or a config is invalid.
+        Not idempotent. Raises InvalidConfigError (40002) when it exists, a config is invalid or the
+        replication factor is larger than the live brokers.
         """
         body: dict[str, Any] = {"topic_name": name}
         if partitions is not None:
             body["partitions_count"] = partitions
+        if replication_factor is not None:
+            body["replication_factor"] = replication_factor
         if configs:
             body["configs"] = [{"name": k, "value": v} for k, v in configs.items()]
         answer = await self._broker.json("POST", await self._topics_path(), body=body)

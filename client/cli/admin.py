@@ -52,7 +52,12 @@ async def run_topics(args: argparse.Namespace, admin: AsyncAdmin, broker: Broker
             _print("\n".join(names))
         return 0
     if action == "create":
-        count = await admin.create_topic(args.topic, args.partitions, parse_configs(args.config))
+        count = await admin.create_topic(
+            args.topic,
+            args.partitions,
+            parse_configs(args.config),
+            replication_factor=args.replication_factor,
+        )
         _print(f"created topic {args.topic} with {count} partition(s)")
         return 0
     if action == "delete":

@@ -71,6 +71,11 @@ def _topics_parser(commands: argparse._SubParsersAction[_Parser], common: _Parse
     create.add_argument(
         "--partitions", type=int, help="partition count (default: the broker's num.partitions)"
     )
+    create.add_argument(
+        "--replication-factor",
+        type=int,
+        help="replicas of each partition (default: the cluster's default.replication.factor)",
+    )
     create.add_argument("--config", action="append", metavar="NAME=VALUE", help="topic config (repeatable)")
     listing = actions.add_parser("list", parents=[common], help="list topic names")
     listing.add_argument("--internal", action="store_true", help="include internal topics")

@@ -94,3 +94,16 @@ def test_cluster_describe_without_a_broker_is_one_error_line(capsys: pytest.Capt
     assert main(["cluster", "describe", "--bootstrap-server", "http://127.0.0.1:9"]) == 1
     err = capsys.readouterr().err
     assert err.startswith("tierlog cluster: error:") and err.count("\n") == 1
+
+
+def test_topics_create_takes_a_replication_factor(
+    thread_broker: BrokerThread, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert run(thread_broker, "topics", "create", "one", "--replication-factor", "1") == 0
+    capsys.readouterr()
+    assert run(thread_broker, "topics", "describe", "one", "--json") == 0
+    assert json.loads(capsys.readouterr().out)["replication_factor"] == 1
+    assert run(thread_broker, "topics", "create", "three", "--replication-factor", "3") == 1
+    err = capsys.readouterr().err
+    assert "Replication factor: 3 larger than available brokers: 1." in err and "40002" in err
+    assert run(thread_broker, "topics", "describe", "three") == 1  # nothing was created
