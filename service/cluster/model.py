@@ -7,6 +7,7 @@ Key layout (relative to the store prefix; a topic name never contains ``/``)::
     controller                       ControllerRecord, attached to the controller's lease
     controller_epoch                 the last controller epoch handed out (decimal text; never deleted)
     topics/<topic>                   TopicAssignment: id, replica lists per partition, config overrides
+    topic_names/<folded>             the topic holding a folded name (``.`` as ``_``): Kafka's collision rule
     partitions/<topic>/<partition>   PartitionState: leader, leader epoch, ISR (written by the controller)
 
 Every value is a UTF-8 JSON object (``controller_epoch`` and ``cluster/id`` are plain text). Decoders
@@ -33,6 +34,7 @@ __all__ = [
     "NO_LEADER",
     "PARTITIONS",
     "TOPICS",
+    "TOPIC_NAMES",
     "BrokerRegistration",
     "ControllerRecord",
     "PartitionState",
@@ -42,6 +44,7 @@ __all__ = [
     "partition_prefix",
     "parse_partition_key",
     "topic_key",
+    "topic_name_key",
 ]
 
 CLUSTER_ID = "cluster/id"
@@ -49,6 +52,7 @@ BROKERS = "brokers/"
 CONTROLLER = "controller"
 CONTROLLER_EPOCH = "controller_epoch"
 TOPICS = "topics/"
+TOPIC_NAMES = "topic_names/"
 PARTITIONS = "partitions/"
 NO_LEADER = -1
 
@@ -59,6 +63,11 @@ def broker_key(broker_id: int) -> str:
 
 def topic_key(topic: str) -> str:
     return f"{TOPICS}{topic}"
+
+
+def topic_name_key(topic: str) -> str:
+    """The key claiming ``topic``'s folded name: ``a.b`` and ``a_b`` collide (Kafka's rule)."""
+    return f"{TOPIC_NAMES}{topic.replace('.', '_')}"
 
 
 def partition_prefix(topic: str) -> str:

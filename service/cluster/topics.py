@@ -26,6 +26,7 @@ from tierlog.service.cluster.model import (
     TopicAssignment,
     partition_prefix,
     topic_key,
+    topic_name_key,
 )
 from tierlog.service.cluster.placement import assign_replicas, rack_alternated
 from tierlog.service.cluster.store import Compare, Delete, KeyValue, Put
@@ -122,9 +123,18 @@ class ClusterTopics:
         return TopicAssignment(name, uuid.uuid4().hex, tuple(replicas), overrides)
 
     async def _commit_new(self, assignment: TopicAssignment) -> bool:
-        """Put the assignment if no topic of that name exists; False when one does."""
-        key = topic_key(assignment.name)
-        if await self._node.store.commit([Compare(key, 0)], [Put(key, assignment.encode())]) is None:
+        """Put the assignment if no topic of that name exists; False when one does. The name's folded form
+        (``.`` as ``_``, Kafka's collision rule) is claimed in the same commit, so two brokers creating
+        ``a.b`` and ``a_b`` at once cannot both succeed.
+
+        Raises: InvalidConfigError (40002) when another topic holds the folded name."""
+        key, claim = topic_key(assignment.name), topic_name_key(assignment.name)
+        ops = [Put(key, assignment.encode()), Put(claim, assignment.name.encode())]
+        if await self._node.store.commit([Compare(key, 0), Compare(claim, 0)], ops) is None:
+            held = await self._node.store.get(claim)
+            holder = held.value.decode("utf-8", "replace") if held is not None else assignment.name
+            if holder != assignment.name:
+                raise InvalidConfigError(f"Topic '{assignment.name}' collides with existing topic: {holder}")
             return False
         log.info(
             "created topic %s: %d partitions, replication factor %d, overrides %s",
@@ -148,7 +158,7 @@ class ClusterTopics:
         key = topic_key(name)
         for _ in range(ATTEMPTS):
             kv = await self._read(name)
-            ops = [Delete(key), Delete(partition_prefix(name), prefix=True)]
+            ops = [Delete(key), Delete(partition_prefix(name), prefix=True), Delete(topic_name_key(name))]
             if await node.store.commit([Compare(key, kv.mod_revision)], ops) is not None:
                 break
         else:

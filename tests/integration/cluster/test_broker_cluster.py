@@ -461,3 +461,24 @@ async def test_the_cache_reads_everything_again_after_its_watch_breaks(
 
 def _assignment(name: str) -> TopicAssignment:
     return TopicAssignment(name, f"id-{name}", ((7,),))
+
+
+async def test_colliding_names_created_on_two_brokers_at_once_cannot_both_exist(
+    cluster: InprocCluster,
+) -> None:
+    await cluster.start(2)
+    results = await asyncio.gather(
+        cluster.brokers[1].broker.create_topic("a.b", 1),
+        cluster.brokers[2].broker.create_topic("a_b", 1),
+        return_exceptions=True,
+    )
+    failures = [r for r in results if isinstance(r, BaseException)]
+    assert len(failures) == 1, results
+    assert isinstance(failures[0], InvalidConfigError) and "collides" in str(failures[0])
+    names = {t.name for t in cluster.brokers[1].broker.topics()} & {"a.b", "a_b"}
+    assert len(names) == 1
+    survivor = names.pop()
+    await cluster.brokers[1].broker.delete_topic(survivor)  # the folded name is free again
+    await cluster.wait_for(lambda: survivor not in cluster.brokers[2].broker.topic_names())
+    other = "a_b" if survivor == "a.b" else "a.b"
+    await cluster.brokers[2].broker.create_topic(other, 1)
