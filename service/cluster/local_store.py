@@ -27,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import fcntl
 import json
 import os
 from collections import deque
@@ -120,6 +121,7 @@ class LocalMetadataStore(MetadataStore):
         self._persisted_revision = 0
         self._leases_changed = asyncio.Event()
         self._reaper: asyncio.Task[None] | None = None
+        self._lock_fd: int | None = None  # the lock on <path>.lock while started
 
     @property
     def revision(self) -> int:
@@ -136,6 +138,7 @@ class LocalMetadataStore(MetadataStore):
         if self._started:
             return
         if self._path is not None:
+            self._lock_fd = await asyncio.to_thread(_lock_file, self._path)
             doc = await asyncio.to_thread(_read_file, self._path)
             if doc is not None:
                 self._load(doc)
@@ -158,8 +161,13 @@ class LocalMetadataStore(MetadataStore):
         for watcher in list(self._watchers):
             watcher.end(None)
         self._watchers.clear()
-        if self._started:
-            await self._persist()
+        try:
+            if self._started:
+                await self._persist()
+        finally:
+            fd, self._lock_fd = self._lock_fd, None
+            if fd is not None:
+                os.close(fd)  # releases the lock
 
     # reads
 
@@ -442,3 +450,21 @@ def _write_atomically(path: Path, text: str) -> None:
         os.fsync(dir_fd)
     finally:
         os.close(dir_fd)
+
+
+def _lock_file(path: Path) -> int:
+    """Hold an exclusive lock on ``<path>.lock`` for this process: one store (one broker) per metadata file.
+    Blocking I/O. Raises MetadataStoreError when another process holds it, or it cannot be opened."""
+    lock = path.with_name(path.name + ".lock")
+    try:
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError as err:
+        raise MetadataStoreError(f"cannot open {lock}: {err}") from err
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as err:
+        os.close(fd)
+        raise MetadataStoreError(
+            f"{path} is in use by another process: a metadata file serves one broker"
+        ) from err
+    return fd

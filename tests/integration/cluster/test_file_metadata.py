@@ -5,9 +5,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from tests.integration.broker import Brokers
 from tierlog.service.cluster.local_store import LocalMetadataStore
 from tierlog.service.cluster.model import TopicAssignment, topic_key
+from tierlog.service.cluster.store import MetadataStoreError
 from tierlog.tiering.codec.batch import build_batch
 from tierlog.tiering.codec.records import Record
 
@@ -50,3 +53,17 @@ async def test_a_broker_on_a_metadata_file_keeps_its_topics_and_leads_them_after
     assert view.controller_epoch >= 2  # a new session, a new controller epoch
     read = await again.broker.topic("t").partition(1).read(0, 1 << 20)
     assert b"kept" in read.data
+
+
+async def test_a_metadata_file_serves_one_store_at_a_time(tmp_path: Path) -> None:
+    path = tmp_path / "metadata.json"
+    first = LocalMetadataStore(path)
+    await first.start()
+    second = LocalMetadataStore(path)
+    try:
+        with pytest.raises(MetadataStoreError, match="in use by another process"):
+            await second.start()
+    finally:
+        await first.close()
+    await second.start()  # the lock went with the first store
+    await second.close()
