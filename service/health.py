@@ -14,8 +14,8 @@ __all__ = ["OPENAPI_PATHS", "setup_routes"]
 
 async def health(request: web.Request) -> web.Response:
     """``GET /health``: 200 while the process serves HTTP. In a cluster the body also has ``cluster``:
-    this broker's id, whether it is registered, the controller it knows and the metadata revision its
-    cache has applied."""
+    this broker's id, whether it is registered, the controller it knows, the metadata revision its cache
+    has applied and how long the store has not confirmed its session (``session_unconfirmed_ms``)."""
     body: dict[str, Any] = {"status": "UP"}
     node = request.app[BROKER].cluster
     if node is not None:
@@ -27,6 +27,8 @@ async def health(request: web.Request) -> web.Response:
             "controller_epoch": node.cache.view().controller_epoch,
             "is_controller": node.controller.active,
             "metadata_revision": node.cache.revision,
+            # how long the metadata store has not confirmed this broker's session (etcd unreachable)
+            "session_unconfirmed_ms": int(node.membership.unconfirmed_s * 1000),
         }
     return web.json_response(body)
 

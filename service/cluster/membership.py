@@ -147,17 +147,14 @@ class Membership:
                     self._renewed_at = self._monotonic()
                     return
                 except TimeoutError as err:
-                    if self._monotonic() - self._renewed_at > self.session_timeout_s:
-                        self._set_lost()
                     raise MetadataStoreError(f"lease {self.lease} keep-alive did not answer in time") from err
                 except LeaseExpiredError:
                     self._set_lost()
                 except MetadataStoreError:
-                    # The store cannot confirm the session. Past the session timeout the controller may
-                    # already have given this broker's partitions away: stop acting as a member (fenced by
-                    # our own clock, as a Kafka broker whose heartbeats lapse) until it registers again.
-                    if self._monotonic() - self._renewed_at > self.session_timeout_s:
-                        self._set_lost()
+                    # The store cannot confirm the session. The broker keeps serving what it leads (as a
+                    # Kafka broker cut off from its quorum does): the controller, if it still reaches the
+                    # store, moves leadership, and this broker learns it and steps down when it reconnects.
+                    # With etcd itself down, every broker keeps serving. :attr:`unconfirmed_s` says how long.
                     raise
             await self._reregister()
 
@@ -206,6 +203,11 @@ class Membership:
                 holder = BrokerRegistration.decode(key, existing.value)
                 raise InvalidConfigError(f"broker.id {self.broker_id} is already registered by {holder.url}")
         raise MetadataStoreError(f"could not register broker.id {self.broker_id}: the key keeps changing")
+
+    @property
+    def unconfirmed_s(self) -> float:
+        """Seconds since the store last confirmed this broker's lease (0 right after a renewal)."""
+        return max(0.0, self._monotonic() - self._renewed_at)
 
     def _set_registered(self) -> None:
         self._renewed_at = self._monotonic()
