@@ -13,17 +13,29 @@ service accepts.
 Large files go up as a multipart upload: parts of ``part_size`` bytes are read from disk with ``pread`` in a
 worker thread and uploaded by at most ``upload_concurrency`` tasks (so at most that many parts are held in
 memory); any failure aborts the upload, so no half-written object or orphaned parts are left behind.
+
+Ranged reads (:meth:`S3ObjectStore.get_range`, the remote read path's only request) go through a plain,
+threaded botocore client instead: on the S3-compatible servers measured (moto, LocalStack) aiobotocore's
+aiohttp GET path reached only 0.44-0.79x of botocore's throughput (``docs/benchmarks-tiering.md``). The
+client is built from the same endpoint, credentials, region, timeouts, retry and checksum settings, and
+its calls run on at most ``read_threads`` worker threads the store owns; the body is read to the end in
+the worker, so the event loop only ever sees finished bytes. Errors are translated by the same
+:func:`~tierlog.tiering.remote.translate.translating` as every other call.
 """
 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
+import inspect
 import os
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+import botocore.config
+import botocore.session
 from aiobotocore.config import AioConfig
 from aiobotocore.session import get_session
 from botocore.exceptions import ClientError
@@ -32,10 +44,17 @@ from tierlog.tiering.errors import ConflictError, InvalidRequestError, NotFoundE
 from tierlog.tiering.remote.store import ObjectInfo, validate_key, validate_prefix, validate_range
 from tierlog.tiering.remote.translate import s3_error_code, translating
 
-__all__ = ["S3ObjectStore", "DEFAULT_PART_SIZE", "DEFAULT_MULTIPART_THRESHOLD", "endpoint_from_env"]
+__all__ = [
+    "S3ObjectStore",
+    "DEFAULT_PART_SIZE",
+    "DEFAULT_MULTIPART_THRESHOLD",
+    "DEFAULT_READ_THREADS",
+    "endpoint_from_env",
+]
 
 DEFAULT_PART_SIZE = 8 * 1024 * 1024
 DEFAULT_MULTIPART_THRESHOLD = 16 * 1024 * 1024
+DEFAULT_READ_THREADS = 8  # ranged GETs in flight at once (Kafka's remote.log.reader.threads is 10)
 _DELETE_BATCH = 1000  # DeleteObjects accepts at most 1000 keys
 
 
@@ -44,14 +63,69 @@ def endpoint_from_env() -> str | None:
     return os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL") or None
 
 
+class _ThreadedReads:
+    """A plain botocore S3 client and the bounded pool of worker threads that run its ranged GETs.
+
+    botocore clients are safe to share between threads. Owned by one :class:`S3ObjectStore`.
+    """
+
+    def __init__(self, client: Any, threads: int) -> None:
+        self.client = client
+        self.executor = concurrent.futures.ThreadPoolExecutor(threads, thread_name_prefix="tierlog-s3-read")
+
+    def _get(self, bucket: str, key: str, header: str) -> tuple[bytes, dict[str, Any]]:
+        resp: dict[str, Any] = self.client.get_object(Bucket=bucket, Key=key, Range=header)
+        with resp["Body"] as body:
+            data: bytes = body.read()
+        return data, resp
+
+    async def get(self, bucket: str, key: str, header: str) -> tuple[bytes, dict[str, Any]]:
+        """The body and response of a ranged ``GetObject``, run on a worker thread. Raises botocore's
+        errors (the caller translates them), :class:`InvalidRequestError` once closed. Cancelling the
+        caller does not stop a GET already running.
+        """
+        loop = asyncio.get_running_loop()
+        try:
+            future = loop.run_in_executor(self.executor, self._get, bucket, key, header)
+        except RuntimeError as err:  # the executor is shut down: the store was closed meanwhile
+            raise InvalidRequestError("S3 object store is closed") from err
+        return await future
+
+    def close(self) -> None:
+        """Drop queued GETs, wait for running ones (each bounded by the client's timeouts), close the
+        client. Blocking: call it from a thread."""
+        self.executor.shutdown(wait=True, cancel_futures=True)
+        self.client.close()
+
+
+def _bridged(handler: Callable[..., Any], loop: asyncio.AbstractEventLoop) -> Callable[..., Any]:
+    """``handler`` for the threaded client's events: a coroutine it returns is run on ``loop`` (where the
+    aiobotocore client would have awaited it) and its result handed back to botocore."""
+
+    def call(**kwargs: Any) -> Any:
+        result = handler(**kwargs)
+        if inspect.isawaitable(result):
+
+            async def wait() -> Any:
+                return await result
+
+            return asyncio.run_coroutine_threadsafe(wait(), loop).result()
+        return result
+
+    return call
+
+
 class S3ObjectStore:
     """:class:`~tierlog.tiering.remote.store.ObjectStore` over one bucket of an S3-compatible service.
 
-    The client is created lazily on first use (so construction does no I/O) and released by
+    The clients are created lazily on first use (so construction does no I/O) and released by
     :meth:`close`. All methods are safe to call concurrently; ``max_pool_connections`` bounds the
-    HTTP connections in use. ``page_size`` is the ``MaxKeys`` of each listing request.
-    ``event_handlers`` are ``(event name, handler)`` pairs registered on the botocore client's event
-    system (for request customisation, and for tests that make a real client see a failure).
+    HTTP connections of the aiobotocore client, ``read_threads`` the ranged GETs (:meth:`get_range`)
+    running at once on the threaded client (see the module docstring). ``page_size`` is the ``MaxKeys``
+    of each listing request. ``event_handlers`` are ``(event name, handler)`` pairs registered on both
+    clients' event systems (for request customisation, and for tests that make a real client see a
+    failure); on the threaded client a handler runs in a worker thread, and a coroutine it returns is
+    awaited on the store's event loop.
     ``conditional_writes=False`` is the fallback for services without ``If-None-Match`` support (see
     :meth:`put_if_absent`).
     """
@@ -76,11 +150,14 @@ class S3ObjectStore:
         botocore_max_attempts: int = 1,
         event_handlers: Sequence[tuple[str, Callable[..., Any]]] = (),
         conditional_writes: bool = True,
+        read_threads: int = DEFAULT_READ_THREADS,
     ) -> None:
         if not bucket:
             raise InvalidRequestError("S3 bucket name is empty")
         if part_size <= 0 or multipart_threshold < 0 or upload_concurrency <= 0 or page_size <= 0:
             raise InvalidRequestError("S3 part size, threshold, concurrency and page size must be positive")
+        if read_threads <= 0:
+            raise InvalidRequestError("S3 read threads must be positive")
         self.bucket = bucket
         self.endpoint_url = endpoint_url or endpoint_from_env()
         self.path_style = (self.endpoint_url is not None) if path_style is None else path_style
@@ -98,15 +175,17 @@ class S3ObjectStore:
         self.multipart_threshold = multipart_threshold
         self.upload_concurrency = upload_concurrency
         self.page_size = page_size
-        self._config = AioConfig(
-            s3={"addressing_style": "path" if self.path_style else "auto"},
-            retries={"total_max_attempts": botocore_max_attempts, "mode": "standard"},
-            max_pool_connections=max_pool_connections,
-            connect_timeout=connect_timeout,
-            read_timeout=read_timeout,
-            request_checksum_calculation="when_required",
-            response_checksum_validation="when_required",
-        )
+        self.read_threads = read_threads
+        settings: dict[str, Any] = {
+            "s3": {"addressing_style": "path" if self.path_style else "auto"},
+            "retries": {"total_max_attempts": botocore_max_attempts, "mode": "standard"},
+            "connect_timeout": connect_timeout,
+            "read_timeout": read_timeout,
+            "request_checksum_calculation": "when_required",
+            "response_checksum_validation": "when_required",
+        }
+        self._config = AioConfig(max_pool_connections=max_pool_connections, **settings)
+        self._read_config = botocore.config.Config(max_pool_connections=read_threads, **settings)
         self._event_handlers = tuple(event_handlers)
         self.conditional_writes = conditional_writes
         # aiobotocore's S3 client: its operations are generated at runtime from botocore's service model
@@ -114,6 +193,7 @@ class S3ObjectStore:
         # stubs would give it one).
         self._client: Any = None
         self._exit_stack: contextlib.AsyncExitStack | None = None
+        self._reads: _ThreadedReads | None = None
         self._lock = asyncio.Lock()
         self._closed = False
 
@@ -127,6 +207,8 @@ class S3ObjectStore:
             if self._closed:
                 raise InvalidRequestError("S3 object store is closed")
             if self._client is None:
+                if self._reads is None:  # made with the other client, so a warm-up call warms both
+                    self._reads = await self._create_reads()
                 stack = contextlib.AsyncExitStack()
                 with translating("connect", self.bucket):
                     creator = get_session().create_client(
@@ -143,11 +225,43 @@ class S3ObjectStore:
                 self._exit_stack = stack
         return self._client
 
+    async def _get_reads(self) -> _ThreadedReads:
+        reads = self._reads
+        if reads is None:
+            await self._get_client()
+            reads = self._reads
+            if reads is None:  # closed meanwhile
+                raise InvalidRequestError("S3 object store is closed")
+        return reads
+
+    async def _create_reads(self) -> _ThreadedReads:
+        with translating("connect", self.bucket):
+            # creating a client loads botocore's service model from disk: not on the loop
+            client = await asyncio.to_thread(self._create_read_client)
+        loop = asyncio.get_running_loop()
+        for event, handler in self._event_handlers:
+            client.meta.events.register(event, _bridged(handler, loop))
+        return _ThreadedReads(client, self.read_threads)
+
+    def _create_read_client(self) -> Any:
+        return botocore.session.get_session().create_client(
+            "s3",
+            endpoint_url=self.endpoint_url,
+            region_name=self._region,
+            config=self._read_config,
+            **self._credentials,
+        )
+
     async def close(self) -> None:
-        """Close the HTTP client. Idempotent."""
+        """Close both HTTP clients and the read threads (waiting for GETs still running in them, each
+        bounded by the connect and read timeouts). Idempotent.
+        """
         async with self._lock:
             self._closed = True
             stack, self._exit_stack, self._client = self._exit_stack, None, None
+            reads, self._reads = self._reads, None
+        if reads is not None:
+            await asyncio.to_thread(reads.close)
         if stack is not None:
             await stack.aclose()
 
@@ -268,18 +382,21 @@ class S3ObjectStore:
         return data
 
     async def get_range(self, key: str, start: int, end: int | None = None) -> bytes:
-        """See :meth:`ObjectStore.get_range`: a ``Range: bytes=start-(end-1)`` GET; 416 means past the end."""
+        """See :meth:`ObjectStore.get_range`: a ``Range: bytes=start-(end-1)`` GET; 416 means past the end.
+
+        Runs on the threaded botocore client (see the module docstring); at most ``read_threads`` run at
+        once, more wait their turn. Cancelling the caller does not abort a GET already running: its
+        result is dropped. Idempotent; safe to call concurrently.
+        """
         validate_range(start, end)
         validate_key(key)
         if end is not None and end == start:
             return b""
         header = f"bytes={start}-" if end is None else f"bytes={start}-{end - 1}"
-        client = await self._get_client()
+        reads = await self._get_reads()
         try:
             with translating("get_range", key):
-                resp = await client.get_object(Bucket=self.bucket, Key=key, Range=header)
-                async with resp["Body"] as body:
-                    data: bytes = await body.read()
+                data, resp = await reads.get(self.bucket, key, header)
         except Exception as err:
             cause = err.__cause__
             if isinstance(cause, ClientError) and s3_error_code(cause)[0] == "InvalidRange":
