@@ -63,8 +63,10 @@ async def test_blackholed_endpoint_bounds_reads_by_the_deadline_and_uploads_resu
     assert partition.local_log_start_offset > 0  # offset 0 is in the remote tier only
 
     proxy.blackhole()
-    # the wait is bounded only so a regression fails instead of hanging; what shows the read was cut off
-    # by remote.retry.deadline.ms (not by a client read timeout, not never) is the answer itself
+    # The answer must come within the retry deadline's reach (two deadlines and scheduling slack), not
+    # after the 60 s a hung read used to take: a regression fails here instead of hanging. The answer is
+    # either the deadline cutting off a hung attempt or the last attempt's own timeout when the next
+    # retry would pass the deadline, so its message is not pinned.
     async with asyncio.timeout(DEADLINE_MS / 1000 * 2 + SLACK_S):
         response = await client.get(
             "/native/v1/topics/h/partitions/0/batches",
@@ -74,7 +76,6 @@ async def test_blackholed_endpoint_bounds_reads_by_the_deadline_and_uploads_resu
         body = await response.json()
     assert response.status == 503, body
     assert body["error_code"] == 50301
-    assert f"within the retry deadline ({DEADLINE_MS / 1000:g} s)" in body["message"], body
 
     metrics = client.app[METRICS]
 
