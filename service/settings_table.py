@@ -157,6 +157,12 @@ S3_READ_TIMEOUT_MS = SettingSpec(
 REMOTE_CACHE_BYTES = SettingSpec(
     "remote.cache.bytes", "268435456", "memory for cached chunks of remote segments", _int(0, 2**63 - 1)
 )
+REMOTE_LOG_READER_THREADS = SettingSpec(
+    "remote.log.reader.threads",
+    "8",
+    "worker threads for ranged GETs of remote segments (S3), apart from log I/O and the event loop",
+    _int(1, 1024),
+)
 REMOTE_FETCH_READAHEAD_CHUNKS = SettingSpec(
     "remote.fetch.readahead.chunks",
     "4",
@@ -349,6 +355,7 @@ TABLE: tuple[SettingSpec[Any], ...] = (
     REMOTE_CACHE_BYTES,
     REMOTE_RESTORE_ON_START,
     REMOTE_FETCH_READAHEAD_CHUNKS,
+    REMOTE_LOG_READER_THREADS,
     REMOTE_UPLOAD_BATCH_BYTES,
     REMOTE_UPLOAD_BATCH_SEGMENTS,
     REMOTE_UPLOAD_FILE_CONCURRENCY,
