@@ -114,6 +114,11 @@ class Settings:
     remote_upload_batch_bytes: int = 64 * 2**20
     remote_upload_batch_segments: int = 32
     remote_upload_file_concurrency: int = 4
+    replica_lag_time_max_ms: int = 30_000
+    replica_fetch_max_bytes: int = 2**20
+    replica_fetch_wait_max_ms: int = 500
+    replica_fetch_backoff_ms: int = 1000
+    replica_high_watermark_checkpoint_interval_ms: int = 5000
     sources: Mapping[str, str] = field(default_factory=dict)
 
     def describe(self) -> str:
@@ -293,6 +298,11 @@ def build_settings(values: Mapping[str, object], sources: Mapping[str, str] | No
         remote_upload_batch_bytes=get(t.REMOTE_UPLOAD_BATCH_BYTES),
         remote_upload_batch_segments=get(t.REMOTE_UPLOAD_BATCH_SEGMENTS),
         remote_upload_file_concurrency=get(t.REMOTE_UPLOAD_FILE_CONCURRENCY),
+        replica_lag_time_max_ms=get(t.REPLICA_LAG_TIME_MAX_MS),
+        replica_fetch_max_bytes=get(t.REPLICA_FETCH_MAX_BYTES),
+        replica_fetch_wait_max_ms=get(t.REPLICA_FETCH_WAIT_MAX_MS),
+        replica_fetch_backoff_ms=get(t.REPLICA_FETCH_BACKOFF_MS),
+        replica_high_watermark_checkpoint_interval_ms=get(t.REPLICA_HIGH_WATERMARK_CHECKPOINT_INTERVAL_MS),
         sources=MappingProxyType(sources),
     )
 

@@ -27,6 +27,7 @@ from tierlog.tiering.errors import (
     MethodNotAllowedError,
     NoSuchRouteError,
     NotLeaderOrFollowerError,
+    OffsetMovedToTieredStorageError,
     OffsetOutOfRangeError,
     RecordTooLargeError,
     TierlogError,
@@ -62,6 +63,8 @@ def error_body(err: TierlogError) -> dict[str, Any]:
     if isinstance(err, OffsetOutOfRangeError):
         body["log_start_offset"] = err.log_start_offset
         body["log_end_offset"] = err.log_end_offset
+        if isinstance(err, OffsetMovedToTieredStorageError):
+            body["local_log_start_offset"] = err.local_log_start_offset
     elif isinstance(err, NotLeaderOrFollowerError):
         body["leader_id"] = err.leader_id
         body["leader_url"] = err.leader_url

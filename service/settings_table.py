@@ -338,6 +338,37 @@ BROKER_HEARTBEAT_INTERVAL_MS = SettingSpec(
     _int(100, 2**31 - 1),
 )
 
+REPLICA_LAG_TIME_MAX_MS = SettingSpec(
+    "replica.lag.time.max.ms",
+    "30000",
+    "a follower that has not caught up to the leader's log end for this long leaves the ISR",
+    _int(1, 2**31 - 1),
+)
+REPLICA_FETCH_MAX_BYTES = SettingSpec(
+    "replica.fetch.max.bytes",
+    "1048576",
+    "bytes a follower asks for per replica fetch (at least one batch is always returned)",
+    _int(1, 2**31 - 1),
+)
+REPLICA_FETCH_WAIT_MAX_MS = SettingSpec(
+    "replica.fetch.wait.max.ms",
+    "500",
+    "how long a follower's fetch waits on the leader for new data; keep it below replica.lag.time.max.ms",
+    _int(0, 2**31 - 1),
+)
+REPLICA_FETCH_BACKOFF_MS = SettingSpec(
+    "replica.fetch.backoff.ms",
+    "1000",
+    "how long a follower waits before fetching again after an error",
+    _int(0, 2**31 - 1),
+)
+REPLICA_HIGH_WATERMARK_CHECKPOINT_INTERVAL_MS = SettingSpec(
+    "replica.high.watermark.checkpoint.interval.ms",
+    "5000",
+    "how often each partition's high watermark is written to its replication-offset-checkpoint file",
+    _int(1, 2**31 - 1),
+)
+
 TABLE: tuple[SettingSpec[Any], ...] = (
     DATA_DIR,
     HOST,
@@ -385,6 +416,15 @@ TABLE: tuple[SettingSpec[Any], ...] = (
     BROKER_SESSION_TIMEOUT_MS,
     BROKER_HEARTBEAT_INTERVAL_MS,
     OFFSETS_TOPIC_NUM_PARTITIONS,
+    REPLICA_LAG_TIME_MAX_MS,
+    REPLICA_FETCH_MAX_BYTES,
+    REPLICA_FETCH_WAIT_MAX_MS,
+    REPLICA_FETCH_BACKOFF_MS,
+    REPLICA_HIGH_WATERMARK_CHECKPOINT_INTERVAL_MS,
+    _topic_default("min.insync.replicas", "min.insync.replicas", "default min.insync.replicas"),
+    _topic_default(
+        "unclean.leader.election.enable", "unclean.leader.election.enable", "default unclean.leader.election.enable"
+    ),
     _topic_default("segment.bytes", "log.segment.bytes", "default segment.bytes"),
     _topic_default("segment.ms", "log.roll.ms", "default segment.ms"),
     _topic_default("segment.index.bytes", "log.index.size.max.bytes", "default segment.index.bytes"),

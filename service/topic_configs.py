@@ -109,6 +109,9 @@ _SPECS: tuple[TopicConfigSpec, ...] = (
                     "largest record batch accepted", _integer(0, INT32_MAX)),
     TopicConfigSpec("message.timestamp.type", "log.message.timestamp.type", "CreateTime",
                     "CreateTime or LogAppendTime", _choice(TIMESTAMP_TYPES)),
+    TopicConfigSpec("min.insync.replicas", "min.insync.replicas", "1",
+                    "in-sync replicas an acks=all produce needs, else NOT_ENOUGH_REPLICAS",
+                    _integer(1, INT32_MAX)),
     TopicConfigSpec("remote.storage.enable", None, "false",
                     "move sealed segments to the remote tier", _boolean),
     TopicConfigSpec("retention.bytes", "log.retention.bytes", "-1",
@@ -119,6 +122,9 @@ _SPECS: tuple[TopicConfigSpec, ...] = (
                     "roll the active segment at this size", _integer(14, INT32_MAX)),
     TopicConfigSpec("segment.index.bytes", "log.index.size.max.bytes", "10485760",
                     "largest offset index per segment", _integer(4, INT32_MAX)),
+    TopicConfigSpec("unclean.leader.election.enable", "unclean.leader.election.enable", "false",
+                    "elect a leader from outside the ISR when none is left (may lose acknowledged records)",
+                    _boolean),
     TopicConfigSpec("segment.ms", "log.roll.ms", "604800000",
                     "roll the active segment when it is this old", _integer(1, INT64_MAX)),
 )  # fmt: skip
@@ -157,6 +163,16 @@ class TopicConfig:
 
     values: Mapping[str, str]
     log: LogConfig
+
+    @property
+    def min_insync_replicas(self) -> int:
+        """``min.insync.replicas``: the ISR size below which ``acks=all`` produce is refused."""
+        return int(self.values["min.insync.replicas"])
+
+    @property
+    def unclean_leader_election_enable(self) -> bool:
+        """``unclean.leader.election.enable``: may the controller elect a leader from outside the ISR."""
+        return self.values["unclean.leader.election.enable"] == "true"
 
     @classmethod
     def resolve(cls, defaults: Mapping[str, str], overrides: Mapping[str, str]) -> TopicConfig:

@@ -38,10 +38,13 @@ code   class                            kind                retriable
 40902  ConsumerInstanceExistsError      conflict            no
 40903  IllegalStateError                conflict            no
 40910  RebalanceInProgressError         conflict            yes
+40904  InvalidUpdateVersionError        conflict            no
+40905  IneligibleReplicaError           conflict            no
 40911  IllegalGenerationError           conflict            no
 41301  RecordTooLargeError              invalid request     no
 41501  UnsupportedMediaTypeError        invalid request     no
 41601  OffsetOutOfRangeError            invalid request     no
+41602  OffsetMovedToTieredStorageError  invalid request     no
 42201  InvalidRequestError              invalid request     no
 42202  InvalidValueError                invalid request     no
 42204  InvalidConsumerConfigError       invalid request     no
@@ -52,6 +55,12 @@ code   class                            kind                retriable
 50310  NotLeaderOrFollowerError         unavailable         yes
 50311  LeaderNotAvailableError          unavailable         yes
 50312  NotCoordinatorError              unavailable         yes
+50313  NotEnoughReplicasError           unavailable         yes
+50314  NotEnoughReplicasAfterAppendError unavailable        yes
+50315  FencedLeaderEpochError           unavailable         yes
+50316  UnknownLeaderEpochError          unavailable         yes
+50317  NotControllerError               unavailable         yes
+50318  ProduceTimedOutError             unavailable         yes
 50701  InsufficientStorageError         unavailable         yes
 =====  ===============================  ==================  =========
 """
@@ -95,6 +104,18 @@ __all__ = [
     "IllegalStateError",
     "RebalanceInProgressError",
     "IllegalGenerationError",
+    "InvalidUpdateVersionError",
+    "IneligibleReplicaError",
+    "OffsetMovedToTieredStorageError",
+    "NotLeaderOrFollowerError",
+    "NotCoordinatorError",
+    "LeaderNotAvailableError",
+    "NotEnoughReplicasError",
+    "NotEnoughReplicasAfterAppendError",
+    "FencedLeaderEpochError",
+    "UnknownLeaderEpochError",
+    "NotControllerError",
+    "ProduceTimedOutError",
     "error_for_code",
     "error_from_answer",
     "registered_errors",
@@ -251,6 +272,21 @@ class OffsetOutOfRangeError(InvalidRequestError):
         self.log_end_offset = log_end_offset
 
 
+class OffsetMovedToTieredStorageError(OffsetOutOfRangeError):
+    """Kafka's OFFSET_MOVED_TO_TIERED_STORAGE, answered to a follower's replica fetch only: the offset is
+    below the leader's local log start but still in the remote tier. The follower builds its state from the
+    remote tier and fetches from ``local_log_start_offset`` (KIP-405). The range fields are the whole log's.
+    """
+
+    code = 41602
+
+    def __init__(
+        self, message: str, *, log_start_offset: int, log_end_offset: int, local_log_start_offset: int = -1
+    ) -> None:
+        super().__init__(message, log_start_offset=log_start_offset, log_end_offset=log_end_offset)
+        self.local_log_start_offset = local_log_start_offset
+
+
 class InvalidValueError(InvalidRequestError):
     """Confluent's "value error": a produced value without the schema it needs, or a stored value that is
     not valid JSON when JSON was asked for."""
@@ -363,6 +399,20 @@ class IllegalGenerationError(ConflictError):
     code = 40911
 
 
+class InvalidUpdateVersionError(ConflictError):
+    """Kafka's INVALID_UPDATE_VERSION: an ISR change (AlterPartition) was based on a partition epoch that is
+    no longer current; the leader re-reads the partition state and decides again."""
+
+    code = 40904
+
+
+class IneligibleReplicaError(ConflictError):
+    """Kafka's INELIGIBLE_REPLICA (KIP-841): an ISR change would add a replica that is not a live broker or
+    not a replica of the partition."""
+
+    code = 40905
+
+
 # --- unavailable --------------------------------------------------------------------------------------------
 
 
@@ -394,6 +444,51 @@ class LeaderNotAvailableError(UnavailableError):
     and no in-sync replica can take over, or an election is in progress). Retriable."""
 
     code = 50311
+
+
+class NotEnoughReplicasError(UnavailableError):
+    """Kafka's NOT_ENOUGH_REPLICAS: an ``acks=all`` produce was refused before anything was appended, because
+    the partition's ISR is smaller than ``min.insync.replicas``. Retriable: the ISR grows back as followers
+    catch up."""
+
+    code = 50313
+
+
+class NotEnoughReplicasAfterAppendError(UnavailableError):
+    """Kafka's NOT_ENOUGH_REPLICAS_AFTER_APPEND: an ``acks=all`` produce was appended on the leader and
+    reached every in-sync replica, but the ISR had shrunk below ``min.insync.replicas`` meanwhile. The records
+    are stored; a retry stores them again unless the producer is idempotent. Retriable."""
+
+    code = 50314
+
+
+class FencedLeaderEpochError(UnavailableError):
+    """Kafka's FENCED_LEADER_EPOCH: the request carries a leader epoch older than the partition's current one
+    (a follower or a deposed leader acting on stale metadata). Retriable after a metadata refresh."""
+
+    code = 50315
+
+
+class UnknownLeaderEpochError(UnavailableError):
+    """Kafka's UNKNOWN_LEADER_EPOCH: the request carries a leader epoch newer than the one this broker knows
+    (its metadata is behind). Retriable."""
+
+    code = 50316
+
+
+class NotControllerError(UnavailableError):
+    """Kafka's NOT_CONTROLLER: the request needs the active controller and this broker is not it (any more).
+    Retriable: the answer names the controller when it is known (``controller_id``)."""
+
+    code = 50317
+
+
+class ProduceTimedOutError(UnavailableError):
+    """Kafka's REQUEST_TIMED_OUT for ``acks=all``: the batch was appended on the leader but not every in-sync
+    replica had it within the request's ``timeout_ms``. It may still become committed; a retry may store it
+    twice unless the producer is idempotent. Retriable."""
+
+    code = 50318
 
 
 class InsufficientStorageError(UnavailableError):
@@ -450,6 +545,13 @@ def error_from_answer(status: int, payload: bytes) -> TierlogError:
     message = body.get("message")
     if not isinstance(message, str) or not message:
         message = payload[:200].decode("utf-8", "replace") or f"HTTP {status}"
+    if code == OffsetMovedToTieredStorageError.code:
+        return OffsetMovedToTieredStorageError(
+            message,
+            log_start_offset=_int_field(body, "log_start_offset"),
+            log_end_offset=_int_field(body, "log_end_offset"),
+            local_log_start_offset=_int_field(body, "local_log_start_offset"),
+        )
     if code == OffsetOutOfRangeError.code or status == 416:
         return OffsetOutOfRangeError(
             message,
@@ -491,8 +593,8 @@ def error_for_code(code: int, message: str) -> TierlogError:
     kind = _REGISTRY.get(code)
     if kind is not None and kind.PREFIX and message.startswith(kind.PREFIX):
         message = message[len(kind.PREFIX) :]  # the broker added it on the wire (see TierlogError.PREFIX)
-    if kind is OffsetOutOfRangeError:
-        return OffsetOutOfRangeError(message, log_start_offset=-1, log_end_offset=-1)
+    if kind is not None and issubclass(kind, OffsetOutOfRangeError):
+        return kind(message, log_start_offset=-1, log_end_offset=-1)
     if kind is not None and issubclass(kind, NotLeaderOrFollowerError):
         return kind(message)
     if kind is not None:

@@ -39,6 +39,7 @@ __all__ = [
     "ControllerRecord",
     "PartitionState",
     "TopicAssignment",
+    "AlterPartitionRequest",
     "broker_key",
     "partition_key",
     "partition_prefix",
@@ -242,3 +243,50 @@ class PartitionState:
             )
         except (KeyError, TypeError, ValueError) as err:
             raise CorruptRecordError(f"metadata key {key!r} is not a partition state: {err!r}") from err
+
+
+@dataclass(frozen=True, slots=True)
+class AlterPartitionRequest:
+    """A leader's request to the controller to change a partition's ISR (Kafka's AlterPartition, KIP-497).
+
+    ``leader_epoch`` and ``partition_epoch`` are those of the state the leader acts on: the controller refuses
+    a request whose leader epoch is not current (:class:`~tierlog.tiering.errors.FencedLeaderEpochError`) or
+    whose partition epoch is stale (:class:`~tierlog.tiering.errors.InvalidUpdateVersionError`), and a new ISR
+    that adds a replica not alive or not assigned (:class:`~tierlog.tiering.errors.IneligibleReplicaError`).
+    ``broker_id`` is the leader sending it. Sent as JSON to ``POST /native/v1/replication/alter-partition``.
+    """
+
+    topic: str
+    partition: int
+    broker_id: int
+    leader_epoch: int
+    partition_epoch: int
+    new_isr: tuple[int, ...]
+
+    def encode(self) -> bytes:
+        return _dump(
+            {
+                "topic": self.topic,
+                "partition": self.partition,
+                "broker_id": self.broker_id,
+                "leader_epoch": self.leader_epoch,
+                "partition_epoch": self.partition_epoch,
+                "new_isr": list(self.new_isr),
+            }
+        )
+
+    @classmethod
+    def decode(cls, raw: bytes) -> AlterPartitionRequest:
+        """Raises CorruptRecordError for a body of another shape (the route answers it as 400)."""
+        doc = _load("alter-partition request", raw)
+        try:
+            return cls(
+                topic=str(doc["topic"]),
+                partition=int(doc["partition"]),
+                broker_id=int(doc["broker_id"]),
+                leader_epoch=int(doc["leader_epoch"]),
+                partition_epoch=int(doc["partition_epoch"]),
+                new_isr=_ints(doc["new_isr"]),
+            )
+        except (KeyError, TypeError, ValueError) as err:
+            raise CorruptRecordError(f"not an alter-partition request: {err!r}") from err
