@@ -422,7 +422,7 @@ TABLE: tuple[SettingSpec[Any], ...] = (
     REPLICA_FETCH_BACKOFF_MS,
     REPLICA_HIGH_WATERMARK_CHECKPOINT_INTERVAL_MS,
     _topic_default("min.insync.replicas", "min.insync.replicas", "default min.insync.replicas"),
-    _topic_default("unclean.leader.election.enable", "unclean.leader.election.enable", "default unclean election"),
+    _topic_default("unclean.leader.election.enable", "unclean.leader.election.enable", "default unclean"),
     _topic_default("segment.bytes", "log.segment.bytes", "default segment.bytes"),
     _topic_default("segment.ms", "log.roll.ms", "default segment.ms"),
     _topic_default("segment.index.bytes", "log.index.size.max.bytes", "default segment.index.bytes"),
