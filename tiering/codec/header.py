@@ -39,6 +39,7 @@ __all__ = [
     "HEADER_SIZE",
     "LOG_OVERHEAD",
     "MAGIC",
+    "PARTITION_LEADER_EPOCH_OFFSET",
     "CRC_OFFSET",
     "ATTRIBUTES_OFFSET",
     "COMPRESSION_MASK",
@@ -53,6 +54,7 @@ __all__ = [
     "encode_header",
     "verify_batch",
     "set_base_offset",
+    "set_partition_leader_epoch",
     "set_log_append_time",
     "iter_batches",
     "valid_prefix",
@@ -77,6 +79,7 @@ HEADER = struct.Struct(
 HEADER_SIZE = HEADER.size  # 61
 LOG_OVERHEAD = 12  # base_offset + batch_length: the bytes not counted by batch_length
 MAGIC = 2
+PARTITION_LEADER_EPOCH_OFFSET = 12
 CRC_OFFSET = 17
 ATTRIBUTES_OFFSET = 21
 MAX_TIMESTAMP_OFFSET = 35
@@ -91,6 +94,7 @@ NO_TIMESTAMP = -1
 
 _PREFIX = struct.Struct(">qiib")  # base_offset, batch_length, partition_leader_epoch, magic
 _INT64 = struct.Struct(">q")
+_INT32 = struct.Struct(">i")
 _INT16 = struct.Struct(">h")
 _UINT32 = struct.Struct(">I")
 
@@ -228,6 +232,16 @@ def set_base_offset(buf: bytearray | memoryview, pos: int, base_offset: int) -> 
     8 bytes follow ``pos`` or ``base_offset`` does not fit in an int64.
     """
     _INT64.pack_into(buf, pos, base_offset)
+
+
+def set_partition_leader_epoch(buf: bytearray | memoryview, pos: int, epoch: int) -> None:
+    """Rewrite the ``partition_leader_epoch`` of the batch at ``buf[pos]`` in place (bytes 12..15, outside
+    the CRC, so it stays valid).
+
+    Idempotent; not safe against concurrent access to ``buf``. Raises ``struct.error`` if fewer than 16
+    bytes follow ``pos`` or ``epoch`` does not fit in an int32.
+    """
+    _INT32.pack_into(buf, pos + PARTITION_LEADER_EPOCH_OFFSET, epoch)
 
 
 def set_log_append_time(buf: bytearray | memoryview, pos: int, timestamp: int) -> None:

@@ -9,7 +9,8 @@ sorts them in offset order::
 
 Lifecycle states are suffixes added by an atomic rename: ``.deleted`` (being removed by retention),
 ``.cleaned`` and ``.swap`` (left by a log cleaner; tierlog never writes them). Beside the segments live
-two one-line checkpoint files and the clean-shutdown marker (see ``docs/format-segments.md``).
+three one-entry offset checkpoint files (recovery point, log start offset, high watermark), the leader
+epoch checkpoint and the clean-shutdown marker (see ``docs/format-segments.md``).
 """
 
 from __future__ import annotations
@@ -29,6 +30,8 @@ __all__ = [
     "LOCK_FILE",
     "LOG_START_OFFSET_FILE",
     "RECOVERY_POINT_FILE",
+    "HIGH_WATERMARK_FILE",
+    "LEADER_EPOCH_FILE",
     "filename_prefix",
     "log_path",
     "index_path",
@@ -48,6 +51,8 @@ CLEAN_SHUTDOWN_FILE = ".tierlog_cleanshutdown"
 LOCK_FILE = ".tierlog.lock"
 LOG_START_OFFSET_FILE = "log-start-offset-checkpoint"
 RECOVERY_POINT_FILE = "recovery-point-offset-checkpoint"
+HIGH_WATERMARK_FILE = "replication-offset-checkpoint"
+LEADER_EPOCH_FILE = "leader-epoch-checkpoint"
 
 _SEGMENT_FILE = re.compile(r"^(\d{20})(\.log|\.index|\.timeindex)((?:\.deleted|\.cleaned|\.swap)?)$")
 
