@@ -32,7 +32,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from tierlog.service.cluster.membership import Membership
@@ -43,6 +43,7 @@ from tierlog.service.cluster.model import (
     NO_LEADER,
     PARTITIONS,
     TOPICS,
+    AlterPartitionRequest,
     BrokerRegistration,
     ControllerRecord,
     PartitionState,
@@ -65,7 +66,17 @@ from tierlog.service.cluster.store import (
 )
 from tierlog.service.config import Settings
 from tierlog.service.metrics import Metrics, Sample
-from tierlog.tiering.errors import CorruptRecordError
+from tierlog.tiering.errors import (
+    CorruptRecordError,
+    FencedLeaderEpochError,
+    IneligibleReplicaError,
+    InvalidRequestError,
+    InvalidUpdateVersionError,
+    NotControllerError,
+    UnavailableError,
+    UnknownPartitionError,
+    UnknownTopicError,
+)
 from tierlog.tiering.log.clock import Clock, SystemClock
 
 __all__ = ["Controller", "decide_partition"]
@@ -74,6 +85,9 @@ log = logging.getLogger("tierlog.cluster.controller")
 
 # Partitions per commit: etcd refuses a transaction of more than 128 operations (its default --max-txn-ops).
 BATCH_PARTITIONS = 32
+UNCLEAN = "unclean.leader.election.enable"
+# Attempts of one AlterPartition whose commit keeps losing to concurrent writes before it answers retriable.
+ALTER_ATTEMPTS = 16
 
 
 def _in_replica_order(members: Iterable[int], replicas: Sequence[int]) -> list[int]:
@@ -88,37 +102,43 @@ def decide_partition(
     *,
     controller_epoch: int,
     preferred: bool = False,
+    unclean: bool = False,
 ) -> tuple[PartitionState, str | None] | None:
     """The next state of one partition, and why its leader changed (``"new"``, ``"failover"``, ``"offline"``,
-    ``"recovered"``, ``"preferred"``; ``None`` when it did not); ``None`` when nothing changes. Pure.
+    ``"recovered"``, ``"preferred"``, ``"unclean"``; ``None`` when it did not); ``None`` when nothing
+    changes. Pure.
 
-    * No state yet: the first live replica leads with ``leader_epoch`` 0 and is the ISR alone; no live
-      replica: leader -1 and the preferred replica alone in the ISR. Before replication an ISR never has
-      more than one member, so no election can hand a log to a replica that does not hold it.
-    * The ISR drops members whose broker is gone, but never its last member (Kafka keeps it, so that broker
-      leads again when it returns).
-    * The leader's broker gone: the first live ISR member in replica order leads, else -1.
-    * Leaderless (-1): the first live ISR member leads.
+    * No state yet: the live replicas, in replica order, are the ISR (an empty log is in sync everywhere)
+      and the first of them leads with ``leader_epoch`` 0; no live replica: leader -1 and every replica in
+      the ISR, so whichever returns first leads.
+    * A broker that is gone leaves every ISR it is in, leader or not (KRaft fences it), but the last member
+      is kept (Kafka keeps it, so that broker leads again when it returns).
+    * The leader's broker gone, or no leader: the first live ISR member in replica order leads. With none,
+      and ``unclean`` (the topic's ``unclean.leader.election.enable``), the first live replica leads with
+      ``isr=(it,)``: records only the lost ISR held are gone. Otherwise -1, keeping the last ISR member.
     * ``preferred``: ``replicas[0]`` leads when it is live and in the ISR.
     * A leader change bumps ``leader_epoch``; every change bumps ``partition_epoch`` and sets
       ``controller_epoch``.
     """
     if current is None:
-        first = next((r for r in replicas if r in live), NO_LEADER)
-        # Until replication exists only a leader holds data, so the ISR is one broker from the start, even
-        # when no replica is live yet: the preferred replica, which leads when it comes (no unclean choice).
-        isr = (first,) if first != NO_LEADER else tuple(replicas[:1])
-        return PartitionState(first, 0, isr, 0, controller_epoch), None if first == NO_LEADER else "new"
+        in_sync = tuple(r for r in replicas if r in live)
+        if not in_sync:
+            return PartitionState(NO_LEADER, 0, tuple(replicas), 0, controller_epoch), None
+        return PartitionState(in_sync[0], 0, in_sync, 0, controller_epoch), "new"
     isr = tuple(m for m in current.isr if m in live)
     if not isr:
         isr = (current.leader,) if current.leader in current.isr else current.isr
     candidates = [m for m in _in_replica_order(current.isr, replicas) if m in live]
     leader, reason = current.leader, None
-    if current.leader != NO_LEADER and current.leader not in live:
-        leader = candidates[0] if candidates else NO_LEADER
-        reason = "failover" if candidates else "offline"
-    elif current.leader == NO_LEADER and candidates:
-        leader, reason = candidates[0], "recovered"
+    if current.leader == NO_LEADER or current.leader not in live:
+        if candidates:
+            leader = candidates[0]
+            reason = "recovered" if current.leader == NO_LEADER else "failover"
+        elif unclean and any(r in live for r in replicas):
+            leader = next(r for r in replicas if r in live)
+            isr, reason = (leader,), "unclean"
+        elif current.leader != NO_LEADER:
+            leader, reason = NO_LEADER, "offline"
     elif preferred and replicas and replicas[0] != leader and replicas[0] in live and replicas[0] in isr:
         leader, reason = replicas[0], "preferred"
     if leader == current.leader and isr == current.isr:
@@ -210,6 +230,7 @@ class _Write:
     state: PartitionState | None
     reason: str | None
     old_leader: int
+    old_isr: tuple[int, ...] | None = None  # None: the partition had no state
 
 
 class Controller:
@@ -255,6 +276,8 @@ class Controller:
         self._changed = asyncio.Condition()
         self._tasks: list[asyncio.Task[None]] = []
         self._closed = False
+        self._write_lock = asyncio.Lock()
+        self._unclean_default = settings.topic_defaults.get(UNCLEAN, "false")
         membership.add_listener(self._on_membership_change)
         if metrics is not None:
             metrics.describe(
@@ -268,7 +291,7 @@ class Controller:
                 "tierlog_leader_elections_total",
                 "counter",
                 "Partition leaders chosen by this broker as controller, by reason "
-                "(new, failover, recovered, preferred)",
+                "(new, failover, recovered, preferred, unclean)",
             )
             metrics.add_collector(self._collect)
 
@@ -463,6 +486,114 @@ class Controller:
         self._active, self._fence, self._lease = False, 0, 0
         self._preferred_pending = False
 
+    # ---- AlterPartition: ISR changes asked by leaders ---------------------------------------------------
+
+    async def alter_partition(self, request: AlterPartitionRequest) -> PartitionState:
+        """Change a partition's ISR as its leader asks (Kafka's AlterPartition, KIP-497, with KIP-841's
+        eligibility rule); the state now in the store.
+
+        The request is checked against the store (not the view, which may lag the leader's own metadata):
+        the leader named by ``broker_id`` must be the current leader at ``leader_epoch`` and still
+        registered, ``partition_epoch`` the current one, and the new ISR non-empty, without duplicates, hold
+        the leader, and list only replicas of the partition, every member it adds a live (registered)
+        broker. An unchanged ISR answers the current state and writes nothing. Otherwise one commit through
+        the controller's single write path (:meth:`_commit`), compared on the controller fence, the topic and
+        partition keys and the registrations of the leader and of each added member, writes the new ISR with
+        ``partition_epoch + 1`` and this controller's epoch. A lost compare reads and checks everything again:
+        the reconcile pass or another request may have made this one stale, and it then fails as it would
+        have on the new state.
+
+        Raises: NotControllerError (this broker is not, or stops being, the active controller; the message
+        names the controller when known), UnknownTopicError, UnknownPartitionError (no such partition or no
+        state yet), FencedLeaderEpochError (``broker_id`` is not the current leader, its leader epoch is not
+        current, or its registration is gone), InvalidUpdateVersionError (stale ``partition_epoch``),
+        InvalidRequestError (empty ISR, duplicates, leader missing), IneligibleReplicaError (a member not a
+        replica, or an added member not live), UnavailableError (the store failed, or the state kept
+        changing under the request), CorruptRecordError (an unreadable stored record). Safe concurrently with
+        itself and with the reconcile pass; idempotent (a repeat after success is fenced or answers the
+        unchanged state).
+        """
+        where = f"{request.topic}-{request.partition}"
+        for _ in range(ALTER_ATTEMPTS):
+            self._check_controller()
+            topic_kv = await self.store.get(topic_key(request.topic))
+            if topic_kv is None:
+                raise UnknownTopicError(f"Unknown topic: {request.topic}")
+            assignment = TopicAssignment.decode(topic_kv.key, topic_kv.value)
+            if not 0 <= request.partition < assignment.partitions:
+                raise UnknownPartitionError(f"Unknown partition: {where}")
+            state_kv = await self.store.get(partition_key(request.topic, request.partition))
+            if state_kv is None:
+                raise UnknownPartitionError(f"Partition {where} has no leader yet")
+            current = PartitionState.decode(state_kv.key, state_kv.value)
+            replicas = assignment.replicas[request.partition]
+            self._check_alter(request, current, replicas, where)
+            new_isr = tuple(request.new_isr)
+            if new_isr == current.isr:
+                return current
+            registrations: dict[int, int] = {}
+            for broker in [request.broker_id] + [m for m in new_isr if m not in current.isr]:
+                kv = await self.store.get(broker_key(broker))
+                if kv is None and broker == request.broker_id:
+                    raise FencedLeaderEpochError(
+                        f"Broker {broker} is not a live broker: it cannot change the ISR of {where}"
+                    )
+                if kv is None:
+                    raise IneligibleReplicaError(
+                        f"Broker {broker} cannot join the ISR of {where}: it is not a live broker"
+                    )
+                registrations[broker] = kv.mod_revision
+            self._check_controller()
+            state = PartitionState(
+                current.leader, current.leader_epoch, new_isr, current.partition_epoch + 1, self._own_epoch
+            )
+            write = _Write(request.topic, topic_kv.mod_revision, request.partition, state_kv.mod_revision,
+                           state, None, current.leader, current.isr)  # fmt: skip
+            if await self._commit([write], registrations):
+                return state
+        raise UnavailableError(f"The state of {where} kept changing while its ISR change was decided; retry")
+
+    def _check_controller(self) -> None:
+        if self._active:
+            return
+        known = self._controller_id
+        named = f"broker {known} is" if known != NO_LEADER else "no controller is known to be"
+        raise NotControllerError(f"Broker {self.broker_id} is not the active controller ({named} active)")
+
+    @staticmethod
+    def _check_alter(
+        request: AlterPartitionRequest, current: PartitionState, replicas: Sequence[int], where: str
+    ) -> None:
+        """The checks of an ISR change that need only the current state (see :meth:`alter_partition`)."""
+        if request.broker_id != current.leader:
+            raise FencedLeaderEpochError(
+                f"Broker {request.broker_id} is not the leader of {where} (the leader is {current.leader})"
+            )
+        if request.leader_epoch != current.leader_epoch:
+            raise FencedLeaderEpochError(
+                f"Leader epoch {request.leader_epoch} of {where} is not the current one "
+                f"({current.leader_epoch})"
+            )
+        if request.partition_epoch != current.partition_epoch:
+            raise InvalidUpdateVersionError(
+                f"Partition epoch {request.partition_epoch} of {where} is not the current one "
+                f"({current.partition_epoch})"
+            )
+        new_isr = request.new_isr
+        if not new_isr:
+            raise InvalidRequestError(f"The new ISR of {where} is empty")
+        if len(set(new_isr)) != len(new_isr):
+            raise InvalidRequestError(f"The new ISR of {where} lists a broker twice: {list(new_isr)}")
+        if current.leader not in new_isr:
+            raise InvalidRequestError(
+                f"The new ISR of {where} {list(new_isr)} does not hold its leader {current.leader}"
+            )
+        strangers = [m for m in new_isr if m not in replicas]
+        if strangers:
+            raise IneligibleReplicaError(
+                f"Brokers {strangers} cannot be in the ISR of {where}: its replicas are {list(replicas)}"
+            )
+
     # ---- decisions ---------------------------------------------------------------------------------------
 
     def _plan(self, view: _View, preferred: bool) -> list[_Write]:
@@ -470,16 +601,18 @@ class Controller:
         writes: list[_Write] = []
         for name in sorted(view.topics):
             assignment, topic_rev = view.topics[name]
+            unclean = self._unclean_enabled(assignment)
             states = view.partitions.get(name, {})
             for index, replicas in enumerate(assignment.replicas):
                 state, read_rev = states.get(index, (None, 0))
                 decided = decide_partition(
-                    state, replicas, live, controller_epoch=self._own_epoch, preferred=preferred
-                )
+                    state, replicas, live, controller_epoch=self._own_epoch, preferred=preferred,
+                    unclean=unclean,
+                )  # fmt: skip
                 if decided is not None:
-                    old_leader = NO_LEADER if state is None else state.leader
+                    old_leader, old_isr = (NO_LEADER, None) if state is None else (state.leader, state.isr)
                     writes.append(
-                        _Write(name, topic_rev, index, read_rev, decided[0], decided[1], old_leader)
+                        _Write(name, topic_rev, index, read_rev, decided[0], decided[1], old_leader, old_isr)
                     )
         for name, states in sorted(view.partitions.items()):
             assignment_entry = view.topics.get(name)
@@ -491,6 +624,11 @@ class Controller:
                     old_leader = NO_LEADER if state is None else state.leader
                     writes.append(_Write(name, topic_rev, index, read_rev, None, None, old_leader))
         return writes
+
+    def _unclean_enabled(self, assignment: TopicAssignment) -> bool:
+        """``unclean.leader.election.enable`` of a topic: its override, else the broker default."""
+        value = assignment.configs.get(UNCLEAN, self._unclean_default)
+        return value.strip().lower() == "true"
 
     async def _execute(self, writes: list[_Write]) -> bool:
         """Commit ``writes`` topic by topic in batches; False when a commit was refused (re-read first)."""
@@ -505,28 +643,41 @@ class Controller:
                     return False
         return True
 
-    async def _commit(self, batch: list[_Write]) -> bool:
-        first = batch[0]
-        compares = [Compare(CONTROLLER, self._fence), Compare(topic_key(first.topic), first.topic_rev)]
-        ops: list[Op] = []
-        leaders: set[int] = set()
-        for write in batch:
-            key = partition_key(write.topic, write.partition)
-            compares.append(Compare(key, write.read_rev))
-            ops.append(Delete(key) if write.state is None else Put(key, write.state.encode()))
-            if write.state is not None and write.state.leader != NO_LEADER:
-                leaders.add(write.state.leader)
-        view = self._view
-        for leader in sorted(leaders):  # a leader chosen is still the registration it was chosen from
-            revision = 0 if view is None else view.broker_revs.get(leader, 0)
-            if revision:
-                compares.append(Compare(broker_key(leader), revision))
-        fence = self._fence
-        if await self.store.commit(compares, ops) is None:
-            current = await self.store.get(CONTROLLER)
-            if current is None or current.mod_revision != fence:
-                self._resign("a fenced write was refused: the controller key changed")
-            return False
+    async def _commit(self, batch: list[_Write], brokers: Mapping[int, int] | None = None) -> bool:
+        """Commit one batch of decisions about one topic: compared on the controller fence, the topic key,
+        each partition key and the registration of each broker the decisions rest on (``brokers``: id ->
+        revision; by default each new leader's registration as the view read it). False when refused (the
+        controller resigns when the refusal was its fence) or when this broker is not active any more.
+
+        Every write of this controller (the reconcile pass and :meth:`alter_partition`) goes through here,
+        one at a time (``_write_lock``), and only while active: the fence is read under the lock, after
+        every wait, so a commit never runs with a stale fence (nor with none: 0 would compare "absent")."""
+        async with self._write_lock:
+            if not self._active or not self._fence:
+                return False
+            fence = self._fence
+            first = batch[0]
+            compares = [Compare(CONTROLLER, fence), Compare(topic_key(first.topic), first.topic_rev)]
+            ops: list[Op] = []
+            leaders: set[int] = set()
+            for write in batch:
+                key = partition_key(write.topic, write.partition)
+                compares.append(Compare(key, write.read_rev))
+                ops.append(Delete(key) if write.state is None else Put(key, write.state.encode()))
+                if write.state is not None and write.state.leader != NO_LEADER:
+                    leaders.add(write.state.leader)
+            if brokers is None:
+                view = self._view
+                # a leader chosen is still the registration it was chosen from
+                brokers = {b: 0 if view is None else view.broker_revs.get(b, 0) for b in leaders}
+            for broker, revision in sorted(brokers.items()):
+                if revision:
+                    compares.append(Compare(broker_key(broker), revision))
+            if await self.store.commit(compares, ops) is None:
+                current = await self.store.get(CONTROLLER)
+                if current is None or current.mod_revision != fence:
+                    self._resign("a fenced write was refused: the controller key changed")
+                return False
         for write in batch:
             self._record(write)
         return True
@@ -539,11 +690,21 @@ class Controller:
             )
             return
         if write.reason is None:
+            if write.old_isr is not None and write.old_isr != state.isr:
+                log.info("controller epoch %d: %s-%d isr %s -> %s (partition epoch %d)", self._own_epoch,
+                         write.topic, write.partition, list(write.old_isr), list(state.isr),
+                         state.partition_epoch)  # fmt: skip
             return
-        level = logging.DEBUG if write.reason == "new" else logging.INFO
-        log.log(level, "controller epoch %d: %s-%d leader %d -> %d (%s, leader epoch %d, isr %s)",
-                self._own_epoch, write.topic, write.partition, write.old_leader, state.leader, write.reason,
-                state.leader_epoch, list(state.isr))  # fmt: skip
+        if write.reason == "unclean":
+            log.warning("controller epoch %d: %s-%d unclean leader election: leader %d -> %d, which was not "
+                        "in sync (isr was %s); records only the lost replicas held may be lost (leader "
+                        "epoch %d)", self._own_epoch, write.topic, write.partition, write.old_leader,
+                        state.leader, list(write.old_isr or ()), state.leader_epoch)  # fmt: skip
+        else:
+            level = logging.DEBUG if write.reason == "new" else logging.INFO
+            log.log(level, "controller epoch %d: %s-%d leader %d -> %d (%s, leader epoch %d, isr %s)",
+                    self._own_epoch, write.topic, write.partition, write.old_leader, state.leader,
+                    write.reason, state.leader_epoch, list(state.isr))  # fmt: skip
         if self._metrics is not None and state.leader != NO_LEADER:
             self._metrics.inc("tierlog_leader_elections_total", reason=write.reason)
 

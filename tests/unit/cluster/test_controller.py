@@ -49,18 +49,21 @@ def settings(*, rebalance: bool = True) -> Settings:
 # ---- the decision rules, pure ------------------------------------------------------------------------------
 
 
-def test_a_new_partition_is_led_by_its_first_live_replica() -> None:
+def test_a_new_partition_is_led_by_its_first_live_replica_and_its_live_replicas_are_in_sync() -> None:
     decided = decide_partition(None, (3, 1, 2), {1, 2}, controller_epoch=4)
-    assert decided == (PartitionState(1, 0, (1,), 0, 4), "new")
+    assert decided == (PartitionState(1, 0, (1, 2), 0, 4), "new")
 
 
-def test_a_new_partition_without_live_replicas_waits_for_its_preferred_replica() -> None:
+def test_a_new_partition_without_live_replicas_is_led_by_the_first_replica_to_come() -> None:
+    # an empty log is in sync everywhere: every replica is in the ISR until one comes
     assert decide_partition(None, (3, 1), set(), controller_epoch=4) == (
-        PartitionState(-1, 0, (3,), 0, 4),
+        PartitionState(-1, 0, (3, 1), 0, 4),
         None,
     )
-    # replica 1 comes first: it is not in sync, so it cannot lead (no unclean election)
-    assert decide_partition(PartitionState(-1, 0, (3,), 0, 4), (3, 1), {1}, controller_epoch=4) is None
+    assert decide_partition(PartitionState(-1, 0, (3, 1), 0, 4), (3, 1), {1}, controller_epoch=4) == (
+        PartitionState(1, 1, (1,), 1, 4),
+        "recovered",
+    )
 
 
 def test_failover_picks_the_first_live_isr_member_in_replica_order() -> None:
@@ -386,7 +389,7 @@ async def test_a_deposed_controller_cannot_change_any_partition(cluster: Cluster
     await cluster.settle()
     decided = await cluster.store.get(partition_key("t", 0))
     assert decided is not None
-    assert PartitionState.decode(decided.key, decided.value) == PartitionState(-1, 1, (3,), 1, 2)
+    assert PartitionState.decode(decided.key, decided.value) == PartitionState(2, 1, (2,), 1, 2)
     assert not old.active
 
     gated.gate.set()  # the old controller's pending write reaches the store now
@@ -429,8 +432,10 @@ async def test_a_lost_leader_leaves_the_partition_leaderless_until_it_returns(cl
     metrics = Metrics()
     await cluster.controller(1, metrics=metrics)
     await cluster.broker(2)
-    await cluster.broker(3)
     await cluster.create_topic("t", [[2, 3]])
+    await cluster.settle()
+    assert await cluster.state("t", 0) == PartitionState(2, 0, (2,), 0, 1)
+    await cluster.broker(3)  # not in sync: only its leader adds it (AlterPartition), never the controller
     await cluster.settle()
     assert await cluster.state("t", 0) == PartitionState(2, 0, (2,), 0, 1)
 
@@ -453,15 +458,15 @@ async def test_a_lost_leader_leaves_the_partition_leaderless_until_it_returns(cl
 
 async def test_failover_to_a_live_isr_member(cluster: Cluster) -> None:
     await cluster.controller(1)
-    await cluster.create_topic("t", [[2, 3]])  # no replica is live: the preferred one alone is in sync
+    await cluster.create_topic("t", [[2, 3]])  # no replica is live: every one is in sync (empty logs)
     await cluster.settle()
-    assert await cluster.state("t", 0) == PartitionState(-1, 0, (2,), 0, 1)
+    assert await cluster.state("t", 0) == PartitionState(-1, 0, (2, 3), 0, 1)
     await cluster.broker(3)
     await cluster.settle()
-    assert await cluster.state("t", 0) == PartitionState(-1, 0, (2,), 0, 1)  # 3 is not in sync
+    assert await cluster.state("t", 0) == PartitionState(3, 1, (3,), 1, 1)  # the first to come leads
     await cluster.broker(2)
     await cluster.settle()
-    assert await cluster.state("t", 0) == PartitionState(2, 1, (2,), 1, 1)
+    assert await cluster.state("t", 0) == PartitionState(3, 1, (3,), 1, 1)  # 2 is not in sync any more
 
     other = TopicAssignment("u", "id-u", ((2, 3),))
     seeded = PartitionState(2, 5, (2, 3), 9, 1)  # as replication will leave it: both in sync
