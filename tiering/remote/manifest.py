@@ -6,15 +6,17 @@ integers in decimal, one trailing newline::
 
     {"crc32c":3808858755,"format":1,"log_start_offset":0,"partition":3,
      "segments":[{"base_offset":0,"base_timestamp":1700000000000,"created_ms":1700000000500,
-                  "last_offset":99,"max_timestamp":1700000000999,
+                  "last_offset":99,"leader_epochs":[[0,0],[2,57]],"max_timestamp":1700000000999,
                   "segment_uuid":"5f0c2a8e-...","size_bytes":16384,"state":"copy_finished"}],
-     "topic":"orders","version":7}
+     "leader_epoch":2,"topic":"orders","version":7}
 
     crc32c            uint32  CRC-32C of the canonical encoding of the object *without* this field
     format            int     1; a reader rejects a format it does not know
     topic, partition          the partition this manifest describes
     version           int     >= 1; equals the version in the object's key (see layout.manifest_key)
     log_start_offset  int     records below it are gone from the whole log (retention / deleteRecords)
+    leader_epoch      int     leader epoch of the writer of this version; -1: unfenced (an embedded
+                              broker). A writer with a lower epoch is fenced (see manifest_store)
     segments          list    sorted by (base_offset, created_ms, segment_uuid)
       base_offset, last_offset   int     first and last offset in the segment (inclusive)
       base_timestamp             int|null  first batch's base timestamp, when known
@@ -23,6 +25,12 @@ integers in decimal, one trailing newline::
       segment_uuid               str     canonical lowercase UUID, part of the object keys
       state                      str     copy_started | copy_finished | delete_started | deleted
       created_ms                 int     wall-clock ms when the upload began
+      leader_epochs              list    ``[epoch, start offset]`` pairs: the leader epochs of the segment's
+                                         batches, from the one in force at base_offset (its start given as
+                                         base_offset) on, both strictly ascending; [] when unknown
+
+``leader_epoch`` and ``leader_epochs`` are additive fields of format 1: always written (so the canonical
+form of a manifest does not depend on who wrote it), read as -1 and [] when absent (older writers).
 
 Segment states follow Kafka's KIP-405: ``copy_started`` is written *before* the objects go up (so an
 orphan can be found and deleted after a crash), ``copy_finished`` after all three objects exist (only
@@ -99,12 +107,22 @@ class RemoteSegment:
     state: SegmentState
     created_ms: int
     base_timestamp: int | None = None
+    leader_epochs: tuple[tuple[int, int], ...] = ()
 
     def __post_init__(self) -> None:
         if not 0 <= self.base_offset <= self.last_offset <= MAX_OFFSET:
             raise InvalidRequestError(f"segment offsets {self.base_offset}..{self.last_offset} are invalid")
         if self.size_bytes < 0 or self.created_ms < 0 or self.max_timestamp < NO_TIMESTAMP:
             raise InvalidRequestError("segment size, creation time and max timestamp must not be negative")
+        for epoch, start in self.leader_epochs:
+            if epoch < 0 or not self.base_offset <= start <= self.last_offset:
+                raise InvalidRequestError(
+                    f"segment leader epoch ({epoch}, {start}) is outside "
+                    f"{self.base_offset}..{self.last_offset}"
+                )
+        for (epoch, start), (next_epoch, next_start) in itertools.pairwise(self.leader_epochs):
+            if next_epoch <= epoch or next_start <= start:
+                raise InvalidRequestError("segment leader epochs are not strictly ascending")
 
     def contains(self, offset: int) -> bool:
         """Whether ``offset`` falls in ``[base_offset, last_offset]``."""
@@ -124,11 +142,14 @@ class Manifest:
     version: int
     log_start_offset: int
     segments: tuple[RemoteSegment, ...] = field(default=())
+    leader_epoch: int = -1
 
     def __post_init__(self) -> None:
         validate_topic(self.topic)
         if self.partition < 0 or self.version < 0 or not 0 <= self.log_start_offset <= MAX_OFFSET:
             raise InvalidRequestError("manifest partition, version and log start offset must not be negative")
+        if self.leader_epoch < -1:
+            raise InvalidRequestError(f"manifest leader epoch {self.leader_epoch} is invalid")
         if list(self.segments) != sorted(self.segments, key=_sort_key):
             raise InvalidRequestError("manifest segments are not sorted by base offset")
         uuids = [s.segment_uuid for s in self.segments]
@@ -166,6 +187,7 @@ def _segment_dict(s: RemoteSegment) -> dict[str, Any]:
         "segment_uuid": str(s.segment_uuid),
         "state": s.state.value,
         "created_ms": s.created_ms,
+        "leader_epochs": [[epoch, start] for epoch, start in s.leader_epochs],
     }
 
 
@@ -178,6 +200,7 @@ def encode(manifest: Manifest) -> bytes:
         "version": manifest.version,
         "log_start_offset": manifest.log_start_offset,
         "segments": [_segment_dict(s) for s in manifest.segments],
+        "leader_epoch": manifest.leader_epoch,
     }
     body["crc32c"] = _crc32c.crc32c(_canonical(body))
     return _canonical(body) + b"\n"
@@ -199,6 +222,24 @@ def _str(obj: dict[str, Any], name: str) -> str:
     return value
 
 
+def _leader_epochs(raw: dict[str, Any]) -> tuple[tuple[int, int], ...]:
+    value = raw.get("leader_epochs", [])
+    if not isinstance(value, list):
+        raise CorruptRecordError("manifest field 'leader_epochs' is not a list")
+    pairs = []
+    for pair in value:
+        if (
+            not isinstance(pair, list)
+            or len(pair) != 2
+            or not all(isinstance(n, int) and not isinstance(n, bool) for n in pair)
+        ):
+            raise CorruptRecordError(
+                "manifest field 'leader_epochs' holds an entry that is not [epoch, offset]"
+            )
+        pairs.append((pair[0], pair[1]))
+    return tuple(pairs)
+
+
 def _decode_segment(raw: Any) -> RemoteSegment:
     if not isinstance(raw, dict):
         raise CorruptRecordError("manifest segment entry is not an object")
@@ -217,6 +258,7 @@ def _decode_segment(raw: Any) -> RemoteSegment:
             segment_uuid=segment_uuid,
             state=state,
             created_ms=_int(raw, "created_ms"),
+            leader_epochs=_leader_epochs(raw),
         )
     except InvalidRequestError as err:
         raise CorruptRecordError(f"manifest segment entry is invalid: {err}") from err
@@ -257,6 +299,7 @@ def decode(data: bytes) -> Manifest:
             version=_int(obj, "version"),
             log_start_offset=_int(obj, "log_start_offset"),
             segments=tuple(_decode_segment(s) for s in raw_segments),
+            leader_epoch=_int(obj, "leader_epoch") if "leader_epoch" in obj else -1,
         )
     except InvalidRequestError as err:
         raise CorruptRecordError(f"manifest is inconsistent: {err}") from err

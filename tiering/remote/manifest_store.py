@@ -5,6 +5,13 @@ Each change writes a *new* object ``<topic>/<partition>/manifest/<version, 20 di
 create ``n + 1``: exactly one wins, the other gets :class:`ConflictError` and must reload and re-apply.
 Old versions are garbage-collected, keeping the newest ``keep_versions``. Design and the argument for
 why a stale writer can never win are in ``docs/design/0002-object-store.md``.
+
+Leader-epoch fencing (KIP-405 under replication, ``docs/design/0010-replication.md``): a writer that
+passes ``leader_epoch`` stamps it into the version it writes, and is refused with
+:class:`FencedLeaderEpochError` when the version it builds on carries a higher epoch. A deposed leader that
+loses the race for a version reloads, sees the newer epoch and stops. Writers without an epoch (the
+embedded broker, operator tools) are not fenced and keep the base's epoch, so they never unfence a
+partition.
 """
 
 from __future__ import annotations
@@ -12,7 +19,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import replace
 
-from tierlog.tiering.errors import ConflictError, CorruptRecordError, NotFoundError, UnavailableError
+from tierlog.tiering.errors import (
+    ConflictError,
+    CorruptRecordError,
+    FencedLeaderEpochError,
+    NotFoundError,
+    UnavailableError,
+)
 from tierlog.tiering.remote import manifest as mf
 from tierlog.tiering.remote.layout import manifest_key, manifest_prefix, parse_manifest_key
 from tierlog.tiering.remote.store import ObjectStore
@@ -101,16 +114,23 @@ class ManifestStore:
                 return mf.empty(topic, partition), versions[-1], damaged
         raise UnavailableError(f"manifest of {topic}-{partition} kept changing while being read")
 
-    async def commit(self, base: mf.Manifest, updated: mf.Manifest) -> mf.Manifest:
-        """Store ``updated`` as version ``base.version + 1``; returns it with that version.
+    async def commit(
+        self, base: mf.Manifest, updated: mf.Manifest, *, leader_epoch: int | None = None
+    ) -> mf.Manifest:
+        """Store ``updated`` as version ``base.version + 1``; returns it with that version, carrying
+        ``leader_epoch`` (None: the base's epoch, unfenced).
 
-        Raises :class:`ConflictError` if another writer committed a version after ``base`` first, or if a
-        newer version already exists right after ours (reload and re-apply; a change that already landed is
-        then a no-op). Idempotent in effect: a retried commit whose first attempt stored these exact bytes
-        succeeds. Safe to call concurrently: of several commits on the same base exactly one succeeds.
+        Raises :class:`FencedLeaderEpochError` if ``base`` carries a higher leader epoch than
+        ``leader_epoch`` (nothing is written), :class:`ConflictError` if another writer committed a version
+        after ``base`` first, or if a newer version already exists right after ours (reload and re-apply; a
+        change that already landed is then a no-op). Idempotent in effect: a retried commit whose first
+        attempt stored these exact bytes succeeds. Safe to call concurrently: of several commits on the
+        same base exactly one succeeds.
         """
         topic, partition = base.topic, base.partition
-        new = replace(updated, topic=topic, partition=partition, version=base.version + 1)
+        _check_fence(base, leader_epoch)
+        epoch = base.leader_epoch if leader_epoch is None else leader_epoch
+        new = replace(updated, topic=topic, partition=partition, version=base.version + 1, leader_epoch=epoch)
         key = manifest_key(topic, partition, new.version)
         data = mf.encode(new)
         if not await self.store.put_if_absent(key, data):
@@ -132,21 +152,30 @@ class ManifestStore:
         return new
 
     async def update(
-        self, topic: str, partition: int, change: Callable[[mf.Manifest], mf.Manifest], *, attempts: int = 8
+        self,
+        topic: str,
+        partition: int,
+        change: Callable[[mf.Manifest], mf.Manifest],
+        *,
+        attempts: int = 8,
+        leader_epoch: int | None = None,
     ) -> mf.Manifest:
-        """Load, apply the pure ``change``, commit; on :class:`ConflictError` from the commit, start over.
+        """Load, apply the pure ``change``, commit (see :meth:`commit` for ``leader_epoch``); on
+        :class:`ConflictError` from the commit, start over.
 
         ``change`` must be pure and idempotent (the :mod:`manifest` operations are). If ``change`` returns
-        the manifest unchanged nothing is written. Raises :class:`ConflictError` after ``attempts``
-        lost races, and whatever ``change`` raises.
+        the manifest unchanged nothing is written. Raises :class:`FencedLeaderEpochError` when the newest
+        version carries a higher leader epoch than ``leader_epoch`` (checked on every load, a no-op change
+        included), :class:`ConflictError` after ``attempts`` lost races, and whatever ``change`` raises.
         """
         for _ in range(attempts):
             base = await self.load(topic, partition)
+            _check_fence(base, leader_epoch)
             updated = change(base)
             if updated == base:
                 return base
             try:
-                return await self.commit(base, updated)
+                return await self.commit(base, updated, leader_epoch=leader_epoch)
             except ConflictError:
                 continue
         raise ConflictError(f"manifest {topic}-{partition}: lost {attempts} commit races in a row")
@@ -159,3 +188,12 @@ class ManifestStore:
             await self.store.delete_many([manifest_key(topic, partition, v) for v in stale])
         except (UnavailableError, NotFoundError):
             return
+
+
+def _check_fence(base: mf.Manifest, leader_epoch: int | None) -> None:
+    """Raise :class:`FencedLeaderEpochError` when ``base`` was written by a newer leader epoch. Pure."""
+    if leader_epoch is not None and base.leader_epoch > leader_epoch:
+        raise FencedLeaderEpochError(
+            f"manifest {base.topic}-{base.partition} version {base.version} was written by leader epoch "
+            f"{base.leader_epoch}, newer than {leader_epoch}"
+        )
