@@ -2,8 +2,9 @@
 offset assignment and segment-run planning done under the partition lock by :class:`.PartitionLog`.
 
 Only batch headers are parsed: the engine does no per-record work. The producer's bytes are not copied
-when only base offsets change: each batch is written with ``pwritev`` as an 8-byte base offset followed by
-the rest of the batch, which the CRC does not cover.
+when only base offsets and the partition leader epoch change: each such batch is written with ``pwritev``
+as a rewritten 16-byte prefix (base offset, length, leader epoch) followed by the rest of the batch; the
+CRC covers neither field.
 """
 
 from __future__ import annotations
@@ -12,14 +13,20 @@ import struct
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from tierlog.tiering.codec.header import BatchHeader, iter_batches, set_base_offset, set_log_append_time
+from tierlog.tiering.codec.header import (
+    BatchHeader,
+    iter_batches,
+    set_base_offset,
+    set_log_append_time,
+    set_partition_leader_epoch,
+)
 from tierlog.tiering.errors import CorruptRecordError, InvalidRequestError
 from tierlog.tiering.log.config import LogConfig
 from tierlog.tiering.log.segment import BatchMeta, LogSegment
 
 __all__ = ["PreparedAppend", "prepare", "assign", "write_batches"]
 
-_BASE_OFFSET = struct.Struct(">q")
+_PREFIX = struct.Struct(">qii")  # base_offset, batch_length, partition_leader_epoch
 
 
 @dataclass
@@ -28,22 +35,41 @@ class PreparedAppend:
     headers: list[tuple[int, BatchHeader]]
     append_time: int
     record_count: int
+    leader_epoch: int | None = None
+
+    def epochs(self, metas: list[BatchMeta]) -> list[tuple[int, int]]:
+        """``(leader epoch, base offset)`` of each batch that carries an epoch (>= 0) once written."""
+        if self.leader_epoch is not None:
+            return [(self.leader_epoch, metas[0][1])]
+        return [
+            (header.partition_leader_epoch, meta[1])
+            for (_, header), meta in zip(self.headers, metas, strict=True)
+            if header.partition_leader_epoch >= 0
+        ]
 
 
 def prepare(
-    batches: bytes | bytearray | memoryview, config: LogConfig, now_ms: int, *, assign_offsets: bool
+    batches: bytes | bytearray | memoryview,
+    config: LogConfig,
+    now_ms: int,
+    *,
+    assign_offsets: bool,
+    leader_epoch: int | None = None,
 ) -> PreparedAppend:
     """Validate every batch (CRC, magic, framing, size) and stamp LogAppendTime if configured.
 
     A mutable buffer is copied first so that what is written is what was validated; ``bytes`` are used
-    as they are (copied only to stamp LogAppendTime). Pure; thread-safe.
+    as they are (copied only to stamp LogAppendTime). ``leader_epoch`` is stamped into every batch when
+    it is written (see :func:`assign`), not here. Pure; thread-safe.
 
     Raises:
         CorruptRecordError: a batch is truncated, malformed or fails its CRC, or (``assign_offsets``)
             its record count disagrees with its last offset delta.
         RecordTooLargeError: a batch is larger than ``max.message.bytes``.
-        InvalidRequestError: there is no batch at all.
+        InvalidRequestError: there is no batch at all, or a negative ``leader_epoch``.
     """
+    if leader_epoch is not None and not 0 <= leader_epoch <= 0x7FFFFFFF:
+        raise InvalidRequestError(f"invalid leader epoch {leader_epoch}")
     data: bytes | bytearray = batches if isinstance(batches, bytes) else bytes(batches)
     headers = list(iter_batches(data, verify=True, max_size=config.max_message_bytes))
     if not headers:
@@ -60,11 +86,14 @@ def prepare(
         data = bytearray(data)
         for position, _ in headers:
             set_log_append_time(data, position, append_time)
-    return PreparedAppend(data, headers, append_time, sum(h.records_count for _, h in headers))
+    return PreparedAppend(data, headers, append_time, sum(h.records_count for _, h in headers), leader_epoch)
 
 
 def assign(prepared: PreparedAppend, start: int, *, assign_offsets: bool) -> list[BatchMeta]:
     """Rewrite base offsets from ``start`` on (or check they continue the log) and describe each batch.
+
+    A copied buffer (LogAppendTime) gets the base offsets and leader epoch rewritten in place; otherwise
+    :func:`write_batches` writes rewritten prefixes in front of the untouched bytes.
 
     Raises:
         InvalidRequestError: with ``assign_offsets=False``, a batch does not start where the previous
@@ -73,6 +102,10 @@ def assign(prepared: PreparedAppend, start: int, *, assign_offsets: bool) -> lis
     metas: list[BatchMeta] = []
     expected = start
     stamp = prepared.append_time
+    epoch = prepared.leader_epoch
+    if epoch is not None and isinstance(prepared.data, bytearray):
+        for position, _ in prepared.headers:
+            set_partition_leader_epoch(prepared.data, position, epoch)
     for position, header in prepared.headers:
         if assign_offsets:
             base = expected
@@ -140,16 +173,20 @@ def write_batches(
 def _buffers(
     prepared: PreparedAppend, start: int, stop: int, metas: list[BatchMeta]
 ) -> list[bytes | memoryview]:
-    """The bytes of batches ``[start, stop)`` with their assigned base offsets, as few buffers as possible:
-    runs of batches whose base offset field is already right are one slice of the input."""
+    """The bytes of batches ``[start, stop)`` with their assigned base offsets and leader epoch, as few
+    buffers as possible: runs of batches whose prefix is already right are one slice of the input; any
+    other batch is a rewritten 16-byte prefix and a slice of the rest."""
     data = prepared.data
     view = memoryview(data)
     out: list[bytes | memoryview] = []
     run_start = run_end = -1
+    stamp = prepared.leader_epoch
     for k in range(start, stop):
         position = prepared.headers[k][0]
         size, base = metas[k][0], metas[k][1]
-        if _BASE_OFFSET.unpack_from(data, position)[0] == base:
+        old_base, length, old_epoch = _PREFIX.unpack_from(data, position)
+        epoch = old_epoch if stamp is None else stamp
+        if old_base == base and old_epoch == epoch:
             if run_end != position:
                 if run_end >= 0:
                     out.append(view[run_start:run_end])
@@ -158,8 +195,8 @@ def _buffers(
         else:
             if run_end >= 0:
                 out.append(view[run_start:run_end])
-            out.append(_BASE_OFFSET.pack(base))
-            run_start, run_end = position + _BASE_OFFSET.size, position + size
+            out.append(_PREFIX.pack(base, length, epoch))
+            run_start, run_end = position + _PREFIX.size, position + size
     if run_end >= 0:
         out.append(view[run_start:run_end])
     return out

@@ -28,6 +28,7 @@ from tierlog.tiering.log.checkpoint import write_offset_checkpoint
 from tierlog.tiering.log.clock import Clock
 from tierlog.tiering.log.config import LogConfig
 from tierlog.tiering.log.group_commit import GroupCommit
+from tierlog.tiering.log.leader_epoch import LeaderEpochCache
 from tierlog.tiering.log.reads import locate
 from tierlog.tiering.log.recovery import load_log
 from tierlog.tiering.log.segment import LogSegment
@@ -61,11 +62,12 @@ def io_errors(what: str, path: Path) -> Iterator[None]:
 class LogOffsets:
     """The offsets and size of a log at one instant: published whole under the lock after every change and
     read without it (Kafka's ``@volatile nextOffsetMetadata``), so the event loop never waits on a lock a
-    disk writer holds."""
+    disk writer holds. ``log_start_offset <= high_watermark <= log_end_offset`` always holds."""
 
     log_start_offset: int
     log_end_offset: int
     size_bytes: int
+    high_watermark: int = 0
 
 
 class LogCore:
@@ -87,6 +89,14 @@ class LogCore:
         self.partition = partition
         self._fsync = fsync
         self._lock = threading.RLock()
+        # guards only the publication of self._offsets (never held during I/O), so that the high
+        # watermark can be moved without waiting on a disk writer holding self._lock
+        self._hw_lock = threading.Lock()
+        # serializes writes of the high watermark checkpoint; taken after self._lock, never before it
+        self._hw_checkpoint_lock = threading.Lock()
+        self._checkpointed_hw = -1
+        self.epochs: LeaderEpochCache
+        """The partition's leader epoch cache (``leader-epoch-checkpoint``), opened with the log."""
         self._group = GroupCommit()
         self._segments: list[LogSegment] = []
         self._bases: list[int] = []
@@ -130,8 +140,67 @@ class LogCore:
 
     @property
     def high_watermark(self) -> int:
-        """Equal to the log end offset on a single broker."""
-        return self.log_end_offset
+        """The published high watermark, within ``[log_start_offset, log_end_offset]``. Lock-free.
+
+        Moved only by :meth:`update_high_watermark` and clamped by truncations and retention: it does not
+        follow appends by itself (the broker advances it, to the log end offset when it is alone).
+        """
+        return self._offsets.high_watermark
+
+    def update_high_watermark(self, offset: int) -> int:
+        """Set the high watermark to ``offset`` clamped to ``[log_start_offset, log_end_offset]`` and
+        return it. It may move backwards (a follower keeps ``min(leader HW, LEO)``); a leader that must
+        only advance it compares first. Not persisted here (see :meth:`checkpoint_high_watermark`).
+
+        Thread-safe and quick: it never waits for a disk writer (only a lock held for a few instructions).
+        Idempotent; never raises.
+        """
+        with self._hw_lock:
+            current = self._offsets
+            hw = min(max(offset, current.log_start_offset), current.log_end_offset)
+            if hw != current.high_watermark:
+                self._offsets = LogOffsets(
+                    current.log_start_offset, current.log_end_offset, current.size_bytes, hw
+                )
+            return hw
+
+    def checkpoint_high_watermark(self) -> None:
+        """Write the published high watermark to ``replication-offset-checkpoint`` (Kafka's one-entry
+        checkpoint format, atomically replaced), unless that value is already there. Does not take the
+        partition lock, so appends do not wait for it. Thread-safe; idempotent.
+
+        Raises:
+            UnavailableError: an I/O error (InsufficientStorageError when the disk is full), or the log is
+                closed or deleted.
+        """
+        with self._hw_checkpoint_lock:
+            if self._state not in ("open", "offline"):
+                raise UnavailableError(f"partition log {self._dir} is closed")
+            hw = self._offsets.high_watermark
+            if hw == self._checkpointed_hw:
+                return
+            with io_errors("checkpointing the high watermark of", self._dir):
+                write_offset_checkpoint(
+                    self._dir / naming.HIGH_WATERMARK_FILE, self.topic, self.partition, hw
+                )
+            self._checkpointed_hw = hw
+
+    def _write_high_watermark_locked(self) -> None:
+        """Write the high watermark checkpoint (close). Call with ``self._lock`` held.
+
+        Raises:
+            OSError: the file cannot be written.
+        """
+        with self._hw_checkpoint_lock:
+            hw = self._offsets.high_watermark
+            write_offset_checkpoint(self._dir / naming.HIGH_WATERMARK_FILE, self.topic, self.partition, hw)
+            self._checkpointed_hw = hw
+
+    def epoch_end_offset(self, epoch: int) -> tuple[int, int]:
+        """``(epoch found, end offset)`` of ``epoch`` in this log, Kafka's ``endOffsetFor`` against the
+        published log end offset (see :meth:`LeaderEpochCache.end_offset_for`); ``(-1, -1)`` when the
+        epoch is unknown. Lock-free; idempotent."""
+        return self.epochs.end_offset_for(epoch, self._offsets.log_end_offset)
 
     @property
     def size_bytes(self) -> int:
@@ -140,9 +209,11 @@ class LogCore:
 
     def _publish_locked(self) -> None:
         """Publish the offsets after a change; call with the lock held, before releasing it."""
-        self._offsets = LogOffsets(
-            self._log_start_offset, self._segments[-1].next_offset, sum(seg.size for seg in self._segments)
-        )
+        start, end = self._log_start_offset, self._segments[-1].next_offset
+        size = sum(seg.size for seg in self._segments)
+        with self._hw_lock:
+            hw = min(max(self._offsets.high_watermark, start), end)
+            self._offsets = LogOffsets(start, end, size, hw)
 
     @property
     def recovery_point(self) -> int:
@@ -230,6 +301,7 @@ class LogCore:
         if self._segments[-1].next_offset > self._offline_end >= self._log_start_offset:
             self._truncate_locked(self._offline_end)
         self._publish_locked()
+        self._trim_epochs_locked()
         self._write_recovery_checkpoint()
         self._write_start_checkpoint()
         self._dir_dirty = True
@@ -341,9 +413,20 @@ class LogCore:
             last.reactivate()
         last.truncate_to(offset)
         self._publish_locked()
+        self.epochs.truncate_from_end(last.next_offset)
         self._recovery_point = min(self._recovery_point, last.next_offset)
         if self._checkpointed_recovery_point > self._recovery_point:
             self._write_recovery_checkpoint()
+
+    def _trim_epochs_locked(self) -> None:
+        """Drop the epoch entries past the log end (a recovered torn tail, an undone append) and move the
+        first to the log start.
+
+        Raises:
+            OSError: the epoch checkpoint cannot be written.
+        """
+        self.epochs.truncate_from_end(self._segments[-1].next_offset)
+        self.epochs.truncate_from_start(self._log_start_offset)
 
     def _lock_directory(self) -> None:
         """Take an exclusive ``flock`` on the directory's lock file: one PartitionLog per directory.

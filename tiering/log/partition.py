@@ -10,10 +10,11 @@ calls these methods through ``asyncio.to_thread``, never on its event loop.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import logging
 import os
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import TracebackType
 
@@ -25,9 +26,10 @@ from tierlog.tiering.errors import (
 )
 from tierlog.tiering.log import naming
 from tierlog.tiering.log.appending import assign, prepare, write_batches
-from tierlog.tiering.log.checkpoint import fsync_directory
+from tierlog.tiering.log.checkpoint import fsync_directory, read_offset_checkpoint
 from tierlog.tiering.log.clock import Clock, SystemClock
 from tierlog.tiering.log.config import LogConfig
+from tierlog.tiering.log.leader_epoch import EpochEntry, LeaderEpochCache
 from tierlog.tiering.log.log_core import LogCore, io_errors
 from tierlog.tiering.log.reads import first_at_or_after
 from tierlog.tiering.log.recovery import load_log
@@ -58,8 +60,11 @@ class PartitionLog(LogCore):
         """Open or create the partition directory ``path``, running recovery (see :mod:`.recovery`).
 
         ``start_offset`` opens a log that holds no batch at that offset (restore); it is ignored when the
-        log already holds batches. ``fsync`` replaces ``os.fsync`` for the flushes of appended data (flush
-        policy, :meth:`flush`, :meth:`close`); tests count calls with it.
+        log already holds batches. The leader epoch cache (:attr:`epochs`) is loaded and trimmed to the
+        recovered log (entries past a cut tail dropped); the high watermark is read from
+        ``replication-offset-checkpoint`` and clamped to ``[log_start_offset, log_end_offset]`` (the log
+        start offset when the file is missing or malformed). ``fsync`` replaces ``os.fsync`` for the
+        flushes of appended data (flush policy, :meth:`flush`, :meth:`close`); tests count calls with it.
 
         Only one PartitionLog may have a directory open at a time (an exclusive ``flock`` on
         ``.tierlog.lock``); the lock is released by :meth:`close`, :meth:`delete` or process exit.
@@ -82,7 +87,12 @@ class PartitionLog(LogCore):
                 log._bases = [seg.base_offset for seg in loaded.segments]
                 log._log_start_offset = loaded.log_start_offset
                 log._recovery_point = loaded.recovery_point
+                log.epochs = LeaderEpochCache(
+                    log._dir / naming.LEADER_EPOCH_FILE, topic=topic, partition=partition
+                )
                 log._publish_locked()
+                hw = read_offset_checkpoint(log._dir / naming.HIGH_WATERMARK_FILE)
+                log.update_high_watermark(loaded.log_start_offset if hw is None else hw)
                 log._write_checkpoints_if_space()
             except BaseException:
                 log._unlock_directory()
@@ -90,41 +100,62 @@ class PartitionLog(LogCore):
         return log
 
     def _write_checkpoints_if_space(self) -> None:
-        """Write both checkpoints; on a full disk keep the old ones (still correct, only older) so a log
-        opens and serves reads while the disk is full. Raises: OSError other than ENOSPC/EDQUOT."""
+        """Write both offset checkpoints and trim the epochs to the log; on a full disk keep the old files
+        (still correct, only older; epochs past the end stay until the next truncation) so a log opens and
+        serves reads while the disk is full. Raises: OSError other than ENOSPC/EDQUOT."""
         try:
             self._write_recovery_checkpoint()
             self._write_start_checkpoint()
+            self._trim_epochs_locked()
         except OSError as err:
             if not isinstance(storage_error("", err), InsufficientStorageError):
                 raise
             _log.warning("disk full: %s opens with its previous checkpoints (%s)", self._dir, err.strerror)
 
-    def append(self, batches: bytes | bytearray | memoryview, *, assign_offsets: bool = True) -> AppendInfo:
+    def append(
+        self,
+        batches: bytes | bytearray | memoryview,
+        *,
+        assign_offsets: bool = True,
+        leader_epoch: int | None = None,
+    ) -> AppendInfo:
         """Validate every batch, then append them all, or nothing.
 
         Checks CRC, magic, framing and ``max.message.bytes`` of every batch before writing a byte. With
         ``assign_offsets`` the base offset fields are rewritten from the log end offset on; otherwise
         (replication, restore) the batches must continue the log exactly. Stamps LogAppendTime when the
         topic asks for it, rolls segments as needed, then applies the flush policy (group commit).
-        Thread-safe; not idempotent (each call appends).
+
+        Leader epochs: ``leader_epoch`` (the leader path) is stamped into every batch's
+        ``partition_leader_epoch`` (outside the CRC, written in the same pass as the base offsets, no
+        extra copy) and ``epochs.assign(leader_epoch, first base offset)`` records it. Without it (a
+        follower appending the leader's batches) each batch's own epoch, when >= 0, is recorded at its
+        base offset. The epoch file is rewritten only when an entry changes (once per leader epoch),
+        before the batches are written; an append that fails drops the entry again. The high watermark
+        is not moved (see :meth:`update_high_watermark`). Thread-safe; not idempotent (each call appends).
 
         Raises:
             CorruptRecordError: a batch is truncated, malformed or fails its CRC, or (when assigning
                 offsets) its record count disagrees with its offset delta.
             RecordTooLargeError: a batch exceeds ``max.message.bytes``.
-            InvalidRequestError: no batch, or with ``assign_offsets=False`` offsets that do not continue
-                the log.
+            InvalidRequestError: no batch, a negative ``leader_epoch``, or with ``assign_offsets=False``
+                offsets that do not continue the log.
             UnavailableError: an I/O error (nothing of this append stays in the log) or a closed log.
         """
         config = self._config
         now = self._clock.now_ms()
-        prepared = prepare(batches, config, now, assign_offsets=assign_offsets)
+        prepared = prepare(batches, config, now, assign_offsets=assign_offsets, leader_epoch=leader_epoch)
         sealed: list[SegmentInfo] = []
         with self._lock:
             self._check_open()
             start = self._segments[-1].next_offset
             metas = assign(prepared, start, assign_offsets=assign_offsets)
+            try:
+                for epoch, base in prepared.epochs(metas):
+                    self.epochs.assign(epoch, base)
+            except OSError as err:
+                self._undo_append(start, err)
+                raise storage_error(f"recording the leader epoch of {self._dir}", err) from err
             try:
                 write_batches(
                     prepared,
@@ -172,9 +203,11 @@ class PartitionLog(LogCore):
                 with self._lock:
                     self._check_open()
                     seg, start, end = self._locate_locked(offset, max_bytes, max_offset)
-                    start_offset, end_offset = self._log_start_offset, self._segments[-1].next_offset
+                    published = self._offsets
+                    start_offset, end_offset = published.log_start_offset, published.log_end_offset
+                    high_watermark = published.high_watermark
                     if end == start:
-                        return ReadResult(b"", end_offset, start_offset, end_offset)
+                        return ReadResult(b"", high_watermark, start_offset, end_offset)
                     fd = seg.dup_fd()
                     epoch = self._truncations
                 try:
@@ -183,7 +216,7 @@ class PartitionLog(LogCore):
                     os.close(fd)
                 # a truncation bumps the counter before touching any file: unchanged means the bytes held
                 if epoch == self._truncations and len(data) == end - start:
-                    return ReadResult(data, end_offset, start_offset, end_offset)
+                    return ReadResult(data, high_watermark, start_offset, end_offset)
         except OSError as err:
             raise UnavailableError(f"I/O error while reading {self._dir}: {err}") from err
         raise UnavailableError(f"{self._dir} kept changing during a read; retry")
@@ -202,8 +235,15 @@ class PartitionLog(LogCore):
             with io_errors("reading", self._dir):
                 seg, start, end = self._locate_locked(offset, max_bytes, max_offset)
                 fd = seg.dup_fd()
-            end_offset = self._segments[-1].next_offset
-            return FileSlice(fd, start, end - start, end_offset, self._log_start_offset, end_offset)
+            published = self._offsets
+            return FileSlice(
+                fd,
+                start,
+                end - start,
+                published.high_watermark,
+                published.log_start_offset,
+                published.log_end_offset,
+            )
 
     def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
         """``(offset, timestamp)`` of the first batch whose max timestamp is >= ``timestamp``: the batch's
@@ -307,7 +347,8 @@ class PartitionLog(LogCore):
     ) -> list[SegmentInfo]:
         """Delete the oldest sealed segments past ``retention.ms`` / ``retention.bytes`` (or the given
         overrides, e.g. the local-retention settings), never the active one, stopping at the first
-        segment ``veto`` keeps. Advances and persists the log start offset. Files are renamed to
+        segment ``veto`` keeps. Advances and persists the log start offset, moves the first leader epoch
+        entry up to it (and the high watermark, if below). Files are renamed to
         ``.deleted`` under the lock and unlinked at once after it (no ``file.delete.delay.ms``: readers
         hold duplicated descriptors, so nothing can be reading the file by name).
 
@@ -343,6 +384,7 @@ class PartitionLog(LogCore):
                 self._publish_locked()
                 self._recovery_point = max(self._recovery_point, self._log_start_offset)
                 self._write_start_checkpoint()
+                self.epochs.truncate_from_start(self._log_start_offset)
         for path in doomed:
             path.unlink(missing_ok=True)
         return sealed[:count]
@@ -350,7 +392,8 @@ class PartitionLog(LogCore):
     def truncate_to(self, offset: int) -> None:
         """Remove every batch holding an offset >= ``offset``; the log end offset becomes the base offset
         of the first removed batch (at most ``offset``). Below the log start offset the whole log is
-        replaced by an empty one at ``offset``. Thread-safe; idempotent.
+        replaced by an empty one at ``offset``. The high watermark is clamped to the new end and the
+        leader epochs starting at or past it are dropped. Thread-safe; idempotent.
 
         Raises:
             InvalidRequestError: a negative offset.
@@ -369,8 +412,10 @@ class PartitionLog(LogCore):
                 self._truncate_locked(offset)
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
-        """Delete every segment and start an empty log at ``offset`` (log start = end = ``offset``).
-        Thread-safe; idempotent.
+        """Delete every segment and start an empty log at ``offset`` (log start = end = high watermark =
+        ``offset``). The leader epochs are truncated to the offsets below ``offset`` and their start moved to
+        it: what remains is at most one entry, the epoch of the last offset before ``offset`` (use
+        :meth:`reset_to` to set them). Thread-safe; idempotent.
 
         Raises:
             InvalidRequestError: a negative offset.
@@ -393,6 +438,28 @@ class PartitionLog(LogCore):
                 self._recovery_point = offset
                 self._write_recovery_checkpoint()
                 self._write_start_checkpoint()
+                self._trim_epochs_locked()
+
+    def reset_to(self, offset: int, epochs: Sequence[EpochEntry]) -> None:
+        """:meth:`truncate_fully_and_start_at` ``offset``, then replace the leader epochs with the entries
+        of ``epochs`` that start below ``offset`` (a follower bootstrapping from the leader's remote
+        history, KIP-405). Thread-safe (one critical section); idempotent.
+
+        Raises:
+            InvalidRequestError: a negative offset, or epochs that are negative or not strictly increasing
+                (checked before anything changes).
+            UnavailableError: an I/O error or a closed log.
+        """
+        below = [EpochEntry(e.epoch, e.start_offset) for e in epochs if e.start_offset < offset]
+        for prev, cur in itertools.pairwise(below):
+            if cur.epoch <= prev.epoch or cur.start_offset <= prev.start_offset:
+                raise InvalidRequestError(f"leader epochs out of order: {prev} then {cur}")
+        if any(e.epoch < 0 or e.start_offset < 0 for e in below):
+            raise InvalidRequestError(f"negative leader epoch entry in {below}")
+        with self._lock:
+            self.truncate_fully_and_start_at(offset)
+            with io_errors("resetting the leader epochs of", self._dir):
+                self.epochs.replace(below)
 
     def update_config(self, config: LogConfig) -> None:
         """Use ``config`` from now on (index sizes apply to segments created later). Thread-safe;
@@ -402,8 +469,9 @@ class PartitionLog(LogCore):
             self._segments[-1].index_interval = config.index_interval_bytes
 
     def close(self) -> None:
-        """fsync what is unflushed, trim the indexes, write both checkpoints and the clean-shutdown marker,
-        close the files. Appends waiting on a flush are covered by the final fsync. Thread-safe; idempotent.
+        """fsync what is unflushed, trim the indexes, write the recovery point, log start and high watermark
+        checkpoints and the clean-shutdown marker, close the files. Appends waiting on a flush are covered
+        by the final fsync. Thread-safe; idempotent.
 
         Raises:
             UnavailableError: an I/O error, or the log was offline (see ``offline_reason``); the log is
@@ -437,6 +505,7 @@ class PartitionLog(LogCore):
                     self._recovery_point = self._segments[-1].next_offset
                     self._write_recovery_checkpoint()
                     self._write_start_checkpoint()
+                    self._write_high_watermark_locked()
                     (self._dir / naming.CLEAN_SHUTDOWN_FILE).touch()
                     fsync_directory(self._dir)
             finally:
@@ -462,7 +531,8 @@ class PartitionLog(LogCore):
         with self._lock:
             if self._state == "deleted":
                 return
-            self._state = "deleted"
+            with self._hw_checkpoint_lock:
+                self._state = "deleted"
             with io_errors("deleting", self._dir):
                 for seg in self._segments:
                     with contextlib.suppress(OSError):
