@@ -1,0 +1,337 @@
+"""Replication under real failures: one etcd and three ``tierlog serve`` brokers, RF=3 topics with
+``min.insync.replicas=2``, records produced with ``acks=all`` while brokers are killed with SIGKILL or
+paused with SIGSTOP (docs/design/0010-replication.md, issue 14's proof).
+
+What is checked is what design 0010 promises:
+
+* every acknowledged record is read back at exactly its acknowledged offset, from the last leader, in a
+  batch stamped with the leader epoch the answer named; no two brokers acknowledged writes in one epoch;
+* once every replica is in the ISR and HW = LEO on each, the replicas hold the same batches, byte for byte
+  (compared as the concatenated batches of each replica's ``.log`` files in base-offset order, with the
+  brokers stopped: replicas roll segments independently, so file boundaries may differ);
+* with tiering to a real S3 server (moto_server), the same, plus ``tierlog tiering check`` finds no
+  leaked or missing object and the records below the local log start come from the remote tier;
+* a paused follower leaves the ISR after ``replica.lag.time.max.ms`` while acks=all produce goes on, and
+  rejoins once resumed; with two of three brokers dead an acks=all produce is refused with 50313
+  (NOT_ENOUGH_REPLICAS) and appends nothing, while acks=1 still appends.
+
+Every wait polls a condition against a deadline; nothing asserts a timing. The time from each leader kill
+to the first acknowledged produce on the new leader is printed (``-s``) for the docs.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.process import run_cli
+from tests.e2e.replication_harness import (
+    FAILOVER_DEADLINE_S,
+    Ack,
+    ProduceLoop,
+    ReplicatedCluster,
+    error_code,
+    partition_batches,
+    produce,
+    read_all,
+    wait_for,
+)
+from tests.integration.cluster.etcd import EtcdServer
+from tests.integration.remote.servers import S3Server
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+TOPIC = "chaos"
+REPLICATED = {"min.insync.replicas": "2"}
+TIERED = {
+    **REPLICATED,
+    "remote.storage.enable": "true",
+    "segment.bytes": "4096",
+    "local.retention.bytes": "0",  # keep no uploaded segment on local disk
+    "retention.ms": "-1",
+}
+REMOTE_PREFIX = "chaos"
+
+
+def start_cluster(root: Path, extra_args: tuple[str, ...] = ()) -> Iterator[ReplicatedCluster]:
+    etcd = EtcdServer(root / "etcd")
+    etcd.start()
+    running = ReplicatedCluster(etcd, root, extra_args=extra_args)
+    try:
+        for broker_id in (1, 2, 3):
+            running.start(broker_id)
+        yield running
+    finally:
+        for process in running.brokers.values():
+            if process.proc.poll() is None:
+                process.proc.send_signal(signal.SIGCONT)  # a paused broker must be able to die
+            process.kill()
+        etcd.stop()
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> Iterator[ReplicatedCluster]:
+    yield from start_cluster(tmp_path)
+
+
+@pytest.fixture
+def tiered_cluster(tmp_path: Path, moto_server: S3Server, bucket: str) -> Iterator[ReplicatedCluster]:
+    args = (
+        "--remote-uri", f"s3://{bucket}/{REMOTE_PREFIX}",
+        "--s3-endpoint-url", moto_server.endpoint_url,
+        "--remote-upload-interval-ms", "100",
+        "--remote-max-upload-interval-ms", "300",
+        "--log-retention-check-interval-ms", "200",
+    )  # fmt: skip
+    yield from start_cluster(tmp_path, args)
+
+
+def tail(cluster: ReplicatedCluster, chars: int = 6000) -> str:
+    return cluster.all_logs()[-chars:]
+
+
+def leader_of(cluster: ReplicatedCluster, partition: int = 0, via: int | None = None) -> int:
+    return int(cluster.partitions(TOPIC, via)[partition]["leader"])
+
+
+def wait_progress(loop: ProduceLoop, since: float, partition: int, count: int = 3) -> None:
+    """Wait until ``count`` produces to ``partition`` were acknowledged after ``since``."""
+    wait_for(
+        f"{count} acknowledged produces to partition {partition}",
+        lambda: sum(1 for a in list(loop.acks) if a.at > since and a.partition == partition) >= count,
+        FAILOVER_DEADLINE_S,
+    )
+
+
+def kill_leaders(cluster: ReplicatedCluster, loop: ProduceLoop, kills: int) -> list[float]:
+    """``kills`` rounds of: full ISR and produce progress, SIGKILL of partition 0's leader, the first
+    acknowledged produce through another broker, restart of the killed one. Answers the kill-to-first-ack
+    times (printed, never asserted)."""
+    times: list[float] = []
+    for round_ in range(kills):
+        wait_for(
+            "every replica back in the ISR", lambda: cluster.settled(TOPIC, len(loop.partitions)),
+            FAILOVER_DEADLINE_S,
+        )  # fmt: skip
+        wait_progress(loop, time.monotonic(), 0)
+        victim = leader_of(cluster)
+        killed_at = time.monotonic()
+        cluster.brokers[victim].kill()
+        first = wait_for(
+            f"an acknowledged produce after broker {victim} was killed",
+            lambda: loop.acked_since(killed_at, 0, not_by=victim),  # noqa: B023 (called in this round)
+            FAILOVER_DEADLINE_S,
+        )
+        times.append(first.at - killed_at)
+        print(
+            f"\nround {round_ + 1}: leader {victim} killed; first acks=all produce acknowledged by broker "
+            f"{first.sent_to} (leader epoch {first.leader_epoch}) after {first.at - killed_at:.2f} s"
+        )
+        cluster.start(victim)
+    wait_for(
+        "every replica back in the ISR", lambda: cluster.settled(TOPIC, len(loop.partitions)),
+        FAILOVER_DEADLINE_S,
+    )  # fmt: skip
+    wait_progress(loop, time.monotonic(), 0)
+    return times
+
+
+def check_acks(acks: list[Ack]) -> None:
+    """Every answer names its epoch and broker (the one asked), no two brokers acknowledged in one epoch,
+    and no offset was acknowledged twice."""
+    assert acks, "nothing was acknowledged"
+    by_epoch: dict[tuple[int, int | None], set[int | None]] = {}
+    offsets: set[tuple[int, int]] = set()
+    for ack in acks:
+        assert ack.leader_epoch is not None and ack.broker_id is not None, ("answer lacks them", ack)
+        assert ack.broker_id == ack.sent_to, ack
+        by_epoch.setdefault((ack.partition, ack.leader_epoch), set()).add(ack.broker_id)
+        for offset, _ in ack.records():
+            assert (ack.partition, offset) not in offsets, ("offset acknowledged twice", ack)
+            offsets.add((ack.partition, offset))
+    shared = {k: v for k, v in by_epoch.items() if len(v) > 1}
+    assert not shared, f"two brokers acknowledged writes in one leader epoch: {shared}"
+
+
+def check_readable(cluster: ReplicatedCluster, acks: list[Ack], partitions: int) -> dict[int, int]:
+    """Every acknowledged record is read from the current leader at its offset, in a batch of the epoch
+    its answer named. Answers each partition's leader."""
+    leaders: dict[int, int] = {}
+    for p in range(partitions):
+        leaders[p] = leader_of(cluster, p)
+        log = {offset: (value, epoch) for offset, value, epoch in read_all(cluster.url(leaders[p]), TOPIC, p)}
+        for ack in (a for a in acks if a.partition == p):
+            for offset, value in ack.records():
+                assert log.get(offset) == (value, ack.leader_epoch), (
+                    f"acknowledged {value!r} at {p}/{offset} in epoch {ack.leader_epoch} by broker "
+                    f"{ack.broker_id}; the log has {log.get(offset)}"
+                )
+    return leaders
+
+
+def wait_in_step(cluster: ReplicatedCluster, partitions: int) -> None:
+    for p in range(partitions):
+        wait_for(
+            f"partition {p}: every replica in the ISR, HW = LEO on each",
+            lambda p=p: cluster.in_step(TOPIC, p),  # type: ignore[misc]
+            FAILOVER_DEADLINE_S,
+        )
+
+
+def compare_replicas(cluster: ReplicatedCluster, partitions: int, *, whole: bool) -> None:
+    """With the brokers stopped: the replicas' batches are the same bytes. ``whole``: every replica holds
+    every batch (the concatenations are equal); else (tiering removed local segments at different times)
+    every replica ends at the same batch and the batches they share are equal."""
+    for p in range(partitions):
+        held = {n: partition_batches(cluster.data_dir(n), TOPIC, p) for n in cluster.brokers}
+        if whole:
+            joined = {n: b"".join(b[k] for k in sorted(b)) for n, b in held.items()}
+            sizes = {n: (len(b), len(held[n])) for n, b in joined.items()}
+            assert len(set(joined.values())) == 1, f"partition {p}: replicas differ (bytes, batches): {sizes}"
+            continue
+        ends = {n: max(b) if b else None for n, b in held.items()}
+        assert len(set(ends.values())) == 1, f"partition {p}: last batches differ: {ends}"
+        common = set.intersection(*(set(b) for b in held.values()))
+        assert common, f"partition {p}: no batch on every replica"
+        for base in sorted(common):
+            assert len({b[base] for b in held.values()}) == 1, f"partition {p}: batch {base} differs"
+
+
+def test_acknowledged_records_survive_repeated_leader_kills(cluster: ReplicatedCluster) -> None:
+    partitions = 2
+    cluster.create_topic(TOPIC, partitions, 3, REPLICATED)
+    loop = ProduceLoop(cluster, TOPIC, range(partitions), tag="kill")
+    loop.start()
+    try:
+        times = kill_leaders(cluster, loop, kills=3)
+    finally:
+        loop.stop()
+    print(f"\nkill -> first acks=all produce on the new leader: {', '.join(f'{t:.2f} s' for t in times)}")
+    print(f"acknowledged {len(loop.acks)} produces; refusals by error code: {loop.refusals}")
+    check_acks(loop.acks)
+    wait_in_step(cluster, partitions)
+    check_readable(cluster, loop.acks, partitions)
+    codes = cluster.stop_all()
+    assert all(code == 0 for code in codes.values()), (codes, tail(cluster))
+    compare_replicas(cluster, partitions, whole=True)
+
+
+def test_tiered_replicas_survive_leader_kills_and_leave_a_clean_bucket(
+    tiered_cluster: ReplicatedCluster, moto_server: S3Server, bucket: str
+) -> None:
+    cluster = tiered_cluster
+    cluster.create_topic(TOPIC, 1, 3, TIERED)
+    loop = ProduceLoop(cluster, TOPIC, [0], tag="tier", per_batch=10)
+    loop.start()
+    try:
+        times = kill_leaders(cluster, loop, kills=2)
+    finally:
+        loop.stop()
+    print(
+        "\ntiered: kill -> first acks=all produce on the new leader: "
+        + ", ".join(f"{t:.2f} s" for t in times)
+    )
+    check_acks(loop.acks)
+    wait_in_step(cluster, 1)
+    leader = leader_of(cluster)
+
+    def local_start() -> int | None:  # the leader's first local batch, once tiering deleted some segments
+        batches = [b for b in (cluster.data_dir(leader) / f"{TOPIC}-0").glob("*.log")]
+        first = min((int(b.name.split(".")[0]) for b in batches), default=0)
+        return first if first > 0 else None
+
+    first_local = wait_for(
+        "segments uploaded and deleted locally on the leader", local_start, FAILOVER_DEADLINE_S
+    )
+    assert any(a.base_offset < first_local for a in loop.acks), "no acknowledged record below the local start"
+    check_readable(cluster, loop.acks, 1)  # the records below first_local come from the bucket
+    codes = cluster.stop_all()
+    assert all(code == 0 for code in codes.values()), (codes, tail(cluster))
+    compare_replicas(cluster, 1, whole=False)
+    checked = run_cli(
+        "tiering", "check", "--json",
+        "--remote-uri", f"s3://{bucket}/{REMOTE_PREFIX}",
+        "--s3-endpoint-url", moto_server.endpoint_url,
+    )  # fmt: skip
+    assert checked.returncode == 0, (checked.stdout, checked.stderr)
+    report = json.loads(checked.stdout)
+    assert report["clean"] and not report["leaks"] and not report["missing"], report
+    assert report["referenced"] > 0, report
+
+
+def test_paused_follower_leaves_the_isr_and_rejoins(cluster: ReplicatedCluster) -> None:
+    cluster.create_topic(TOPIC, 1, 3, REPLICATED)
+    leader = leader_of(cluster)
+    controller = wait_for("a controller", cluster.controller)[0]
+    followers = [n for n in cluster.brokers if n != leader]
+    victim = next((n for n in followers if n != controller), followers[0])
+    loop = ProduceLoop(cluster, TOPIC, [0], tag="pause")
+    loop.start()
+    try:
+        wait_progress(loop, time.monotonic(), 0)
+        paused = cluster.brokers[victim]
+        paused.proc.send_signal(signal.SIGSTOP)
+        cluster.paused.add(victim)
+        try:
+
+            def shrunk() -> bool:
+                state = cluster.partitions(TOPIC, leader).get(0)
+                return state is not None and victim not in state["isr"] and leader in state["isr"]
+
+            wait_for(f"paused broker {victim} out of the ISR", shrunk, FAILOVER_DEADLINE_S)
+            shrunk_at = time.monotonic()
+            wait_progress(loop, shrunk_at, 0)  # acks=all goes on with the two others
+            assert all(a.sent_to != victim for a in loop.acks)
+        finally:
+            paused.proc.send_signal(signal.SIGCONT)
+            cluster.paused.discard(victim)
+        wait_for(
+            f"resumed broker {victim} back in the ISR", lambda: cluster.settled(TOPIC, 1), FAILOVER_DEADLINE_S
+        )
+        wait_progress(loop, time.monotonic(), 0)
+    finally:
+        loop.stop()
+    print(f"\nacknowledged {len(loop.acks)} produces; refusals by error code: {loop.refusals}")
+    check_acks(loop.acks)
+    wait_in_step(cluster, 1)
+    check_readable(cluster, loop.acks, 1)
+    assert paused.proc.poll() is None, paused.log()[-3000:]
+    codes = cluster.stop_all()
+    assert all(code == 0 for code in codes.values()), (codes, tail(cluster))
+    compare_replicas(cluster, 1, whole=True)
+
+
+def test_acks_all_is_refused_without_enough_replicas_and_appends_nothing(cluster: ReplicatedCluster) -> None:
+    cluster.create_topic(TOPIC, 1, 3, REPLICATED)
+    leader = leader_of(cluster)
+    url = cluster.url(leader)
+    first = produce(url, TOPIC, 0, [b"with three"], acks="all")
+    assert first.status == 200, (first.status, first.body)
+
+    for broker_id in [n for n in cluster.brokers if n != leader]:
+        cluster.brokers[broker_id].kill()
+
+    def isr_of_one() -> bool:
+        state = cluster.partitions(TOPIC, leader).get(0)
+        return state is not None and state["leader"] == leader and state["isr"] == [leader]
+
+    wait_for("the ISR shrunk to the leader alone", isr_of_one, FAILOVER_DEADLINE_S)
+    marks = cluster.watermarks(leader, TOPIC)
+    assert marks is not None
+    end_before = marks[0]["log_end_offset"]
+
+    refused = produce(url, TOPIC, 0, [b"must not land"], acks="all")
+    assert refused.status == 503 and error_code(refused) == 50313, (refused.status, refused.body)
+    marks = cluster.watermarks(leader, TOPIC)
+    assert marks is not None and marks[0]["log_end_offset"] == end_before, (marks, end_before)
+
+    accepted = produce(url, TOPIC, 0, [b"acks one"], acks="1")
+    assert accepted.status == 200, (accepted.status, accepted.body)
+    assert accepted.json()["base_offset"] == end_before, accepted.body
+    values = [value for _, value, _ in read_all(url, TOPIC, 0)]
+    assert values == [b"with three", b"acks one"], values
