@@ -3,10 +3,10 @@
 Embedded (``metadata.uri`` unset, no store injected), topic metadata changes (create, delete, alter
 configs, add partitions) are serialised under one asyncio lock and persisted in ``tierlog-state.json``
 before they are acknowledged. In a cluster (:attr:`Broker.cluster`, see
-:mod:`tierlog.service.cluster.node`) they are commits to the metadata store, and the broker opens only the
-partitions it leads. Log I/O runs in worker threads. The broker is opened in the background at start-up
-(``ready`` is false until every log is open, and in a cluster until it is registered) and closed on
-shutdown.
+:mod:`tierlog.service.cluster.node`) they are commits to the metadata store, and the broker opens the
+partitions it is a replica of; its :attr:`Broker.replication` manager makes each lead or follow. Log I/O
+runs in worker threads. The broker is opened in the background at start-up (``ready`` is false until every
+log is open, and in a cluster until it is registered) and closed on shutdown.
 """
 
 from __future__ import annotations
@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from tierlog.service.cluster.node import ClusterNode
     from tierlog.service.cluster.store import MetadataStore
     from tierlog.service.config import Settings
+    from tierlog.service.replication.manager import ReplicaManager
     from tierlog.tiering.remote.store import ObjectStore
 
 __all__ = ["AppendInfo", "Broker", "Partition", "Topic"]
@@ -269,6 +270,11 @@ class Broker:
         return embedded_view(
             self.cluster_id, self.broker_id, self.advertised_url, self.settings.broker_rack, topics
         )
+
+    @property
+    def replication(self) -> ReplicaManager | None:
+        """The replica manager (design 0010) in a cluster; ``None`` on an embedded broker."""
+        return None if self.cluster is None else self.cluster.replication
 
     @property
     def local_topics(self) -> dict[str, Topic]:
@@ -594,7 +600,15 @@ class Broker:
             PartitionLog.open, path, config, clock=self.clock, topic=record.name, partition=index
         )
         partition = Partition(
-            record.name, index, opened, path, self.metrics, self._spawn, config, executor=self.log_io
+            record.name,
+            index,
+            opened,
+            path,
+            self.metrics,
+            self._spawn,
+            config,
+            executor=self.log_io,
+            replicated=self.cluster is not None,
         )
         if config.remote_storage_enable:
             await self.remote.attach(partition)

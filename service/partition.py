@@ -1,8 +1,17 @@
 """One partition as the web layer sees it: an async face over the synchronous partition log.
 
-Every engine call runs in a worker thread. Appends wake long-polling readers through a per-partition
-``asyncio.Event`` that is replaced on every append, so a reader that took the event before reading
-cannot miss an append that lands between its read and its wait.
+Every engine call runs in a worker thread. Long-polling readers wait on per-partition ``asyncio.Event``s
+that are replaced on every wake-up, so a reader that took the event before reading cannot miss a change
+that lands between its read and its wait. There are two: replicas (followers' fetches) are woken by
+appends, consumers by advances of the high watermark, the offset below which they may read.
+
+**Roles** (design 0010). On an embedded broker a partition is always the ``leader`` at leader epoch 0 with
+no :class:`~tierlog.service.replication.leader.LeaderState`: it is its own ISR, so its high watermark is its
+log end offset, moved after every append. In a cluster the
+:class:`~tierlog.service.replication.manager.ReplicaManager` moves it between ``leader`` (with a
+``LeaderState`` that computes the high watermark from the followers' fetch offsets) and ``follower`` (its
+fetcher appends the leader's batches with :meth:`Partition.append_as_follower`); a follower refuses
+produces and consumer reads with the error the manager set (50310 naming the leader, or 50311).
 """
 
 from __future__ import annotations
@@ -16,14 +25,26 @@ import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from concurrent.futures import Executor
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
-from tierlog.tiering.errors import OffsetOutOfRangeError, TierlogError, UnavailableError, UnknownTopicError
+from tierlog.tiering.errors import (
+    LeaderNotAvailableError,
+    NotLeaderOrFollowerError,
+    OffsetMovedToTieredStorageError,
+    OffsetOutOfRangeError,
+    TierlogError,
+    UnavailableError,
+    UnknownTopicError,
+)
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from tierlog.service.metrics import Metrics
     from tierlog.service.remote.partition import RemotePartition
+    from tierlog.service.replication.leader import LeaderState
     from tierlog.tiering.log import AppendInfo, FileSlice, LogConfig, PartitionLog, ReadResult
+    from tierlog.tiering.log.leader_epoch import EpochEntry
 
 __all__ = ["Partition"]
 
@@ -31,6 +52,7 @@ log = logging.getLogger("tierlog.partition")
 
 Spawn = Callable[[Coroutine[Any, Any, None], str], object]
 T = TypeVar("T")
+Role = Literal["leader", "follower"]
 
 
 class Partition:
@@ -38,6 +60,12 @@ class Partition:
 
     All methods are safe to call concurrently from the event loop. Once the topic is deleted (or the
     broker closes) every call raises :class:`UnknownTopicError` (40401) and pending long polls return early.
+
+    ``replicated``: the partition belongs to a cluster member. It then opens as a ``follower`` refusing
+    clients (50311) until the replica manager gives it a role, and its high watermark moves only as the
+    manager's :class:`LeaderState` or the leader's fetch answers say. Otherwise (embedded) it leads at epoch
+    0 and its high watermark follows the log end offset. ``min_insync_replicas`` (cluster) reads the topic's
+    ``min.insync.replicas`` at each ``acks=all`` produce; set by the cluster node after opening.
     """
 
     def __init__(
@@ -51,6 +79,7 @@ class Partition:
         config: LogConfig,
         *,
         executor: Executor | None = None,
+        replicated: bool = False,
     ) -> None:
         self.topic = topic
         self.index = index
@@ -69,6 +98,20 @@ class Partition:
         self._background = asyncio.Lock()
         self.config = config  # the live log's config: an immutable snapshot, replaced by update_config
         self.remote: RemotePartition | None = None
+        self.replicated = replicated
+        self.role: Role = "follower" if replicated else "leader"
+        self.leader_epoch = -1 if replicated else 0
+        self.leader: LeaderState | None = None  # set while leading in a cluster
+        self.min_insync_replicas: Callable[[], int] = lambda: 1
+        self.on_follower_fetch: Callable[[int], None] | None = None  # the manager's ISR poke
+        self._refusal: TierlogError | None = (
+            LeaderNotAvailableError(f"partition {topic}-{index} is opening on this broker")
+            if replicated
+            else None
+        )
+        self._committed = asyncio.Event()  # replaced on every high watermark advance: consumer long polls
+        if not replicated:
+            partition_log.update_high_watermark(partition_log.log_end_offset)
 
     @property
     def label(self) -> str:
@@ -119,28 +162,48 @@ class Partition:
         """How many times the log went offline since it was opened."""
         return int(self._log.failure_count)
 
-    async def append(self, batches: bytes, *, acks: int = 1) -> AppendInfo:
+    async def append(self, batches: bytes, *, acks: int = 1, timeout_ms: int = 30_000) -> AppendInfo:
         """Validate and append whole v2 batches, assigning offsets; wake long-polling readers.
 
-        ``acks`` 1 and -1 (all) both answer after the append and the flush the topic's policy requires
-        (a single broker has no other replica); 0 behaves as 1 here (see :meth:`append_in_background`).
-        Not idempotent: a retried call appends again. Raises:
+        Leader only. ``acks`` 1 (and 0, see :meth:`append_in_background`) answers after the local append
+        and the flush the topic's policy requires. ``acks`` -1 (all): in a cluster the ISR must hold at
+        least ``min.insync.replicas`` replicas before anything is appended, and the call answers once the
+        high watermark passes the last appended offset (every in-sync replica has the batches); an
+        embedded broker is its own ISR, so it answers after the append. The leader stamps its leader
+        epoch into every batch. Not idempotent: a retried call appends again. Raises:
             CorruptRecordError: a batch fails validation (nothing is appended).
             RecordTooLargeError: a batch exceeds ``max.message.bytes`` (nothing is appended).
             UnknownTopicError: the topic was deleted.
+            NotLeaderOrFollowerError (50310) / LeaderNotAvailableError (50311): this replica does not lead
+                (also when leadership is lost while an ``acks=all`` append waits).
+            NotEnoughReplicasError (50313): ``acks=all`` with the ISR below ``min.insync.replicas``.
+            NotEnoughReplicasAfterAppendError (50314): appended and replicated, but the ISR shrank below
+                ``min.insync.replicas`` meanwhile.
+            ProduceTimedOutError (50318): appended, not replicated to the ISR within ``timeout_ms``.
         """
+        self._check_leader()
+        leader = self.leader
+        if acks == -1 and leader is not None:
+            leader.check_min_isr(self.min_insync_replicas())
         remote = self.remote
         if remote is not None:
             remote.check_budget(len(batches))
+        epoch = self.leader_epoch if leader is not None else None
         async with self._operation():
-            if remote is None:
-                info = await self._run(self._log.append, batches)
-            else:
-                info, size, end = await self._run(self._append_and_measure, batches)
+            self._check_leader()
+            info, size, end = await self._run(self._append_and_measure, batches, epoch)
+            if remote is not None:
                 remote.note_append(info.base_offset, size, end)
         self._metrics.inc("tierlog_bytes_in_total", len(batches), topic=self.topic)
         self._metrics.inc("tierlog_records_in_total", info.record_count, topic=self.topic)
         self._wake()
+        if leader is None:
+            self._wake_committed()
+            return info
+        if leader is self.leader:
+            self.advance_high_watermark(leader.on_local_append())
+        if acks == -1:
+            await leader.wait_committed(info.last_offset, max(timeout_ms, 0) / 1000, self.min_insync_replicas)
         return info
 
     def append_in_background(self, batches: bytes, on_done: Callable[[], None] | None = None) -> None:
@@ -155,50 +218,224 @@ class Partition:
         self._spawn(self._append_later(batches, on_done), f"tierlog-append-{self.label}")
 
     async def read(
-        self, offset: int, max_bytes: int, *, max_wait_ms: int = 0, min_bytes: int = 1
+        self,
+        offset: int,
+        max_bytes: int,
+        *,
+        max_wait_ms: int = 0,
+        min_bytes: int = 1,
+        replica_id: int | None = None,
     ) -> ReadResult:
         """Whole batches from the one holding ``offset``; long-polls until ``min_bytes`` are available.
 
-        Returns as soon as at least ``min(min_bytes, max_bytes)`` bytes are available past ``offset`` or
-        ``max_wait_ms`` has elapsed (then possibly with no data). Woken by appends, no polling.
-        Idempotent. Raises:
+        Consumers (``replica_id`` None) read the leader's committed records only: below the high watermark
+        (an offset in ``[high watermark, log end offset]`` answers no data), woken by high watermark
+        advances. A follower's replica fetch (``replica_id``: its broker id) reads up to the log end offset,
+        woken by appends; its ``offset`` is its log end offset and is reported to the leader state first
+        (it may advance the high watermark and the ISR). Returns as soon as at least
+        ``min(min_bytes, max_bytes)`` bytes are available past ``offset`` or ``max_wait_ms`` has elapsed
+        (then possibly with no data). Idempotent. Raises:
             OffsetOutOfRangeError: ``offset`` is outside ``[log_start_offset, log_end_offset]``.
+            OffsetMovedToTieredStorageError (41602): a replica fetch below the local log start of a tiered
+                partition.
+            NotLeaderOrFollowerError / LeaderNotAvailableError: this replica does not lead.
             UnknownTopicError: the topic was deleted.
             CorruptRecordError, UnavailableError: a remote read failed (the bytes or the store).
         """
-        result: ReadResult = await self._local_or_remote(
-            offset,
-            lambda: self._poll(
+        wait = min(min_bytes, max_bytes)
+        if replica_id is not None:
+            self._replica_fetched(replica_id, offset)
+            result: ReadResult = await self._poll(
                 lambda: self._log.read(offset, max_bytes),
                 lambda r: len(r.data),
                 max_wait_ms,
-                min(min_bytes, max_bytes),
-            ),
-            lambda remote: remote.read(offset, max_bytes, self._ranges),
-        )
+                wait,
+                replica=True,
+            )
+        else:
+            self._check_leader()
+            result = await self._local_or_remote(
+                offset,
+                lambda: self._poll(
+                    lambda: self._log.read(offset, max_bytes, max_offset=self.high_watermark),
+                    lambda r: len(r.data),
+                    max_wait_ms,
+                    wait,
+                ),
+                lambda remote: remote.read(offset, max_bytes, self._ranges),
+            )
         self._metrics.inc("tierlog_bytes_out_total", len(result.data), topic=self.topic)
         return result
 
     async def read_slice(
-        self, offset: int, max_bytes: int, *, max_wait_ms: int = 0, min_bytes: int = 1
+        self,
+        offset: int,
+        max_bytes: int,
+        *,
+        max_wait_ms: int = 0,
+        min_bytes: int = 1,
+        replica_id: int | None = None,
     ) -> FileSlice:
         """As :meth:`read`, but the bytes as a file region for ``sendfile``; the caller closes the slice.
 
-        Remote bytes come in an anonymous memory file. Raises: as :meth:`read`.
+        Remote bytes come in an anonymous memory file (consumers only). Raises: as :meth:`read`.
         """
-        result: FileSlice = await self._local_or_remote(
-            offset,
-            lambda: self._poll(
+        wait = min(min_bytes, max_bytes)
+        if replica_id is not None:
+            self._replica_fetched(replica_id, offset)
+            result: FileSlice = await self._poll(
                 lambda: _warm(self._log.read_slice(offset, max_bytes)),
                 lambda s: int(s.size),
                 max_wait_ms,
-                min(min_bytes, max_bytes),
+                wait,
                 discard=lambda s: s.close(),
-            ),
-            lambda remote: remote.read_slice(offset, max_bytes, self._ranges),
-        )
+                replica=True,
+            )
+        else:
+            self._check_leader()
+            result = await self._local_or_remote(
+                offset,
+                lambda: self._poll(
+                    lambda: _warm(self._log.read_slice(offset, max_bytes, max_offset=self.high_watermark)),
+                    lambda s: int(s.size),
+                    max_wait_ms,
+                    wait,
+                    discard=lambda s: s.close(),
+                ),
+                lambda remote: remote.read_slice(offset, max_bytes, self._ranges),
+            )
         self._metrics.inc("tierlog_bytes_out_total", result.size, topic=self.topic)
         return result
+
+    # ---- replication: the leader's side ------------------------------------------------------------------
+
+    def _replica_fetched(self, replica_id: int, offset: int) -> None:
+        """A follower fetches at ``offset`` (its log end offset): check the role and the range, tell the
+        leader state (which may advance the high watermark), poke the ISR manager."""
+        self._check_open()
+        self._check_leader()
+        local_start = int(self._log.log_start_offset)
+        if offset < local_start and self.remote is not None:
+            raise OffsetMovedToTieredStorageError(
+                f"offset {offset} of {self.label} is in the remote tier (local log starts at {local_start})",
+                log_start_offset=self.log_start_offset,
+                log_end_offset=self.log_end_offset,
+                local_log_start_offset=local_start,
+            )
+        leader = self.leader
+        if leader is not None and local_start <= offset <= self.log_end_offset:
+            self.advance_high_watermark(leader.on_follower_fetch(replica_id, offset))
+            poke = self.on_follower_fetch
+            if poke is not None:
+                poke(replica_id)
+
+    def advance_high_watermark(self, high_watermark: int | None) -> None:
+        """Publish a high watermark the leader state computed (``None``: it did not move) and wake the
+        consumers' long polls. Event-loop only; idempotent; a no-op once closed."""
+        if high_watermark is None or self._closed:
+            return
+        if high_watermark != self.high_watermark:
+            self._log.update_high_watermark(high_watermark)
+            self._wake_committed()
+
+    async def assign_leader_epoch(self, epoch: int) -> int:
+        """Record that leader epoch ``epoch`` starts at the current log end offset (the partition is about
+        to lead it); returns that offset. Call while no append runs (the partition is not leading yet).
+        Idempotent. Raises UnknownTopicError once closed."""
+        async with self._operation():
+            return await self._run(self._assign_epoch, epoch)
+
+    def _assign_epoch(self, epoch: int) -> int:
+        end = int(self._log.log_end_offset)
+        self._log.epochs.assign(epoch, end)
+        return end
+
+    def lead(self, leader: LeaderState, leader_epoch: int) -> None:
+        """Start leading at ``leader_epoch`` with ``leader`` computing the high watermark (the replica
+        manager calls this). Event-loop only."""
+        self.leader = leader
+        self.leader_epoch = leader_epoch
+        self.role = "leader"
+        self._refusal = None
+        self.advance_high_watermark(leader.high_watermark)
+        self.advance_high_watermark(leader.on_local_append())
+
+    def follow(self, leader_epoch: int, reason: TierlogError) -> None:
+        """Stop leading (if it did): the leader state fails its ``acks=all`` waiters with ``reason``, which
+        produces and consumer reads raise from now on (50310 naming the new leader, or 50311). Event-loop
+        only; idempotent."""
+        leader, self.leader = self.leader, None
+        self.role = "follower"
+        self.leader_epoch = leader_epoch
+        self._refusal = reason
+        if leader is not None:
+            leader.close(reason)
+        self._wake()
+        self._wake_committed()
+
+    # ---- replication: the follower's side ----------------------------------------------------------------
+
+    async def append_as_follower(self, batches: bytes) -> int:
+        """Append the leader's batches with their offsets and leader epochs kept; returns the new log end
+        offset. Follower only. Raises NotLeaderOrFollowerError (this replica leads), CorruptRecordError,
+        UnknownTopicError; not idempotent (the fetcher appends each fetched range once)."""
+        if self.role != "follower":
+            raise NotLeaderOrFollowerError(f"{self.label} leads here: it does not append as a follower")
+        if not batches:
+            return self.log_end_offset
+        async with self._operation():
+            info, size, end = await self._run(self._append_follower, batches)
+            remote = self.remote
+            if remote is not None:
+                remote.note_append(info.base_offset, size, end)
+        self._metrics.inc("tierlog_replication_bytes_in_total", len(batches), topic=self.topic)
+        self._wake()
+        return end
+
+    def _append_follower(self, batches: bytes) -> tuple[AppendInfo, int, int]:
+        info = self._log.append(batches, assign_offsets=False)
+        return info, int(self._log.size_bytes), int(self._log.log_end_offset)
+
+    async def truncate_to(self, offset: int) -> None:
+        """Drop every record at or past ``offset`` (a follower's log diverging from its leader's, KIP-101);
+        the high watermark and the leader epochs follow. Idempotent. Raises UnknownTopicError."""
+        async with self._operation():
+            await self._run(self._log.truncate_to, offset)
+        self._wake_committed()
+
+    async def reset_to(self, offset: int, epochs: Sequence[EpochEntry]) -> None:
+        """Empty the local log and start it at ``offset`` with ``epochs`` (the entries below it), as a
+        follower building from the remote tier or past the leader's log start does. Raises
+        UnknownTopicError."""
+        async with self._operation():
+            await self._run(self._log.reset_to, offset, epochs)
+        self._wake_committed()
+
+    def set_follower_high_watermark(self, leader_hw: int) -> None:
+        """A follower's high watermark: ``min(leader_hw, own log end offset)``. Event-loop only; no-op
+        once closed."""
+        if self._closed:
+            return
+        hw = min(leader_hw, self.log_end_offset)
+        if hw != self.high_watermark:
+            self._log.update_high_watermark(hw)
+            self._wake_committed()
+
+    async def epoch_end_offset(self, epoch: int) -> tuple[int, int]:
+        """``(largest epoch <= epoch, its end offset)`` by this log's leader epochs (Kafka's
+        OffsetsForLeaderEpoch); ``(-1, -1)`` when ``epoch`` is older than every entry. Raises
+        UnknownTopicError."""
+        async with self._operation():
+            found = await self._run(self._log.epoch_end_offset, epoch)
+        return int(found[0]), int(found[1])
+
+    async def checkpoint_high_watermark(self) -> None:
+        """Write the high watermark to ``replication-offset-checkpoint`` (periodic; ``close`` writes it
+        too). No-op once closed. Raises UnavailableError on an I/O error."""
+        if self._closed:
+            return
+        async with self._operation():
+            await self._run(self._log.checkpoint_high_watermark)
 
     async def offset_for_timestamp(self, ts: int) -> tuple[int, int] | None:
         """``(offset, timestamp)`` of the first batch whose max timestamp is at or after ``ts``, else None.
@@ -241,6 +478,7 @@ class Partition:
         if deleted:
             self._metrics.inc("tierlog_segments_deleted_total", len(deleted), topic=self.topic)
             self._wake()
+            self._wake_committed()
         return len(deleted)
 
     def interrupt(self) -> None:
@@ -250,6 +488,7 @@ class Partition:
         """
         self._interrupted = True
         self._wake()
+        self._wake_committed()
 
     async def close(self, reason: TierlogError | None = None) -> None:
         """Stop accepting calls, wake long polls, wait for calls in flight, then flush and close the log.
@@ -264,6 +503,7 @@ class Partition:
         self._closed = True
         self._closed_reason = reason
         self._wake()
+        self._wake_committed()
         await self._idle.wait()
         await self._run(self._log.close)
 
@@ -285,8 +525,12 @@ class Partition:
     def _ranges(self) -> tuple[int, int, int]:
         return self.high_watermark, self.log_start_offset, self.log_end_offset
 
-    def _append_and_measure(self, batches: bytes) -> tuple[AppendInfo, int, int]:
-        info = self._log.append(batches)
+    def _append_and_measure(self, batches: bytes, epoch: int | None) -> tuple[AppendInfo, int, int]:
+        if epoch is None:  # alone (embedded): every append is committed at once
+            info = self._log.append(batches)
+            self._log.update_high_watermark(self._log.log_end_offset)
+        else:
+            info = self._log.append(batches, leader_epoch=epoch)
         return info, int(self._log.size_bytes), int(self._log.log_end_offset)
 
     def _run(self, call: Callable[..., T], *args: Any) -> asyncio.Future[T]:
@@ -343,11 +587,13 @@ class Partition:
         max_wait_ms: int,
         min_bytes: int,
         discard: Callable[[Any], None] | None = None,
+        *,
+        replica: bool = False,
     ) -> Any:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + max(max_wait_ms, 0) / 1000
         while True:
-            wake = self._data
+            wake = self._data if replica else self._committed
             async with self._operation():
                 result = await self._run(fetch)
             remaining = deadline - loop.time()
@@ -367,6 +613,15 @@ class Partition:
     def _wake(self) -> None:
         event, self._data = self._data, asyncio.Event()
         event.set()
+
+    def _wake_committed(self) -> None:
+        event, self._committed = self._committed, asyncio.Event()
+        event.set()
+
+    def _check_leader(self) -> None:
+        """Raise what a client of a replica that does not lead is told (the manager's reason)."""
+        if self.role != "leader":
+            raise self._refusal or NotLeaderOrFollowerError(f"this broker does not lead {self.label}")
 
     def _check_open(self) -> None:
         if self._closed:

@@ -55,7 +55,8 @@ class TaskSet:
 
 
 class Maintenance:
-    """Periodic passes over every partition: roll and flush by time, and retention.
+    """Periodic passes over every partition: roll and flush by time, retention, and the high watermark
+    checkpoint (``replica.high.watermark.checkpoint.interval.ms``; closing a log writes it too).
 
     Each pass runs the blocking engine calls in worker threads, one partition at a time. A failure on one
     partition is logged and counted and does not stop the pass. ``passes`` counts completed passes per
@@ -64,7 +65,7 @@ class Maintenance:
 
     def __init__(self, broker: Broker) -> None:
         self._broker = broker
-        self.passes: dict[str, int] = {"flush": 0, "retention": 0}
+        self.passes: dict[str, int] = {"flush": 0, "retention": 0, "checkpoint": 0}
         self._changed = asyncio.Condition()
 
     async def flush_pass(self) -> None:
@@ -82,6 +83,13 @@ class Maintenance:
         await self._count("retention")
         return deleted
 
+    async def checkpoint_pass(self) -> None:
+        """Write every open partition's high watermark to its ``replication-offset-checkpoint`` (in worker
+        threads). Safe concurrently; never raises."""
+        for partition in self._broker.all_partitions():
+            await self._guard("checkpoint", partition.label, partition.checkpoint_high_watermark)
+        await self._count("checkpoint")
+
     async def wait_for_pass(self, kind: str, count: int) -> None:
         """Return once at least ``count`` passes of ``kind`` have completed. Safe concurrently."""
         async with self._changed:
@@ -93,7 +101,12 @@ class Maintenance:
             await self._broker.wait_ready()
         except UnavailableError:
             return
-        step = self.flush_pass if kind == "flush" else self.retention_pass
+        steps: dict[str, Callable[[], Awaitable[object]]] = {
+            "flush": self.flush_pass,
+            "retention": self.retention_pass,
+            "checkpoint": self.checkpoint_pass,
+        }
+        step = steps[kind]
         while True:
             await asyncio.sleep(interval_s)
             await step()
@@ -127,7 +140,8 @@ MAINTENANCE: web.AppKey[Maintenance] = web.AppKey("tierlog.maintenance", Mainten
 
 
 async def maintenance_ctx(app: web.Application) -> AsyncIterator[None]:
-    """cleanup_ctx entry: start the flush, retention and upload loops; cancel and await them on shutdown."""
+    """cleanup_ctx entry: start the flush, retention, high watermark checkpoint and upload loops; cancel and
+    await them on shutdown."""
     settings = app[SETTINGS]
     maintenance = app[MAINTENANCE]
     loops = [
@@ -137,6 +151,10 @@ async def maintenance_ctx(app: web.Application) -> AsyncIterator[None]:
         asyncio.create_task(
             maintenance.run("retention", settings.log_retention_check_interval_ms / 1000),
             name="tierlog-retention",
+        ),
+        asyncio.create_task(
+            maintenance.run("checkpoint", settings.replica_high_watermark_checkpoint_interval_ms / 1000),
+            name="tierlog-hw-checkpoint",
         ),
         asyncio.create_task(
             maintenance.run_uploads(settings.remote_upload_interval_ms / 1000), name="tierlog-upload"

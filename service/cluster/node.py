@@ -8,12 +8,13 @@ objects and cancelled and awaited by :meth:`ClusterNode.close`, which also revok
 leaves the cluster at once.
 
 **Reconciling** (one pass after every change the cache applies, serialised): a topic in the store gets a
-local :class:`~tierlog.service.topic.Topic`; a partition whose state names this broker as leader is opened
-(created on first use, the remote tier attached when the topic tiers), one that no longer does is closed
-(its data kept); a topic gone from the store (or re-created under a new id) has its partitions closed and
-its local directories removed, and the remote data of the partitions this broker led is deleted; a change
-of a topic's configs is applied to the open partitions. A partition that fails to open is logged and
-retried on a later pass.
+local :class:`~tierlog.service.topic.Topic`; a partition whose assignment lists this broker as a replica is
+opened (created on first use, the remote tier attached when the topic tiers) and handed with its state to
+the :class:`~tierlog.service.replication.manager.ReplicaManager`, which makes it lead or follow (design
+0010); one that no longer lists it is stopped and closed (its data kept); a topic gone from the store (or
+re-created under a new id) has its partitions closed and its local directories removed, and the remote data
+of the partitions this broker led is deleted; a change of a topic's configs is applied to the open
+partitions. A partition that fails to open is logged and retried on a later pass.
 
 **The data directory** records, in ``tierlog-cluster.json``
 (:class:`~tierlog.service.cluster.datadir.LocalTopicIds`), the cluster and broker it belongs to and the topic
@@ -53,6 +54,7 @@ from tierlog.service.cluster.store import (
 )
 from tierlog.service.cluster.topics import ClusterTopics
 from tierlog.service.metrics import Sample
+from tierlog.service.replication.manager import ReplicaManager
 from tierlog.service.topic import Topic
 from tierlog.service.topic_configs import TopicConfig
 from tierlog.tiering.errors import (
@@ -62,10 +64,12 @@ from tierlog.tiering.errors import (
     TierlogError,
     UnavailableError,
 )
+from tierlog.tiering.remote.epochs import load_remote_epoch_history
 
 if TYPE_CHECKING:
     from tierlog.service.broker import Broker
     from tierlog.service.partition import Partition
+    from tierlog.tiering.log.leader_epoch import EpochEntry
 
 __all__ = ["ClusterNode"]
 
@@ -105,6 +109,14 @@ class ClusterNode:
             self.store, self.broker_id, self.membership, settings, metrics=broker.metrics, clock=broker.clock
         )
         self.topics = ClusterTopics(self)
+        self.replication = ReplicaManager(
+            broker_id=self.broker_id,
+            settings=settings,
+            cache=self.cache,
+            clock=broker.clock,
+            remote=broker.remote,
+            remote_history=self._remote_history,
+        )
         self.topic_ids = LocalTopicIds(broker.data_dir)
         self.passes = 0  # reconcile passes completed
         self._dirty = asyncio.Event()
@@ -210,9 +222,10 @@ class ClusterNode:
             self._task = asyncio.create_task(self._run(), name=f"tierlog-reconcile-{self.broker_id}")
 
     async def close(self) -> None:
-        """Stop reconciling, stop the controller, revoke the lease (this broker leaves the cluster at once)
-        and stop the cache; close the store when this node owns it. Open partitions stay open (the broker
-        closes them). Idempotent; never raises."""
+        """Stop reconciling, stop replicating (fetchers, ISR managers; ``acks=all`` waiters fail), stop the
+        controller, revoke the lease (this broker leaves the cluster at once) and stop the cache; close the
+        store when this node owns it. Open partitions stay open (the broker closes them). Idempotent; never
+        raises."""
         if self._closed:
             return
         self._closed = True
@@ -221,6 +234,7 @@ class ClusterNode:
         task, self._task = self._task, None
         if task is not None:  # not cancelled: a pass ends after its current step, leaving nothing half-open
             await task
+        await self.replication.close()
         await self.controller.close()
         await self.membership.close(revoke=True)
         await self.cache.close()
@@ -275,13 +289,19 @@ class ClusterNode:
         async with self._changed:
             self._changed.notify_all()
 
+    async def _remote_history(self, topic: str, partition: int, offset: int) -> list[EpochEntry]:
+        """The leader epochs of the remote tier's segments below ``offset`` (a follower building its log
+        from the remote tier, KIP-405). Raises CorruptRecordError, UnavailableError."""
+        return await load_remote_epoch_history(self.broker.remote.manifests, topic, partition, offset)
+
     # ---- leadership ------------------------------------------------------------------------------------
 
     def leadership(self, topic: str, index: int, local: Partition | None) -> Partition:
         """The check :meth:`Topic.partition` runs in a cluster: ``local`` when this broker leads the
-        partition (by the cache), is registered and has it open. Raises NotLeaderOrFollowerError (another
-        live broker leads it; the error names it) or LeaderNotAvailableError (none does, or this broker
-        leads it but has lost its session or not opened it yet). Pure lookup."""
+        partition (by the cache), is registered, has it open and leads it at the current leader epoch (the
+        replica manager applied the state). Raises NotLeaderOrFollowerError (another live broker leads it;
+        the error names it) or LeaderNotAvailableError (none does, or this broker leads it but has lost
+        its session or not become its leader yet). Pure lookup."""
         state = self.cache.partition_state(topic, index)
         if state is None or state.leader == NO_LEADER:
             raise LeaderNotAvailableError(f"partition {topic}-{index} has no leader now")
@@ -292,6 +312,11 @@ class ClusterNode:
                 )
             if local is None or local.closed:
                 raise LeaderNotAvailableError(f"partition {topic}-{index} is being opened on its leader")
+            if local.role != "leader" or local.leader_epoch != state.leader_epoch:
+                raise LeaderNotAvailableError(
+                    f"broker {self.broker_id} is becoming the leader of {topic}-{index} "
+                    f"(leader epoch {state.leader_epoch})"
+                )
             return local
         leader = self.cache.broker(state.leader)
         if leader is None:
@@ -308,6 +333,13 @@ class ClusterNode:
         """Whether the cache names this broker the partition's leader."""
         state = self.cache.partition_state(topic, index)
         return state is not None and state.leader == self.broker_id
+
+    def is_replica(self, topic: str, index: int) -> bool:
+        """Whether the cache's assignment of ``topic`` lists this broker as a replica of ``index``."""
+        assignment = self.cache.topic(topic)
+        if assignment is None or not 0 <= index < assignment.partitions:
+            return False
+        return self.broker_id in assignment.replicas[index]
 
     # ---- reconciling -----------------------------------------------------------------------------------
 
@@ -363,15 +395,32 @@ class ClusterNode:
             for index in range(assignment.partitions):
                 if self._closed:
                     return True
-                leads = registered and self.leads(name, index)
+                replica = registered and self.broker_id in assignment.replicas[index]
                 local = topic.local(index)
-                if leads and local is None:
-                    complete &= await self._open(topic, index)
-                elif not leads and local is not None:
+                if replica and local is None:
+                    if not await self._open(topic, index):
+                        complete = False
+                        continue
+                    local = topic.local(index)
+                elif not replica and local is not None:
                     await self._close(topic, index)
-                elif local is not None:
+                    continue
+                if local is not None:
                     complete &= await self._apply_config(topic, local)
+                    complete &= await self._apply_role(topic, index, assignment.replicas[index])
         return complete
+
+    async def _apply_role(self, topic: Topic, index: int, replicas: tuple[int, ...]) -> bool:
+        """Hand the partition's current state to the replica manager (it ignores a state it applied)."""
+        state = self.cache.partition_state(topic.name, index)
+        if state is None:
+            return True
+        try:
+            await self.replication.apply(topic, index, state, replicas)
+        except (TierlogError, OSError):
+            log.exception("applying the state of %s-%d failed; retrying", topic.name, index)
+            return False
+        return True
 
     def _resolve(self, assignment: TopicAssignment) -> TopicConfig | None:
         try:
@@ -407,17 +456,18 @@ class ClusterNode:
                 await self.topic_ids.save(self.cache.cluster_id, self.broker_id)
             partition = await self.broker.open_partition(topic.record, index, topic.config)
         except (TierlogError, OSError):
-            log.exception("opening %s-%d, which this broker leads, failed; retrying", topic.name, index)
+            log.exception("opening %s-%d, a replica on this broker, failed; retrying", topic.name, index)
             return False
+        partition.min_insync_replicas = lambda: topic.topic_config.min_insync_replicas
         topic.add_local(partition)
-        state = self.cache.partition_state(topic.name, index)
-        log.info("leading %s (leader epoch %d)", partition.label, -1 if state is None else state.leader_epoch)
+        log.info("opened %s (a replica on this broker)", partition.label)
         return True
 
     async def _close(self, topic: Topic, index: int) -> None:
         partition = topic.remove_local(index)
         if partition is None:
             return
+        await self.replication.stop(topic.name, index)
         reason: TierlogError | None = None
         try:  # requests still on their way to the closed log are told who leads now
             self.leadership(topic.name, index, None)
@@ -428,19 +478,21 @@ class ClusterNode:
         except (TierlogError, OSError):
             log.exception("closing %s failed", partition.label)
         self.broker.remote.detach(partition)
-        log.info("no longer leading %s: closed (data kept)", partition.label)
+        log.info("no longer a replica of %s: closed (data kept)", partition.label)
 
     async def _remove_topic(self, topic: Topic) -> None:
         """Close the topic's partitions, remove its local directories, delete the remote data of the
         partitions this broker led."""
         broker = self.broker
         opened = topic.partitions
+        led = {p.index for p in opened if p.role == "leader"}
         for partition in opened:
             topic.remove_local(partition.index)
+            await self.replication.stop(topic.name, partition.index)
         await broker.discard_partitions(opened)
         for partition in opened:
             remote = broker.remote.detach(partition)
-            if remote is not None:
+            if remote is not None and partition.index in led:  # one replica deletes: the leader
                 task = broker.background.spawn(
                     broker.remote.delete_partition_data(remote), name=f"tierlog-rm-remote-{partition.label}"
                 )
@@ -478,7 +530,9 @@ class ClusterNode:
             )
 
     def _collect(self) -> list[Sample]:
-        led = sum(len(t.partitions) for t in list(self.broker.local_topics.values()))
+        led = sum(
+            1 for t in list(self.broker.local_topics.values()) for p in t.partitions if p.role == "leader"
+        )
         return [
             Sample("tierlog_metadata_revision", float(self.cache.revision)),
             Sample("tierlog_partitions_led", float(led)),
