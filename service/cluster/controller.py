@@ -17,11 +17,16 @@ re-reads the ``controller`` key: changed, the controller stops acting at once an
 it waits for the watch to bring what changed and decides again.
 
 **Decisions** (a reconcile pass after every change the watch brings, see :func:`decide_partition`):
-leaders for new partitions, failover when a leader's broker is gone, re-election of leaderless partitions
-when an ISR member returns, and, every ``leader.imbalance.check.interval.seconds`` when
-``auto.leader.rebalance.enable``, preferred-leader election. Topic keys and partition states are read from
-the store's whole key space through one watch (the controller's own view, independent of the broker's
+leaders and ISRs for new partitions, gone brokers out of every ISR, failover to a live ISR member when a
+leader's broker is gone (to any live replica only with ``unclean.leader.election.enable``), re-election of
+leaderless partitions when an ISR member returns, and, every ``leader.imbalance.check.interval.seconds``
+when ``auto.leader.rebalance.enable``, preferred-leader election. Topic keys and partition states are read
+from the store's whole key space through one watch (the controller's own view, independent of the broker's
 metadata cache).
+
+**ISR changes** come from leaders (:meth:`Controller.alter_partition`, Kafka's AlterPartition): checked
+against the store and written through the same fenced, serialised commit as the reconcile pass's decisions,
+so the two never overwrite each other; the loser of a race reads again and decides on the new state.
 
 Two tasks, owned by :class:`Controller` and cancelled and awaited by :meth:`Controller.close`: the *sync*
 task (range + watch, keeping the view) and the *act* task (campaign and reconcile).
