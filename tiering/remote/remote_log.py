@@ -7,6 +7,14 @@ never touch the network. All changes go through :mod:`tierlog.tiering.remote.upl
 Threading: the coroutines run on one event loop and are serialised per partition by an asyncio lock
 (uploads, retention and deletion never overlap for one partition). The cheap queries (:meth:`covers`,
 :attr:`remote_next_offset`, ...) read immutable snapshots and are safe from worker threads too.
+
+Roles (KIP-405 under replication, ``docs/design/0010-replication.md``): only a *leading* remote log
+uploads, cleans and deletes remote data, and every manifest it writes carries its leader epoch (None: the
+embedded broker, unfenced). A leader deposed without knowing it is refused by the manifest store
+(:class:`FencedLeaderEpochError`) and stops writing until its role changes. A *following* remote log only
+reloads the manifest (:meth:`refresh`) so that local retention and remote reads follow the leader's
+uploads. A leader continuing from a predecessor's manifest skips what is covered and uploads a segment
+straddling the remote end as a trimmed copy (:mod:`.trim`), so remote segments never overlap.
 """
 
 from __future__ import annotations
@@ -18,13 +26,14 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from tierlog.tiering.errors import CorruptRecordError
+from tierlog.tiering.errors import CorruptRecordError, FencedLeaderEpochError, InvalidRequestError
 from tierlog.tiering.log import Clock, PartitionLog, SegmentInfo
 from tierlog.tiering.remote import manifest as mf
 from tierlog.tiering.remote.layout import parse_manifest_key, partition_prefix
 from tierlog.tiering.remote.manifest_recovery import recover_manifest
 from tierlog.tiering.remote.manifest_store import ManifestStore
 from tierlog.tiering.remote.store import ObjectStore
+from tierlog.tiering.remote.trim import TRIM_DIR, remove_trimmed, trimmed_copy
 from tierlog.tiering.remote.uploader import (
     DEFAULT_FILE_CONCURRENCY,
     clean_unfinished,
@@ -125,6 +134,8 @@ class RemoteLog:
         upload_batch_bytes: int = DEFAULT_UPLOAD_BATCH_BYTES,
         upload_batch_segments: int = DEFAULT_UPLOAD_BATCH_SEGMENTS,
         upload_file_concurrency: int = DEFAULT_FILE_CONCURRENCY,
+        leading: bool = True,
+        leader_epoch: int | None = None,
     ) -> None:
         self.store = store
         self.upload_batch_bytes = upload_batch_bytes
@@ -139,6 +150,7 @@ class RemoteLog:
         self._summary = _Summary.of(mf.empty(topic, partition))
         self._needs_cleaning = False
         self._lock = asyncio.Lock()
+        self._check_divergence = False
         self._marks: collections.deque[tuple[int, int]] = collections.deque()  # (first offset, ms)
         self.last_error: str | None = None
         self.uploaded_segments = 0
@@ -149,6 +161,43 @@ class RemoteLog:
         self.manifest_recoveries = 0
         self._unsaved_recovery = False  # a recovered manifest is served but not yet stored
         self._needs_recovery = False  # a manifest read failed its check while running: recover first
+        self._leading = leading
+        self._leader_epoch = leader_epoch
+        self.fenced = False  # a newer leader epoch wrote the manifest: no writes until the role changes
+        self._refreshed_ms: int | None = None  # clock time of a follower's last manifest load
+
+    # ---- role -------------------------------------------------------------------------------------------
+
+    @property
+    def leading(self) -> bool:
+        """Whether this replica uploads and deletes remote data (the embedded broker always does)."""
+        return self._leading
+
+    @property
+    def leader_epoch(self) -> int | None:
+        """The epoch every manifest write carries; None: unfenced (the embedded broker)."""
+        return self._leader_epoch
+
+    def set_role(self, leading: bool, leader_epoch: int | None) -> None:
+        """Lead (upload, clean, delete remote data, fenced by ``leader_epoch``) or follow (only reload the
+        manifest). Takes effect from the next pass; a pass in flight finishes under the old role (its
+        writes stay fenced by the old epoch). A new leader cleans the unfinished entries a predecessor left
+        and checks its log against the remote data on its next pass; a follower reloads the manifest on its
+        next refresh. Idempotent for an unchanged role. Event-loop only.
+        """
+        if (leading, leader_epoch) == (self._leading, self._leader_epoch):
+            return
+        self._leading = leading
+        self._leader_epoch = leader_epoch
+        self.fenced = False
+        self._refreshed_ms = None
+        if leading:
+            self._needs_cleaning = True
+            self._check_divergence = True
+        else:
+            self.diverged = False  # a follower behind the remote data is catching up, not diverged
+            if self.last_error is not None and not self._unsaved_recovery:
+                self.last_error = None
 
     # ---- state ------------------------------------------------------------------------------------------
 
@@ -247,35 +296,76 @@ class RemoteLog:
         recovered state is served at once and stored as a new version; ``manifest_recovery`` and
         ``last_error`` say what was found.
 
+        A remote log that does not lead only loads the manifest (a leader cleans and recovers it).
+
         Raises:
             UnavailableError: the store is down (the caller retries later).
+            FencedLeaderEpochError: a newer leader epoch wrote the manifest (this replica is deposed).
+            CorruptRecordError: a follower found the newest manifest damaged (its leader recovers it).
             TierlogError: storing a recovered manifest failed (it is served meanwhile; call again).
         """
         async with self._lock:
+            if not self._leading:
+                manifest = await self.manifests.load(self.topic, self.partition)
+                self._manifest = manifest
+                self._refreshed_ms = self._clock.now_ms()
+                self.diverged = False
+                self._mark_pending()
+                return manifest
             await self._recover_damaged_manifest()
-            manifest, cleaned = await clean_unfinished(self.store, self.manifests, self.topic, self.partition)
+            manifest, cleaned = await clean_unfinished(
+                self.store, self.manifests, self.topic, self.partition, leader_epoch=self._leader_epoch
+            )
             self._manifest = manifest
             if cleaned:
                 log.info("%s-%d: cleaned %d unfinished remote segments", self.topic, self.partition, cleaned)
                 self._emit(UploadEvent("cleaned", cleaned))
             remote_next = self.remote_next_offset
             self.diverged = False
+            self._check_divergence = False
             if remote_next is not None and self.log.log_end_offset < remote_next and not reset_local:
-                self.diverged = True
-                self.last_error = (
-                    f"local log ends at {self.log.log_end_offset}, before the remote data ({remote_next}): "
-                    "neither uploading nor deleting local segments until an operator restores the partition"
-                )
-                log.error("%s-%d: %s", self.topic, self.partition, self.last_error)
+                self._diverge(remote_next)
             elif remote_next is not None and self.log.log_end_offset < remote_next:
                 log.info(
                     "%s-%d: local log ends at %d, remote at %d: starting the local log after the remote data",
                     self.topic, self.partition, self.log.log_end_offset, remote_next,
                 )  # fmt: skip
                 await asyncio.to_thread(self.log.truncate_fully_and_start_at, remote_next)
-            if self.log.log_end_offset > (remote_next or 0):
-                self._marks.append((max(remote_next or 0, self.log.log_start_offset), self._clock.now_ms()))
+            self._mark_pending()
             return manifest
+
+    def _mark_pending(self) -> None:
+        remote_next = self.remote_next_offset
+        if self.log.log_end_offset > (remote_next or 0) and not self._marks:
+            self._marks.append((max(remote_next or 0, self.log.log_start_offset), self._clock.now_ms()))
+
+    def _diverge(self, remote_next: int) -> None:
+        self.diverged = True
+        self.last_error = (
+            f"local log ends at {self.log.log_end_offset}, before the remote data ({remote_next}): "
+            "neither uploading nor deleting local segments until an operator restores the partition"
+        )
+        log.error("%s-%d: %s", self.topic, self.partition, self.last_error)
+
+    async def refresh(self, *, min_interval_ms: int = 0) -> bool:
+        """A follower's pass: reload the newest manifest unless the last load is less than
+        ``min_interval_ms`` old (by the clock), so local retention (:meth:`covers`) and remote reads follow
+        the leader's uploads and deletions. Returns whether it loaded. No writes. Idempotent.
+
+        Raises:
+            UnavailableError: the store is down (the previous manifest stays in use).
+            CorruptRecordError: the newest manifest is damaged (the previous one stays in use; the leader
+                recovers it).
+        """
+        async with self._lock:
+            now = self._clock.now_ms()
+            if self._refreshed_ms is not None and now - self._refreshed_ms < min_interval_ms:
+                return False
+            self._manifest = await self.manifests.load(self.topic, self.partition)
+            self._refreshed_ms = now
+            self.diverged = False
+            self._prune_marks()
+            return True
 
     async def _recover_damaged_manifest(self) -> None:
         """If the newest manifest fails its check, serve and store the recovered one. Lock held."""
@@ -293,7 +383,9 @@ class RemoteLog:
         self._unsaved_recovery = True
         self._emit(UploadEvent("recovered", len(recovery.derived)))
         try:
-            self._manifest = await self.manifests.commit(recovery.manifest, recovery.manifest)
+            self._manifest = await self.manifests.commit(
+                recovery.manifest, recovery.manifest, leader_epoch=self._leader_epoch
+            )
         except Exception as err:
             self.last_error = (
                 f"{message}; storing the recovered manifest failed ({type(err).__name__}: {err}): "
@@ -310,10 +402,17 @@ class RemoteLog:
         then upload every sealed segment past the remote data, oldest first. Returns how many were
         uploaded. Safe concurrently (serialised per partition); idempotent.
 
+        Only a leading remote log uploads (else 0). Under a leader epoch, only segments wholly below the
+        log's high watermark go up (what a new leader is sure to hold too); a segment straddling the
+        remote end goes up as a trimmed copy. A fenced leader stops (sets :attr:`fenced`, returns what it
+        uploaded) until :meth:`set_role` is called again.
+
         Raises:
             UnavailableError, ConflictError, NotFoundError: the upload that failed (earlier ones stay).
         """
         async with self._lock:
+            if not self._leading or self.fenced:
+                return 0
             if idle_roll_ms >= 0:  # judged on the active segment's data only: no tiny rolls in an outage
                 active = (await asyncio.to_thread(self.log.segments))[-1]
                 since = self._arrival_ms(active.base_offset) if active.size_bytes else None
@@ -322,36 +421,65 @@ class RemoteLog:
             uploaded = 0
             if self.diverged:
                 return 0
-            if self._needs_recovery:  # the newest manifest was damaged while we ran
-                await self._recover_damaged_manifest()
-                self._needs_recovery = False
-            if self._needs_cleaning or self._summary.unfinished:
-                try:
-                    self._manifest, _ = await clean_unfinished(
-                        self.store, self.manifests, self.topic, self.partition
-                    )
-                except CorruptRecordError:
-                    self._needs_recovery = True
-                    raise
-                self._needs_cleaning = False
-            for batch in self._batches(await asyncio.to_thread(self.log.sealed_segments)):
-                uploaded += await self._upload_batch(batch)
+            try:
+                if self._needs_recovery:  # the newest manifest was damaged while we ran
+                    await self._recover_damaged_manifest()
+                    self._needs_recovery = False
+                if self._needs_cleaning or self._summary.unfinished:
+                    try:
+                        self._manifest, _ = await clean_unfinished(
+                            self.store,
+                            self.manifests,
+                            self.topic,
+                            self.partition,
+                            leader_epoch=self._leader_epoch,
+                        )
+                    except CorruptRecordError:
+                        self._needs_recovery = True
+                        raise
+                    self._needs_cleaning = False
+                if self._check_divergence:  # a new leader: does its log reach the remote data?
+                    self._check_divergence = False
+                    remote_next = self.remote_next_offset
+                    if remote_next is not None and self.log.log_end_offset < remote_next:
+                        self._diverge(remote_next)
+                        return 0
+                for batch in self._batches(await asyncio.to_thread(self.log.sealed_segments)):
+                    uploaded += await self._upload_batch(batch)
+            except FencedLeaderEpochError as err:
+                self._fence(err)
             self._prune_marks()
             return uploaded
+
+    def _fence(self, err: FencedLeaderEpochError) -> None:
+        """A newer leader epoch wrote the manifest: stop writing until the role changes."""
+        if not self.fenced:
+            log.info("%s-%d: fenced (%s); no remote writes until the role changes",
+                     self.topic, self.partition, err.message)  # fmt: skip
+        self.fenced = True
+        self.last_error = None
 
     def _batches(self, sealed: list[SegmentInfo]) -> list[list[SegmentInfo]]:
         """The sealed segments past the remote data, oldest first, in batches of consecutive segments of
         at most ``upload_batch_bytes`` together (a larger segment goes alone) and ``upload_batch_segments``.
+        A segment straddling the remote end goes alone (it is uploaded trimmed, see :meth:`_upload_batch`).
+        Under a leader epoch, planning stops at the first segment that is not wholly below the high
+        watermark (the engine's ``high_watermark``; the log end when it has none).
         """
         done = self.remote_next_offset
+        limit = self.log.log_end_offset
+        if self._leader_epoch is not None:
+            limit = min(limit, getattr(self.log, "high_watermark", limit))
         batches: list[list[SegmentInfo]] = []
         size = 0
         for info in sealed:
             if info.size_bytes == 0 or (done is not None and info.next_offset <= done):
                 continue
+            if info.next_offset > limit:
+                break
             if done is not None and info.base_offset < done:
-                log.warning("%s-%d: segment %d straddles the remote end %d; skipped",
-                            self.topic, self.partition, info.base_offset, done)  # fmt: skip
+                batches.append([info])  # straddles the remote end: uploaded trimmed, alone
+                size = self.upload_batch_bytes  # nothing joins it
                 continue
             current = batches[-1] if batches else None
             if (
@@ -366,17 +494,70 @@ class RemoteLog:
                 size += info.size_bytes
         return batches
 
+    def _segment_epochs(self, base: int, last: int) -> tuple[tuple[int, int], ...]:
+        """The leader epochs of offsets ``[base, last]`` from the log's epoch cache, as
+        ``RemoteSegment.leader_epochs`` (the epoch in force at ``base`` starting there); () without one."""
+        cache = getattr(self.log, "epochs", None)
+        if cache is None:
+            return ()
+        entries = list(cache.entries())
+        found: list[tuple[int, int]] = []
+        for index, entry in enumerate(entries):
+            end = entries[index + 1].start_offset - 1 if index + 1 < len(entries) else None
+            if (end is not None and end < base) or entry.start_offset > last:
+                continue
+            found.append((entry.epoch, max(entry.start_offset, base)))
+        return tuple(found)
+
     async def _upload_batch(self, batch: list[SegmentInfo]) -> int:
         """Upload one batch (see :func:`upload_segments`); returns how many segments were committed.
-        Lock held. Raises the error that stopped the batch, after keeping the prefix that succeeded."""
+        A single segment straddling the remote end is uploaded as a trimmed copy (see :mod:`.trim`) made
+        in the partition directory and deleted afterwards. Lock held. Raises the error that stopped the
+        batch, after keeping the prefix that succeeded; :class:`FencedLeaderEpochError` as is (not counted
+        as a failure)."""
         if self.log.recovery_point < batch[-1].next_offset:
             # never let the bucket hold data the local log could lose in a crash
             await asyncio.to_thread(self.log.flush)
+        done = self.remote_next_offset
+        trim_dir = self.log.path / TRIM_DIR
+        if len(batch) == 1 and done is not None and batch[0].base_offset < done:
+            config = self.log.config
+            try:
+                trimmed = await asyncio.to_thread(
+                    trimmed_copy,
+                    batch[0],
+                    done,
+                    trim_dir,
+                    index_bytes=config.segment_index_bytes,
+                    index_interval=config.index_interval_bytes,
+                )
+            except (InvalidRequestError, CorruptRecordError, OSError) as err:
+                await asyncio.to_thread(remove_trimmed, trim_dir)
+                self.failures += 1
+                self.last_error = f"trimming segment {batch[0].base_offset} at {done} failed: {err}"
+                self._emit(UploadEvent("failed"))
+                raise
+            if trimmed is None:
+                await asyncio.to_thread(remove_trimmed, trim_dir)
+                return 0
+            log.info("%s-%d: segment %d straddles the remote end %d: uploading it from %d",
+                     self.topic, self.partition, batch[0].base_offset, done, trimmed.base_offset)  # fmt: skip
+            batch = [trimmed]
+        try:
+            return await self._upload(batch)
+        finally:
+            if batch[0].log_path.parent == trim_dir:
+                await asyncio.to_thread(remove_trimmed, trim_dir)
+
+    async def _upload(self, batch: list[SegmentInfo]) -> int:
         started = time.monotonic()
+        epochs = [self._segment_epochs(info.base_offset, info.next_offset - 1) for info in batch]
         try:
             result = await upload_segments(
                 self.store, self.manifests, self.topic, self.partition, batch, self._clock,
                 file_concurrency=self.upload_file_concurrency,
+                leader_epoch=self._leader_epoch,
+                leader_epochs=epochs,
             )  # fmt: skip
             error = result.error
         except Exception as err:
@@ -388,6 +569,8 @@ class RemoteLog:
                 self.uploaded_segments += 1
                 self.uploaded_bytes += sent
                 self._emit(UploadEvent("uploaded", 1, sent, seconds))
+        if isinstance(error, FencedLeaderEpochError):
+            raise error
         if error is not None:
             self._needs_cleaning = True  # copy_started entries are in the bucket, not in memory
             self._needs_recovery = isinstance(error, CorruptRecordError)
@@ -401,12 +584,15 @@ class RemoteLog:
     async def apply_retention(self, *, retention_ms: int, retention_bytes: int, local_only_bytes: int) -> int:
         """Whole-log retention of the remote tier: delete the oldest remote segments past the limits,
         raising the manifest's log start offset. Returns the new remote start offset (or -1 when nothing
-        was deleted). Idempotent; serialised per partition.
+        was deleted). Only a leading, unfenced remote log deletes (else -1); a fenced deletion stops as
+        :meth:`sync` does. Idempotent; serialised per partition.
 
         Raises:
             UnavailableError, ConflictError: the store or the manifest commit failed; re-run to finish.
         """
         async with self._lock:
+            if not self._leading or self.fenced:
+                return -1
             doomed = remote_retention_plan(
                 mf.readable_segments(self._manifest),
                 now_ms=self._clock.now_ms(),
@@ -425,7 +611,11 @@ class RemoteLog:
                     self.partition,
                     [s.segment_uuid for s in doomed],
                     log_start_offset=start,
+                    leader_epoch=self._leader_epoch,
                 )
+            except FencedLeaderEpochError as err:
+                self._fence(err)
+                return -1
             except Exception:
                 self._needs_cleaning = True
                 raise

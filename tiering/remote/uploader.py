@@ -23,6 +23,11 @@ Deletion of a remote segment (retention, topic deletion, or cleaning an abandone
 Every step is idempotent and each manifest change is a pure function re-applied on a lost commit race,
 so a crash or a failure at any point is repaired by running :func:`clean_unfinished` and uploading the
 segment again under a new uuid: nothing half-uploaded is ever listed as readable.
+
+Under replication every commit carries the writer's ``leader_epoch`` (see :class:`ManifestStore`): a
+deposed leader's commit raises :class:`FencedLeaderEpochError`. A batch fenced at its ``copy_finished``
+commit deletes the objects it put whose entries the newest manifest no longer lists as finished: the new
+leader may have cleaned the ``copy_started`` entries before those objects arrived, and they would leak.
 """
 
 from __future__ import annotations
@@ -34,7 +39,7 @@ import uuid
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
-from tierlog.tiering.errors import ConflictError, InvalidRequestError, NotFoundError
+from tierlog.tiering.errors import ConflictError, FencedLeaderEpochError, InvalidRequestError, NotFoundError
 from tierlog.tiering.log import Clock, SegmentInfo
 from tierlog.tiering.remote import manifest as mf
 from tierlog.tiering.remote.layout import SegmentKind, segment_keys
@@ -87,6 +92,8 @@ async def upload_segment(
     clock: Clock,
     *,
     segment_uuid: uuid.UUID | None = None,
+    leader_epoch: int | None = None,
+    leader_epochs: tuple[tuple[int, int], ...] = (),
 ) -> UploadResult:
     """Upload one sealed, non-empty local segment and commit it ``copy_finished``.
 
@@ -100,7 +107,15 @@ async def upload_segment(
         InvalidRequestError: the segment is empty.
     """
     result = await upload_segments(
-        store, manifests, topic, partition, [info], clock, uuids=[segment_uuid or uuid.uuid4()]
+        store,
+        manifests,
+        topic,
+        partition,
+        [info],
+        clock,
+        uuids=[segment_uuid or uuid.uuid4()],
+        leader_epoch=leader_epoch,
+        leader_epochs=[leader_epochs],
     )
     if result.error is not None:
         raise result.error
@@ -117,6 +132,8 @@ async def upload_segments(
     *,
     uuids: Sequence[uuid.UUID] | None = None,
     file_concurrency: int = DEFAULT_FILE_CONCURRENCY,
+    leader_epoch: int | None = None,
+    leader_epochs: Sequence[tuple[tuple[int, int], ...]] | None = None,
 ) -> BatchUploadResult:
     """Upload consecutive sealed, non-empty local segments (offset order) with one ``copy_started``
     commit for all of them and one ``copy_finished`` commit for the longest prefix whose three objects
@@ -128,13 +145,21 @@ async def upload_segments(
     caller keeps what succeeded. Not idempotent as a whole (fresh uuids); callers must not upload two
     batches of one partition concurrently.
 
+    ``leader_epoch`` fences every commit (None: unfenced, the embedded broker); ``leader_epochs`` gives
+    each segment's ``RemoteSegment.leader_epochs`` (default: none recorded). A fenced ``copy_finished``
+    commit is returned as ``error`` after the objects were deleted (see the module docstring).
+
     Raises (nothing is committed then):
         UnavailableError, ConflictError: the first commit failed.
-        InvalidRequestError: an empty segment, or ``uuids`` of the wrong length.
+        FencedLeaderEpochError: the newest manifest carries a newer leader epoch.
+        InvalidRequestError: an empty segment, or ``uuids`` or ``leader_epochs`` of the wrong length.
     """
     chosen = list(uuids) if uuids is not None else [uuid.uuid4() for _ in infos]
-    if len(chosen) != len(infos) or not infos:
-        raise InvalidRequestError("upload_segments needs one uuid per segment and at least one segment")
+    epochs = list(leader_epochs) if leader_epochs is not None else [() for _ in infos]
+    if len(chosen) != len(infos) or len(epochs) != len(infos) or not infos:
+        raise InvalidRequestError(
+            "upload_segments needs one uuid (and epoch list) per segment and at least one segment"
+        )
     now = max(0, clock.now_ms())
     entries = [
         mf.RemoteSegment(
@@ -145,8 +170,9 @@ async def upload_segments(
             segment_uuid=u,
             state=mf.SegmentState.COPY_STARTED,
             created_ms=now,
+            leader_epochs=e,
         )
-        for info, u in zip(infos, chosen, strict=True)
+        for info, u, e in zip(infos, chosen, epochs, strict=True)
     ]
 
     def start(m: mf.Manifest) -> mf.Manifest:
@@ -156,7 +182,7 @@ async def upload_segments(
 
     # The first commit loads the newest version (a damaged one is found here, as on every pass); the
     # second builds on the version the first stored, skipping the reload unless someone got in between.
-    started = await manifests.update(topic, partition, start)
+    started = await manifests.update(topic, partition, start, leader_epoch=leader_epoch)
     limit = asyncio.Semaphore(max(1, file_concurrency))
 
     async def put(key: str, path: str) -> None:
@@ -192,7 +218,10 @@ async def upload_segments(
         return m
 
     try:
-        committed = await _commit(manifests, topic, partition, started, finish)
+        committed = await _commit(manifests, topic, partition, started, finish, leader_epoch)
+    except FencedLeaderEpochError as err:  # deposed meanwhile: the new leader owns the manifest now
+        await _drop_fenced(store, manifests, topic, partition, infos, chosen)
+        return BatchUploadResult(started, (), (), err)
     except Exception as err:  # nothing of this batch is readable; all entries stay for clean-up
         return BatchUploadResult(started, (), (), err)
     return BatchUploadResult(committed, tuple(committed.segment(u) for u in finished), tuple(done), error)
@@ -204,13 +233,39 @@ async def _commit(
     partition: int,
     base: mf.Manifest,
     change: Callable[[mf.Manifest], mf.Manifest],
+    leader_epoch: int | None = None,
 ) -> mf.Manifest:
     """Apply ``change`` on ``base`` (the manifest we just committed) with one conditional write; if
     another version got in first, reload and re-apply (:meth:`ManifestStore.update`)."""
     with contextlib.suppress(ConflictError):
         updated = change(base)
-        return base if updated == base else await manifests.commit(base, updated)
-    return await manifests.update(topic, partition, change)
+        return base if updated == base else await manifests.commit(base, updated, leader_epoch=leader_epoch)
+    return await manifests.update(topic, partition, change, leader_epoch=leader_epoch)
+
+
+async def _drop_fenced(
+    store: ObjectStore,
+    manifests: ManifestStore,
+    topic: str,
+    partition: int,
+    infos: Sequence[SegmentInfo],
+    uuids: Sequence[uuid.UUID],
+) -> None:
+    """After a fenced ``copy_finished`` commit: delete this batch's objects unless the newest manifest
+    lists them finished. Best effort: a failure leaves them to ``tierlog tiering check``."""
+    try:
+        newest = await manifests.load(topic, partition)
+        keys = [
+            key
+            for info, u in zip(infos, uuids, strict=True)
+            if (found := mf.find_segment(newest, u)) is None
+            or found.state is not mf.SegmentState.COPY_FINISHED
+            for key in segment_keys(topic, partition, info.base_offset, u).values()
+        ]
+        if keys:
+            await store.delete_many(keys)
+    except Exception:  # best effort: the leak check reports what is left
+        return
 
 
 def _first_error(err: BaseException) -> BaseException:
@@ -252,15 +307,18 @@ async def delete_segments(
     uuids: Iterable[uuid.UUID],
     *,
     log_start_offset: int | None = None,
+    leader_epoch: int | None = None,
 ) -> mf.Manifest:
     """Delete segments: mark them ``delete_started`` (raising the log start offset to
     ``log_start_offset`` in the same commit), delete their objects, then mark them ``deleted`` and prune.
+    Both commits are fenced by ``leader_epoch`` (None: unfenced).
 
     Idempotent: entries already deleted or gone are skipped; re-running after a crash finishes the job.
 
     Raises:
         UnavailableError: the store failed (entries stay ``delete_started``; re-run to finish).
         ConflictError: the manifest kept changing under us.
+        FencedLeaderEpochError: a newer leader epoch wrote the manifest (nothing more is deleted).
     """
     wanted = list(dict.fromkeys(uuids))
 
@@ -273,7 +331,7 @@ async def delete_segments(
                 m = mf.transition(m, u, mf.SegmentState.DELETE_STARTED)
         return m
 
-    marked = await manifests.update(topic, partition, start)
+    marked = await manifests.update(topic, partition, start, leader_epoch=leader_epoch)
     keys = [
         key
         for u in wanted
@@ -290,23 +348,31 @@ async def delete_segments(
                 m = mf.transition(m, u, mf.SegmentState.DELETED)
         return mf.prune_deleted(m)
 
-    return await manifests.update(topic, partition, finish)
+    return await manifests.update(topic, partition, finish, leader_epoch=leader_epoch)
 
 
 async def clean_unfinished(
-    store: ObjectStore, manifests: ManifestStore, topic: str, partition: int
+    store: ObjectStore,
+    manifests: ManifestStore,
+    topic: str,
+    partition: int,
+    *,
+    leader_epoch: int | None = None,
 ) -> tuple[mf.Manifest, int]:
     """Delete the objects of every ``copy_started`` (abandoned upload) and ``delete_started`` (interrupted
     deletion) entry and drop the entries. Returns the new manifest and how many entries were cleaned.
 
-    Must not run while an upload of this partition is in progress. Idempotent.
+    Must not run while an upload of this partition is in progress (by this broker; a deposed leader's
+    upload in flight is handled by its fencing). Idempotent.
 
     Raises:
-        UnavailableError, ConflictError: as :func:`delete_segments`.
+        UnavailableError, ConflictError, FencedLeaderEpochError: as :func:`delete_segments`.
     """
     manifest = await manifests.load(topic, partition)
     stale = unfinished(manifest)
     if not stale:
         return manifest, 0
-    cleaned = await delete_segments(store, manifests, topic, partition, [s.segment_uuid for s in stale])
+    cleaned = await delete_segments(
+        store, manifests, topic, partition, [s.segment_uuid for s in stale], leader_epoch=leader_epoch
+    )
     return cleaned, len(stale)
