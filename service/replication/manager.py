@@ -159,6 +159,17 @@ class ReplicaManager:
         replica.state = state
         replica.leader_url = leader_url
 
+    async def stop_fetching(self, topic: str, index: int) -> bool:
+        """Stop following ``topic``-``index`` until the next :meth:`apply` (which starts a new fetcher even
+        for an unchanged state): an operator's pause, and how tests hold a follower back. True when a
+        fetcher was running. Never raises."""
+        replica = self._replicas.get((topic, index))
+        if replica is None or replica.fetcher is None:
+            return False
+        await self._stop_fetching(replica)
+        replica.state = None
+        return True
+
     async def stop(self, topic: str, index: int) -> None:
         """Stop what runs for ``topic``-``index`` (the node is about to close it): the fetcher, the ISR
         manager, the leader state (its waiters fail with the reason the partition will be closed with,
