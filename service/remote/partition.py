@@ -175,6 +175,10 @@ class RemotePartition:
         of the remote tier (``retention.*`` over remote + local-only bytes), trimming local segments the
         remote deletion passed. Returns the local segments deleted. Idempotent.
 
+        A follower (the remote log does not lead) applies the same local retention against the manifest
+        it last loaded, deletes no remote data, and trims local segments below the manifest's log start
+        offset (the leader's remote deletions).
+
         Raises:
             UnavailableError: the store or the disk failed (re-run to finish).
         """
@@ -187,11 +191,14 @@ class RemotePartition:
         segments = await asyncio.to_thread(self.log.segments)
         done = self.remote_log.remote_next_offset or 0
         local_only = sum(s.size_bytes for s in segments if s.base_offset >= done)
-        start = await self.remote_log.apply_retention(
-            retention_ms=config.retention_ms,
-            retention_bytes=config.retention_bytes,
-            local_only_bytes=local_only,
-        )
+        if self.remote_log.leading:
+            start = await self.remote_log.apply_retention(
+                retention_ms=config.retention_ms,
+                retention_bytes=config.retention_bytes,
+                local_only_bytes=local_only,
+            )
+        else:
+            start = self.remote_log.manifest.log_start_offset if self.remote_log.remote_next_offset else -1
         if start > 0:
             trimmed: list[SegmentInfo] = await asyncio.to_thread(
                 self.log.apply_retention, lambda s: s.next_offset > start, retention_ms=-1, retention_bytes=0

@@ -7,6 +7,12 @@ loop (owned by the maintenance ``cleanup_ctx``, see :mod:`tierlog.service.tasks`
 segment rolls and every ``remote.upload.interval.ms``; partitions upload in parallel, at most
 ``remote.upload.concurrency`` at a time, each partition's segments one after another in offset order.
 Design: ``docs/design/0004-uploader.md``; operations: ``docs/tiering.md``.
+
+In a cluster (``metadata.uri`` set) only a partition's leader uploads and deletes remote data, fenced by its
+leader epoch: the replica manager calls :meth:`RemoteTier.set_role` on every role change, and until it
+has, an attached partition follows. A follower's pass only reloads the manifest (at most every
+``remote.upload.interval.ms``) and applies local retention from it; remote reads work on every replica
+(``docs/design/0010-replication.md``).
 """
 
 from __future__ import annotations
@@ -20,6 +26,8 @@ from typing import TYPE_CHECKING, Any
 from tierlog.service.remote.partition import RemotePartition
 from tierlog.tiering.errors import TierlogError, UnavailableError
 from tierlog.tiering.log import Clock, SegmentInfo
+from tierlog.tiering.log.leader_epoch import EpochEntry
+from tierlog.tiering.remote.epochs import load_remote_epoch_history
 from tierlog.tiering.remote.factory import open_object_store
 from tierlog.tiering.remote.instrumented import InstrumentedStore
 from tierlog.tiering.remote.manifest_store import ManifestStore
@@ -118,6 +126,7 @@ class RemoteTier:
         self._reader: RemoteReader | None = None
         self._parts: dict[tuple[str, int], tuple[Partition, RemotePartition]] = {}
         self._deletions: dict[tuple[str, int], asyncio.Task[Any]] = {}
+        self._roles: dict[tuple[str, int], tuple[bool, int]] = {}  # (leading, leader epoch) per partition
         self._store_down = False
         self._failing = False  # an upload failed in the last pass: retry on a short backoff
         self._wake = asyncio.Event()
@@ -201,6 +210,11 @@ class RemoteTier:
         deletion = self._deletions.get(key)
         if deletion is not None:  # a topic re-created under a deleted one's name starts from nothing
             await asyncio.wait({deletion})
+        role = self._roles.get(key)
+        if role is not None:
+            leading, leader_epoch = role[0], role[1]
+        else:  # embedded: the only replica leads, unfenced; in a cluster: follow until told
+            leading, leader_epoch = self.settings.metadata_uri is None, None
         remote_log = RemoteLog(
             self.store,
             self.manifests,
@@ -212,6 +226,8 @@ class RemoteTier:
             upload_batch_bytes=self.settings.remote_upload_batch_bytes,
             upload_batch_segments=self.settings.remote_upload_batch_segments,
             upload_file_concurrency=self.settings.remote_upload_file_concurrency,
+            leading=leading,
+            leader_epoch=leader_epoch,
         )
         remote = RemotePartition(self, remote_log)
         if not self._store_down:  # one timeout at start-up is enough: the upload passes retry the rest
@@ -241,12 +257,37 @@ class RemoteTier:
         return remote
 
     def detach(self, partition: Partition) -> RemotePartition | None:
-        """Forget ``partition`` (closed or deleted). Idempotent."""
+        """Forget ``partition`` (closed or deleted) and its role. Idempotent."""
         found = self._parts.get((partition.topic, partition.index))
         if found is None or found[0] is not partition:
             return None
         del self._parts[(partition.topic, partition.index)]
+        self._roles.pop((partition.topic, partition.index), None)
         return found[1]
+
+    def set_role(self, partition: Partition, leading: bool, leader_epoch: int) -> None:
+        """This broker now leads ``partition`` in ``leader_epoch`` (uploads, cleans and deletes remote
+        data, every manifest write fenced by the epoch) or follows it (reloads the manifest, applies local
+        retention from it). Remembered for a partition attached later (a topic that starts tiering).
+        Takes effect from the next upload pass, which it starts. Idempotent; event-loop only; never raises.
+        """
+        key = (partition.topic, partition.index)
+        self._roles[key] = (leading, leader_epoch)
+        found = self._parts.get(key)
+        if found is not None and found[0] is partition:
+            found[1].remote_log.set_role(leading, leader_epoch)
+        self._wake.set()
+
+    async def remote_epoch_history(self, topic: str, partition: int, offset: int) -> list[EpochEntry]:
+        """The leader epochs the remote tier records below ``offset`` for ``topic``-``partition``, from its
+        newest manifest (for a follower that starts its log at the leader's local log start, 41602).
+        Idempotent; no writes.
+
+        Raises:
+            UnavailableError: the tier is not started, or the store is down.
+            CorruptRecordError: the newest manifest is damaged.
+        """
+        return await load_remote_epoch_history(self.manifests, topic, partition, offset)
 
     def deleting(self, partition: Partition, task: asyncio.Task[Any]) -> None:
         """Remember the task deleting a deleted partition's remote data (the broker's task set owns it):
@@ -319,6 +360,12 @@ class RemoteTier:
                     await remote.remote_log.open(reset_local=False)
                     remote.opened = True
                     self._store_down = False
+                if not remote.remote_log.leading:  # a follower: the leader's manifest, local retention
+                    if await remote.remote_log.refresh(
+                        min_interval_ms=self.settings.remote_upload_interval_ms
+                    ):
+                        await partition.apply_retention()
+                    return 0
                 return await remote.remote_log.sync(idle_roll_ms=self.settings.remote_max_upload_interval_ms)
             except asyncio.CancelledError:
                 raise

@@ -296,43 +296,50 @@ class RemoteLog:
         recovered state is served at once and stored as a new version; ``manifest_recovery`` and
         ``last_error`` say what was found.
 
-        A remote log that does not lead only loads the manifest (a leader cleans and recovers it).
+        A remote log that does not lead only loads the manifest (a leader cleans and recovers it), as does
+        a leader found fenced (a newer leader epoch wrote the manifest: :attr:`fenced` is set).
 
         Raises:
             UnavailableError: the store is down (the caller retries later).
-            FencedLeaderEpochError: a newer leader epoch wrote the manifest (this replica is deposed).
             CorruptRecordError: a follower found the newest manifest damaged (its leader recovers it).
             TierlogError: storing a recovered manifest failed (it is served meanwhile; call again).
         """
         async with self._lock:
-            if not self._leading:
-                manifest = await self.manifests.load(self.topic, self.partition)
-                self._manifest = manifest
-                self._refreshed_ms = self._clock.now_ms()
-                self.diverged = False
-                self._mark_pending()
-                return manifest
-            await self._recover_damaged_manifest()
-            manifest, cleaned = await clean_unfinished(
-                self.store, self.manifests, self.topic, self.partition, leader_epoch=self._leader_epoch
-            )
+            if self._leading and not self.fenced:
+                try:
+                    return await self._open_leading(reset_local)
+                except FencedLeaderEpochError as err:
+                    self._fence(err)
+            manifest = await self.manifests.load(self.topic, self.partition)
             self._manifest = manifest
-            if cleaned:
-                log.info("%s-%d: cleaned %d unfinished remote segments", self.topic, self.partition, cleaned)
-                self._emit(UploadEvent("cleaned", cleaned))
-            remote_next = self.remote_next_offset
+            self._refreshed_ms = self._clock.now_ms()
             self.diverged = False
-            self._check_divergence = False
-            if remote_next is not None and self.log.log_end_offset < remote_next and not reset_local:
-                self._diverge(remote_next)
-            elif remote_next is not None and self.log.log_end_offset < remote_next:
-                log.info(
-                    "%s-%d: local log ends at %d, remote at %d: starting the local log after the remote data",
-                    self.topic, self.partition, self.log.log_end_offset, remote_next,
-                )  # fmt: skip
-                await asyncio.to_thread(self.log.truncate_fully_and_start_at, remote_next)
             self._mark_pending()
             return manifest
+
+    async def _open_leading(self, reset_local: bool) -> mf.Manifest:
+        """:meth:`open` of a leading remote log. Lock held."""
+        await self._recover_damaged_manifest()
+        manifest, cleaned = await clean_unfinished(
+            self.store, self.manifests, self.topic, self.partition, leader_epoch=self._leader_epoch
+        )
+        self._manifest = manifest
+        if cleaned:
+            log.info("%s-%d: cleaned %d unfinished remote segments", self.topic, self.partition, cleaned)
+            self._emit(UploadEvent("cleaned", cleaned))
+        remote_next = self.remote_next_offset
+        self.diverged = False
+        self._check_divergence = False
+        if remote_next is not None and self.log.log_end_offset < remote_next and not reset_local:
+            self._diverge(remote_next)
+        elif remote_next is not None and self.log.log_end_offset < remote_next:
+            log.info(
+                "%s-%d: local log ends at %d, remote at %d: starting the local log after the remote data",
+                self.topic, self.partition, self.log.log_end_offset, remote_next,
+            )  # fmt: skip
+            await asyncio.to_thread(self.log.truncate_fully_and_start_at, remote_next)
+        self._mark_pending()
+        return manifest
 
     def _mark_pending(self) -> None:
         remote_next = self.remote_next_offset
