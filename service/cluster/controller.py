@@ -549,12 +549,13 @@ class Controller:
                     )
                 registrations[broker] = kv.mod_revision
             self._check_controller()
+            fence = self._fence  # the term this state is written in (and its controller epoch)
             state = PartitionState(
                 current.leader, current.leader_epoch, new_isr, current.partition_epoch + 1, self._own_epoch
             )
             write = _Write(request.topic, topic_kv.mod_revision, request.partition, state_kv.mod_revision,
                            state, None, current.leader, current.isr)  # fmt: skip
-            if await self._commit([write], registrations):
+            if await self._commit([write], registrations, fence=fence):
                 return state
         raise UnavailableError(f"The state of {where} kept changing while its ISR change was decided; retry")
 
@@ -648,17 +649,20 @@ class Controller:
                     return False
         return True
 
-    async def _commit(self, batch: list[_Write], brokers: Mapping[int, int] | None = None) -> bool:
+    async def _commit(
+        self, batch: list[_Write], brokers: Mapping[int, int] | None = None, *, fence: int | None = None
+    ) -> bool:
         """Commit one batch of decisions about one topic: compared on the controller fence, the topic key,
         each partition key and the registration of each broker the decisions rest on (``brokers``: id ->
         revision; by default each new leader's registration as the view read it). False when refused (the
-        controller resigns when the refusal was its fence) or when this broker is not active any more.
+        controller resigns when the refusal was its fence) or when this broker is not active any more, or
+        no longer under ``fence`` when given (the term the batch was decided in).
 
         Every write of this controller (the reconcile pass and :meth:`alter_partition`) goes through here,
         one at a time (``_write_lock``), and only while active: the fence is read under the lock, after
         every wait, so a commit never runs with a stale fence (nor with none: 0 would compare "absent")."""
         async with self._write_lock:
-            if not self._active or not self._fence:
+            if not self._active or not self._fence or fence not in (None, self._fence):
                 return False
             fence = self._fence
             first = batch[0]

@@ -344,6 +344,27 @@ async def test_a_follower_gone_during_a_request_makes_it_stale(cluster: Cluster)
     assert await cluster.state("t", 0) == PartitionState(2, 0, (2,), 1, 1)
 
 
+async def test_a_controller_deposed_during_a_request_writes_nothing(cluster: Cluster) -> None:
+    gated = GetGate(cluster.store, "brokers/2")
+    controller = await cluster.controller(1, store=gated)
+    for broker in (2, 3):
+        await cluster.broker(broker)
+    await cluster.active()
+    await seed(cluster, (2, 3), PartitionState(2, 0, (2, 3), 0, 1))
+
+    alter = asyncio.create_task(controller.alter_partition(ask((2,))))
+    async with asyncio.timeout(WAIT_S):
+        await gated.get_held.wait()
+    await cluster.advance(SESSION_MS, keep=[2, 3])  # broker 1's lease, and the controller key, expire
+    async with asyncio.timeout(WAIT_S):
+        assert await controller.wait_for(lambda: not controller.active)
+    gated.get_gate.set()
+    with pytest.raises(NotControllerError, match="no controller is known to be active"):
+        async with asyncio.timeout(WAIT_S):
+            await alter
+    assert await cluster.state("t", 0) == PartitionState(2, 0, (2, 3), 0, 1)
+
+
 async def test_concurrent_requests_of_one_epoch_apply_once(cluster: Cluster) -> None:
     controller = await led_by_2(cluster)
     results = await asyncio.gather(
