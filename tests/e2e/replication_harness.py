@@ -34,7 +34,7 @@ from tests.e2e.test_cluster_processes import (
 from tierlog.tiering.codec.batch import build_batch, iter_records
 from tierlog.tiering.codec.header import LOG_OVERHEAD
 from tierlog.tiering.codec.records import Record
-from tierlog.tiering.log.naming import LOG_SUFFIX, parse_segment_file
+from tierlog.tiering.log.naming import HIGH_WATERMARK_FILE, LOG_SUFFIX, parse_segment_file
 
 __all__ = [
     "FAILOVER_DEADLINE_S",
@@ -84,6 +84,7 @@ class ReplicatedCluster(Cluster):
             "--broker-session-timeout-ms", str(SESSION_MS),
             "--broker-heartbeat-interval-ms", str(HEARTBEAT_MS),
             "--replica-lag-time-max-ms", str(REPLICA_LAG_MS),
+            "--replica-high-watermark-checkpoint-interval-ms", "200",
             *self.extra_args,
         )  # fmt: skip
         self.brokers[broker_id] = process
@@ -157,24 +158,54 @@ class ReplicatedCluster(Cluster):
             return None
         return {int(p["partition"]): p for p in answer.json()["partitions"]}
 
-    def in_step(self, topic: str, partition: int) -> dict[int, dict[str, int]] | None:
-        """Per broker, the watermarks of ``partition`` when every replica is in the ISR (as every live
-        broker sees it) and every replica's HW equals its LEO equals the leader's LEO; else None."""
-        view = self.partitions(topic)
-        state = view.get(partition)
-        if state is None or sorted(state["isr"]) != sorted(state["replicas"]):
+    def checkpointed_hw(self, broker_id: int, topic: str, partition: int) -> int | None:
+        """The HW broker ``broker_id`` last wrote to its ``replication-offset-checkpoint`` for ``partition``
+        (every ``replica.high.watermark.checkpoint.interval.ms``), or None without one."""
+        path = self.data_dir(broker_id) / f"{topic}-{partition}" / HIGH_WATERMARK_FILE
+        try:
+            lines = path.read_text().split("\n")
+        except FileNotFoundError:
             return None
-        marks: dict[int, dict[str, int]] = {}
-        for broker_id in state["replicas"]:
-            mine = self.watermarks(broker_id, topic)
-            if mine is None or partition not in mine:
-                return None
-            marks[broker_id] = mine[partition]
-        ends = {(m["high_watermark"], m["log_end_offset"]) for m in marks.values()}
-        if len(ends) != 1:
+        for line in lines[2:]:
+            parts = line.split()
+            if len(parts) == 3 and (parts[0], parts[1]) == (topic, str(partition)):
+                return int(parts[2])
+        return None
+
+    def in_step(self, topic: str, partition: int) -> int | None:
+        """The leader's LEO of ``partition`` when every replica is in the ISR (as every live broker sees
+        it), the leader's HW equals its LEO (so every replica holds the whole log: HW is the smallest LEO
+        of the ISR) and every follower's checkpointed HW has reached it too; else None.
+
+        ``GET /native/v1/topics/{t}`` answers only for led partitions, so a follower's HW is read from its
+        checkpoint file (written every ``replica.high.watermark.checkpoint.interval.ms``)."""
+        states = [self.partitions(topic, n).get(partition) for n in self.live()]
+        if not states or any(s is None or sorted(s["isr"]) != sorted(s["replicas"]) for s in states):
             return None
-        (hw, leo), *_ = ends
-        return marks if hw == leo else None
+        leader = int(states[0]["leader"])  # type: ignore[index]
+        marks = (self.watermarks(leader, topic) or {}).get(partition)
+        if marks is None or marks["high_watermark"] != marks["log_end_offset"]:
+            return None
+        end = marks["log_end_offset"]
+        followers = [n for n in states[0]["replicas"] if n != leader]  # type: ignore[index]
+        if any(self.checkpointed_hw(n, topic, partition) != end for n in followers):
+            return None
+        return int(end)
+
+    def report(self, topic: str) -> str:
+        """Each live broker's view of ``topic`` (leader, epoch, ISR) and the watermarks it reports, for
+        failure messages."""
+        lines = []
+        for n in self.live():
+            view = {
+                p: (s["leader"], s["leader_epoch"], s["isr"]) for p, s in self.partitions(topic, n).items()
+            }
+            hws = {p: self.checkpointed_hw(n, topic, p) for p in view}
+            lines.append(
+                f"broker {n}: (leader, epoch, isr) {view}; led watermarks {self.watermarks(n, topic)}; "
+                f"checkpointed HW {hws}"
+            )
+        return "\n".join(lines)
 
     def stop_all(self) -> dict[int, int]:
         """SIGTERM every running broker and wait for each: ``{broker_id: exit code}``."""

@@ -176,11 +176,14 @@ def check_readable(cluster: ReplicatedCluster, acks: list[Ack], partitions: int)
 
 def wait_in_step(cluster: ReplicatedCluster, partitions: int) -> None:
     for p in range(partitions):
-        wait_for(
-            f"partition {p}: every replica in the ISR, HW = LEO on each",
-            lambda p=p: cluster.in_step(TOPIC, p),  # type: ignore[misc]
-            FAILOVER_DEADLINE_S,
-        )
+        try:
+            wait_for(
+                f"partition {p}: every replica in the ISR, HW = LEO on each",
+                lambda p=p: cluster.in_step(TOPIC, p),  # type: ignore[misc]
+                FAILOVER_DEADLINE_S,
+            )
+        except AssertionError as err:
+            raise AssertionError(f"{err}\n{cluster.report(TOPIC)}") from None
 
 
 def compare_replicas(cluster: ReplicatedCluster, partitions: int, *, whole: bool) -> None:
