@@ -17,6 +17,7 @@ from tierlog.service.connections import ConnectionGuard
 from tierlog.service.errors import error_middleware
 from tierlog.service.groups.setup import GroupSettings, setup_groups
 from tierlog.service.metrics import Metrics, metrics_middleware
+from tierlog.service.replication import routes as replication_routes
 from tierlog.service.routing import body_limit_middleware, trailing_slash_middleware
 from tierlog.service.state import BROKER, METRICS, SETTINGS
 from tierlog.service.tasks import setup_maintenance
@@ -80,6 +81,7 @@ def create_app(
     admin_v3.setup_routes(app)
     rest_v2.setup_routes(app)
     native.setup_routes(app)
+    replication_routes.setup_routes(app)
     openapi.setup_routes(app)
 
     async def broker_ctx(app: web.Application) -> AsyncIterator[None]:

@@ -65,8 +65,12 @@ if TYPE_CHECKING:
 __all__ = [
     "BATCHES_TYPE",
     "HIGH_WATERMARK",
+    "LEADER_EPOCH",
+    "LOCAL_LOG_START_OFFSET",
     "LOG_END_OFFSET",
     "LOG_START_OFFSET",
+    "range_headers",
+    "send_slice",
     "setup_routes",
 ]
 
@@ -76,10 +80,14 @@ BATCHES_TYPE = "application/vnd.tierlog.batches"
 HIGH_WATERMARK = "Tierlog-High-Watermark"
 LOG_START_OFFSET = "Tierlog-Log-Start-Offset"
 LOG_END_OFFSET = "Tierlog-Log-End-Offset"
+LOCAL_LOG_START_OFFSET = "Tierlog-Local-Log-Start-Offset"  # replica fetches only
+LEADER_EPOCH = "Tierlog-Leader-Epoch"  # replica fetches only
 
 DEFAULT_MAX_BYTES = 1024 * 1024
 MAX_MAX_BYTES = 256 * 1024 * 1024
 MAX_WAIT_MS = 300_000
+DEFAULT_PRODUCE_TIMEOUT_MS = 30_000  # Kafka's request.timeout.ms
+MAX_PRODUCE_TIMEOUT_MS = 2**31 - 1
 EARLIEST = -2
 LATEST = -1
 CHUNK = 256 * 1024
@@ -162,7 +170,11 @@ async def produce_batches(request: web.Request) -> web.Response:
     is appended (the log's append checks CRCs again). Not idempotent: a retried request appends again.
     Raises UnsupportedMediaTypeError (415), NotAcceptableError (406), BadRequestError (400),
     CorruptBatchError (400, 40003), UnknownTopicError / UnknownPartitionError (40401/40402),
-    RecordTooLargeError (413).
+    RecordTooLargeError (413), NotLeaderOrFollowerError / LeaderNotAvailableError (50310/50311).
+    ``acks=all`` waits up to ``timeout_ms`` for every in-sync replica and raises NotEnoughReplicasError
+    (50313, nothing appended), NotEnoughReplicasAfterAppendError (50314) or ProduceTimedOutError (50318,
+    appended, maybe not committed). The answer names the ``leader_epoch`` the batches were stamped with and
+    the ``broker_id`` that led.
     """
     content_type = request.headers.get("Content-Type", "").split(";")[0].strip().lower()
     if content_type != BATCHES_TYPE:
@@ -171,6 +183,9 @@ async def produce_batches(request: web.Request) -> web.Response:
         )
     _accept_json(request)
     acks = _acks(request)
+    timeout_ms = int_param(
+        request, "timeout_ms", DEFAULT_PRODUCE_TIMEOUT_MS, low=0, high=MAX_PRODUCE_TIMEOUT_MS
+    )
     name = topic_name(request)
     index = partition_index(request)
     body = await read_body(request)
@@ -188,8 +203,9 @@ async def produce_batches(request: web.Request) -> web.Response:
     if acks == 0:
         _append_in_background(request.app[ACKS0_BUDGET], partition, body)
         return _json({**answer, "acks": 0}, status=202)
+    epoch = partition.leader_epoch  # the epoch the append stamps (read before it starts)
     try:
-        info = await partition.append(body, acks=acks)
+        info = await partition.append(body, acks=acks, timeout_ms=timeout_ms)
     except CorruptRecordError as err:
         raise CorruptBatchError(f"rejected, nothing appended: {err.message}") from None
     answer.update(
@@ -199,6 +215,8 @@ async def produce_batches(request: web.Request) -> web.Response:
         batch_base_offsets=list(info.batch_base_offsets),
         log_append_time=info.log_append_time,
         acks=acks,
+        leader_epoch=epoch,
+        broker_id=_broker(request).broker_id,
     )
     return _json(answer)
 
@@ -219,7 +237,7 @@ def _append_in_background(budget: ByteBudget, partition: Partition, body: bytes)
         raise
 
 
-def _range_headers(high_watermark: int, log_start: int, log_end: int) -> dict[str, str]:
+def range_headers(high_watermark: int, log_start: int, log_end: int) -> dict[str, str]:
     return {
         HIGH_WATERMARK: str(high_watermark),
         LOG_START_OFFSET: str(log_start),
@@ -254,8 +272,21 @@ async def fetch_batches(request: web.Request) -> web.StreamResponse:
         region = await partition.read_slice(offset, max_bytes, max_wait_ms=max_wait_ms, min_bytes=min_bytes)
     except OffsetOutOfRangeError as err:
         return _out_of_range(err)
+    headers = range_headers(region.high_watermark, region.log_start_offset, region.log_end_offset)
+    return await send_slice(request, region, headers, topic=name, what=f"{partition.label} from {offset}")
+
+
+async def send_slice(
+    request: web.Request, region: FileSlice, headers: dict[str, str], *, topic: str, what: str
+) -> web.StreamResponse:
+    """Answer ``request`` with ``region``'s bytes as ``application/vnd.tierlog.batches`` (``sendfile`` when
+    the transport allows it, else ``pread`` in a worker thread), with ``headers``; close the slice.
+
+    Counts the bytes sent in ``tierlog_http_body_bytes_total`` for ``topic``. A client that leaves midway
+    is logged at debug level (``what`` names the read) and answered no further. Raises CorruptRecordError
+    if the segment file is shorter than the slice.
+    """
     with region:
-        headers = _range_headers(region.high_watermark, region.log_start_offset, region.log_end_offset)
         response = web.StreamResponse(headers=headers)
         response.content_type = BATCHES_TYPE
         response.content_length = region.size
@@ -265,9 +296,9 @@ async def fetch_batches(request: web.Request) -> web.StreamResponse:
                 await _send_region(request, response, region)
             await response.write_eof()
         except ConnectionError:
-            log.debug("client left during a fetch of %s-%d from offset %d", name, partition.index, offset)
+            log.debug("client left during a fetch of %s", what)
             return response
-    count(request, "tierlog_http_body_bytes_total", region.size, api="native", direction="out", topic=name)
+    count(request, "tierlog_http_body_bytes_total", region.size, api="native", direction="out", topic=topic)
     return response
 
 
@@ -323,10 +354,12 @@ async def _send_with_pread(response: web.StreamResponse, region: FileSlice) -> N
 
 
 async def list_offset(request: web.Request) -> web.Response:
-    """``{"offset", "timestamp"}`` for ``timestamp`` -2 (earliest), -1 (latest) or a time in ms.
+    """``{"offset", "timestamp"}`` for ``timestamp`` -2 (earliest), -1 (latest: the high watermark) or a
+    time in ms.
 
-    For a time past every batch, offset and timestamp are -1. Idempotent. Raises NotAcceptableError
-    (406), BadRequestError (400), UnknownTopicError / UnknownPartitionError (40401/40402).
+    For a time past every committed batch (at or past the high watermark), offset and timestamp are -1.
+    Idempotent. Raises NotAcceptableError (406), BadRequestError (400), UnknownTopicError /
+    UnknownPartitionError (40401/40402).
     """
     _accept_json(request)
     name = topic_name(request)
@@ -338,13 +371,16 @@ async def list_offset(request: web.Request) -> web.Response:
         found = (partition.high_watermark, -1)
     else:
         found = await partition.offset_for_timestamp(timestamp)
+        if found is not None and found[0] >= partition.high_watermark:
+            found = None  # not committed yet: consumers cannot read it (Kafka's read_uncommitted)
     offset, at = found if found is not None else (-1, -1)
     return _json({"topic": name, "partition": partition.index, "offset": offset, "timestamp": at})
 
 
 async def topic_metadata(request: web.Request) -> web.Response:
     """Partition count and the offsets of every partition of one topic this broker leads (every partition
-    on an embedded broker; ask each leader in a cluster). Idempotent.
+    on an embedded broker; ask each leader in a cluster: a follower's copy is not listed). The high
+    watermark is the offset consumers read up to. Idempotent.
 
     Raises NotAcceptableError (406), BadRequestError (400), UnknownTopicError (40401).
     """
@@ -359,6 +395,7 @@ async def topic_metadata(request: web.Request) -> web.Response:
             "log_end_offset": p.log_end_offset,
         }
         for p in topic.partitions
+        if p.role == "leader"
     ]
     return _json({"topic": name, "partition_count": topic.partition_count, "partitions": partitions})
 

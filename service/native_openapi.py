@@ -9,22 +9,28 @@ from tierlog.service.metadata import MAX_TOPIC_NAME, TOPIC_NAME_PATTERN
 from tierlog.service.native import (
     BATCHES_TYPE,
     DEFAULT_MAX_BYTES,
+    DEFAULT_PRODUCE_TIMEOUT_MS,
     EARLIEST,
     HIGH_WATERMARK,
     LATEST,
+    LEADER_EPOCH,
+    LOCAL_LOG_START_OFFSET,
     LOG_END_OFFSET,
     LOG_START_OFFSET,
     MAX_MAX_BYTES,
+    MAX_PRODUCE_TIMEOUT_MS,
     MAX_WAIT_MS,
 )
 
-__all__ = ["OPENAPI_PATHS"]
+__all__ = ["OPENAPI_PATHS", "REPLICATION_PATHS"]
 
 _TAG = "Native binary path"
 _ERR = {"content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}}
 _TOPIC = {"name": "topic", "in": "path", "required": True, "schema": {"type": "string", "maxLength": 249}}
 _PART = {"name": "partition", "in": "path", "required": True, "schema": {"type": "integer", "minimum": 0}}
 _RANGE = {h: {"schema": {"type": "integer"}} for h in (HIGH_WATERMARK, LOG_START_OFFSET, LOG_END_OFFSET)}
+_REPLICA_HEADERS = {**_RANGE, LOCAL_LOG_START_OFFSET: {"schema": {"type": "integer"}}}
+_REPLICA_HEADERS[LEADER_EPOCH] = {"schema": {"type": "integer"}}
 
 
 def _query(
@@ -97,6 +103,148 @@ def _errors(**statuses: str) -> dict[str, Any]:
     return {status[1:]: {"description": text, **_ERR} for status, text in statuses.items()}
 
 
+_REPL_TAG = "Replication (between brokers)"
+_REPLICA_ID = _query("replica_id", "the broker id of the follower asking", required=True)
+_LEADER_EPOCH = _query("leader_epoch", "the leader epoch the follower follows", required=True, high=2**31 - 1)
+_FENCING = (
+    "Retriable: this broker does not lead the partition (50310, the body names the leader; 50311), or "
+    "leader_epoch is older (50315) or newer (50316) than the one it leads in"
+)
+_PARTITION_STATE = {
+    "type": "object",
+    "required": ["leader", "leader_epoch", "isr", "partition_epoch", "controller_epoch"],
+    "properties": {
+        "leader": {"type": "integer"},
+        "leader_epoch": {"type": "integer"},
+        "isr": _INTS,
+        "partition_epoch": {"type": "integer"},
+        "controller_epoch": {"type": "integer"},
+    },
+}
+_ALTER_PARTITION = {
+    "type": "object",
+    "required": ["topic", "partition", "broker_id", "leader_epoch", "partition_epoch", "new_isr"],
+    "properties": {
+        "topic": _TOPIC_NAME,
+        "partition": {"type": "integer", "minimum": 0},
+        "broker_id": {"type": "integer"},
+        "leader_epoch": {"type": "integer"},
+        "partition_epoch": {"type": "integer"},
+        "new_isr": _INTS,
+    },
+}
+
+REPLICATION_PATHS: dict[str, Any] = {
+    "/native/v1/replication/topics/{topic}/partitions/{partition}/batches": {
+        "get": {
+            "tags": [_REPL_TAG],
+            "operationId": "replicaFetchBatches",
+            "summary": "A follower's fetch: raw batches up to the leader's log end offset (cluster only)",
+            "parameters": [
+                _TOPIC,
+                _PART,
+                _REPLICA_ID,
+                _query("offset", "the follower's log end offset", required=True),
+                _LEADER_EPOCH,
+                _query(
+                    "max_bytes", "bound on the bytes returned (at least one batch)", low=1, high=MAX_MAX_BYTES
+                ),
+                _query(
+                    "max_wait_ms", "long-poll time when no batch is past offset", default=0, high=MAX_WAIT_MS
+                ),
+            ],
+            "responses": {
+                "200": {
+                    "description": "Whole batches, possibly none; the leader's offsets and epoch in headers",
+                    "headers": _REPLICA_HEADERS,
+                    "content": {BATCHES_TYPE: {"schema": {"type": "string", "format": "binary"}}},
+                },
+                **_errors(
+                    s400="Malformed parameter (40001)",
+                    s404="Not a cluster member (40400), topic (40401) or partition not found, or replica_id "
+                    "is not one of its followers (40402)",
+                    s406="Accept does not allow application/vnd.tierlog.batches (40601)",
+                    s416="Offset below the leader's local log start of a tiered partition (41602, the body "
+                    "carries local_log_start_offset), or out of range (41601, the body carries the range)",
+                    s503=_FENCING,
+                ),
+            },
+        },
+    },
+    "/native/v1/replication/topics/{topic}/partitions/{partition}/epochs/{epoch}": {
+        "get": {
+            "tags": [_REPL_TAG],
+            "operationId": "replicaEpochEndOffset",
+            "summary": "Where a leader epoch ends on the leader (OffsetsForLeaderEpoch; cluster only)",
+            "parameters": [
+                _TOPIC,
+                _PART,
+                {
+                    "name": "epoch",
+                    "in": "path",
+                    "required": True,
+                    "schema": {"type": "integer", "minimum": 0, "maximum": 2**31 - 1},
+                },
+                _REPLICA_ID,
+                _LEADER_EPOCH,
+            ],
+            "responses": {
+                "200": {
+                    "description": "The largest epoch the leader knows at or below {epoch} and its end "
+                    "offset (-1, -1 when {epoch} is older than every epoch it knows)",
+                    "content": {
+                        "application/json": {
+                            "schema": {
+                                "type": "object",
+                                "required": ["leader_epoch", "end_offset"],
+                                "properties": {
+                                    "leader_epoch": {"type": "integer"},
+                                    "end_offset": {"type": "integer"},
+                                },
+                            }
+                        }
+                    },
+                },
+                **_errors(
+                    s400="Malformed parameter (40001)",
+                    s404="Not a cluster member (40400), topic (40401) or partition not found, or replica_id "
+                    "is not one of its followers (40402)",
+                    s406="Accept does not allow application/json (40601)",
+                    s503=_FENCING,
+                ),
+            },
+        },
+    },
+    "/native/v1/replication/alter-partition": {
+        "post": {
+            "tags": [_REPL_TAG],
+            "operationId": "replicaAlterPartition",
+            "summary": "A leader's ISR change, committed by the active controller (KIP-497; cluster only)",
+            "requestBody": {
+                "required": True,
+                "content": {"application/json": {"schema": _ALTER_PARTITION}},
+            },
+            "responses": {
+                "200": {
+                    "description": "The partition state the controller committed",
+                    "content": {"application/json": {"schema": _PARTITION_STATE}},
+                },
+                **_errors(
+                    s400="Not an alter-partition request (40001)",
+                    s404="Not a cluster member (40400), topic (40401) or partition (40402) not found",
+                    s406="Accept does not allow application/json (40601)",
+                    s409="Stale partition epoch (40904), or a new ISR member not assigned or not live "
+                    "(40905)",
+                    s415="Content-Type is not application/json (41501)",
+                    s503="Retriable: not the active controller (50317), leader or leader epoch not current "
+                    "(50315), or the metadata store cannot be reached",
+                ),
+            },
+        },
+    },
+}
+
+
 OPENAPI_PATHS: dict[str, Any] = {
     "/native/v1/topics/{topic}/partitions/{partition}/batches": {
         "post": {
@@ -107,13 +255,22 @@ OPENAPI_PATHS: dict[str, Any] = {
                 _TOPIC,
                 _PART,
                 {"name": "acks", "in": "query", "schema": {"enum": ["0", "1", "-1", "all"]}},
+                _query(
+                    "timeout_ms",
+                    "acks=all: how long to wait for every in-sync replica (Kafka's request timeout)",
+                    default=DEFAULT_PRODUCE_TIMEOUT_MS,
+                    high=MAX_PRODUCE_TIMEOUT_MS,
+                ),
             ],
             "requestBody": {
                 "required": True,
                 "content": {BATCHES_TYPE: {"schema": {"type": "string", "format": "binary"}}},
             },
             "responses": {
-                "200": {"description": "Appended (acks 1/all): base_offset, last_offset, batch_base_offsets"},
+                "200": {
+                    "description": "Appended (acks 1/all): base_offset, last_offset, batch_base_offsets, "
+                    "and the leader_epoch and broker_id of the leader that appended them"
+                },
                 "202": {"description": "Validated and queued (acks 0)"},
                 **_errors(
                     s400="Malformed parameter (40001) or corrupt batch (40003)",
@@ -121,8 +278,10 @@ OPENAPI_PATHS: dict[str, Any] = {
                     s413="Batch over max.message.bytes or body over max.request.size (41301)",
                     s415="Content-Type is not application/vnd.tierlog.batches (41501)",
                     s503="Retriable: this broker does not lead the partition (50310, the body names the "
-                    "leader), it has no live leader (50311), or acks=0 and queued.max.request.bytes is full "
-                    "(50301)",
+                    "leader), it has no live leader (50311), acks=0 and queued.max.request.bytes is full "
+                    "(50301); acks=all: the ISR is below min.insync.replicas (50313, nothing appended), it "
+                    "shrank below it during the wait (50314, appended), or not every in-sync replica had the "
+                    "batches within timeout_ms (50318, appended)",
                     s507="Retriable once space is freed: the data disk is full (50701); nothing was appended",
                 ),
             },
@@ -223,3 +382,4 @@ OPENAPI_PATHS: dict[str, Any] = {
         },
     },
 }
+OPENAPI_PATHS.update(REPLICATION_PATHS)
