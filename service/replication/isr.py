@@ -121,7 +121,11 @@ class IsrManager:
 
     async def _run(self) -> None:
         while True:
-            await self._decide_and_send()
+            try:
+                await self._decide_and_send()
+            except Exception:  # a bug or a failing on_change must not end the partition's ISR upkeep
+                self._state.abort()
+                log.exception("ISR upkeep of %s failed; deciding again at the next check", self.name)
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(self._interval):
                     await self._poked.wait()

@@ -107,6 +107,7 @@ class LeaderState:
         self._waiters: list[tuple[int, int, asyncio.Future[None], Callable[[], int]]] = []
         self._seq = itertools.count()
         self._closed: TierlogError | None = None
+        self._abandoned = 0  # waiters in the heap that timed out or were cancelled
 
     @property
     def name(self) -> str:
@@ -264,14 +265,17 @@ class LeaderState:
                 f"offset {offset} of {self.name} not replicated to ISR {list(self.maximal_isr)} within "
                 f"{timeout_s:g} s (high watermark {self.high_watermark})"
             ) from None
+        finally:
+            if future.cancelled():
+                self._forget_abandoned()
 
     def close(self, reason: TierlogError) -> None:
         """Stop leading: fail every waiter, and every later :meth:`wait_committed`, with ``reason``.
         Idempotent (the first reason stays)."""
         if self._closed is None:
             self._closed = reason
-        while self._waiters:
-            _, _, future, _ = heapq.heappop(self._waiters)
+        waiters, self._waiters, self._abandoned = self._waiters, [], 0
+        for _, _, future, _ in waiters:
             if not future.done():
                 future.set_exception(self._closed)
 
@@ -282,6 +286,15 @@ class LeaderState:
         if state is None:
             raise UnknownPartitionError(f"broker {follower} is not a follower of {self.name}")
         return state
+
+    def _forget_abandoned(self) -> None:
+        """Count a waiter that left before the HW reached it; drop such entries once they are most of the
+        heap, so a stuck HW under a stream of timed-out produces holds no more than twice the live waiters."""
+        self._abandoned += 1
+        if self._abandoned > 64 and self._abandoned * 2 > len(self._waiters):
+            self._waiters = [w for w in self._waiters if not w[2].done()]
+            heapq.heapify(self._waiters)
+            self._abandoned = 0
 
     def _maybe_advance(self) -> int | None:
         candidate = self._leo()
@@ -300,6 +313,7 @@ class LeaderState:
         while self._waiters and self._waiters[0][0] < self.high_watermark:
             offset, _, future, min_insync = heapq.heappop(self._waiters)
             if future.done():  # timed out or cancelled
+                self._abandoned = max(self._abandoned - 1, 0)
                 continue
             try:
                 self._raise_if_too_few(offset, min_insync)

@@ -78,15 +78,20 @@ class Controller:
 
 
 class Changes:
-    """``on_change``: records the HWs it gets and wakes waiters."""
+    """``on_change``: records the HWs it gets and wakes waiters; with ``fail_once`` the first call raises
+    after recording."""
 
     def __init__(self) -> None:
         self.seen: list[int | None] = []
+        self.fail_once = False
         self._event = asyncio.Event()
 
     def __call__(self, hw: int | None) -> None:
         self.seen.append(hw)
         self._event.set()
+        if self.fail_once:
+            self.fail_once = False
+            raise RuntimeError("on_change failed")
 
     async def wait(self, count: int) -> None:
         async with asyncio.timeout(WAIT_S):
@@ -280,3 +285,21 @@ async def test_nothing_due_sends_nothing(make: Make) -> None:
         await asyncio.sleep(0)
     assert controller.requests == []
     assert state.isr == (1, 2, 3)
+
+
+async def test_a_failing_on_change_does_not_end_the_upkeep(
+    make: Make, caplog: pytest.LogCaptureFixture
+) -> None:
+    manager, state, controller, changes, clock, _ = make()
+    changes.fail_once = True
+    state.on_follower_fetch(2, 10)
+    clock.set(LAG_MS + 1)
+    manager.start()
+    await changes.wait(1)
+    assert state.isr == (1, 2)
+    state.on_follower_fetch(3, 10)
+    manager.poke()
+    await changes.wait(2)
+    assert [r.new_isr for r in controller.requests] == [(1, 2), (1, 2, 3)]
+    assert changes.seen == [10, None]
+    assert "ISR upkeep of t-0 failed" in caplog.text

@@ -328,3 +328,17 @@ async def test_close_fails_every_waiter_with_the_reason() -> None:
         assert info.value is reason
     with pytest.raises(NotLeaderOrFollowerError):
         await state.wait_committed(9, WAIT_S, lambda: 1)
+
+
+async def test_many_timed_out_waiters_are_dropped_and_live_ones_kept() -> None:
+    state, _, _ = make(leo=10, hw=0, isr=(1, 2))
+    live = asyncio.create_task(state.wait_committed(3, WAIT_S, lambda: 1))
+    await asyncio.sleep(0)
+    results = await asyncio.gather(
+        *(state.wait_committed(5, 0.001, lambda: 1) for _ in range(100)), return_exceptions=True
+    )
+    assert all(isinstance(r, ProduceTimedOutError) for r in results)
+    assert len(state._waiters) < 50  # the abandoned entries were dropped while the HW stood still
+    assert not live.done()
+    assert state.on_follower_fetch(2, 4) == 4
+    await asyncio.wait_for(live, WAIT_S)
