@@ -37,10 +37,14 @@ class PreparedAppend:
     record_count: int
     leader_epoch: int | None = None
 
-    def epochs(self, metas: list[BatchMeta]) -> list[tuple[int, int]]:
-        """``(leader epoch, base offset)`` of each batch that carries an epoch (>= 0) once written."""
+    def epochs(self, metas: list[BatchMeta], *, assign_offsets: bool) -> list[tuple[int, int]]:
+        """The ``(leader epoch, start offset)`` entries this append records: the stamped epoch at the
+        first base offset; else, for batches kept as they are (``assign_offsets=False``, a follower), each
+        batch's own epoch when >= 0; else none (a client's value in the field means nothing)."""
         if self.leader_epoch is not None:
             return [(self.leader_epoch, metas[0][1])]
+        if assign_offsets:
+            return []
         return [
             (header.partition_leader_epoch, meta[1])
             for (_, header), meta in zip(self.headers, metas, strict=True)
@@ -59,8 +63,10 @@ def prepare(
     """Validate every batch (CRC, magic, framing, size) and stamp LogAppendTime if configured.
 
     A mutable buffer is copied first so that what is written is what was validated; ``bytes`` are used
-    as they are (copied only to stamp LogAppendTime). ``leader_epoch`` is stamped into every batch when
-    it is written (see :func:`assign`), not here. Pure; thread-safe.
+    as they are (copied only to stamp LogAppendTime). LogAppendTime is stamped only with
+    ``assign_offsets``: batches appended as they are (a follower copying its leader) keep the leader's
+    bytes. ``leader_epoch`` is stamped into every batch when it is written (see :func:`assign`), not here.
+    Pure; thread-safe.
 
     Raises:
         CorruptRecordError: a batch is truncated, malformed or fails its CRC, or (``assign_offsets``)
@@ -81,7 +87,7 @@ def prepare(
                     f"batch with {header.records_count} records has last offset delta "
                     f"{header.last_offset_delta}"
                 )
-    append_time = now_ms if config.log_append_time else -1
+    append_time = now_ms if config.log_append_time and assign_offsets else -1
     if append_time >= 0:
         data = bytearray(data)
         for position, _ in headers:

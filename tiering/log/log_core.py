@@ -419,14 +419,13 @@ class LogCore:
             self._write_recovery_checkpoint()
 
     def _trim_epochs_locked(self) -> None:
-        """Drop the epoch entries past the log end (a recovered torn tail, an undone append) and move the
-        first to the log start.
+        """Drop the epoch entries past the log end (a recovered torn tail, an undone append). Entries below
+        the log start stay (a follower reset from remote history keeps them); retention moves them.
 
         Raises:
             OSError: the epoch checkpoint cannot be written.
         """
         self.epochs.truncate_from_end(self._segments[-1].next_offset)
-        self.epochs.truncate_from_start(self._log_start_offset)
 
     def _lock_directory(self) -> None:
         """Take an exclusive ``flock`` on the directory's lock file: one PartitionLog per directory.

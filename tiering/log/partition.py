@@ -104,9 +104,9 @@ class PartitionLog(LogCore):
         (still correct, only older; epochs past the end stay until the next truncation) so a log opens and
         serves reads while the disk is full. Raises: OSError other than ENOSPC/EDQUOT."""
         try:
+            self._trim_epochs_locked()
             self._write_recovery_checkpoint()
             self._write_start_checkpoint()
-            self._trim_epochs_locked()
         except OSError as err:
             if not isinstance(storage_error("", err), InsufficientStorageError):
                 raise
@@ -124,15 +124,18 @@ class PartitionLog(LogCore):
         Checks CRC, magic, framing and ``max.message.bytes`` of every batch before writing a byte. With
         ``assign_offsets`` the base offset fields are rewritten from the log end offset on; otherwise
         (replication, restore) the batches must continue the log exactly. Stamps LogAppendTime when the
-        topic asks for it, rolls segments as needed, then applies the flush policy (group commit).
+        topic asks for it (only with ``assign_offsets``: a follower keeps its leader's bytes), rolls
+        segments as needed, then applies the flush policy (group commit).
 
         Leader epochs: ``leader_epoch`` (the leader path) is stamped into every batch's
         ``partition_leader_epoch`` (outside the CRC, written in the same pass as the base offsets, no
         extra copy) and ``epochs.assign(leader_epoch, first base offset)`` records it. Without it (a
         follower appending the leader's batches) each batch's own epoch, when >= 0, is recorded at its
-        base offset. The epoch file is rewritten only when an entry changes (once per leader epoch),
-        before the batches are written; an append that fails drops the entry again. The high watermark
-        is not moved (see :meth:`update_high_watermark`). Thread-safe; not idempotent (each call appends).
+        base offset; with ``assign_offsets`` and no ``leader_epoch`` the field is stored as the client
+        wrote it and nothing is recorded. The epoch file is rewritten only when an entry changes (once
+        per leader epoch), before the batches are written; an append that fails drops the entry again.
+        The high watermark is not moved (see :meth:`update_high_watermark`). Thread-safe; not idempotent
+        (each call appends).
 
         Raises:
             CorruptRecordError: a batch is truncated, malformed or fails its CRC, or (when assigning
@@ -151,7 +154,7 @@ class PartitionLog(LogCore):
             start = self._segments[-1].next_offset
             metas = assign(prepared, start, assign_offsets=assign_offsets)
             try:
-                for epoch, base in prepared.epochs(metas):
+                for epoch, base in prepared.epochs(metas, assign_offsets=assign_offsets):
                     self.epochs.assign(epoch, base)
             except OSError as err:
                 self._undo_append(start, err)
@@ -438,7 +441,8 @@ class PartitionLog(LogCore):
                 self._recovery_point = offset
                 self._write_recovery_checkpoint()
                 self._write_start_checkpoint()
-                self._trim_epochs_locked()
+                self.epochs.truncate_from_end(offset)
+                self.epochs.truncate_from_start(offset)
 
     def reset_to(self, offset: int, epochs: Sequence[EpochEntry]) -> None:
         """:meth:`truncate_fully_and_start_at` ``offset``, then replace the leader epochs with the entries
