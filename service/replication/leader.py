@@ -251,7 +251,8 @@ class LeaderState:
             TierlogError: the reason given to :meth:`close` (leadership lost, partition closed).
         """
         if self._closed is not None:
-            raise self._closed
+            # One instance is raised to every caller: drop the last raise's frames so they do not pile up.
+            raise self._closed.with_traceback(None)
         if self.high_watermark > offset:
             self._raise_if_too_few(offset, min_insync)
             return
@@ -268,6 +269,8 @@ class LeaderState:
         finally:
             if future.cancelled():
                 self._forget_abandoned()
+            elif future.done():
+                future.exception()  # an answer that lost the race to the timeout counts as retrieved
 
     def close(self, reason: TierlogError) -> None:
         """Stop leading: fail every waiter, and every later :meth:`wait_committed`, with ``reason``.
@@ -275,9 +278,10 @@ class LeaderState:
         if self._closed is None:
             self._closed = reason
         waiters, self._waiters, self._abandoned = self._waiters, [], 0
+        reason = self._closed.with_traceback(None)
         for _, _, future, _ in waiters:
             if not future.done():
-                future.set_exception(self._closed)
+                future.set_exception(reason)
 
     # --- internals ------------------------------------------------------------------------------------------
 
