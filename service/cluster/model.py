@@ -208,9 +208,9 @@ class PartitionState:
 
     ``leader`` is :data:`NO_LEADER` (-1) when no live in-sync replica can lead. ``leader_epoch`` grows by one
     on every leader change (including to and from -1), ``partition_epoch`` on every change of this record;
-    ``controller_epoch`` is the epoch of the controller that wrote it. Until replication exists the ISR is
-    the leader alone (placeholder replicas are not in sync), and when the leader is lost the ISR keeps its
-    last member, as Kafka does, so that broker leads again when it returns.
+    ``controller_epoch`` is the epoch of the controller that wrote it. The ISR changes through the leader's
+    AlterPartition requests (design 0010) and when a broker's session ends; when the last ISR member is
+    lost the ISR keeps it, as Kafka does, so that broker leads again when it returns.
     """
 
     leader: int
