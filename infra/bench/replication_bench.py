@@ -13,7 +13,8 @@ brokers, and measures:
 
   Two phases per setup: **under load** (``--clients`` requests in flight, 256 records of 1 KiB each, for
   throughput in MB/s and records/s, and the latency of those requests) and **one at a time** (a single
-  request of 16 records in flight, p50/p99 latency). Everything is reported as a ratio to RF=1 ``acks=1``.
+  request of 16 records in flight, p50/p99 latency), and the CPU time the three brokers used per MB
+  produced (from ``/proc``). Everything is reported as a ratio to RF=1 ``acks=1``.
 * **failover**: on a 3-partition RF=3 topic with ``min.insync.replicas=2``, ``kill -9`` of the broker
   leading a partition, then the time until the metadata shows a new leader and until the first
   ``acks=all`` produce to it succeeds, as a client would see it (poll the metadata, produce to the leader,
@@ -140,8 +141,11 @@ async def start_etcd(work: Path, session: aiohttp.ClientSession) -> tuple[Child,
 class Cluster:
     """etcd and three brokers with fixed ports and data directories, so a killed broker restarts as itself."""
 
-    def __init__(self, work: Path, session: aiohttp.ClientSession, session_ms: int) -> None:
+    def __init__(
+        self, work: Path, session: aiohttp.ClientSession, session_ms: int, extra: list[str] | None = None
+    ) -> None:
         self.work, self.session, self.session_ms = work, session, session_ms
+        self.extra = list(extra or [])
         self.ports = {broker_id: free_port() for broker_id in (1, 2, 3)}
         self.urls = {broker_id: f"http://127.0.0.1:{port}" for broker_id, port in self.ports.items()}
         self.children: dict[int, Child] = {}
@@ -161,11 +165,23 @@ class Cluster:
             "--metadata-uri", f"etcd://{self.endpoint}/bench", "--broker-id", str(broker_id),
             "--broker-session-timeout-ms", str(self.session_ms),
             "--broker-heartbeat-interval-ms", str(self.session_ms // 3),
-            "--leader-imbalance-check-interval-seconds", "2",
+            "--leader-imbalance-check-interval-seconds", "2", *self.extra,
         ]  # fmt: skip
         child = await spawn(f"broker-{broker_id}", argv, self.work / f"broker-{broker_id}.log")
         self.children[broker_id] = child
         await wait_ready(self.session, url + "/ready", child)
+
+    def cpu_seconds(self) -> float:
+        """User + system CPU time the live brokers have used (Linux procfs; 0 elsewhere)."""
+        total = 0.0
+        for broker_id in self.live():
+            try:
+                with open(f"/proc/{self.children[broker_id].proc.pid}/stat") as stat:
+                    fields = stat.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        return total
 
     def live(self) -> list[int]:
         return [b for b, child in self.children.items() if child.proc.returncode is None]
@@ -265,6 +281,7 @@ class Phase:
     records: int = 0
     seconds: float = 0.0
     latencies: list[float] = field(default_factory=list)
+    broker_cpu: float = 0.0  # CPU seconds all three brokers used during the phase
 
 
 @dataclass
@@ -278,6 +295,10 @@ class Figures:
     def mb_per_s(self) -> float:
         return statistics.median(p.records * RECORD_BYTES / 1e6 / p.seconds for p in self.load)
 
+    def cpu_ms_per_mb(self) -> float:
+        """The three brokers' CPU milliseconds per MB produced (median over the load phases)."""
+        return statistics.median(p.broker_cpu * 1000 / (p.records * RECORD_BYTES / 1e6) for p in self.load)
+
     def records_per_s(self) -> float:
         return statistics.median(p.records / p.seconds for p in self.load)
 
@@ -288,12 +309,14 @@ class Figures:
 
 
 async def closed_loop(
-    session: aiohttp.ClientSession, url: str, topic: str, acks: str, body: bytes, records: int,
-    seconds: float, in_flight: int,
+    cluster: Cluster, url: str, topic: str, acks: str, body: bytes, records: int, seconds: float,
+    in_flight: int,
 ) -> Phase:  # fmt: skip
     """``in_flight`` producers send ``body`` back to back to partition 0 for ``seconds``. Raises
     RuntimeError on any refused produce (no failover happens during these phases)."""
+    session = cluster.session
     phase = Phase()
+    cpu_before = cluster.cpu_seconds()
     start = time.perf_counter()
     deadline = start + seconds
 
@@ -310,6 +333,7 @@ async def closed_loop(
         for _ in range(in_flight):
             group.create_task(producer())
     phase.seconds = time.perf_counter() - start
+    phase.broker_cpu = cluster.cpu_seconds() - cpu_before
     return phase
 
 
@@ -322,13 +346,13 @@ async def measure_produce(cluster: Cluster, args: argparse.Namespace) -> list[Fi
     figures = [Figures(name) for name, _, _ in SETUPS]
     rounds, seconds = (1, 2.0) if args.quick else (args.rounds, args.seconds)
     for _name, topic, acks in SETUPS:  # warm up every path once
-        await closed_loop(cluster.session, urls[topic], topic, acks, one_body, ONE_RECORDS, 0.5, 1)
+        await closed_loop(cluster, urls[topic], topic, acks, one_body, ONE_RECORDS, 0.5, 1)
     for n in range(rounds):
         for (name, topic, acks), figs in zip(SETUPS, figures, strict=True):
-            load = await closed_loop(cluster.session, urls[topic], topic, acks, load_body, LOAD_RECORDS,
+            load = await closed_loop(cluster, urls[topic], topic, acks, load_body, LOAD_RECORDS,
                                      seconds, args.clients)  # fmt: skip
             figs.load.append(load)
-            one = await closed_loop(cluster.session, urls[topic], topic, acks, one_body, ONE_RECORDS,
+            one = await closed_loop(cluster, urls[topic], topic, acks, one_body, ONE_RECORDS,
                                     seconds / 2, 1)  # fmt: skip
             figs.one.append(one)
             print(f"round {n + 1}: {name}: {load.records * RECORD_BYTES / 1e6 / load.seconds:.1f} MB/s, "
@@ -453,25 +477,36 @@ async def measure_failover(cluster: Cluster, args: argparse.Namespace) -> list[F
 # ---- report --------------------------------------------------------------------------------------------
 
 
-def produce_table(figures: list[Figures], in_flight: int) -> str:
+def throughput_table(figures: list[Figures], in_flight: int) -> str:
     base = figures[0]
     lines = [
         f"| setup | MB/s ({in_flight} in flight) | records/s | vs {BASELINE} "
-        "| p50 / p99 under load (ms) | vs baseline (p50 / p99) "
-        "| p50 / p99 one at a time (ms) | vs baseline (p50 / p99) |",
-        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+        "| brokers' CPU ms per MB produced | vs baseline |",
+        "| --- | ---: | ---: | ---: | ---: | ---: |",
     ]
     for figs in figures:
-        ratios = []
+        lines.append(
+            f"| {figs.name} | {figs.mb_per_s():,.1f} | {figs.records_per_s():,.0f} "
+            f"| {figs.mb_per_s() / base.mb_per_s():.2f}x | {figs.cpu_ms_per_mb():.1f} "
+            f"| {figs.cpu_ms_per_mb() / base.cpu_ms_per_mb():.2f}x |"
+        )
+    return "\n".join(lines)
+
+
+def latency_table(figures: list[Figures], in_flight: int) -> str:
+    base = figures[0]
+    lines = [
+        f"| setup | p50 / p99, {in_flight} in flight (ms) | vs baseline (p50 / p99) "
+        "| p50 / p99, one at a time (ms) | vs baseline (p50 / p99) |",
+        "| --- | ---: | ---: | ---: | ---: |",
+    ]
+    for figs in figures:
+        cells = []
         for kind in ("load", "one"):
             p50, p99 = figs.latency_ms(kind, 0.5), figs.latency_ms(kind, 0.99)
             b50, b99 = base.latency_ms(kind, 0.5), base.latency_ms(kind, 0.99)
-            ratios.append((f"{p50:.2f} / {p99:.2f}", f"{p50 / b50:.2f}x / {p99 / b99:.2f}x"))
-        lines.append(
-            f"| {figs.name} | {figs.mb_per_s():,.1f} | {figs.records_per_s():,.0f} "
-            f"| {figs.mb_per_s() / base.mb_per_s():.2f}x | {ratios[0][0]} | {ratios[0][1]} "
-            f"| {ratios[1][0]} | {ratios[1][1]} |"
-        )
+            cells.append(f"{p50:.2f} / {p99:.2f} | {p50 / b50:.2f}x / {p99 / b99:.2f}x")
+        lines.append(f"| {figs.name} | {cells[0]} | {cells[1]} |")
     return "\n".join(lines)
 
 
@@ -551,7 +586,7 @@ def plot(figures: list[Figures], failovers: list[Failover], session_ms: int, pat
 async def run(args: argparse.Namespace) -> None:
     with tempfile.TemporaryDirectory(prefix="replication-bench-") as tmp:
         async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=16)) as session:
-            cluster = Cluster(Path(tmp), session, args.session_timeout_ms)
+            cluster = Cluster(Path(tmp), session, args.session_timeout_ms, args.broker_flag)
             try:
                 await cluster.start()
                 await create_topic(cluster, "rf1", 1, 1, {})
@@ -570,7 +605,9 @@ async def run(args: argparse.Namespace) -> None:
                 await cluster.close()
     print(f"{platform.node()}: {os.cpu_count()} cores, Python {platform.python_version()}, load average "
           f"{load_average:.1f} after the produce phases, {os.getloadavg()[0]:.1f} at the end")  # fmt: skip
-    print(produce_table(figures, args.clients))
+    print(throughput_table(figures, args.clients))
+    print()
+    print(latency_table(figures, args.clients))
     print(f"\nsegment bytes of rf3-0 on each broker after the produce phases: {copies}")
     print()
     print(failover_table(failovers, args.session_timeout_ms))
@@ -586,6 +623,9 @@ def main() -> None:
     parser.add_argument("--clients", type=int, default=4, help="produce requests in flight under load")
     parser.add_argument("--repetitions", type=int, default=5, help="failovers of a non-controller leader")
     parser.add_argument("--session-timeout-ms", type=int, default=6000, help="broker.session.timeout.ms")
+    parser.add_argument("--broker-flag", action="append", default=[], metavar="FLAG",
+                        help="an extra 'tierlog serve' flag for every broker, as one argument "
+                        "(--broker-flag=--replica-fetch-backoff-ms=200); repeatable")  # fmt: skip
     parser.add_argument("--plot", type=Path, default=ROOT / "docs" / "benchmarks-replication.png")
     args = parser.parse_args()
     asyncio.run(run(args))
