@@ -87,8 +87,10 @@ class LeaderEpochCache:
     """Kafka's LeaderEpochFileCache over ``path``.
 
     Thread-safe: every method takes the cache's own lock (never any other lock, so callers may hold
-    theirs). Each method that changes an entry rewrites the file before changing what readers see; if the
-    write fails the cache is left as it was and the ``OSError`` propagates.
+    theirs). Each method that changes an entry rewrites the file before changing what readers see. If the
+    write fails the ``OSError`` propagates; :meth:`assign` and :meth:`replace` then leave the cache as it
+    was, while the truncations (which follow a log that already changed) keep the new entries in memory
+    and rewrite the file at the next change (open also drops entries past the log end).
     """
 
     def __init__(self, path: Path, *, topic: str = "", partition: int = 0) -> None:
@@ -103,6 +105,7 @@ class LeaderEpochCache:
         self.partition = partition
         self._lock = threading.Lock()
         self._entries: tuple[EpochEntry, ...] = ()
+        self._stale = False  # the file lags self._entries (a truncation's write failed)
         try:
             text = self._path.read_text(encoding="ascii")
         except FileNotFoundError:
@@ -138,12 +141,19 @@ class LeaderEpochCache:
         entries = self._entries
         return entries[-1].epoch if entries else None
 
-    def _store_locked(self, entries: tuple[EpochEntry, ...]) -> bool:
-        """Write ``entries`` to the file, then publish them; False (nothing written) when unchanged."""
-        if entries == self._entries:
+    def _store_locked(self, entries: tuple[EpochEntry, ...], *, publish_on_failure: bool = False) -> bool:
+        """Write ``entries`` to the file, then publish them; False (nothing written) when unchanged and
+        the file is up to date. With ``publish_on_failure`` (truncations: the log already changed) a
+        failed write still publishes them, and the file is rewritten at the next call."""
+        if entries == self._entries and not self._stale:
             return False
-        self._write(entries)
-        self._entries = entries
+        try:
+            self._write(entries)
+        except OSError:
+            if publish_on_failure:
+                self._entries, self._stale = entries, True
+            raise
+        self._entries, self._stale = entries, False
         return True
 
     def _write(self, entries: Sequence[EpochEntry]) -> None:
@@ -225,13 +235,13 @@ class LeaderEpochCache:
         Thread-safe; idempotent; no I/O when nothing is dropped.
 
         Raises:
-            OSError: the file cannot be written (the cache is unchanged).
+            OSError: the file cannot be written (the entries are dropped in memory anyway).
         """
         if end_offset < 0:
             return
         with self._lock:
             kept = tuple(e for e in self._entries if e.start_offset < end_offset)
-            self._store_locked(kept)
+            self._store_locked(kept, publish_on_failure=True)
 
     def truncate_from_start(self, start_offset: int) -> None:
         """The log now starts at ``start_offset``: drop the entries that start at or below it except the
@@ -239,7 +249,7 @@ class LeaderEpochCache:
         Thread-safe; idempotent; no I/O when nothing changes.
 
         Raises:
-            OSError: the file cannot be written (the cache is unchanged).
+            OSError: the file cannot be written (the entries change in memory anyway).
         """
         with self._lock:
             entries = self._entries
@@ -247,7 +257,7 @@ class LeaderEpochCache:
             if not below:
                 return
             first = EpochEntry(below[-1].epoch, start_offset)
-            self._store_locked((first, *entries[len(below) :]))
+            self._store_locked((first, *entries[len(below) :]), publish_on_failure=True)
 
     def replace(self, entries: Sequence[EpochEntry]) -> None:
         """Replace every entry with ``entries`` (KIP-405 bootstrap from remote metadata, or a reset).
@@ -275,6 +285,7 @@ class LeaderEpochCache:
         """
         with self._lock:
             self._write(self._entries)
+            self._stale = False
 
     def __repr__(self) -> str:
         return f"LeaderEpochCache({str(self._path)!r}, {list(self._entries)})"

@@ -387,7 +387,12 @@ class PartitionLog(LogCore):
                 self._publish_locked()
                 self._recovery_point = max(self._recovery_point, self._log_start_offset)
                 self._write_start_checkpoint()
-                self.epochs.truncate_from_start(self._log_start_offset)
+                try:
+                    self.epochs.truncate_from_start(self._log_start_offset)
+                except OSError as err:  # harmless: an entry below the log start answers the same
+                    _log.warning(
+                        "could not rewrite the leader epochs of %s after retention: %s", self._dir, err
+                    )
         for path in doomed:
             path.unlink(missing_ok=True)
         return sealed[:count]

@@ -23,7 +23,11 @@ class AppendInfo:
 
 @dataclass(frozen=True)
 class ReadResult:
-    """Whole batches read from the log; ``data`` may begin with a batch below the requested offset."""
+    """Whole batches read from the log; ``data`` may begin with a batch below the requested offset.
+
+    The three offsets are one published snapshot: ``high_watermark`` is the log's published high
+    watermark (see :meth:`PartitionLog.update_high_watermark`), not the log end offset; ``data`` is not
+    capped at it (callers pass ``max_offset``)."""
 
     data: bytes
     high_watermark: int
@@ -37,6 +41,7 @@ class FileSlice:
 
     Owns ``fd``, a duplicate of the segment's descriptor, so the region stays readable even if retention
     unlinks the file meanwhile. The caller must :meth:`close` it (or use it as a context manager).
+    ``high_watermark`` is the published high watermark, as in :class:`ReadResult`.
     ``close`` is idempotent; a slice is not meant to be shared between threads.
     """
 
