@@ -43,6 +43,7 @@ __all__ = [
     "ReplicatedCluster",
     "error_code",
     "partition_batches",
+    "partition_end",
     "produce",
     "read_all",
     "wait_for",
@@ -365,6 +366,18 @@ def read_all(url: str, topic: str, partition: int, start: int = 0) -> list[tuple
             return records
         records += got
         offset = got[-1][0] + 1
+
+
+def partition_end(data_dir: Path, topic: str, partition: int) -> int:
+    """One replica's log end offset as its segment files say: past the last batch of its ``.log`` files,
+    or the base offset of its newest (empty) segment when that is higher. Call it with the broker stopped."""
+    batches = partition_batches(data_dir, topic, partition)
+    ends = [base + int.from_bytes(b[23:27], "big", signed=True) + 1 for base, b in batches.items()]
+    for path in (data_dir / f"{topic}-{partition}").iterdir():
+        parsed = parse_segment_file(path.name)
+        if parsed is not None and parsed[1] == LOG_SUFFIX and parsed[2] == "":
+            ends.append(parsed[0])
+    return max(ends, default=0)
 
 
 def partition_batches(data_dir: Path, topic: str, partition: int) -> dict[int, bytes]:
