@@ -47,6 +47,9 @@ class IsrManager:
     called (on the event loop) after every ISR change this manager applied, with the new HW or None.
     ``clock`` is the one the ``LeaderState`` decides lag with; the wait between checks is event-loop time.
 
+    ``stalled`` is True after a fenced or stale-version answer (or an answer for another leader or leader
+    epoch) until :meth:`refresh`: nothing is proposed meanwhile.
+
     Event-loop only. :meth:`start` once, :meth:`close` when leadership ends (idempotent).
     """
 
@@ -73,7 +76,6 @@ class IsrManager:
         self._poked = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._closed = False
-        # Set after a fenced / stale-version answer: wait for refresh() before proposing again.
         self.stalled = False
 
     @property
