@@ -398,25 +398,23 @@ class ClusterNode:
                 replica = registered and self.broker_id in assignment.replicas[index]
                 local = topic.local(index)
                 if replica and local is None:
-                    if not await self._open(topic, index):
-                        complete = False
-                        continue
-                    local = topic.local(index)
+                    complete &= await self._open(topic, index, assignment.replicas[index])
                 elif not replica and local is not None:
                     await self._close(topic, index)
-                    continue
-                if local is not None:
+                elif local is not None:
                     complete &= await self._apply_config(topic, local)
-                    complete &= await self._apply_role(topic, index, assignment.replicas[index])
+                    complete &= await self._apply_role(topic, index, assignment.replicas[index], local)
         return complete
 
-    async def _apply_role(self, topic: Topic, index: int, replicas: tuple[int, ...]) -> bool:
+    async def _apply_role(
+        self, topic: Topic, index: int, replicas: tuple[int, ...], partition: Partition
+    ) -> bool:
         """Hand the partition's current state to the replica manager (it ignores a state it applied)."""
         state = self.cache.partition_state(topic.name, index)
         if state is None:
             return True
         try:
-            await self.replication.apply(topic, index, state, replicas)
+            await self.replication.apply(topic, index, state, replicas, partition=partition)
         except (TierlogError, OSError):
             log.exception("applying the state of %s-%d failed; retrying", topic.name, index)
             return False
@@ -449,7 +447,9 @@ class ClusterNode:
             return False
         return True
 
-    async def _open(self, topic: Topic, index: int) -> bool:
+    async def _open(self, topic: Topic, index: int, replicas: tuple[int, ...]) -> bool:
+        """Open a replica, give it its role, then register it with ``topic`` (so a partition the topic
+        lists has had its state applied once). False when it must be retried."""
         try:
             if self.topic_ids.topics.get(topic.name) != topic.topic_id:
                 self.topic_ids.topics[topic.name] = topic.topic_id
@@ -459,8 +459,16 @@ class ClusterNode:
             log.exception("opening %s-%d, a replica on this broker, failed; retrying", topic.name, index)
             return False
         partition.min_insync_replicas = lambda: topic.topic_config.min_insync_replicas
+        if not await self._apply_role(topic, index, replicas, partition):
+            await self.replication.stop(topic.name, index)
+            try:
+                await partition.close()
+            except (TierlogError, OSError):
+                log.exception("closing %s after a failed start failed", partition.label)
+            self.broker.remote.detach(partition)
+            return False
         topic.add_local(partition)
-        log.info("opened %s (a replica on this broker)", partition.label)
+        log.info("opened %s as %s (leader epoch %d)", partition.label, partition.role, partition.leader_epoch)
         return True
 
     async def _close(self, topic: Topic, index: int) -> None:

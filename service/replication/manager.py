@@ -108,17 +108,27 @@ class ReplicaManager:
 
     # ---- applying states -----------------------------------------------------------------------------------
 
-    async def apply(self, topic: Topic, index: int, state: PartitionState, replicas: Sequence[int]) -> None:
+    async def apply(
+        self,
+        topic: Topic,
+        index: int,
+        state: PartitionState,
+        replicas: Sequence[int],
+        *,
+        partition: Partition | None = None,
+    ) -> None:
         """Give the open partition ``topic``-``index`` the role ``state`` says (see the module doc).
 
         Idempotent: a state already applied (same leader, epochs, ISR and leader URL) changes nothing, so
         the node may call this on every pass. A follower whose leader's registration is not in the cache
         yet starts no fetcher (refusing clients) until a later call finds it. Never raises for a role
-        change; raises UnknownTopicError when the partition was closed meanwhile.
+        change; raises UnknownTopicError when the partition was closed meanwhile. ``partition``: the
+        partition just opened, before the node registers it with ``topic`` (default: ``topic.local(index)``).
         """
         if self._closed:
             return
-        partition = topic.local(index)
+        if partition is None:
+            partition = topic.local(index)
         if partition is None:
             return
         key = (topic.name, index)

@@ -136,19 +136,20 @@ class InprocCluster:
 
     def converged(self, topic: str) -> bool:
         """Every running broker's cache shows a leader for every partition of ``topic``, all the same,
-        and each leader has its partition open."""
+        and each leader has its partition open and leads it at that leader epoch."""
         views = [r.broker.cluster_view() for r in self.brokers.values()]
         first = [(p.leader, p.leader_epoch) for p in views[0].partitions.get(topic, ())]
         if not first or any(leader == NO_LEADER for leader, _ in first):
             return False
         if any([(p.leader, p.leader_epoch) for p in v.partitions.get(topic, ())] != first for v in views):
             return False
-        for index, (leader, _) in enumerate(first):
+        for index, (leader, epoch) in enumerate(first):
             running = self.brokers.get(leader)
             if running is None:
                 return False
             local = running.broker.local_topics.get(topic)
-            if local is None or local.local(index) is None:
+            partition = None if local is None else local.local(index)
+            if partition is None or partition.role != "leader" or partition.leader_epoch != epoch:
                 return False
         return True
 

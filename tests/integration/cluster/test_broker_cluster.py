@@ -127,7 +127,8 @@ async def test_a_request_reaching_a_partition_just_handed_over_is_told_the_new_l
     assert found is not None
     moved = PartitionState(leader=other, leader_epoch=epoch + 1, isr=(other,), partition_epoch=9)
     assert await store.commit([Compare(key, found.mod_revision)], [Put(key, moved.encode())])
-    await cluster.wait_for(lambda: part.closed, "the old leader to close the partition")
+    # the old leader is still a replica: it keeps the partition open as a follower, refusing clients
+    await cluster.wait_for(lambda: part.role == "follower", "the old leader to follow")
     with pytest.raises(NotLeaderOrFollowerError) as raised:
         await part.append(batch(b"late"))
     assert (raised.value.leader_id, raised.value.leader_epoch) == (other, epoch + 1)
