@@ -37,11 +37,14 @@ def epoch_batch(values: list[bytes], *, base_offset: int, epoch: int) -> bytes:
 
 def stored_epochs(log: PartitionLog) -> list[tuple[int, int]]:
     """``(base offset, partition_leader_epoch)`` of every stored batch, each CRC-checked."""
-    data = log.read(log.log_start_offset, 1 << 24, max_offset=None).data
-    out = []
-    for position, header in iter_batches(data, verify=True):
-        verify_batch(data, position)
-        out.append((header.base_offset, header.partition_leader_epoch))
+    out: list[tuple[int, int]] = []
+    offset = log.log_start_offset
+    while offset < log.log_end_offset:  # a read returns batches of one segment
+        data = log.read(offset, 1 << 24).data
+        for position, header in iter_batches(data, verify=True):
+            verify_batch(data, position)
+            out.append((header.base_offset, header.partition_leader_epoch))
+            offset = header.next_offset
     return out
 
 
@@ -436,3 +439,40 @@ def test_set_partition_leader_epoch_keeps_the_crc() -> None:
     set_partition_leader_epoch(data, 0, 123)
     header = verify_batch(data, 0)
     assert header.partition_leader_epoch == 123
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    st.lists(
+        st.one_of(
+            st.tuples(st.just("append"), st.integers(0, 2), st.integers(1, 3)),  # epoch bump, batches
+            st.tuples(st.just("truncate"), st.integers(0, 6), st.just(0)),  # how far back
+            st.tuples(st.just("reopen"), st.just(0), st.just(0)),
+        ),
+        min_size=1,
+        max_size=15,
+    )
+)
+def test_epochs_describe_the_stored_batches(
+    tmp_path_factory: pytest.TempPathFactory, ops: list[tuple[str, int, int]]
+) -> None:
+    directory = tmp_path_factory.mktemp("log")
+    log = open_log(directory, segment_bytes=300)
+    epoch = 0
+    try:
+        for op, a, b in ops:
+            if op == "append":
+                epoch += a
+                log.append(b"".join(make_batch([b"x" * 20]) for _ in range(b)), leader_epoch=epoch)
+            elif op == "truncate":
+                log.truncate_to(max(log.log_end_offset - a, 0))
+            else:
+                log.close()
+                log = open_log(directory, segment_bytes=300)
+            stored = stored_epochs(log)
+            assert all(log.epochs.epoch_for(base) == stamped for base, stamped in stored)
+            assert all(e.start_offset < log.log_end_offset for e in log.epochs.entries())
+            if stored:
+                assert log.epoch_end_offset(stored[-1][1]) == (stored[-1][1], log.log_end_offset)
+    finally:
+        log.close()
