@@ -51,8 +51,10 @@ class Shard:
 
     @property
     def stale(self) -> bool:
-        """The partition was closed under the shard (leadership moved away, or shutdown)."""
-        return self.log.partition is None or self.log.partition.closed
+        """The partition was closed under the shard (shutdown, or no longer a replica here) or this broker
+        stopped leading it (it stays open as a follower)."""
+        partition = self.log.partition
+        return partition is None or partition.closed or partition.role != "leader"
 
 
 class CoordinatorShards:
