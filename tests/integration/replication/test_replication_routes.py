@@ -27,6 +27,7 @@ from tierlog.tiering.errors import (
     FencedLeaderEpochError,
     NotControllerError,
     NotLeaderOrFollowerError,
+    OffsetMovedToTieredStorageError,
     OffsetOutOfRangeError,
     UnavailableError,
     UnknownLeaderEpochError,
@@ -275,3 +276,68 @@ async def test_a_broker_alone_has_no_replication_routes(brokers: Brokers) -> Non
     )
     answer = await resp.json()
     assert (resp.status, answer["leader_epoch"], answer["broker_id"]) == (200, 0, running.broker.broker_id)
+
+
+async def test_a_tiered_leader_sends_a_follower_below_its_local_log_to_the_remote_tier(
+    tmp_path: Path,
+) -> None:
+    """A follower that was away while the leader uploaded and deleted local segments catches up; a replica
+    fetch below the leader's local log start answers 41602 with that start (KIP-405), and the whole log's
+    start (the remote tier's) in the range; a fetch at the local start is served."""
+    defaults = {
+        "remote.uri": (tmp_path / "remote").as_uri(),
+        "remote.upload.interval.ms": "50",
+        "log.retention.check.interval.ms": "50",
+    }
+    configs = {"remote.storage.enable": "true", "segment.bytes": "2048", "local.retention.bytes": "4096"}
+    async with InprocCluster(tmp_path, defaults=defaults) as cluster:
+        await cluster.start(2)
+        await cluster.brokers[1].broker.create_topic(TOPIC, 1, configs, replication_factor=2)
+        await cluster.wait_for(
+            lambda: cluster.converged(TOPIC) and len(partition_state(cluster).isr) == 2, "an ISR of two"
+        )
+        leader = partition_state(cluster).leader
+        follower = 3 - leader
+        epoch = partition_state(cluster).leader_epoch
+        await cluster.stop_broker(follower)
+        await cluster.wait_for(
+            lambda: partition_state(cluster).isr == (leader,), "the ISR to drop the follower"
+        )
+        lead = cluster.brokers[leader]
+        for n in range(60):
+            await produce(lead, n.to_bytes(2, "big") * 40, n.to_bytes(2, "big") * 40)
+        partition = lead.broker.topic(TOPIC).partition(0)
+        await cluster.wait_for(lambda: partition.local_log_start_offset > 0, "local retention after upload")
+
+        back = await cluster.start_broker(follower)
+        await caught_up(back)
+        copy = back.broker.local_topics[TOPIC].local(0)
+        assert copy is not None
+        assert copy.log_end_offset == partition.log_end_offset == 120
+        await cluster.wait_for(
+            lambda: partition_state(cluster).isr == (leader, follower), "the ISR to grow back"
+        )
+
+        peer = ReplicationClient(broker_id=follower, timeout_s=10)
+        try:
+            with pytest.raises(OffsetMovedToTieredStorageError) as moved:
+                await peer.fetch(
+                    lead.url, TOPIC, 0, offset=0, leader_epoch=epoch, max_bytes=1 << 20, max_wait_ms=0
+                )
+            local_start = moved.value.local_log_start_offset
+            assert 0 < local_start <= partition.local_log_start_offset
+            assert (moved.value.log_start_offset, moved.value.log_end_offset) == (0, 120)
+            served = await peer.fetch(
+                lead.url,
+                TOPIC,
+                0,
+                offset=partition.local_log_start_offset,
+                leader_epoch=epoch,
+                max_bytes=1 << 20,
+                max_wait_ms=0,
+            )
+            assert decode_header(served.data, 0).base_offset == partition.local_log_start_offset
+            assert (served.log_start_offset, served.log_end_offset) == (0, 120)
+            assert served.local_log_start_offset == partition.local_log_start_offset
+        finally:
+            await peer.close()
