@@ -210,11 +210,7 @@ class RemoteTier:
         deletion = self._deletions.get(key)
         if deletion is not None:  # a topic re-created under a deleted one's name starts from nothing
             await asyncio.wait({deletion})
-        role = self._roles.get(key)
-        if role is not None:
-            leading, leader_epoch = role[0], role[1]
-        else:  # embedded: the only replica leads, unfenced; in a cluster: follow until told
-            leading, leader_epoch = self.settings.metadata_uri is None, None
+        leading, leader_epoch = self._role_of(partition)
         remote_log = RemoteLog(
             self.store,
             self.manifests,
@@ -264,6 +260,20 @@ class RemoteTier:
         del self._parts[(partition.topic, partition.index)]
         self._roles.pop((partition.topic, partition.index), None)
         return found[1]
+
+    def _role_of(self, partition: Partition) -> tuple[bool, int | None]:
+        """``(leading, leader epoch)`` for a partition being attached: embedded, the only replica leads,
+        unfenced; in a cluster, the role :meth:`set_role` last gave, else the partition's own (a topic
+        that starts tiering after the role was set), else follow until told."""
+        if self.settings.metadata_uri is None:
+            return True, None
+        role = self._roles.get((partition.topic, partition.index))
+        if role is not None:
+            return role
+        epoch = getattr(partition, "leader_epoch", -1)
+        if getattr(partition, "role", None) == "leader" and isinstance(epoch, int) and epoch >= 0:
+            return True, epoch
+        return False, None
 
     def set_role(self, partition: Partition, leading: bool, leader_epoch: int) -> None:
         """This broker now leads ``partition`` in ``leader_epoch`` (uploads, cleans and deletes remote
