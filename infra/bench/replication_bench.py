@@ -284,6 +284,14 @@ class Phase:
     broker_cpu: float = 0.0  # CPU seconds all three brokers used during the phase
 
 
+def _mb_per_s(phase: Phase) -> float:
+    return phase.records * RECORD_BYTES / 1e6 / phase.seconds
+
+
+def _cpu_ms_per_mb(phase: Phase) -> float:
+    return phase.broker_cpu * 1000 / (phase.records * RECORD_BYTES / 1e6)
+
+
 @dataclass
 class Figures:
     """Every round's phases of one setup; the table shows medians over rounds and pooled percentiles."""
@@ -293,11 +301,22 @@ class Figures:
     one: list[Phase] = field(default_factory=list)
 
     def mb_per_s(self) -> float:
-        return statistics.median(p.records * RECORD_BYTES / 1e6 / p.seconds for p in self.load)
+        return statistics.median(_mb_per_s(p) for p in self.load)
+
+    def mb_ratio(self, base: Figures) -> float:
+        """Median over rounds of this setup's MB/s over the baseline's in the same round."""
+        return statistics.median(
+            _mb_per_s(a) / _mb_per_s(b) for a, b in zip(self.load, base.load, strict=True)
+        )
+
+    def cpu_ratio(self, base: Figures) -> float:
+        """Median over rounds of this setup's CPU per MB over the baseline's in the same round."""
+        pairs = zip(self.load, base.load, strict=True)
+        return statistics.median(_cpu_ms_per_mb(a) / _cpu_ms_per_mb(b) for a, b in pairs)
 
     def cpu_ms_per_mb(self) -> float:
         """The three brokers' CPU milliseconds per MB produced (median over the load phases)."""
-        return statistics.median(p.broker_cpu * 1000 / (p.records * RECORD_BYTES / 1e6) for p in self.load)
+        return statistics.median(_cpu_ms_per_mb(p) for p in self.load)
 
     def records_per_s(self) -> float:
         return statistics.median(p.records / p.seconds for p in self.load)
@@ -487,8 +506,7 @@ def throughput_table(figures: list[Figures], in_flight: int) -> str:
     for figs in figures:
         lines.append(
             f"| {figs.name} | {figs.mb_per_s():,.1f} | {figs.records_per_s():,.0f} "
-            f"| {figs.mb_per_s() / base.mb_per_s():.2f}x | {figs.cpu_ms_per_mb():.1f} "
-            f"| {figs.cpu_ms_per_mb() / base.cpu_ms_per_mb():.2f}x |"
+            f"| {figs.mb_ratio(base):.2f}x | {figs.cpu_ms_per_mb():.1f} | {figs.cpu_ratio(base):.2f}x |"
         )
     return "\n".join(lines)
 
@@ -543,12 +561,16 @@ def plot(figures: list[Figures], failovers: list[Failover], session_ms: int, pat
     base = figures[0]
     names = [f.name.replace(", min.insync", ",\nmin.insync") for f in figures]
     xs = list(range(len(figures)))
-    left.bar(xs, [f.mb_per_s() / base.mb_per_s() for f in figures], 0.6, color="tab:blue")
-    left.axhline(1.0, color="grey", linestyle="--", linewidth=1)
-    left.set_xticks(xs, names, fontsize=8)
-    left.set_ylabel(f"produce MB/s as a ratio to {BASELINE}")
-    left.set_title("throughput")
     width = 0.38
+    left.bar([x - width / 2 for x in xs], [f.mb_ratio(base) for f in figures], width, color="tab:blue",
+             label="produce MB/s")  # fmt: skip
+    left.bar([x + width / 2 for x in xs], [f.cpu_ratio(base) for f in figures], width, color="tab:grey",
+             label="brokers' CPU per MB")  # fmt: skip
+    left.axhline(1.0, color="black", linestyle="--", linewidth=1)
+    left.set_xticks(xs, names, fontsize=8)
+    left.set_ylabel(f"ratio to {BASELINE} (median of per-round ratios)")
+    left.set_title("throughput and CPU cost")
+    left.legend(fontsize=8)
     for offset, kind, colour, label in ((-width / 2, "load", "tab:orange", "under load"),
                                         (width / 2, "one", "tab:green", "one at a time")):  # fmt: skip
         middle.bar([x + offset for x in xs], [f.latency_ms(kind, 0.5) for f in figures], width, color=colour,
@@ -618,7 +640,12 @@ async def run(args: argparse.Namespace) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="one short round, one failover (a smoke run)")
-    parser.add_argument("--rounds", type=int, default=5, help="produce rounds (each runs every setup)")
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=5,
+        help="produce rounds (each runs every setup; ratios are medians of per-round ratios)",
+    )
     parser.add_argument("--seconds", type=float, default=4.0, help="seconds of each under-load phase")
     parser.add_argument("--clients", type=int, default=4, help="produce requests in flight under load")
     parser.add_argument("--repetitions", type=int, default=5, help="failovers of a non-controller leader")
