@@ -1,8 +1,8 @@
 """A topic as the broker holds it: its record, its resolved configs and the partitions open on this broker.
 
-An embedded broker opens every partition of every topic. A cluster member opens only the partitions it
-leads; asking it for another one raises the error that sends the client to the leader (see
-:meth:`Topic.partition`).
+An embedded broker opens every partition of every topic. A cluster member opens the partitions it is a
+replica of (leading or following them, design 0010) but serves clients only those it leads; asking it for
+another one raises the error that sends the client to the leader (see :meth:`Topic.partition`).
 """
 
 from __future__ import annotations
@@ -61,7 +61,8 @@ class Topic:
     @property
     def partitions(self) -> list[Partition]:
         """The partitions open on this broker, in index order: every partition on an embedded broker, the
-        ones this broker leads in a cluster (use :attr:`partition_count` for the topic's count)."""
+        replicas this broker holds in a cluster, leading or following (``Partition.role``; use
+        :meth:`partition` to serve a client, :attr:`partition_count` for the topic's count)."""
         return [self._local[i] for i in sorted(self._local)]
 
     @property

@@ -442,6 +442,7 @@ class ClusterNode:
                 await partition.update_config(config)
             if config.remote_storage_enable and partition.remote is None:
                 await self.broker.remote.attach(partition, reset_local=False)
+                self.replication.sync_remote_role(partition)
         except (TierlogError, OSError):
             log.exception("applying the configs of topic %s to %s failed", topic.name, partition.label)
             return False
