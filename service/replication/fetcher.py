@@ -27,9 +27,9 @@ import asyncio
 import bisect
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from tierlog.tiering.errors import (
     FencedLeaderEpochError,
@@ -194,7 +194,8 @@ class ReplicaFetcher:
             )
 
     async def close(self) -> None:
-        """Stop the loop and wait for it to end (an append in flight is cancelled). Idempotent."""
+        """Stop the loop and wait for it to end: a long poll is abandoned, an append in flight completes
+        first (so whoever truncates next sees it). Idempotent."""
         self._stopping.set()
         task, self._task = self._task, None
         if task is not None:
@@ -284,7 +285,7 @@ class ReplicaFetcher:
         )
         self.fetches += 1
         if answer.data:
-            await partition.append_as_follower(answer.data)
+            await _uninterrupted(partition.append_as_follower(answer.data))
         partition.set_follower_high_watermark(answer.high_watermark)
         if not answer.data and offset >= answer.log_end_offset:
             self.caught_up.set()
@@ -321,6 +322,19 @@ class ReplicaFetcher:
             log.info("follower %s restarts its log at the leader's log start %d", self.label, step.offset)
             await self.partition.reset_to(step.offset, [])
         return True
+
+
+async def _uninterrupted(append: Coroutine[Any, Any, int]) -> int:
+    """Run ``append`` to its end even when the caller is cancelled (then re-raise the cancellation): the
+    engine call runs in a worker thread either way, and a fetcher closed mid-append must not leave it
+    landing after the next fetcher decided where to truncate."""
+    task = asyncio.ensure_future(append)
+    try:
+        return await asyncio.shield(task)
+    except asyncio.CancelledError:
+        with contextlib.suppress(Exception):
+            await task
+        raise
 
 
 def _epoch_entries(partition: Partition) -> tuple[EpochEntry, ...]:

@@ -283,6 +283,8 @@ class FakePartition:
         self.closed = False
         self.calls: list[tuple[object, ...]] = []
         self.log = FakeLog(self)
+        self.append_started = asyncio.Event()
+        self.append_gate: asyncio.Event | None = None  # set: appends wait for it (a slow disk)
 
     @property
     def log_end_offset(self) -> int:
@@ -307,6 +309,9 @@ class FakePartition:
 
     async def append_as_follower(self, batches: bytes) -> int:
         epochs = [int(b) for b in batches]  # the fake leader sends one byte per record: its epoch
+        self.append_started.set()
+        if self.append_gate is not None:
+            await self.append_gate.wait()
         self.calls.append(("append", self.model.leo, len(epochs)))
         for epoch in epochs:
             self.model.assign(epoch, self.model.leo)
@@ -481,6 +486,23 @@ async def test_close_stops_a_fetcher_that_keeps_failing() -> None:
     await fetcher.close()  # idempotent
     assert not fetcher.caught_up.is_set()
     assert len(client.fetched) == count
+
+
+async def test_close_lets_an_append_in_flight_finish() -> None:
+    # a fetcher closed mid-append (the manager replacing it on a new leader epoch) must not leave the append
+    # to land after the next fetcher truncated: close waits for it
+    leader = Replica(high_watermark=2)
+    leader.append(0, 2)
+    partition = FakePartition(Replica())
+    partition.append_gate = asyncio.Event()
+    fetcher, _ = make_fetcher(partition, FakeClient(leader))
+    fetcher.start()
+    await asyncio.wait_for(partition.append_started.wait(), 10)
+    closing = asyncio.create_task(fetcher.close())
+    await asyncio.sleep(0)  # close() cancels the loop now, while the append waits for the disk
+    partition.append_gate.set()
+    await asyncio.wait_for(closing, 10)
+    assert partition.model.records == [0, 0]
 
 
 async def test_no_history_source_means_back_off_not_reset() -> None:
