@@ -29,7 +29,7 @@ import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from tierlog.tiering.errors import (
     FencedLeaderEpochError,
@@ -60,6 +60,7 @@ __all__ = [
 ]
 
 log = logging.getLogger("tierlog.replication.fetcher")
+T = TypeVar("T")
 
 # ``remote_history(topic, partition, offset)``: the leader epochs of the remote tier below ``offset``.
 RemoteHistory = Callable[[str, int, int], Awaitable[Sequence[EpochEntry]]]
@@ -269,7 +270,7 @@ class ReplicaFetcher:
                 offset,
                 why,
             )
-            await self.partition.truncate_to(offset)
+            await _uninterrupted(self.partition.truncate_to(offset))
 
     async def _fetch_once(self) -> None:
         partition = self.partition
@@ -304,7 +305,7 @@ class ReplicaFetcher:
             local_start,
             len(history),
         )
-        await self.partition.reset_to(local_start, history)
+        await _uninterrupted(self.partition.reset_to(local_start, history))
         return True
 
     async def _handle_out_of_range(self, err: OffsetOutOfRangeError) -> bool:
@@ -320,15 +321,15 @@ class ReplicaFetcher:
             await self._truncate_to(step.offset, f"the leader's log ends at {step.offset}")
         else:
             log.info("follower %s restarts its log at the leader's log start %d", self.label, step.offset)
-            await self.partition.reset_to(step.offset, [])
+            await _uninterrupted(self.partition.reset_to(step.offset, []))
         return True
 
 
-async def _uninterrupted(append: Coroutine[Any, Any, int]) -> int:
-    """Run ``append`` to its end even when the caller is cancelled (then re-raise the cancellation): the
-    engine call runs in a worker thread either way, and a fetcher closed mid-append must not leave it
-    landing after the next fetcher decided where to truncate."""
-    task = asyncio.ensure_future(append)
+async def _uninterrupted(change: Coroutine[Any, Any, T]) -> T:
+    """Run ``change`` (an append, truncation or reset of the log) to its end even when the caller is
+    cancelled, then re-raise the cancellation: the engine call runs in a worker thread either way, and a
+    fetcher closed midway must not leave it landing after the next fetcher decided where to truncate."""
+    task = asyncio.ensure_future(change)
     try:
         return await asyncio.shield(task)
     except asyncio.CancelledError:
