@@ -2,10 +2,11 @@
 
 On start (the manager starts a new fetcher on every leader change) the follower first finds where its log
 diverges from the leader's (KIP-101, KIP-279): it asks the leader where the follower's latest epoch ends,
-and truncates to :func:`truncation_point` of the answer. When the leader answers an older epoch than asked
-(it never led in the follower's latest epoch), the follower truncates to where its own copy of that older
-epoch ends and asks again with its new latest epoch, until both agree. A follower with no epochs, or one
-whose epochs are all older than any the leader knows, truncates to its high watermark.
+and truncates to :func:`truncation_point` of the answer and of its own end for the epoch the leader named
+(:func:`follower_end_offset`). When the leader names an epoch the follower never saw, the follower truncates
+to where its largest older epoch ends and asks again about that one (strictly older each round), until both
+agree on an epoch. A follower with no epochs, or one asking about an epoch older than any the leader knows,
+truncates to its high watermark.
 
 Then it fetches from its log end offset, appends what the leader sent at the leader's offsets
 (``append_as_follower``) and keeps ``min(leader high watermark, own LEO)`` as its high watermark. Answers
