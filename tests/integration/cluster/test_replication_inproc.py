@@ -11,6 +11,7 @@ Waits are on conditions (fetchers' ``caught_up``, the caches' ISR), bounded by :
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -20,8 +21,11 @@ import pytest
 from tests.integration.broker import RunningBroker
 from tests.integration.cluster.inproc import DEADLINE_S, InprocCluster
 from tierlog.service.partition import Partition
+from tierlog.service.tasks import MAINTENANCE
 from tierlog.tiering.codec.batch import build_batch
 from tierlog.tiering.codec.records import Record
+from tierlog.tiering.log.checkpoint import read_offset_checkpoint
+from tierlog.tiering.log.naming import HIGH_WATERMARK_FILE
 
 BATCHES = "application/vnd.tierlog.batches"
 TOPIC = "r"
@@ -298,3 +302,23 @@ async def test_no_acknowledged_record_is_lost_when_the_leader_goes(cluster: Inpr
     ):
         assert base == offset
         assert value in raw
+
+
+def hw_is(partition: Partition, offset: int) -> bool:
+    return partition.high_watermark == offset
+
+
+async def test_replicas_checkpoint_their_high_watermark_periodically(cluster: InprocCluster) -> None:
+    await cluster.start(3, {"replica.high.watermark.checkpoint.interval.ms": "100"})
+    leader = await replicated_topic(cluster)
+    status, _ = await produce(cluster.brokers[leader], b"a", b"b")
+    assert status == 200
+    for broker_id, running in cluster.brokers.items():
+        partition = local(running)
+        if broker_id != leader:
+            await caught_up(running)
+            await cluster.wait_for(functools.partial(hw_is, partition, 2), "the follower's HW")
+        maintenance = running.app[MAINTENANCE]
+        await maintenance.wait_for_pass("checkpoint", maintenance.passes["checkpoint"] + 2)
+        path = partition.path / HIGH_WATERMARK_FILE
+        assert await asyncio.to_thread(read_offset_checkpoint, path) == 2
