@@ -34,7 +34,7 @@ from tests.e2e.test_cluster_processes import (
 from tierlog.tiering.codec.batch import build_batch, iter_records
 from tierlog.tiering.codec.header import LOG_OVERHEAD
 from tierlog.tiering.codec.records import Record
-from tierlog.tiering.log.naming import HIGH_WATERMARK_FILE, LOG_SUFFIX, parse_segment_file
+from tierlog.tiering.log.naming import HIGH_WATERMARK_FILE, LEADER_EPOCH_FILE, LOG_SUFFIX, parse_segment_file
 
 __all__ = [
     "FAILOVER_DEADLINE_S",
@@ -42,6 +42,8 @@ __all__ = [
     "ProduceLoop",
     "ReplicatedCluster",
     "error_code",
+    "epoch_entries",
+    "first_stamped",
     "partition_batches",
     "partition_end",
     "produce",
@@ -366,6 +368,25 @@ def read_all(url: str, topic: str, partition: int, start: int = 0) -> list[tuple
             return records
         records += got
         offset = got[-1][0] + 1
+
+
+def epoch_entries(data_dir: Path, topic: str, partition: int) -> list[tuple[int, int]]:
+    """One replica's ``leader-epoch-checkpoint``: ``[(epoch, start offset), ...]`` (empty without one)."""
+    path = data_dir / f"{topic}-{partition}" / LEADER_EPOCH_FILE
+    try:
+        lines = path.read_text().split("\n")
+    except FileNotFoundError:
+        return []
+    count = int(lines[1])
+    return [(int(a), int(b)) for a, b in (line.split() for line in lines[2 : 2 + count])]
+
+
+def first_stamped(batches: dict[int, bytes]) -> dict[int, int]:
+    """``{partition_leader_epoch: base offset of the first batch stamped with it}``."""
+    first: dict[int, int] = {}
+    for base in sorted(batches):
+        first.setdefault(int.from_bytes(batches[base][12:16], "big", signed=True), base)
+    return first
 
 
 def partition_end(data_dir: Path, topic: str, partition: int) -> int:

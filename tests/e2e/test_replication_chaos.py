@@ -35,7 +35,9 @@ from tests.e2e.replication_harness import (
     Ack,
     ProduceLoop,
     ReplicatedCluster,
+    epoch_entries,
     error_code,
+    first_stamped,
     partition_batches,
     partition_end,
     produce,
@@ -198,6 +200,7 @@ def compare_replicas(cluster: ReplicatedCluster, partitions: int, *, whole: bool
             joined = {n: b"".join(b[k] for k in sorted(b)) for n, b in held.items()}
             sizes = {n: (len(b), len(held[n])) for n, b in joined.items()}
             assert len(set(joined.values())) == 1, f"partition {p}: replicas differ (bytes, batches): {sizes}"
+            check_epoch_files(cluster, p, held)
             continue
         ends = {n: partition_end(cluster.data_dir(n), TOPIC, p) for n in cluster.brokers}
         assert len(set(ends.values())) == 1, f"partition {p}: log ends differ: {ends}"
@@ -205,6 +208,20 @@ def compare_replicas(cluster: ReplicatedCluster, partitions: int, *, whole: bool
         for base in sorted(bases):
             copies = {b[base] for b in held.values() if base in b}
             assert len(copies) == 1, f"partition {p}: batch {base} differs between replicas"
+
+
+def check_epoch_files(cluster: ReplicatedCluster, partition: int, held: dict[int, dict[int, bytes]]) -> None:
+    """Each replica's ``leader-epoch-checkpoint`` starts every epoch its batches are stamped with at the
+    first batch so stamped (a leader may also list an epoch in which it appended nothing), in order."""
+    for n, batches in held.items():
+        entries = epoch_entries(cluster.data_dir(n), TOPIC, partition)
+        assert entries == sorted(entries) and len({e for e, _ in entries}) == len(entries), (n, entries)
+        listed = dict(entries)
+        for epoch, base in first_stamped(batches).items():
+            assert listed.get(epoch) == base, (
+                f"broker {n}, partition {partition}: epoch {epoch} first stamped at {base}, "
+                f"its leader-epoch-checkpoint says {entries}"
+            )
 
 
 def test_acknowledged_records_survive_repeated_leader_kills(cluster: ReplicatedCluster) -> None:
