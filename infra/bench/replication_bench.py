@@ -63,6 +63,7 @@ LOAD_RECORDS = 256
 ONE_RECORDS = 16
 BATCHES = "application/vnd.tierlog.batches"
 PROBE_INTERVAL_S = 0.01
+REPLICA_FETCH_ROUTE = 'route="/native/v1/replication/topics/{topic}/partitions/{partition}/batches"'
 BASELINE = "RF=1, acks=1"
 SETUPS = (  # name, topic, acks
     (BASELINE, "rf1", "1"),
@@ -183,6 +184,23 @@ class Cluster:
             total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
         return total
 
+    async def replica_fetches(self) -> int:
+        """Replica fetches the live brokers answered with data or an empty long poll (200), from their
+        ``tierlog_http_requests_total``; brokers that do not answer count 0."""
+        total = 0
+        for broker_id in self.live():
+            with contextlib.suppress(aiohttp.ClientError, OSError, TimeoutError):
+                async with self.session.get(self.urls[broker_id] + "/metrics") as answer:
+                    text = await answer.text()
+                for line in text.splitlines():
+                    if (
+                        line.startswith("tierlog_http_requests_total{")
+                        and REPLICA_FETCH_ROUTE in line
+                        and 'status="200"' in line
+                    ):
+                        total += int(float(line.rsplit(" ", 1)[1]))
+        return total
+
     def live(self) -> list[int]:
         return [b for b, child in self.children.items() if child.proc.returncode is None]
 
@@ -282,6 +300,7 @@ class Phase:
     seconds: float = 0.0
     latencies: list[float] = field(default_factory=list)
     broker_cpu: float = 0.0  # CPU seconds all three brokers used during the phase
+    replica_fetches: int = 0  # replica fetches the brokers answered during the phase
 
 
 def _mb_per_s(phase: Phase) -> float:
@@ -318,6 +337,21 @@ class Figures:
         """The three brokers' CPU milliseconds per MB produced (median over the load phases)."""
         return statistics.median(_cpu_ms_per_mb(p) for p in self.load)
 
+    def fetches_per_s(self) -> float:
+        """Replica fetches all brokers answered per second (median over the load phases), idle long polls
+        of every replicated partition included."""
+        return statistics.median(p.replica_fetches / p.seconds for p in self.load)
+
+    def kb_per_fetch(self, base: Figures) -> float:
+        """KB the two followers copied per replica fetch of this setup's partition: twice the bytes
+        produced over the fetches beyond those the baseline phase of the same round saw (the idle long
+        polls of the other partitions); median over rounds, NaN when there were none beyond."""
+        values = []
+        for a, b in zip(self.load, base.load, strict=True):
+            extra = a.replica_fetches - b.replica_fetches * a.seconds / b.seconds
+            values.append(2 * a.records * RECORD_BYTES / 1e3 / extra if extra > 0 else float("nan"))
+        return statistics.median(values)
+
     def records_per_s(self) -> float:
         return statistics.median(p.records / p.seconds for p in self.load)
 
@@ -335,6 +369,7 @@ async def closed_loop(
     RuntimeError on any refused produce (no failover happens during these phases)."""
     session = cluster.session
     phase = Phase()
+    fetches_before = await cluster.replica_fetches()
     cpu_before = cluster.cpu_seconds()
     start = time.perf_counter()
     deadline = start + seconds
@@ -353,6 +388,7 @@ async def closed_loop(
             group.create_task(producer())
     phase.seconds = time.perf_counter() - start
     phase.broker_cpu = cluster.cpu_seconds() - cpu_before
+    phase.replica_fetches = await cluster.replica_fetches() - fetches_before
     return phase
 
 
@@ -500,13 +536,15 @@ def throughput_table(figures: list[Figures], in_flight: int) -> str:
     base = figures[0]
     lines = [
         f"| setup | MB/s ({in_flight} in flight) | records/s | vs {BASELINE} "
-        "| brokers' CPU ms per MB produced | vs baseline |",
-        "| --- | ---: | ---: | ---: | ---: | ---: |",
+        "| brokers' CPU ms per MB produced | vs baseline | replica fetches/s | KB copied per fetch |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for figs in figures:
+        per_fetch = "-" if figs is base else f"{figs.kb_per_fetch(base):,.0f}"
         lines.append(
             f"| {figs.name} | {figs.mb_per_s():,.1f} | {figs.records_per_s():,.0f} "
-            f"| {figs.mb_ratio(base):.2f}x | {figs.cpu_ms_per_mb():.1f} | {figs.cpu_ratio(base):.2f}x |"
+            f"| {figs.mb_ratio(base):.2f}x | {figs.cpu_ms_per_mb():.1f} | {figs.cpu_ratio(base):.2f}x "
+            f"| {figs.fetches_per_s():,.0f} | {per_fetch} |"
         )
     return "\n".join(lines)
 
