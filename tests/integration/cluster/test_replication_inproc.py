@@ -322,3 +322,39 @@ async def test_replicas_checkpoint_their_high_watermark_periodically(cluster: In
         await maintenance.wait_for_pass("checkpoint", maintenance.passes["checkpoint"] + 2)
         path = partition.path / HIGH_WATERMARK_FILE
         assert await asyncio.to_thread(read_offset_checkpoint, path) == 2
+
+
+async def test_a_follower_ahead_of_the_new_leader_truncates_its_extra_records(cluster: InprocCluster) -> None:
+    await cluster.start(3)
+    old = await replicated_topic(cluster)
+    node = cluster.brokers[old].broker.cluster
+    assert node is not None
+    assignment = node.cache.topic(TOPIC)
+    assert assignment is not None
+    replicas = assignment.replicas[0]
+    assert replicas[0] == old
+    next_leader, ahead = replicas[1], replicas[2]  # the controller elects the first live ISR member in order
+    status, _ = await produce(cluster.brokers[old], b"committed")
+    assert status == 200
+    held = cluster.brokers[next_leader].broker.replication
+    assert held is not None
+    assert await held.stop_fetching(TOPIC, 0)
+    status, _ = await produce(cluster.brokers[old], b"extra", acks="1")
+    assert status == 200
+    ahead_partition = local(cluster.brokers[ahead])
+    await cluster.wait_for(
+        lambda: ahead_partition.log_end_offset == 2, "the follower to fetch the extra record"
+    )
+    assert local(cluster.brokers[next_leader]).log_end_offset == 1
+    _, old_epoch, _ = state(cluster)
+    await cluster.stop_broker(old)
+    await cluster.wait_for(lambda: state(cluster)[1] > old_epoch and state(cluster)[0] != -1, "a new leader")
+    assert state(cluster)[0] == next_leader
+    await cluster.wait_for(lambda: leads(cluster, next_leader), "the new leader to lead")
+    status, body = await produce(cluster.brokers[next_leader], b"after")  # acks=all: the follower has it
+    assert status == 200, body
+    assert body["base_offset"] == 1
+    expected = await log_bytes(local(cluster.brokers[next_leader]))
+    assert ahead_partition.log_end_offset == 2
+    assert await log_bytes(ahead_partition) == expected  # "extra" at offset 1 was truncated away
+    assert b"extra" not in expected
