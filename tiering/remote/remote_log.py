@@ -164,6 +164,7 @@ class RemoteLog:
         self._leading = leading
         self._leader_epoch = leader_epoch
         self.fenced = False  # a newer leader epoch wrote the manifest: no writes until the role changes
+        self._role_version = 0  # +1 on every role change: a pass started under an older role stops
         self._refreshed_ms: int | None = None  # clock time of a follower's last manifest load
 
     # ---- role -------------------------------------------------------------------------------------------
@@ -189,6 +190,7 @@ class RemoteLog:
             return
         self._leading = leading
         self._leader_epoch = leader_epoch
+        self._role_version += 1
         self.fenced = False
         self._refreshed_ms = None
         if leading:
@@ -309,7 +311,7 @@ class RemoteLog:
                 try:
                     return await self._open_leading(reset_local)
                 except FencedLeaderEpochError as err:
-                    self._fence(err)
+                    self._fence(err, self._role_version)
             manifest = await self.manifests.load(self.topic, self.partition)
             self._manifest = manifest
             self._refreshed_ms = self._clock.now_ms()
@@ -319,7 +321,7 @@ class RemoteLog:
 
     async def _open_leading(self, reset_local: bool) -> mf.Manifest:
         """:meth:`open` of a leading remote log. Lock held."""
-        await self._recover_damaged_manifest()
+        await self._recover_damaged_manifest(self._leader_epoch)
         manifest, cleaned = await clean_unfinished(
             self.store, self.manifests, self.topic, self.partition, leader_epoch=self._leader_epoch
         )
@@ -374,8 +376,9 @@ class RemoteLog:
             self._prune_marks()
             return True
 
-    async def _recover_damaged_manifest(self) -> None:
-        """If the newest manifest fails its check, serve and store the recovered one. Lock held."""
+    async def _recover_damaged_manifest(self, leader_epoch: int | None) -> None:
+        """If the newest manifest fails its check, serve and store the recovered one (fenced by
+        ``leader_epoch``). Lock held."""
         recovery = await recover_manifest(
             self.store, self.manifests, self.topic, self.partition, now_ms=self._clock.now_ms()
         )
@@ -391,7 +394,7 @@ class RemoteLog:
         self._emit(UploadEvent("recovered", len(recovery.derived)))
         try:
             self._manifest = await self.manifests.commit(
-                recovery.manifest, recovery.manifest, leader_epoch=self._leader_epoch
+                recovery.manifest, recovery.manifest, leader_epoch=leader_epoch
             )
         except Exception as err:
             self.last_error = (
@@ -428,9 +431,10 @@ class RemoteLog:
             uploaded = 0
             if self.diverged:
                 return 0
+            role, epoch = self._role_version, self._leader_epoch  # the whole pass writes under this role
             try:
                 if self._needs_recovery:  # the newest manifest was damaged while we ran
-                    await self._recover_damaged_manifest()
+                    await self._recover_damaged_manifest(epoch)
                     self._needs_recovery = False
                 if self._needs_cleaning or self._summary.unfinished:
                     try:
@@ -439,7 +443,7 @@ class RemoteLog:
                             self.manifests,
                             self.topic,
                             self.partition,
-                            leader_epoch=self._leader_epoch,
+                            leader_epoch=epoch,
                         )
                     except CorruptRecordError:
                         self._needs_recovery = True
@@ -452,14 +456,19 @@ class RemoteLog:
                         self._diverge(remote_next)
                         return 0
                 for batch in self._batches(await asyncio.to_thread(self.log.sealed_segments)):
-                    uploaded += await self._upload_batch(batch)
+                    if self._role_version != role:  # the role changed meanwhile: the next pass decides
+                        break
+                    uploaded += await self._upload_batch(batch, epoch)
             except FencedLeaderEpochError as err:
-                self._fence(err)
+                self._fence(err, role)
             self._prune_marks()
             return uploaded
 
-    def _fence(self, err: FencedLeaderEpochError) -> None:
-        """A newer leader epoch wrote the manifest: stop writing until the role changes."""
+    def _fence(self, err: FencedLeaderEpochError, role: int) -> None:
+        """A newer leader epoch wrote the manifest: stop writing until the role changes (unless it
+        already changed since ``role``, the role version the refused write ran under)."""
+        if role != self._role_version:
+            return
         if not self.fenced:
             log.info("%s-%d: fenced (%s); no remote writes until the role changes",
                      self.topic, self.partition, err.message)  # fmt: skip
@@ -516,7 +525,7 @@ class RemoteLog:
             found.append((entry.epoch, max(entry.start_offset, base)))
         return tuple(found)
 
-    async def _upload_batch(self, batch: list[SegmentInfo]) -> int:
+    async def _upload_batch(self, batch: list[SegmentInfo], epoch: int | None) -> int:
         """Upload one batch (see :func:`upload_segments`); returns how many segments were committed.
         A single segment straddling the remote end is uploaded as a trimmed copy (see :mod:`.trim`) made
         in the partition directory and deleted afterwards. Lock held. Raises the error that stopped the
@@ -551,19 +560,19 @@ class RemoteLog:
                      self.topic, self.partition, batch[0].base_offset, done, trimmed.base_offset)  # fmt: skip
             batch = [trimmed]
         try:
-            return await self._upload(batch)
+            return await self._upload(batch, epoch)
         finally:
             if batch[0].log_path.parent == trim_dir:
                 await asyncio.to_thread(remove_trimmed, trim_dir)
 
-    async def _upload(self, batch: list[SegmentInfo]) -> int:
+    async def _upload(self, batch: list[SegmentInfo], epoch: int | None) -> int:
         started = time.monotonic()
         epochs = [self._segment_epochs(info.base_offset, info.next_offset - 1) for info in batch]
         try:
             result = await upload_segments(
                 self.store, self.manifests, self.topic, self.partition, batch, self._clock,
                 file_concurrency=self.upload_file_concurrency,
-                leader_epoch=self._leader_epoch,
+                leader_epoch=epoch,
                 leader_epochs=epochs,
             )  # fmt: skip
             error = result.error
@@ -600,6 +609,7 @@ class RemoteLog:
         async with self._lock:
             if not self._leading or self.fenced:
                 return -1
+            role, epoch = self._role_version, self._leader_epoch
             doomed = remote_retention_plan(
                 mf.readable_segments(self._manifest),
                 now_ms=self._clock.now_ms(),
@@ -618,10 +628,10 @@ class RemoteLog:
                     self.partition,
                     [s.segment_uuid for s in doomed],
                     log_start_offset=start,
-                    leader_epoch=self._leader_epoch,
+                    leader_epoch=epoch,
                 )
             except FencedLeaderEpochError as err:
-                self._fence(err)
+                self._fence(err, role)
                 return -1
             except Exception:
                 self._needs_cleaning = True

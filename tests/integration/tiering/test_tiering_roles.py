@@ -264,3 +264,32 @@ async def test_the_leader_uploads_only_below_the_high_watermark(
     assert leader.remote_next_offset == sealed[0].next_offset
     replicas.a.update_high_watermark(replicas.a.log_end_offset)
     assert await leader.sync() == len(sealed) - 1
+
+
+async def test_a_role_change_during_a_pass_stops_it_after_the_batch_in_flight(
+    replicas: Replicas, backend_store: ObjectStore, clock: ManualClock
+) -> None:
+    replicas.append(60, epoch=1)
+    hooked = HookedStore(backend_store)
+    leader = RemoteLog(
+        hooked,
+        ManifestStore(hooked),
+        replicas.a,
+        "t",
+        0,
+        clock,
+        leading=True,
+        leader_epoch=1,
+        upload_batch_segments=1,
+    )
+    await leader.open(reset_local=False)
+
+    async def demoted() -> None:
+        leader.set_role(False, 2)
+
+    hooked.hook = demoted
+    assert await leader.sync() == 1  # the batch in flight finishes under epoch 1; no more under epoch 2
+    assert leader.manifest.leader_epoch == 1
+    assert len(committed(leader.manifest)) == 1
+    assert await leader.sync() == 0  # a follower now
+    assert not leader.fenced
