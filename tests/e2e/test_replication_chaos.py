@@ -21,6 +21,7 @@ to the first acknowledged produce on the new leader is printed (``-s``) for the 
 
 from __future__ import annotations
 
+import http.client
 import json
 import signal
 import time
@@ -44,8 +45,11 @@ from tests.e2e.replication_harness import (
     read_all,
     wait_for,
 )
+from tests.e2e.test_cluster_processes import BATCHES, Answer
 from tests.integration.cluster.etcd import EtcdServer
 from tests.integration.remote.servers import S3Server
+from tierlog.tiering.codec.batch import build_batch
+from tierlog.tiering.codec.records import Record
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -59,6 +63,7 @@ TIERED = {
     "retention.ms": "-1",
 }
 REMOTE_PREFIX = "chaos"
+PATIENT_SESSION_MS = 30_000
 
 
 def start_cluster(root: Path, extra_args: tuple[str, ...] = ()) -> Iterator[ReplicatedCluster]:
@@ -80,6 +85,13 @@ def start_cluster(root: Path, extra_args: tuple[str, ...] = ()) -> Iterator[Repl
 @pytest.fixture
 def cluster(tmp_path: Path) -> Iterator[ReplicatedCluster]:
     yield from start_cluster(tmp_path)
+
+
+@pytest.fixture
+def patient_cluster(tmp_path: Path) -> Iterator[ReplicatedCluster]:
+    """Brokers whose etcd session outlasts any pause a test makes (30 s): a paused follower can leave the
+    ISR only because it stopped fetching (``replica.lag.time.max.ms``), never because its lease expired."""
+    yield from start_cluster(tmp_path, ("--broker-session-timeout-ms", str(PATIENT_SESSION_MS)))
 
 
 @pytest.fixture
@@ -286,7 +298,8 @@ def test_tiered_replicas_survive_leader_kills_and_leave_a_clean_bucket(
     assert report["referenced"] > 0, report
 
 
-def test_paused_follower_leaves_the_isr_and_rejoins(cluster: ReplicatedCluster) -> None:
+def test_paused_follower_leaves_the_isr_and_rejoins(patient_cluster: ReplicatedCluster) -> None:
+    cluster = patient_cluster
     cluster.create_topic(TOPIC, 1, 3, REPLICATED)
     leader = leader_of(cluster)
     controller = wait_for("a controller", cluster.controller)[0]
@@ -307,6 +320,9 @@ def test_paused_follower_leaves_the_isr_and_rejoins(cluster: ReplicatedCluster) 
 
             wait_for(f"paused broker {victim} out of the ISR", shrunk, FAILOVER_DEADLINE_S)
             shrunk_at = time.monotonic()
+            # Out by lag, not by a lost session: it is still a registered broker.
+            registered = [b["broker_id"] for b in (cluster.metadata(leader) or {}).get("brokers", [])]
+            assert victim in registered, (victim, registered)
             wait_progress(loop, shrunk_at, 0)  # acks=all goes on with the two others
             assert all(a.sent_to != victim for a in loop.acks)
         finally:
@@ -357,3 +373,86 @@ def test_acks_all_is_refused_without_enough_replicas_and_appends_nothing(cluster
     assert accepted.json()["base_offset"] == end_before, accepted.body
     values = [value for _, value, _ in read_all(url, TOPIC, 0)]
     assert values == [b"with three", b"acks one"], values
+
+
+def test_a_paused_leader_resumed_after_a_failover_loses_no_acknowledged_record(
+    cluster: ReplicatedCluster,
+) -> None:
+    """The leader is paused past its session: another replica leads with a higher epoch and takes
+    produces. Resumed, the old leader is asked to produce at once, before it can have heard of the new
+    epoch: whatever it acknowledges must survive like every other acknowledged record (its followers left
+    it, so an acks=all write there can only be refused or time out), and it rejoins as a follower."""
+    cluster.create_topic(TOPIC, 1, 3, REPLICATED)
+    before = cluster.partitions(TOPIC)[0]
+    old = int(before["leader"])
+    loop = ProduceLoop(cluster, TOPIC, [0], tag="zombie")
+    loop.start()
+    zombie_answers: list[tuple[int, int | None]] = []
+
+    def send_to_zombie(n: int) -> tuple[http.client.HTTPConnection, bytes]:
+        """Send (not yet answered) one acks=all produce of ``zombie-<n>`` to the old leader."""
+        value = f"zombie-{n}".encode()
+        connection = http.client.HTTPConnection("127.0.0.1", cluster.ports[old], timeout=FAILOVER_DEADLINE_S)
+        path = f"/native/v1/topics/{TOPIC}/partitions/0/batches?acks=all&timeout_ms=2000"
+        body = build_batch([Record(key=None, value=value)])
+        connection.request("POST", path, body, {"Content-Type": BATCHES})
+        return connection, value
+
+    def answer_of(connection: http.client.HTTPConnection, value: bytes) -> int | None:
+        """The old leader's answer to a sent produce; an acknowledgement joins the loop's. Its error code."""
+        try:
+            response = connection.getresponse()
+            answer = Answer(response.status, response.read(), dict(response.headers))
+        except OSError:
+            zombie_answers.append((0, None))
+            return None
+        finally:
+            connection.close()
+        code = error_code(answer)
+        zombie_answers.append((answer.status, code))
+        if answer.status == 200:
+            doc = answer.json()
+            loop.acks.append(
+                Ack(0, int(doc["base_offset"]), (value,), doc.get("leader_epoch"), doc.get("broker_id"), old,
+                    time.monotonic())
+            )  # fmt: skip
+        return code
+
+    queued: list[tuple[http.client.HTTPConnection, bytes]] = []
+    try:
+        wait_progress(loop, time.monotonic(), 0)
+        paused = cluster.brokers[old]
+        paused.proc.send_signal(signal.SIGSTOP)
+        cluster.paused.add(old)
+        try:
+
+            def replaced() -> bool:
+                state = cluster.partitions(TOPIC).get(0)
+                return state is not None and state["leader"] not in (old, -1)
+
+            wait_for(f"a new leader instead of paused broker {old}", replaced, FAILOVER_DEADLINE_S)
+            wait_progress(loop, time.monotonic(), 0)
+            # Requests sent into the paused broker's socket: it reads them as it wakes up, racing whatever
+            # its metadata watch has queued meanwhile.
+            queued = [send_to_zombie(n) for n in range(4)]
+        finally:
+            paused.proc.send_signal(signal.SIGCONT)
+        for connection, value in queued:
+            answer_of(connection, value)
+        deadline = time.monotonic() + FAILOVER_DEADLINE_S
+        for n in range(4, 1000):  # then ask it again until it says it does not lead
+            if answer_of(*send_to_zombie(n)) == 50310 or time.monotonic() > deadline:
+                break
+        cluster.paused.discard(old)
+        wait_for(f"broker {old} back in the ISR", lambda: cluster.settled(TOPIC, 1), FAILOVER_DEADLINE_S)
+        wait_progress(loop, time.monotonic(), 0)
+    finally:
+        loop.stop()
+    print(f"\nthe resumed old leader answered: {zombie_answers}")
+    assert any(code == 50310 for _, code in zombie_answers), zombie_answers
+    check_acks(loop.acks)
+    wait_in_step(cluster, 1)
+    check_readable(cluster, loop.acks, 1)
+    codes = cluster.stop_all()
+    assert all(code == 0 for code in codes.values()), (codes, tail(cluster))
+    compare_replicas(cluster, 1, whole=True)
