@@ -106,7 +106,7 @@ def test_end_offset_for_follows_kafka(tmp_path: Path) -> None:
     assert cache.end_offset_for(2, 50) == (2, 20)
     assert cache.end_offset_for(5, 50) == (4, 35)  # between entries: the largest epoch <= 5
     assert cache.end_offset_for(3, 50) == (2, 20)
-    assert cache.end_offset_for(1, 50) == (-1, -1)  # below the first: undefined
+    assert cache.end_offset_for(1, 50) == (1, 10)  # below the first: the first entry's start (Kafka)
     assert cache.end_offset_for(8, 50) == (-1, -1)  # above the latest: undefined
     assert cache.end_offset_for(-1, 50) == (-1, -1)
 

@@ -211,13 +211,16 @@ class LeaderEpochCache:
         """Kafka's ``endOffsetFor``: ``(epoch found, end offset)`` for a requested ``epoch``.
 
         For the latest epoch: ``(epoch, log_end_offset)``. For an older epoch E: the largest known epoch
-        <= E and the start offset of the first known epoch after E. ``(-1, -1)`` (undefined: the caller
-        falls back to its high watermark) when E is negative, below the first entry, above the latest, or
+        <= E and the start offset of the first known epoch after E; below the first entry, as Kafka does,
+        ``(E, start offset of the first entry)`` (nothing of E can be here past that). ``(-1, -1)``
+        (undefined: the caller falls back to its high watermark) when E is negative, above the latest, or
         the cache is empty. Thread-safe (lock-free snapshot); idempotent.
         """
         entries = self._entries
-        if epoch < 0 or not entries or epoch > entries[-1].epoch or epoch < entries[0].epoch:
+        if epoch < 0 or not entries or epoch > entries[-1].epoch:
             return UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
+        if epoch < entries[0].epoch:
+            return epoch, entries[0].start_offset
         if epoch == entries[-1].epoch:
             return epoch, log_end_offset
         i = bisect.bisect_right([e.epoch for e in entries], epoch)

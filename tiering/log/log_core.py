@@ -199,7 +199,7 @@ class LogCore:
     def epoch_end_offset(self, epoch: int) -> tuple[int, int]:
         """``(epoch found, end offset)`` of ``epoch`` in this log, Kafka's ``endOffsetFor`` against the
         published log end offset (see :meth:`LeaderEpochCache.end_offset_for`); ``(-1, -1)`` when the
-        epoch is unknown. Lock-free; idempotent."""
+        epoch is above the latest or none is known. Lock-free; idempotent."""
         return self.epochs.end_offset_for(epoch, self._offsets.log_end_offset)
 
     @property
