@@ -131,7 +131,14 @@ async def replicated_topic(cluster: InprocCluster, configs: dict[str, str] | Non
     await cluster.wait_for(lambda: cluster.converged(TOPIC) and len(state(cluster)[2]) == 3, "ISR of 3")
     leader = state(cluster)[0]
     await cluster.wait_for(lambda: leads(cluster, leader), "the leader to lead")
+    await cluster.wait_for(lambda: all(fetching(cluster.brokers[f]) for f in followers(cluster, leader)))
     return leader
+
+
+def fetching(running: RunningBroker, topic: str = TOPIC) -> bool:
+    """The broker follows partition 0 of ``topic`` (its fetcher runs)."""
+    manager = running.broker.replication
+    return manager is not None and manager.fetcher(topic, 0) is not None
 
 
 def followers(cluster: InprocCluster, leader: int) -> list[int]:
