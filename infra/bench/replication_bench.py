@@ -471,9 +471,16 @@ async def failover_once(cluster: Cluster, kind: str) -> Failover | None:
         return None
     victim, index = int(chosen["leader"]), int(chosen["partition"])
     body = batch(ONE_RECORDS)
-    status, answer = await produce(cluster.session, cluster.urls[victim], FAILOVER_TOPIC, index, "all", body)
-    if status != 200:
-        raise RuntimeError(f"produce before the kill: {status} {answer}")
+    ready_by = time.monotonic() + START_DEADLINE_S
+    while True:  # the metadata may name the leader a moment before that broker has taken the role
+        status, answer = await produce(
+            cluster.session, cluster.urls[victim], FAILOVER_TOPIC, index, "all", body
+        )
+        if status == 200:
+            break
+        if status != 503 or time.monotonic() > ready_by:
+            raise RuntimeError(f"produce before the kill: {status} {answer}")
+        await asyncio.sleep(0.1)
     result = Failover(kind, victim, None, None)
     timeout = aiohttp.ClientTimeout(total=5)
     started = time.perf_counter()
@@ -514,7 +521,11 @@ async def measure_failover(cluster: Cluster, args: argparse.Namespace) -> list[F
     )
     results: list[Failover] = []
     for n, kind in enumerate(plan):
-        got = await failover_once(cluster, kind)
+        try:
+            got = await failover_once(cluster, kind)
+        except RuntimeError as err:  # report what was measured so far rather than nothing
+            print(f"failover {n + 1}: stopped: {err}", file=sys.stderr, flush=True)
+            break
         if got is None:
             print(f"failover {n + 1}: no partition led by a {kind}; skipped", file=sys.stderr, flush=True)
             continue
