@@ -92,11 +92,20 @@ class Broker:
             ("tierlog_bytes_in_total", "Record batch bytes appended, by topic"),
             ("tierlog_bytes_out_total", "Record batch bytes read, by topic"),
             ("tierlog_records_in_total", "Records appended, by topic"),
+            ("tierlog_replication_bytes_in_total", "Record batch bytes a follower appended from its leader"),
         ):
             metrics.describe(name, "counter", help_text)
         metrics.describe("tierlog_log_end_offset", "gauge", "Next offset to be written, by partition")
         metrics.describe("tierlog_log_start_offset", "gauge", "First offset still stored, by partition")
         metrics.describe("tierlog_log_size_bytes", "gauge", "Bytes of local segments, by partition")
+        metrics.describe(
+            "tierlog_high_watermark",
+            "gauge",
+            "Offset below which consumers read (committed), by partition",
+        )
+        metrics.describe(
+            "tierlog_under_replicated", "gauge", "1 when a led partition's ISR is smaller than its replicas"
+        )
         self.cluster: ClusterNode | None = None  # None: embedded
         if metadata_store is not None or settings.metadata_uri is not None:
             from tierlog.service.cluster.node import ClusterNode
@@ -644,6 +653,11 @@ class Broker:
                 samples.append(Sample("tierlog_log_end_offset", partition.log_end_offset, labels))
                 samples.append(Sample("tierlog_log_start_offset", partition.log_start_offset, labels))
                 samples.append(Sample("tierlog_log_size_bytes", partition.size_bytes, labels))
+                samples.append(Sample("tierlog_high_watermark", partition.high_watermark, labels))
+                leader = partition.leader
+                if leader is not None:
+                    under = 1.0 if len(leader.isr) < len(leader.replicas) else 0.0
+                    samples.append(Sample("tierlog_under_replicated", under, labels))
                 offline = 0.0 if partition.offline_reason is None else 1.0
                 samples.append(Sample("tierlog_partition_offline", offline, labels))
                 samples.append(Sample("tierlog_partition_failures_total", partition.failure_count, labels))

@@ -221,6 +221,8 @@ async def test_min_insync_replicas_refuses_acks_all_with_a_small_isr(cluster: In
         return leader_state is not None and leader_state.isr == (leader,)
 
     await cluster.wait_for(alone, "the leader to see the ISR of itself")
+    metrics = await (await running.client.get("/metrics")).text()
+    assert 'tierlog_under_replicated{partition="0",topic="r"} 1' in metrics
     status, body = await produce(running, b"refused")
     assert status == 503, body
     assert body["error_code"] == 50313
