@@ -64,12 +64,10 @@ from tierlog.tiering.errors import (
     TierlogError,
     UnavailableError,
 )
-from tierlog.tiering.remote.epochs import load_remote_epoch_history
 
 if TYPE_CHECKING:
     from tierlog.service.broker import Broker
     from tierlog.service.partition import Partition
-    from tierlog.tiering.log.leader_epoch import EpochEntry
 
 __all__ = ["ClusterNode"]
 
@@ -115,7 +113,7 @@ class ClusterNode:
             cache=self.cache,
             clock=broker.clock,
             remote=broker.remote,
-            remote_history=self._remote_history,
+            remote_history=broker.remote.remote_epoch_history,
         )
         self.topic_ids = LocalTopicIds(broker.data_dir)
         self.passes = 0  # reconcile passes completed
@@ -289,11 +287,6 @@ class ClusterNode:
         async with self._changed:
             self._changed.notify_all()
 
-    async def _remote_history(self, topic: str, partition: int, offset: int) -> list[EpochEntry]:
-        """The leader epochs of the remote tier's segments below ``offset`` (a follower building its log
-        from the remote tier, KIP-405). Raises CorruptRecordError, UnavailableError."""
-        return await load_remote_epoch_history(self.broker.remote.manifests, topic, partition, offset)
-
     # ---- leadership ------------------------------------------------------------------------------------
 
     def leadership(self, topic: str, index: int, local: Partition | None) -> Partition:
@@ -442,7 +435,6 @@ class ClusterNode:
                 await partition.update_config(config)
             if config.remote_storage_enable and partition.remote is None:
                 await self.broker.remote.attach(partition, reset_local=False)
-                self.replication.sync_remote_role(partition)
         except (TierlogError, OSError):
             log.exception("applying the configs of topic %s to %s failed", topic.name, partition.label)
             return False

@@ -338,17 +338,8 @@ class ReplicaManager:
             raise NotControllerError("no active controller is known now")
         return await self.client.alter_partition(registration.url, request)
 
-    def sync_remote_role(self, partition: Partition) -> None:
-        """Tell the remote tier the partition's current role (after the node attached the remote tier to a
-        partition already leading or following, a topic turning tiered). Idempotent; never raises."""
-        if partition.replicated:
-            self._set_remote_role(
-                partition, leading=partition.role == "leader", leader_epoch=partition.leader_epoch
-            )
-
     def _set_remote_role(self, partition: Partition, *, leading: bool, leader_epoch: int) -> None:
-        """Tell the remote tier who uploads (the leader only). The remote tier may not offer roles yet."""
-        remote = self.remote
-        set_role = None if remote is None or partition.remote is None else getattr(remote, "set_role", None)
-        if set_role is not None:
-            set_role(partition, leading, leader_epoch)
+        """Tell the remote tier who uploads (the leader only); it remembers the role for a partition whose
+        topic starts tiering later."""
+        if self.remote is not None:
+            self.remote.set_role(partition, leading, leader_epoch)
