@@ -367,3 +367,43 @@ async def test_a_follower_ahead_of_the_new_leader_truncates_its_extra_records(cl
     assert ahead_partition.log_end_offset == 2
     assert await log_bytes(ahead_partition) == expected  # "extra" at offset 1 was truncated away
     assert b"extra" not in expected
+
+
+async def test_every_replica_of_a_tiered_topic_attaches_the_remote_tier_and_only_the_leader_uploads(
+    tmp_path: Path,
+) -> None:
+    defaults = {"remote.uri": (tmp_path / "remote").as_uri(), "remote.upload.interval.ms": "100"}
+    async with InprocCluster(tmp_path, defaults=defaults) as cluster:
+        await cluster.start(3)
+        old = await replicated_topic(cluster, {"remote.storage.enable": "true", "segment.bytes": "400"})
+        for i in range(6):
+            status, body = await produce(cluster.brokers[old], f"tiered-{i}".encode() * 20)
+            assert status == 200, body
+
+        def roles_applied(leader: int) -> bool:
+            for broker_id, running in cluster.brokers.items():
+                remote = local(running).remote
+                if remote is None or remote.remote_log.leading != (broker_id == leader):
+                    return False
+            return True
+
+        await cluster.wait_for(
+            lambda: roles_applied(old), "the remote roles: the leader leads, others follow"
+        )
+
+        def uploaded() -> bool:
+            remote = local(cluster.brokers[old]).remote
+            return remote is not None and (remote.remote_log.remote_next_offset or 0) > 0
+
+        await cluster.wait_for(uploaded, "the leader to upload a segment")
+        _, old_epoch, _ = state(cluster)
+        await cluster.stop_broker(old)
+        await cluster.wait_for(
+            lambda: state(cluster)[1] > old_epoch and state(cluster)[0] != -1, "a new leader"
+        )
+        new = state(cluster)[0]
+        await cluster.wait_for(lambda: leads(cluster, new), "the new leader to lead")
+        await cluster.wait_for(lambda: roles_applied(new), "the new leader to lead the remote tier")
+        first = await local(cluster.brokers[new]).read(0, 1 << 20)
+        assert batches_of(first.data)[0][0] == 0
+        assert b"tiered-0" in first.data
