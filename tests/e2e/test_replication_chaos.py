@@ -11,9 +11,11 @@ What is checked is what design 0010 promises:
   brokers stopped: replicas roll segments independently, so file boundaries may differ);
 * with tiering to a real S3 server (moto_server), the same, plus ``tierlog tiering check`` finds no
   leaked or missing object and the records below the local log start come from the remote tier;
-* a paused follower leaves the ISR after ``replica.lag.time.max.ms`` while acks=all produce goes on, and
-  rejoins once resumed; with two of three brokers dead an acks=all produce is refused with 50313
-  (NOT_ENOUGH_REPLICAS) and appends nothing, while acks=1 still appends.
+* a paused follower leaves the ISR after ``replica.lag.time.max.ms`` (its etcd session intact) while
+  acks=all produce goes on, and rejoins once resumed; with two of three brokers dead an acks=all produce is
+  refused with 50313 (NOT_ENOUGH_REPLICAS) and appends nothing, while acks=1 still appends;
+* a leader paused past its session and resumed after a failover acknowledges nothing that is then lost
+  (requests sent into its socket while it was paused included), and rejoins as a follower.
 
 Every wait polls a condition against a deadline; nothing asserts a timing. The time from each leader kill
 to the first acknowledged produce on the new leader is printed (``-s``) for the docs.
