@@ -458,3 +458,41 @@ def test_a_paused_leader_resumed_after_a_failover_loses_no_acknowledged_record(
     codes = cluster.stop_all()
     assert all(code == 0 for code in codes.values()), (codes, tail(cluster))
     compare_replicas(cluster, 1, whole=True)
+
+
+def test_leader_and_a_follower_killed_at_once_lose_no_acknowledged_record(cluster: ReplicatedCluster) -> None:
+    """The leader and one follower die together: the survivor (in the ISR) leads alone, so acks=all is
+    refused with 50313 meanwhile; both come back, truncate what they had beyond the survivor's log
+    (KIP-101) and rejoin. Every acknowledged record survives and the replicas end byte-identical."""
+    cluster.create_topic(TOPIC, 1, 3, REPLICATED)
+    state = cluster.partitions(TOPIC)[0]
+    leader = int(state["leader"])
+    follower = next(n for n in state["replicas"] if n != leader)
+    survivor = next(n for n in state["replicas"] if n not in (leader, follower))
+    loop = ProduceLoop(cluster, TOPIC, [0], tag="double")
+    loop.start()
+    try:
+        wait_progress(loop, time.monotonic(), 0)
+        cluster.brokers[leader].kill()
+        cluster.brokers[follower].kill()
+
+        def alone() -> bool:
+            now = cluster.partitions(TOPIC, survivor).get(0)
+            return now is not None and now["leader"] == survivor and now["isr"] == [survivor]
+
+        wait_for(f"broker {survivor} leading alone", alone, FAILOVER_DEADLINE_S)
+        refused_before = loop.refusals.get(50313, 0)
+        wait_for("acks=all refused with 50313", lambda: loop.refusals.get(50313, 0) > refused_before)
+        cluster.start(leader)
+        cluster.start(follower)
+        wait_for("every replica back in the ISR", lambda: cluster.settled(TOPIC, 1), FAILOVER_DEADLINE_S)
+        wait_progress(loop, time.monotonic(), 0)
+    finally:
+        loop.stop()
+    print(f"\nacknowledged {len(loop.acks)} produces; refusals by error code: {loop.refusals}")
+    check_acks(loop.acks)
+    wait_in_step(cluster, 1)
+    check_readable(cluster, loop.acks, 1)
+    codes = cluster.stop_all()
+    assert all(code == 0 for code in codes.values()), (codes, tail(cluster))
+    compare_replicas(cluster, 1, whole=True)
