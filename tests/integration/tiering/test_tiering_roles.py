@@ -15,6 +15,8 @@ from typing import Any, cast
 import pytest
 
 from tests.integration.remote.conftest import create_bucket
+from tests.integration.tiering.conftest import StartBroker
+from tests.integration.tiering.helpers import broker_of, consume_native, produce, wait_uploaded
 from tierlog.service.remote.partition import RemotePartition
 from tierlog.tiering.codec.batch import build_batch
 from tierlog.tiering.codec.header import decode_header
@@ -47,11 +49,6 @@ async def backend_store(request: pytest.FixtureRequest, tmp_path: Path) -> Async
         opened = S3ObjectStore(await create_bucket(server), endpoint_url=server.endpoint_url)
     yield opened
     await opened.close()
-
-
-@pytest.fixture
-def clock() -> ManualClock:
-    return ManualClock(START)
 
 
 class Replicas:
@@ -293,3 +290,44 @@ async def test_a_role_change_during_a_pass_stops_it_after_the_batch_in_flight(
     assert len(committed(leader.manifest)) == 1
     assert await leader.sync() == 0  # a follower now
     assert not leader.fenced
+
+
+async def test_the_broker_uploads_only_while_leading_and_follows_the_manifest_otherwise(
+    start_broker: StartBroker, store: ObjectStore
+) -> None:
+    client = await start_broker()
+    broker = broker_of(client)
+    await broker.create_topic(
+        "roles", 1, {"remote.storage.enable": "true", "segment.bytes": "2048", "local.retention.bytes": "0"}
+    )
+    partition = broker.topic("roles").partition(0)
+    tier = broker.remote
+    tier.set_role(partition, True, 1)
+    sent = await produce(client, "roles", 0, 100)
+    partition.log.update_high_watermark(partition.log.log_end_offset)
+    first_end = partition.log.sealed_segments()[-1].next_offset
+    await wait_uploaded(client, "roles", first_end)
+    remote = tier.remote_of("roles", 0)
+    assert remote is not None
+    assert remote.remote_log.manifest.leader_epoch == 1
+
+    tier.set_role(partition, False, 2)  # another replica leads now
+    sent += await produce(client, "roles", 100, 100)
+    partition.log.update_high_watermark(partition.log.log_end_offset)
+    version = remote.remote_log.manifest.version
+    await tier.upload_pass()
+    await tier.upload_pass()
+    assert remote.remote_log.manifest.version == version  # a follower writes nothing
+    assert remote.remote_log.remote_next_offset == first_end
+    assert partition.local_log_start_offset == first_end  # local retention from the manifest
+    records = await consume_native(client, "roles", 0)  # the remote tier serves the start
+    assert [(r.key, r.value) for r in records] == sent[: len(records)] and records
+
+    tier.set_role(partition, True, 3)  # leading again, in a newer epoch
+    second_end = partition.log.sealed_segments()[-1].next_offset
+    await wait_uploaded(client, "roles", second_end)
+    manifest = await ManifestStore(store).load("roles", 0)
+    assert manifest.leader_epoch == 3
+    assert_contiguous(manifest, second_end)
+    report = await check(store, ManifestStore(store))
+    assert report.clean, (report.leaks, report.missing)
