@@ -182,15 +182,15 @@ class Partition:
             ProduceTimedOutError (50318): appended, not replicated to the ISR within ``timeout_ms``.
         """
         self._check_leader()
-        leader = self.leader
-        if acks == -1 and leader is not None:
-            leader.check_min_isr(self.min_insync_replicas())
         remote = self.remote
         if remote is not None:
             remote.check_budget(len(batches))
-        epoch = self.leader_epoch if leader is not None else None
         async with self._operation():
             self._check_leader()
+            leader = self.leader  # the role and epoch this append runs under, read together
+            if acks == -1 and leader is not None:
+                leader.check_min_isr(self.min_insync_replicas())
+            epoch = self.leader_epoch if leader is not None else None
             info, size, end = await self._run(self._append_and_measure, batches, epoch)
             if remote is not None:
                 remote.note_append(info.base_offset, size, end)
