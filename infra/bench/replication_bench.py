@@ -27,6 +27,10 @@ brokers, and measures:
 Prints Markdown tables and saves a plot:
 
     .venv/bin/python infra/bench/replication_bench.py [--quick] [--plot docs/benchmarks-replication.png]
+        [--rounds 5] [--seconds 4] [--clients 4] [--repetitions 5] [--session-timeout-ms 6000]
+        [--broker-flag=--replica-fetch-backoff-ms=200 ...]
+
+``--quick`` (one 1 s round, one failover) is a smoke run of about half a minute.
 
 Not a test: it never fails on a timing. It stops with an error only when the cluster does not replicate
 (an RF=3 partition's ISR never reaches three members) or a produce is refused outside a failover.
@@ -399,7 +403,7 @@ async def measure_produce(cluster: Cluster, args: argparse.Namespace) -> list[Fi
     print(f"leaders: rf1 on broker {leaders['rf1']}, rf3 on broker {leaders['rf3']}", file=sys.stderr)
     load_body, one_body = batch(LOAD_RECORDS), batch(ONE_RECORDS)
     figures = [Figures(name) for name, _, _ in SETUPS]
-    rounds, seconds = (1, 2.0) if args.quick else (args.rounds, args.seconds)
+    rounds, seconds = (1, 1.0) if args.quick else (args.rounds, args.seconds)
     for _name, topic, acks in SETUPS:  # warm up every path once
         await closed_loop(cluster, urls[topic], topic, acks, one_body, ONE_RECORDS, 0.5, 1)
     for n in range(rounds):
