@@ -182,9 +182,9 @@ class RemoteLog:
     def set_role(self, leading: bool, leader_epoch: int | None) -> None:
         """Lead (upload, clean, delete remote data, fenced by ``leader_epoch``) or follow (only reload the
         manifest). Takes effect from the next pass; a pass in flight finishes the batch it is uploading
-        under the old role (fenced by the old epoch) and stops. A new leader cleans the unfinished entries a predecessor left
-        and checks its log against the remote data on its next pass; a follower reloads the manifest on its
-        next refresh. Idempotent for an unchanged role. Event-loop only.
+        under the old role (fenced by the old epoch) and stops. A new leader cleans the unfinished entries
+        a predecessor left and checks its log against the remote data on its next pass; a follower reloads
+        the manifest on its next refresh. Idempotent for an unchanged role. Event-loop only.
         """
         if (leading, leader_epoch) == (self._leading, self._leader_epoch):
             return
