@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import http.client
 import json
+import shutil
 import signal
 import time
 from collections.abc import Iterator
@@ -520,6 +521,52 @@ def test_leader_and_a_follower_killed_at_once_lose_no_acknowledged_record(cluste
     finally:
         loop.stop()
     print(f"\nacknowledged {len(loop.acks)} produces; refusals by error code: {loop.refusals}")
+    check_acks(loop.acks)
+    wait_in_step(cluster, 1)
+    check_readable(cluster, loop.acks, 1)
+    codes = cluster.stop_all()
+    assert all(code == 0 for code in codes.values()), (codes, tail(cluster))
+    compare_replicas(cluster, 1, whole=True)
+
+
+@pytest.fixture
+def slow_catch_up_cluster(tmp_path: Path) -> Iterator[ReplicatedCluster]:
+    """Brokers whose followers fetch at most 512 bytes per request, so an emptied replica needs many
+    fetches to catch up (a window in which it must not be elected)."""
+    yield from start_cluster(tmp_path, ("--replica-fetch-max-bytes", "512"))
+
+
+def test_a_follower_back_with_an_empty_disk_is_not_elected_over_a_full_replica(
+    slow_catch_up_cluster: ReplicatedCluster,
+) -> None:
+    """A follower is killed, its data directory deleted, and it is started again at once; then the leader
+    is killed. acks=all records are on the leader and the other follower only, so electing the emptied
+    broker would lose them: every acknowledged record must survive whichever broker leads."""
+    cluster = slow_catch_up_cluster
+    cluster.create_topic(TOPIC, 1, 3, REPLICATED)
+    state = cluster.partitions(TOPIC)[0]
+    leader = int(state["leader"])
+    emptied = next(n for n in state["replicas"] if n != leader)
+    loop = ProduceLoop(cluster, TOPIC, [0], tag="disk", per_batch=20)
+    loop.start()
+    try:
+        wait_for("some 2000 records acknowledged", lambda: len(loop.acks) >= 100, FAILOVER_DEADLINE_S)
+        cluster.brokers[emptied].kill()
+        shutil.rmtree(cluster.data_dir(emptied))
+        cluster.start(emptied)
+        cluster.brokers[leader].kill()
+
+        def new_leader() -> int | None:
+            now = cluster.partitions(TOPIC).get(0)
+            return int(now["leader"]) if now is not None and now["leader"] not in (leader, -1) else None
+
+        elected = wait_for(f"a leader after broker {leader}", new_leader, FAILOVER_DEADLINE_S)
+        print(f"\nbroker {emptied} restarted empty; broker {elected} elected after broker {leader}")
+        cluster.start(leader)
+        wait_for("every replica back in the ISR", lambda: cluster.settled(TOPIC, 1), FAILOVER_DEADLINE_S)
+        wait_progress(loop, time.monotonic(), 0)
+    finally:
+        loop.stop()
     check_acks(loop.acks)
     wait_in_step(cluster, 1)
     check_readable(cluster, loop.acks, 1)
