@@ -113,6 +113,7 @@ class Broker:
             owns = metadata_store is None
             store = metadata_store if metadata_store is not None else _metadata_store(settings)
             self.cluster = ClusterNode(self, store, owns_store=owns)
+            self.remote.embedded = False
 
     # ---- lifecycle -------------------------------------------------------------------------------------
 

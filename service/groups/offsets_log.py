@@ -15,6 +15,9 @@ __all__ = ["PartitionOffsetLog", "restore_offsets", "REPLAY_CHUNK"]
 REPLAY_CHUNK = 4 * 2**20
 
 
+OFFSETS_COMMIT_TIMEOUT_MS = 5000  # Kafka's offsets.commit.timeout.ms
+
+
 class PartitionOffsetLog:
     """A ``__consumer_offsets`` partition behind :class:`~tierlog.service.groups.offsets.OffsetLog`.
 
@@ -31,7 +34,9 @@ class PartitionOffsetLog:
         return self.partition
 
     async def append(self, batch: bytes) -> int:
-        return (await self._open().append(batch, acks=1)).base_offset
+        """Append a commit with acks=all (Kafka's ``offsets.commit.required.acks=-1``), answering once the
+        in-sync replicas hold it, within ``offsets.commit.timeout.ms``' default of 5 s."""
+        return (await self._open().append(batch, acks=-1, timeout_ms=OFFSETS_COMMIT_TIMEOUT_MS)).base_offset
 
     async def roll(self) -> None:
         await asyncio.to_thread(self._open().log.roll)

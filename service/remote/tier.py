@@ -127,6 +127,7 @@ class RemoteTier:
         self._parts: dict[tuple[str, int], tuple[Partition, RemotePartition]] = {}
         self._deletions: dict[tuple[str, int], asyncio.Task[Any]] = {}
         self._roles: dict[tuple[str, int], tuple[bool, int]] = {}  # (leading, leader epoch) per partition
+        self.embedded = True  # the broker sets False in a cluster (also with an injected metadata store)
         self._store_down = False
         self._failing = False  # an upload failed in the last pass: retry on a short backoff
         self._wake = asyncio.Event()
@@ -265,7 +266,7 @@ class RemoteTier:
         """``(leading, leader epoch)`` for a partition being attached: embedded, the only replica leads,
         unfenced; in a cluster, the role :meth:`set_role` last gave, else the partition's own (a topic
         that starts tiering after the role was set), else follow until told."""
-        if self.settings.metadata_uri is None:
+        if self.embedded:
             return True, None
         role = self._roles.get((partition.topic, partition.index))
         if role is not None:

@@ -263,7 +263,7 @@ async def test_every_broker_answers_the_same_cluster_view(cluster: InprocCluster
     for partition in first.partitions["t"]:
         assert len(partition.replicas) == 2 and len(set(partition.replicas)) == 2
         assert partition.leader == partition.replicas[0]
-        assert partition.isr == (partition.leader,)
+        assert set(partition.isr) == set(partition.replicas)  # a new partition: its live replicas
     with pytest.raises(InvalidConfigError, match="Replication factor: 4 larger than available brokers: 3"):
         await cluster.brokers[2].broker.create_topic("too-wide", 1, replication_factor=4)
     with pytest.raises(InvalidConfigError, match="already exists"):
