@@ -100,6 +100,13 @@ def patient_cluster(tmp_path: Path) -> Iterator[ReplicatedCluster]:
 
 
 @pytest.fixture
+def slow_catch_up_cluster(tmp_path: Path) -> Iterator[ReplicatedCluster]:
+    """Brokers whose followers fetch at most 512 bytes per request, so an emptied replica needs many
+    fetches to catch up (a window in which it must not be elected)."""
+    yield from start_cluster(tmp_path, ("--replica-fetch-max-bytes", "512"))
+
+
+@pytest.fixture
 def fresh_bucket(moto_server: S3Server) -> str:
     """A bucket of its own for each test on the session's moto_server (``tierlog tiering check`` then
     sees one test's objects only)."""
@@ -135,16 +142,20 @@ def wait_progress(loop: ProduceLoop, since: float, partition: int, count: int = 
     )
 
 
-def kill_leaders(cluster: ReplicatedCluster, loop: ProduceLoop, kills: int) -> list[float]:
-    """``kills`` rounds of: full ISR and produce progress, SIGKILL of partition 0's leader, the first
-    acknowledged produce through another broker, restart of the killed one. Answers the kill-to-first-ack
-    times (printed, never asserted)."""
+def kill_leaders(
+    cluster: ReplicatedCluster, loop: ProduceLoop, kills: int, *, settle: bool = True
+) -> list[float]:
+    """``kills`` rounds of: full ISR (with ``settle``; else only in the first round, so the broker
+    restarted in the previous round may still be catching up) and produce progress, SIGKILL of partition
+    0's leader, the first acknowledged produce through another broker, restart of the killed one. Answers
+    the kill-to-first-ack times (printed, never asserted)."""
     times: list[float] = []
     for round_ in range(kills):
-        wait_for(
-            "every replica back in the ISR", lambda: cluster.settled(TOPIC, len(loop.partitions)),
-            FAILOVER_DEADLINE_S,
-        )  # fmt: skip
+        if settle or round_ == 0:
+            wait_for(
+                "every replica back in the ISR", lambda: cluster.settled(TOPIC, len(loop.partitions)),
+                FAILOVER_DEADLINE_S,
+            )  # fmt: skip
         wait_progress(loop, time.monotonic(), 0)
         victim = leader_of(cluster)
         killed_at = time.monotonic()
@@ -265,6 +276,29 @@ def test_acknowledged_records_survive_repeated_leader_kills(cluster: ReplicatedC
     codes = cluster.stop_all()
     assert all(code == 0 for code in codes.values()), (codes, tail(cluster))
     compare_replicas(cluster, partitions, whole=True)
+
+
+def test_leader_kills_while_the_last_victim_is_still_catching_up_lose_nothing(
+    slow_catch_up_cluster: ReplicatedCluster,
+) -> None:
+    """Leader kills that do not wait for the broker killed before to rejoin the ISR: the next leader is
+    elected from the ISR while that one still truncates and catches up across several leader epochs
+    (KIP-279); acks=all is refused (50313) while the ISR is the new leader alone."""
+    cluster = slow_catch_up_cluster
+    cluster.create_topic(TOPIC, 1, 3, REPLICATED)
+    loop = ProduceLoop(cluster, TOPIC, [0], tag="hurry", per_batch=20)
+    loop.start()
+    try:
+        kill_leaders(cluster, loop, kills=3, settle=False)
+    finally:
+        loop.stop()
+    print(f"\nacknowledged {len(loop.acks)} produces; refusals by error code: {loop.refusals}")
+    check_acks(loop.acks)
+    wait_in_step(cluster, 1)
+    check_readable(cluster, loop.acks, 1)
+    codes = cluster.stop_all()
+    assert all(code == 0 for code in codes.values()), (codes, tail(cluster))
+    compare_replicas(cluster, 1, whole=True)
 
 
 def test_tiered_replicas_survive_leader_kills_and_leave_a_clean_bucket(
@@ -527,13 +561,6 @@ def test_leader_and_a_follower_killed_at_once_lose_no_acknowledged_record(cluste
     codes = cluster.stop_all()
     assert all(code == 0 for code in codes.values()), (codes, tail(cluster))
     compare_replicas(cluster, 1, whole=True)
-
-
-@pytest.fixture
-def slow_catch_up_cluster(tmp_path: Path) -> Iterator[ReplicatedCluster]:
-    """Brokers whose followers fetch at most 512 bytes per request, so an emptied replica needs many
-    fetches to catch up (a window in which it must not be elected)."""
-    yield from start_cluster(tmp_path, ("--replica-fetch-max-bytes", "512"))
 
 
 def test_a_follower_back_with_an_empty_disk_is_not_elected_over_a_full_replica(
