@@ -1,7 +1,9 @@
 """What the replication chaos tests (``test_replication_chaos.py``) drive and observe: a cluster of one etcd
 and three ``tierlog serve`` brokers (the process cluster of ``test_cluster_processes.py``, started with extra
 settings), a producer thread that sends numbered records and records every acknowledgement, and readers of
-what each replica holds (its watermarks through the native API, its segment files on disk).
+what each replica holds: the leader's watermarks through the native API, a follower's high watermark from
+its ``replication-offset-checkpoint``, and, with the brokers stopped, the batches of its ``.log`` files and
+its ``leader-epoch-checkpoint``.
 
 Every wait polls a condition against a deadline (:data:`FAILOVER_DEADLINE_S` for anything that needs a
 lease to expire or a leader to be elected); nothing here asserts a timing.
@@ -37,7 +39,9 @@ from tierlog.tiering.codec.records import Record
 from tierlog.tiering.log.naming import HIGH_WATERMARK_FILE, LEADER_EPOCH_FILE, LOG_SUFFIX, parse_segment_file
 
 __all__ = [
+    "BATCHES",
     "FAILOVER_DEADLINE_S",
+    "Answer",
     "Ack",
     "ProduceLoop",
     "ReplicatedCluster",
@@ -120,11 +124,27 @@ class ReplicatedCluster(Cluster):
             "POST", self.url(via) + f"/v3/clusters/{meta['cluster_id']}/topics", body, "application/json"
         )
         assert created.status == 201, (created.status, created.body)
-        return wait_for(
+        settled = wait_for(
             f"{topic}: a leader and a full ISR for every partition on every broker",
             lambda: self.settled(topic, partitions),
             FAILOVER_DEADLINE_S,
         )
+        for p, state in settled.items():  # the metadata names a leader before it has become one (50311)
+            wait_for(
+                f"{topic}-{p}: broker {state['leader']} serving as its leader",
+                lambda p=p, leader=state["leader"]: self.serves(leader, topic, p),  # type: ignore[misc]
+                FAILOVER_DEADLINE_S,
+            )
+        return settled
+
+    def serves(self, broker_id: int, topic: str, partition: int) -> bool:
+        """Whether broker ``broker_id`` answers a consumer fetch of ``partition`` (it leads it, at the
+        current epoch, with the partition open). Read-only."""
+        path = f"/native/v1/topics/{topic}/partitions/{partition}/batches?offset=0&max_wait_ms=0"
+        try:
+            return http("GET", self.url(broker_id) + path).status == 200
+        except OSError:
+            return False
 
     def partitions(self, topic: str, via: int | None = None) -> dict[int, dict[str, Any]]:
         """``{partition: {leader, leader_epoch, replicas, isr}}`` as broker ``via`` (or any) sees it."""

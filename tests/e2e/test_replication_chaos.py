@@ -36,8 +36,10 @@ import pytest
 
 from tests.e2e.process import run_cli
 from tests.e2e.replication_harness import (
+    BATCHES,
     FAILOVER_DEADLINE_S,
     Ack,
+    Answer,
     ProduceLoop,
     ReplicatedCluster,
     epoch_entries,
@@ -49,7 +51,6 @@ from tests.e2e.replication_harness import (
     read_all,
     wait_for,
 )
-from tests.e2e.test_cluster_processes import BATCHES, Answer
 from tests.integration.cluster.etcd import EtcdServer
 from tests.integration.remote.conftest import create_bucket
 from tests.integration.remote.servers import S3Server
