@@ -200,8 +200,8 @@ class ReplicatedCluster(Cluster):
         it), the leader's HW equals its LEO (so every replica holds the whole log: HW is the smallest LEO
         of the ISR) and every follower's checkpointed HW has reached it too; else None.
 
-        ``GET /native/v1/topics/{t}`` answers only for led partitions, so a follower's HW is read from its
-        checkpoint file (written every ``replica.high.watermark.checkpoint.interval.ms``)."""
+        A follower's HW is read from what the follower itself persisted, its checkpoint file (written
+        every ``replica.high.watermark.checkpoint.interval.ms``), not from any broker's answer."""
         states = [self.partitions(topic, n).get(partition) for n in self.live()]
         if not states or any(s is None or sorted(s["isr"]) != sorted(s["replicas"]) for s in states):
             return None
