@@ -203,7 +203,6 @@ async def produce_batches(request: web.Request) -> web.Response:
     if acks == 0:
         _append_in_background(request.app[ACKS0_BUDGET], partition, body)
         return _json({**answer, "acks": 0}, status=202)
-    epoch = partition.leader_epoch  # the epoch the append stamps (read before it starts)
     try:
         info = await partition.append(body, acks=acks, timeout_ms=timeout_ms)
     except CorruptRecordError as err:
@@ -215,7 +214,8 @@ async def produce_batches(request: web.Request) -> web.Response:
         batch_base_offsets=list(info.batch_base_offsets),
         log_append_time=info.log_append_time,
         acks=acks,
-        leader_epoch=epoch,
+        # the epoch stamped into the batches (an embedded broker stamps none: its epoch is 0)
+        leader_epoch=info.leader_epoch if info.leader_epoch >= 0 else partition.leader_epoch,
         broker_id=_broker(request).broker_id,
     )
     return _json(answer)

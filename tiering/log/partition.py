@@ -186,6 +186,7 @@ class PartitionLog(LogCore):
             record_count=prepared.record_count,
             batch_base_offsets=[meta[1] for meta in metas],
             log_append_time=prepared.append_time,
+            leader_epoch=-1 if leader_epoch is None else leader_epoch,
         )
 
     def read(self, offset: int, max_bytes: int, *, max_offset: int | None = None) -> ReadResult:

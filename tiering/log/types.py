@@ -12,13 +12,15 @@ __all__ = ["AppendInfo", "ReadResult", "FileSlice", "SegmentInfo"]
 
 @dataclass(frozen=True)
 class AppendInfo:
-    """What an append stored: the offsets it assigned and the append time (-1 unless LogAppendTime)."""
+    """What an append stored: the offsets it assigned, the append time (-1 unless LogAppendTime) and the
+    leader epoch it stamped (-1 when it stamped none)."""
 
     base_offset: int
     last_offset: int
     record_count: int
     batch_base_offsets: list[int]
     log_append_time: int
+    leader_epoch: int = -1  # the epoch stamped into the batches by a leader's append, else -1
 
 
 @dataclass(frozen=True)
