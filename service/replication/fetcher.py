@@ -66,6 +66,10 @@ T = TypeVar("T")
 # ``remote_history(topic, partition, offset)``: the leader epochs of the remote tier below ``offset``.
 RemoteHistory = Callable[[str, int, int], Awaitable[Sequence[EpochEntry]]]
 
+# A newly elected leader answers these until it has taken its role (moments after the metadata names it):
+# the follower retries them sooner, from FIRST_RETRY_S doubling up to replica.fetch.backoff.ms.
+_LEADER_TAKING_OVER = (LeaderNotAvailableError, UnknownLeaderEpochError)
+FIRST_RETRY_S = 0.05
 MAX_TRUNCATION_ROUNDS = 64  # each round asks about a strictly older epoch; this only bounds a broken cache
 _WAIT_FOR_METADATA = (
     NotLeaderOrFollowerError,
@@ -182,6 +186,7 @@ class ReplicaFetcher:
         self.caught_up = asyncio.Event()
         self.fetches = 0  # answers received (tests, metrics)
         self._stopping = asyncio.Event()
+        self._quick_retry_s = FIRST_RETRY_S
         self._task: asyncio.Task[None] | None = None
 
     @property
@@ -213,6 +218,7 @@ class ReplicaFetcher:
                     await self._truncate()
                     truncated = True
                 await self._fetch_once()
+                self._quick_retry_s = FIRST_RETRY_S
                 continue
             except OffsetMovedToTieredStorageError as err:
                 if await self._bootstrap_from_remote(err):
@@ -220,6 +226,11 @@ class ReplicaFetcher:
             except OffsetOutOfRangeError as err:
                 if await self._handle_out_of_range(err):
                     continue
+            except _LEADER_TAKING_OVER as err:
+                log.info("replica fetch of %s waits: %s (%d)", self.label, err.message, err.code)
+                await self._backoff(self._quick_retry_s)
+                self._quick_retry_s *= 2
+                continue
             except _WAIT_FOR_METADATA as err:
                 log.info("replica fetch of %s waits for metadata: %s (%d)", self.label, err.message, err.code)
             except UnknownTopicError:
@@ -232,9 +243,13 @@ class ReplicaFetcher:
                 log.exception("replica fetch of %s failed", self.label)
             await self._backoff()
 
-    async def _backoff(self) -> None:
+    async def _backoff(self, at_most_s: float | None = None) -> None:
+        """Wait ``replica.fetch.backoff.ms`` (or ``at_most_s`` when shorter), or until closed."""
+        delay = self._settings.replica_fetch_backoff_ms / 1000
+        if at_most_s is not None:
+            delay = min(delay, at_most_s)
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._stopping.wait(), self._settings.replica_fetch_backoff_ms / 1000)
+            await asyncio.wait_for(self._stopping.wait(), delay)
 
     async def _truncate(self) -> None:
         """Truncate the local log to where it agrees with the leader's (see :func:`truncation_point`)."""
