@@ -93,6 +93,9 @@ class Partition:
         self._closed_reason: TierlogError | None = None
         self._interrupted = False
         self._inflight = 0
+        self._leader_appends = 0  # appends past the leader check, not yet written (see drain_leader_appends)
+        self._leader_appends_done = asyncio.Event()
+        self._leader_appends_done.set()
         self._idle = asyncio.Event()
         self._idle.set()
         self._background = asyncio.Lock()
@@ -191,7 +194,14 @@ class Partition:
             if acks == -1 and leader is not None:
                 leader.check_min_isr(self.min_insync_replicas())
             epoch = self.leader_epoch if leader is not None else None
-            info, size, end = await self._run(self._append_and_measure, batches, epoch)
+            self._leader_appends += 1  # no await since the role check: a role change waits for it
+            self._leader_appends_done.clear()
+            try:
+                info, size, end = await self._run(self._append_and_measure, batches, epoch)
+            finally:
+                self._leader_appends -= 1
+                if not self._leader_appends:
+                    self._leader_appends_done.set()
             if remote is not None:
                 remote.note_append(info.base_offset, size, end)
         self._metrics.inc("tierlog_bytes_in_total", len(batches), topic=self.topic)
@@ -359,6 +369,13 @@ class Partition:
         self._refusal = None
         self.advance_high_watermark(leader.high_watermark)
         self.advance_high_watermark(leader.on_local_append())
+
+    async def drain_leader_appends(self) -> None:
+        """Wait until every append that passed the leader check has written or failed. The replica manager
+        calls it after :meth:`follow` (before a fetcher decides where to truncate) and before a new leader
+        epoch is assigned, so no batch of an old epoch lands after a role change (Kafka's
+        ``leaderIsrUpdateLock``). Event-loop only; idempotent."""
+        await self._leader_appends_done.wait()
 
     def follow(self, leader_epoch: int, reason: TierlogError) -> None:
         """Stop leading (if it did): the leader state fails its ``acks=all`` waiters with ``reason``, which
@@ -597,7 +614,8 @@ class Partition:
             async with self._operation():
                 result = await self._run(fetch)
             remaining = deadline - loop.time()
-            if size(result) >= min_bytes or remaining <= 0 or self._closed or self._interrupted:
+            demoted = replica and self.role != "leader"  # follow() wakes it: answer now, the route re-checks
+            if size(result) >= min_bytes or remaining <= 0 or self._closed or self._interrupted or demoted:
                 return result
             if discard is not None:
                 discard(result)

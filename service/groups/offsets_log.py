@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from tierlog.service.groups.offsets import LogOffsetStore
 from tierlog.service.partition import Partition
 from tierlog.tiering.codec.header import iter_batches
-from tierlog.tiering.errors import UnavailableError
+from tierlog.tiering.errors import UnavailableError, UnknownTopicError
 
 __all__ = ["PartitionOffsetLog", "restore_offsets", "REPLAY_CHUNK"]
 
@@ -61,9 +61,14 @@ async def restore_offsets(partition: Partition, store: LogOffsetStore) -> int:
         UnknownTopicError: the partition was closed meanwhile (leadership moved, or shutdown).
     """
     chunks: list[bytes] = []
-    offset = partition.log_start_offset
-    while offset < partition.high_watermark:
-        result = await partition.read(offset, REPLAY_CHUNK)
+    # Up to the log end, not the high watermark (Kafka's coordinator loads to the log end too): a newly
+    # elected leader's high watermark trails its log end until its followers fetch again, and the commits
+    # in between were acknowledged by the previous leader.
+    offset = partition.local_log_start_offset
+    while offset < partition.log_end_offset:
+        if partition.closed:
+            raise UnknownTopicError(f"{partition.label} was closed while its offsets were being restored")
+        result = await asyncio.to_thread(partition.log.read, offset, REPLAY_CHUNK)
         if not result.data:
             break
         chunks.append(result.data)

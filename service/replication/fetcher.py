@@ -286,7 +286,9 @@ class ReplicaFetcher:
                 offset,
                 why,
             )
-            await _uninterrupted(self.partition.truncate_to(offset))
+        # also at the log end: an epoch this replica assigned there while leading, with nothing written,
+        # is dropped so the batches fetched next are counted in the epochs that wrote them
+        await _uninterrupted(self.partition.truncate_to(offset))
 
     async def _fetch_once(self) -> None:
         partition = self.partition
@@ -349,8 +351,9 @@ async def _uninterrupted(change: Coroutine[Any, Any, T]) -> T:
     try:
         return await asyncio.shield(task)
     except asyncio.CancelledError:
-        with contextlib.suppress(Exception):
-            await task
+        while not task.done():  # a second cancellation must not leave the change running unowned
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await asyncio.shield(task)
         raise
 
 

@@ -160,6 +160,7 @@ class ReplicaManager:
                 state.leader_epoch,
                 LeaderNotAvailableError(f"partition {partition.label} has no live leader now"),
             )
+            await partition.drain_leader_appends()
             self._set_remote_role(partition, leading=False, leader_epoch=state.leader_epoch)
             if state.leader != NO_LEADER:  # its registration is not seen yet: retried on a later call
                 replica.state = None
@@ -210,6 +211,12 @@ class ReplicaManager:
         partition = replica.partition
         await self._stop_fetching(replica)
         await self._stop_leading(replica)
+        if partition.role == "leader":  # leading again in a newer epoch: end the old epoch first
+            partition.follow(
+                partition.leader_epoch,
+                LeaderNotAvailableError(f"{partition.label} moves to leader epoch {state.leader_epoch}"),
+            )
+        await partition.drain_leader_appends()  # no batch of an older epoch lands after the new one starts
         start = await partition.assign_leader_epoch(state.leader_epoch)
         leader = LeaderState(
             topic=partition.topic,
@@ -284,6 +291,7 @@ class ReplicaManager:
             return
         await self._stop_fetching(replica)
         partition.follow(state.leader_epoch, reason)
+        await partition.drain_leader_appends()  # the fetcher decides where to truncate after them
         self._set_remote_role(partition, leading=False, leader_epoch=state.leader_epoch)
         fetcher = ReplicaFetcher(
             partition,

@@ -476,3 +476,14 @@ def test_epochs_describe_the_stored_batches(
                 assert log.epoch_end_offset(stored[-1][1]) == (stored[-1][1], log.log_end_offset)
     finally:
         log.close()
+
+
+def test_truncating_at_the_log_end_drops_an_epoch_that_wrote_nothing(tmp_path: Path) -> None:
+    log = open_log(tmp_path)
+    log.append(epoch_batch([b"a", b"b"], base_offset=0, epoch=2), assign_offsets=False)
+    log.epochs.assign(3, log.log_end_offset)  # led epoch 3 briefly, wrote nothing
+    log.truncate_to(log.log_end_offset)
+    assert [(e.epoch, e.start_offset) for e in log.epochs.entries()] == [(2, 0)]
+    log.append(epoch_batch([b"c"], base_offset=2, epoch=2), assign_offsets=False)
+    assert log.epochs.epoch_for(2) == 2  # the fetched batch counts in the epoch that wrote it
+    log.close()

@@ -402,7 +402,8 @@ class PartitionLog(LogCore):
         """Remove every batch holding an offset >= ``offset``; the log end offset becomes the base offset
         of the first removed batch (at most ``offset``). Below the log start offset the whole log is
         replaced by an empty one at ``offset``. The high watermark is clamped to the new end and the
-        leader epochs starting at or past it are dropped. Thread-safe; idempotent.
+        leader epochs starting at or past ``offset`` are dropped (also when no batch is). Thread-safe;
+        idempotent.
 
         Raises:
             InvalidRequestError: a negative offset.
@@ -413,6 +414,10 @@ class PartitionLog(LogCore):
         with self._lock:
             self._check_open()
             if offset >= self._segments[-1].next_offset:
+                # no batch to remove, but an epoch may start here with nothing written yet (a replica that
+                # led briefly): it must go, or the batches fetched next would be counted in it
+                with io_errors("truncating the leader epochs of", self._dir):
+                    self.epochs.truncate_from_end(offset)
                 return
             if offset < self._log_start_offset:
                 self.truncate_fully_and_start_at(offset)

@@ -195,8 +195,8 @@ async def test_consumers_read_below_the_high_watermark_only(cluster: InprocClust
     empty = await partition.read(0, 1 << 20)
     assert empty.data == b""
     resp = await running.client.get(f"/native/v1/topics/{TOPIC}/partitions/0/offsets?timestamp=-1")
-    if resp.status == 200:
-        assert (await resp.json())["offset"] == 0  # latest = the HW, not the LEO
+    assert resp.status == 200, await resp.text()
+    assert (await resp.json())["offset"] == 0  # latest = the HW, not the LEO
     poll = asyncio.ensure_future(partition.read(0, 1 << 20, max_wait_ms=int(DEADLINE_S * 1000)))
     await asyncio.sleep(0)
     assert not poll.done()
