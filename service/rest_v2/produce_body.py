@@ -18,6 +18,7 @@ from __future__ import annotations
 import base64
 import binascii
 import sys
+import time
 from collections.abc import Iterator, Sequence
 from typing import Any, NamedTuple, overload
 
@@ -34,6 +35,7 @@ from tierlog.tiering.errors import (
 __all__ = [
     "CONVERSION_BYTES_PER_RECORD",
     "MAX_REPORTED_PROBLEMS",
+    "YIELD_MASK",
     "ProduceRecord",
     "ProduceColumns",
     "ProduceRow",
@@ -47,6 +49,15 @@ __all__ = [
 # (tests/unit/test_rest_v2_produce_parse.py checks the bound): the record's three column slots, its key and
 # value, the partition list, the batch builder's Record, and the record's line of the answer.
 CONVERSION_BYTES_PER_RECORD = 400
+
+# The walk over ``records`` hands the GIL over (``time.sleep(0)``) every this many records, about every
+# 0.7 ms on the development machine (3 us per record). A thread running Python code gives the GIL up only
+# when another thread has waited for it a whole switch interval (5 ms), and the event loop thread gives it up
+# on every system call it makes (epoll, recv, send): while a conversion ran, each of those calls cost the loop
+# up to 5 ms to get the GIL back, and one turn of the loop over 16 connections sending bodies made about 20
+# of them. Measured with py-spy (docs/benchmarks-hostile.md): /health p99 100-300 ms under the hostile load,
+# 14-40 ms with the hand-over. A power of two minus one: the check is one ``&`` per record.
+YIELD_MASK = 255
 
 
 class ProduceRecord(NamedTuple):
@@ -146,8 +157,11 @@ class _RecordsReader:
         limit = sys.maxsize if self.max_records is None else self.max_records
         out, binary, fields = self.out, self.fmt is EmbeddedFormat.BINARY, _RECORD_FIELDS
         append = out.append
+        mask, hand_over = YIELD_MASK, time.sleep
         for index, record in enumerate(cursor.objects()):
             self.count = index + 1
+            if not index & mask:
+                hand_over(0)  # the GIL to the event loop, if it waits (see YIELD_MASK)
             if index >= limit:
                 out.clear()  # here, not where the error is handled (the event loop)
                 raise InvalidBodyError(
@@ -300,7 +314,8 @@ def parse_produce_rows(body: bytes, fmt: EmbeddedFormat, *, max_records: int | N
 
     The body is walked one record at a time (:class:`~tierlog.service.rest_v2.json_stream.JsonCursor`):
     each record is converted as soon as it is decoded and its dict dropped, so the memory is the body's
-    text and the converted records, and a worker thread running this gives up the GIL between records.
+    text and the converted records, and a worker thread running this hands the GIL over every
+    :data:`YIELD_MASK` + 1 records (``time.sleep(0)``): the event loop never waits a switch interval for it.
     ``max_records`` bounds the record count: the walk stops with 422 at record ``max_records + 1``, never
     reading further. Errors are those of parsing the whole body first: bad JSON anywhere wins over every
     other error, then the body's shape, then the first misshapen or unconvertible record. Pure and
