@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Sequence
 
-import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -239,26 +238,6 @@ class Cluster:
             await controller.close()
         for membership in self.members.values():
             await membership.close()
-
-
-@pytest.fixture
-def clock() -> ManualClock:
-    return ManualClock(1_700_000_000_000)
-
-
-@pytest.fixture
-async def store(clock: ManualClock) -> AsyncIterator[LocalMetadataStore]:
-    store = LocalMetadataStore(clock=clock)
-    await store.start()
-    yield store
-    await store.close()
-
-
-@pytest.fixture
-async def cluster(store: LocalMetadataStore, clock: ManualClock) -> AsyncIterator[Cluster]:
-    cluster = Cluster(store, clock)
-    yield cluster
-    await cluster.close()
 
 
 async def controller_record(store: LocalMetadataStore) -> ControllerRecord | None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import Sequence
 
 import pytest
 from hypothesis import given
@@ -35,29 +35,8 @@ from tierlog.tiering.errors import (
     UnknownPartitionError,
     UnknownTopicError,
 )
-from tierlog.tiering.log.clock import ManualClock
 
 UNCLEAN = "unclean.leader.election.enable"
-
-
-@pytest.fixture
-def clock() -> ManualClock:
-    return ManualClock(1_700_000_000_000)
-
-
-@pytest.fixture
-async def store(clock: ManualClock) -> AsyncIterator[LocalMetadataStore]:
-    store = LocalMetadataStore(clock=clock)
-    await store.start()
-    yield store
-    await store.close()
-
-
-@pytest.fixture
-async def cluster(store: LocalMetadataStore, clock: ManualClock) -> AsyncIterator[Cluster]:
-    cluster = Cluster(store, clock)
-    yield cluster
-    await cluster.close()
 
 
 async def seed(
