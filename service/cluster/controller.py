@@ -37,9 +37,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
+from tierlog.service.cluster.decisions import check_alter, decide_partition
 from tierlog.service.cluster.membership import Membership
 from tierlog.service.cluster.model import (
     BROKERS,
@@ -75,8 +76,6 @@ from tierlog.tiering.errors import (
     CorruptRecordError,
     FencedLeaderEpochError,
     IneligibleReplicaError,
-    InvalidRequestError,
-    InvalidUpdateVersionError,
     NotControllerError,
     UnavailableError,
     UnknownPartitionError,
@@ -84,7 +83,7 @@ from tierlog.tiering.errors import (
 )
 from tierlog.tiering.log.clock import Clock, SystemClock
 
-__all__ = ["Controller", "decide_partition"]
+__all__ = ["Controller", "check_alter", "decide_partition"]
 
 log = logging.getLogger("tierlog.cluster.controller")
 
@@ -93,64 +92,6 @@ BATCH_PARTITIONS = 32
 UNCLEAN = "unclean.leader.election.enable"
 # Attempts of one AlterPartition whose commit keeps losing to concurrent writes before it answers retriable.
 ALTER_ATTEMPTS = 16
-
-
-def _in_replica_order(members: Iterable[int], replicas: Sequence[int]) -> list[int]:
-    members = list(members)
-    return [r for r in replicas if r in members] + [m for m in members if m not in replicas]
-
-
-def decide_partition(
-    current: PartitionState | None,
-    replicas: Sequence[int],
-    live: set[int] | frozenset[int],
-    *,
-    controller_epoch: int,
-    preferred: bool = False,
-    unclean: bool = False,
-) -> tuple[PartitionState, str | None] | None:
-    """The next state of one partition, and why its leader changed (``"new"``, ``"failover"``, ``"offline"``,
-    ``"recovered"``, ``"preferred"``, ``"unclean"``; ``None`` when it did not); ``None`` when nothing
-    changes. Pure.
-
-    * No state yet: the live replicas, in replica order, are the ISR (an empty log is in sync everywhere)
-      and the first of them leads with ``leader_epoch`` 0; no live replica: leader -1 and every replica in
-      the ISR, so whichever returns first leads.
-    * A broker that is gone leaves every ISR it is in, leader or not (KRaft fences it), but the last member
-      is kept (Kafka keeps it, so that broker leads again when it returns).
-    * The leader's broker gone, or no leader: the first live ISR member in replica order leads. With none,
-      and ``unclean`` (the topic's ``unclean.leader.election.enable``), the first live replica leads with
-      ``isr=(it,)``: records only the lost ISR held are gone. Otherwise -1, keeping the last ISR member.
-    * ``preferred``: ``replicas[0]`` leads when it is live and in the ISR.
-    * A leader change bumps ``leader_epoch``; every change bumps ``partition_epoch`` and sets
-      ``controller_epoch``.
-    """
-    if current is None:
-        in_sync = tuple(r for r in replicas if r in live)
-        if not in_sync:
-            return PartitionState(NO_LEADER, 0, tuple(replicas), 0, controller_epoch), None
-        return PartitionState(in_sync[0], 0, in_sync, 0, controller_epoch), "new"
-    isr = tuple(m for m in current.isr if m in live)
-    if not isr:
-        isr = (current.leader,) if current.leader in current.isr else current.isr
-    candidates = [m for m in _in_replica_order(current.isr, replicas) if m in live]
-    leader, reason = current.leader, None
-    if current.leader == NO_LEADER or current.leader not in live:
-        if candidates:
-            leader = candidates[0]
-            reason = "recovered" if current.leader == NO_LEADER else "failover"
-        elif unclean and any(r in live for r in replicas):
-            leader = next(r for r in replicas if r in live)
-            isr, reason = (leader,), "unclean"
-        elif current.leader != NO_LEADER:
-            leader, reason = NO_LEADER, "offline"
-    elif preferred and replicas and replicas[0] != leader and replicas[0] in live and replicas[0] in isr:
-        leader, reason = replicas[0], "preferred"
-    if leader == current.leader and isr == current.isr:
-        return None
-    leader_epoch = current.leader_epoch + (1 if leader != current.leader else 0)
-    state = PartitionState(leader, leader_epoch, isr, current.partition_epoch + 1, controller_epoch)
-    return state, reason
 
 
 class _View:
@@ -532,7 +473,7 @@ class Controller:
                 raise UnknownPartitionError(f"Partition {where} has no leader yet")
             current = PartitionState.decode(state_kv.key, state_kv.value)
             replicas = assignment.replicas[request.partition]
-            self._check_alter(request, current, replicas, where)
+            check_alter(request, current, replicas, where)
             new_isr = tuple(request.new_isr)
             if new_isr == current.isr:
                 return current
@@ -565,40 +506,6 @@ class Controller:
         known = self._controller_id
         named = f"broker {known} is" if known != NO_LEADER else "no controller is known to be"
         raise NotControllerError(f"Broker {self.broker_id} is not the active controller ({named} active)")
-
-    @staticmethod
-    def _check_alter(
-        request: AlterPartitionRequest, current: PartitionState, replicas: Sequence[int], where: str
-    ) -> None:
-        """The checks of an ISR change that need only the current state (see :meth:`alter_partition`)."""
-        if request.broker_id != current.leader:
-            raise FencedLeaderEpochError(
-                f"Broker {request.broker_id} is not the leader of {where} (the leader is {current.leader})"
-            )
-        if request.leader_epoch != current.leader_epoch:
-            raise FencedLeaderEpochError(
-                f"Leader epoch {request.leader_epoch} of {where} is not the current one "
-                f"({current.leader_epoch})"
-            )
-        if request.partition_epoch != current.partition_epoch:
-            raise InvalidUpdateVersionError(
-                f"Partition epoch {request.partition_epoch} of {where} is not the current one "
-                f"({current.partition_epoch})"
-            )
-        new_isr = request.new_isr
-        if not new_isr:
-            raise InvalidRequestError(f"The new ISR of {where} is empty")
-        if len(set(new_isr)) != len(new_isr):
-            raise InvalidRequestError(f"The new ISR of {where} lists a broker twice: {list(new_isr)}")
-        if current.leader not in new_isr:
-            raise InvalidRequestError(
-                f"The new ISR of {where} {list(new_isr)} does not hold its leader {current.leader}"
-            )
-        strangers = [m for m in new_isr if m not in replicas]
-        if strangers:
-            raise IneligibleReplicaError(
-                f"Brokers {strangers} cannot be in the ISR of {where}: its replicas are {list(replicas)}"
-            )
 
     # ---- decisions ---------------------------------------------------------------------------------------
 
