@@ -225,6 +225,18 @@ def wait_in_step(cluster: ReplicatedCluster, partitions: int) -> None:
             raise AssertionError(f"{err}\n{cluster.report(TOPIC)}") from None
 
 
+def verify_after(cluster: ReplicatedCluster, acks: list[Ack], partitions: int) -> None:
+    """The checks every chaos run ends with: the answers are consistent, every acknowledged record is read
+    back at its offset once the replicas are in step, every broker stops cleanly, and the replicas hold
+    the same batches."""
+    check_acks(acks)
+    wait_in_step(cluster, partitions)
+    check_readable(cluster, acks, partitions)
+    codes = cluster.stop_all()
+    assert all(code == 0 for code in codes.values()), (codes, tail(cluster))
+    compare_replicas(cluster, partitions, whole=True)
+
+
 def compare_replicas(cluster: ReplicatedCluster, partitions: int, *, whole: bool) -> None:
     """With the brokers stopped: the replicas' batches are the same bytes. ``whole``: every replica holds
     every batch (the concatenations are equal); else (tiering removed local segments at different times, a
@@ -271,12 +283,7 @@ def test_acknowledged_records_survive_repeated_leader_kills(cluster: ReplicatedC
         loop.stop()
     print(f"\nkill -> first acks=all produce on the new leader: {', '.join(f'{t:.2f} s' for t in times)}")
     print(f"acknowledged {len(loop.acks)} produces; refusals by error code: {loop.refusals}")
-    check_acks(loop.acks)
-    wait_in_step(cluster, partitions)
-    check_readable(cluster, loop.acks, partitions)
-    codes = cluster.stop_all()
-    assert all(code == 0 for code in codes.values()), (codes, tail(cluster))
-    compare_replicas(cluster, partitions, whole=True)
+    verify_after(cluster, loop.acks, partitions)
 
 
 def test_leader_kills_while_the_last_victim_is_still_catching_up_lose_nothing(
@@ -294,12 +301,7 @@ def test_leader_kills_while_the_last_victim_is_still_catching_up_lose_nothing(
     finally:
         loop.stop()
     print(f"\nacknowledged {len(loop.acks)} produces; refusals by error code: {loop.refusals}")
-    check_acks(loop.acks)
-    wait_in_step(cluster, 1)
-    check_readable(cluster, loop.acks, 1)
-    codes = cluster.stop_all()
-    assert all(code == 0 for code in codes.values()), (codes, tail(cluster))
-    compare_replicas(cluster, 1, whole=True)
+    verify_after(cluster, loop.acks, 1)
 
 
 def test_tiered_replicas_survive_leader_kills_and_leave_a_clean_bucket(
@@ -556,12 +558,7 @@ def test_leader_and_a_follower_killed_at_once_lose_no_acknowledged_record(cluste
     finally:
         loop.stop()
     print(f"\nacknowledged {len(loop.acks)} produces; refusals by error code: {loop.refusals}")
-    check_acks(loop.acks)
-    wait_in_step(cluster, 1)
-    check_readable(cluster, loop.acks, 1)
-    codes = cluster.stop_all()
-    assert all(code == 0 for code in codes.values()), (codes, tail(cluster))
-    compare_replicas(cluster, 1, whole=True)
+    verify_after(cluster, loop.acks, 1)
 
 
 def test_a_follower_back_with_an_empty_disk_is_not_elected_over_a_full_replica(
@@ -595,9 +592,4 @@ def test_a_follower_back_with_an_empty_disk_is_not_elected_over_a_full_replica(
         wait_progress(loop, time.monotonic(), 0)
     finally:
         loop.stop()
-    check_acks(loop.acks)
-    wait_in_step(cluster, 1)
-    check_readable(cluster, loop.acks, 1)
-    codes = cluster.stop_all()
-    assert all(code == 0 for code in codes.values()), (codes, tail(cluster))
-    compare_replicas(cluster, 1, whole=True)
+    verify_after(cluster, loop.acks, 1)
