@@ -70,6 +70,7 @@ RemoteHistory = Callable[[str, int, int], Awaitable[Sequence[EpochEntry]]]
 # the follower retries them sooner, from FIRST_RETRY_S doubling up to replica.fetch.backoff.ms.
 _LEADER_TAKING_OVER = (LeaderNotAvailableError, UnknownLeaderEpochError)
 FIRST_RETRY_S = 0.05
+UNINTERRUPTED_WAIT_S = 10.0  # how long a cancelled fetcher waits for its log change to end
 MAX_TRUNCATION_ROUNDS = 64  # each round asks about a strictly older epoch; this only bounds a broken cache
 _WAIT_FOR_METADATA = (
     NotLeaderOrFollowerError,
@@ -351,9 +352,14 @@ async def _uninterrupted(change: Coroutine[Any, Any, T]) -> T:
     try:
         return await asyncio.shield(task)
     except asyncio.CancelledError:
-        while not task.done():  # a second cancellation must not leave the change running unowned
+        # a second cancellation must not leave the change running unowned; bounded, so a change stuck on a
+        # log being closed cannot hang the close that cancelled us
+        deadline = asyncio.get_running_loop().time() + UNINTERRUPTED_WAIT_S
+        while not task.done() and asyncio.get_running_loop().time() < deadline:
             with contextlib.suppress(asyncio.CancelledError, Exception):
-                await asyncio.shield(task)
+                await asyncio.wait_for(asyncio.shield(task), deadline - asyncio.get_running_loop().time())
+        if not task.done():
+            log.warning("a closing fetcher's log change did not end in %.0f s", UNINTERRUPTED_WAIT_S)
         raise
 
 
