@@ -119,6 +119,8 @@ class Settings:
     replica_fetch_wait_max_ms: int = 500
     replica_fetch_backoff_ms: int = 1000
     replica_high_watermark_checkpoint_interval_ms: int = 5000
+    producer_id_expiration_ms: int = 86_400_000
+    producer_id_expiration_check_interval_ms: int = 600_000
     sources: Mapping[str, str] = field(default_factory=dict)
 
     def describe(self) -> str:
@@ -303,6 +305,8 @@ def build_settings(values: Mapping[str, object], sources: Mapping[str, str] | No
         replica_fetch_wait_max_ms=get(t.REPLICA_FETCH_WAIT_MAX_MS),
         replica_fetch_backoff_ms=get(t.REPLICA_FETCH_BACKOFF_MS),
         replica_high_watermark_checkpoint_interval_ms=get(t.REPLICA_HIGH_WATERMARK_CHECKPOINT_INTERVAL_MS),
+        producer_id_expiration_ms=get(t.PRODUCER_ID_EXPIRATION_MS),
+        producer_id_expiration_check_interval_ms=get(t.PRODUCER_ID_EXPIRATION_CHECK_INTERVAL_MS),
         sources=MappingProxyType(sources),
     )
 

@@ -368,6 +368,18 @@ REPLICA_HIGH_WATERMARK_CHECKPOINT_INTERVAL_MS = SettingSpec(
     "how often each partition's high watermark is written to its replication-offset-checkpoint file",
     _int(1, 2**31 - 1),
 )
+PRODUCER_ID_EXPIRATION_MS = SettingSpec(
+    "producer.id.expiration.ms",
+    "86400000",
+    "a partition forgets an idempotent producer id whose last batch is older than this (batch timestamps)",
+    _int(1, 2**31 - 1),
+)
+PRODUCER_ID_EXPIRATION_CHECK_INTERVAL_MS = SettingSpec(
+    "producer.id.expiration.check.interval.ms",
+    "600000",
+    "how often each partition removes expired producer ids",
+    _int(1, 2**31 - 1),
+)
 
 TABLE: tuple[SettingSpec[Any], ...] = (
     DATA_DIR,
@@ -421,6 +433,8 @@ TABLE: tuple[SettingSpec[Any], ...] = (
     REPLICA_FETCH_WAIT_MAX_MS,
     REPLICA_FETCH_BACKOFF_MS,
     REPLICA_HIGH_WATERMARK_CHECKPOINT_INTERVAL_MS,
+    PRODUCER_ID_EXPIRATION_MS,
+    PRODUCER_ID_EXPIRATION_CHECK_INTERVAL_MS,
     _topic_default("min.insync.replicas", "min.insync.replicas", "default min.insync.replicas"),
     _topic_default("unclean.leader.election.enable", "unclean.leader.election.enable", "default unclean"),
     _topic_default("segment.bytes", "log.segment.bytes", "default segment.bytes"),

@@ -30,6 +30,7 @@ code   class                            kind                retriable
 40401  UnknownTopicError                not found           no
 40402  UnknownPartitionError            not found           no
 40403  ConsumerInstanceNotFoundError    not found           no
+40404  UnknownProducerIdError           not found           no
 40410  UnknownMemberError               not found           no
 40411  UnknownGroupError                not found           no
 40501  MethodNotAllowedError            invalid request     no
@@ -40,6 +41,9 @@ code   class                            kind                retriable
 40910  RebalanceInProgressError         conflict            yes
 40904  InvalidUpdateVersionError        conflict            no
 40905  IneligibleReplicaError           conflict            no
+40906  OutOfOrderSequenceError          conflict            no
+40907  ProducerFencedError              conflict            no
+40908  DuplicateSequenceError           conflict            no
 40911  IllegalGenerationError           conflict            no
 41301  RecordTooLargeError              invalid request     no
 41501  UnsupportedMediaTypeError        invalid request     no
@@ -107,6 +111,10 @@ __all__ = [
     "InvalidUpdateVersionError",
     "IneligibleReplicaError",
     "OffsetMovedToTieredStorageError",
+    "UnknownProducerIdError",
+    "OutOfOrderSequenceError",
+    "ProducerFencedError",
+    "DuplicateSequenceError",
     "NotLeaderOrFollowerError",
     "NotCoordinatorError",
     "LeaderNotAvailableError",
@@ -360,6 +368,13 @@ class UnknownMemberError(NotFoundError):
     code = 40410
 
 
+class UnknownProducerIdError(NotFoundError):
+    """Kafka's UNKNOWN_PRODUCER_ID: an epoch bump names a producer id this cluster never issued. The client
+    asks for a new id."""
+
+    code = 40404
+
+
 class UnknownGroupError(NotFoundError):
     """No such consumer group."""
 
@@ -411,6 +426,31 @@ class IneligibleReplicaError(ConflictError):
     not a replica of the partition."""
 
     code = 40905
+
+
+class OutOfOrderSequenceError(ConflictError):
+    """Kafka's OUT_OF_ORDER_SEQUENCE_NUMBER: an idempotent producer's batch does not carry the next sequence
+    number of its producer id and epoch on this partition (a gap, or a new epoch not starting at 0). Nothing
+    was appended. The producer bumps its epoch and starts its sequences again (design note 0011)."""
+
+    code = 40906
+
+
+class ProducerFencedError(ConflictError):
+    """Kafka's PRODUCER_FENCED / INVALID_PRODUCER_EPOCH: the batch's producer epoch is older than the one
+    this partition has seen for its producer id; a newer instance of the producer took over. Nothing was
+    appended; the old instance must stop."""
+
+    code = 40907
+
+
+class DuplicateSequenceError(ConflictError):
+    """Kafka's DUPLICATE_SEQUENCE_NUMBER: the batch was appended before (its sequence numbers are below the
+    last ones this partition stored for the producer id and epoch) but is older than the five batches whose
+    offsets the partition remembers. Nothing was appended again; clients treat it as delivered, offsets
+    unknown."""
+
+    code = 40908
 
 
 # --- unavailable --------------------------------------------------------------------------------------------
