@@ -22,6 +22,7 @@ from tierlog.service import metadata as meta
 from tierlog.service.cluster.view import ClusterView, embedded_view
 from tierlog.service.metrics import Metrics, Sample
 from tierlog.service.partition import Partition
+from tierlog.service.producer_ids import ProducerIdManager
 from tierlog.service.remote.tier import RemoteTier
 from tierlog.service.tasks import TaskSet
 from tierlog.service.topic import Topic
@@ -93,6 +94,14 @@ class Broker:
             ("tierlog_bytes_out_total", "Record batch bytes read, by topic"),
             ("tierlog_records_in_total", "Records appended, by topic"),
             ("tierlog_replication_bytes_in_total", "Record batch bytes a follower appended from its leader"),
+            (
+                "tierlog_produce_duplicates_total",
+                "Produced batches found duplicate: nothing appended",
+            ),
+            (
+                "tierlog_produce_sequence_errors_total",
+                "Produced batches refused by their sequence, by error",
+            ),
         ):
             metrics.describe(name, "counter", help_text)
         metrics.describe("tierlog_log_end_offset", "gauge", "Next offset to be written, by partition")
@@ -114,6 +123,12 @@ class Broker:
             store = metadata_store if metadata_store is not None else _metadata_store(settings)
             self.cluster = ClusterNode(self, store, owns_store=owns)
             self.remote.embedded = False
+        #: Producer ids (``POST /native/v1/producers``, design 0011): blocks in the state file or the store.
+        self.producer_ids = (
+            ProducerIdManager.embedded(self._lock, self._require_state, self._save_state)
+            if self.cluster is None
+            else ProducerIdManager.cluster(self.cluster.store)
+        )
 
     # ---- lifecycle -------------------------------------------------------------------------------------
 

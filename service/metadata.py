@@ -64,12 +64,16 @@ class BrokerState:
     cluster_id: str
     broker_id: int = 0
     topics: dict[str, TopicRecord] = field(default_factory=dict)
+    #: Start of the next block of producer ids this broker may take (embedded mode); every id below it
+    #: was possibly issued. Absent from files written before producer ids existed: 0.
+    next_producer_id_block: int = 0
 
     def to_json(self) -> dict[str, Any]:
         return {
             "version": STATE_VERSION,
             "cluster_id": self.cluster_id,
             "broker_id": self.broker_id,
+            "next_producer_id_block": self.next_producer_id_block,
             "topics": {
                 name: {"topic_id": rec.topic_id, "partitions": rec.partitions, "configs": dict(rec.configs)}
                 for name, rec in sorted(self.topics.items())
@@ -91,7 +95,15 @@ class BrokerState:
                 )
                 for name, rec in doc["topics"].items()
             }
-            return cls(cluster_id=str(doc["cluster_id"]), broker_id=int(doc["broker_id"]), topics=topics)
+            next_block = int(doc.get("next_producer_id_block", 0))
+            if next_block < 0:
+                raise CorruptRecordError(f"negative next_producer_id_block {next_block}")
+            return cls(
+                cluster_id=str(doc["cluster_id"]),
+                broker_id=int(doc["broker_id"]),
+                topics=topics,
+                next_producer_id_block=next_block,
+            )
         except (KeyError, TypeError, ValueError, AttributeError) as err:
             raise CorruptRecordError(f"malformed broker state: {err!r}") from err
 

@@ -8,6 +8,7 @@ Routes (the wire contract is ``docs/native-api.md``)::
     GET  /native/v1/topics/{topic}/partitions/{partition}/offsets?timestamp=
     GET  /native/v1/topics/{topic}                                           partition count and watermarks
     GET  /native/v1/metadata?topic=&topic=                                   the cluster: brokers, leaders
+    POST /native/v1/producers                                                a producer id, or a new epoch
 
 The OpenAPI description of these routes is :mod:`tierlog.service.native_openapi`.
 
@@ -20,7 +21,12 @@ and only rewrites base offsets; a fetch sends bytes straight from the segment fi
 In a cluster, a produce, fetch or offsets request for a partition this broker does not lead is refused
 before anything is read from or appended to a log: 503 with error_code 50310 and the leader
 (``leader_id``, ``leader_url``, ``leader_epoch``), or 50311 when it has no live leader. Any broker answers
-``/native/v1/metadata`` for the whole cluster, which is how a client finds each partition's leader.
+``/native/v1/metadata`` for the whole cluster, which is how a client finds each partition's leader, and
+``/native/v1/producers`` (:mod:`tierlog.service.producer_routes`).
+
+A batch whose header carries a producer id (``producer_id >= 0``) is deduplicated by the leader (design
+note 0011): a retry of one of the producer's last five batches appends nothing and answers the offsets it
+got the first time, with ``"duplicate": true``.
 """
 
 from __future__ import annotations
@@ -35,6 +41,7 @@ from aiohttp import web
 from tierlog.service.budget import ACKS0_BUDGET, ByteBudget
 from tierlog.service.errors import json_error
 from tierlog.service.metadata import topic_name_problem
+from tierlog.service.producer_routes import setup_routes as setup_producer_routes
 from tierlog.service.rest_v2.convert import dump_json
 from tierlog.service.rest_v2.http import (
     count,
@@ -106,6 +113,7 @@ def setup_routes(app: web.Application) -> None:
     app.router.add_get(base + "/partitions/{partition}/offsets", list_offset)
     app.router.add_get(base, topic_metadata)
     app.router.add_get("/native/v1/metadata", cluster_metadata)
+    setup_producer_routes(app)
 
 
 def _broker(request: web.Request) -> Broker:
@@ -167,10 +175,16 @@ async def produce_batches(request: web.Request) -> web.Response:
     """Validate and append raw batches; answer the assigned offsets (acks 1/all) or 202 at once (acks 0).
 
     Every batch and record is validated here, off the event loop for bodies over 64 KiB, before anything
-    is appended (the log's append checks CRCs again). Not idempotent: a retried request appends again.
+    is appended (the log's append checks CRCs again). Batches with a producer id are idempotent (design
+    0011): when every batch of the body is one of its producer's last five, nothing is appended and the
+    answer carries the offsets stored the first time with ``"duplicate": true`` (``acks=all`` still waits
+    for them to be committed). Batches without a producer id are not: a retried request appends again.
     Raises UnsupportedMediaTypeError (415), NotAcceptableError (406), BadRequestError (400),
     CorruptBatchError (400, 40003), UnknownTopicError / UnknownPartitionError (40401/40402),
-    RecordTooLargeError (413), NotLeaderOrFollowerError / LeaderNotAvailableError (50310/50311).
+    RecordTooLargeError (413), NotLeaderOrFollowerError / LeaderNotAvailableError (50310/50311),
+    InvalidRequestError (42201: a transactional batch, a bad producer identity, duplicates mixed with new
+    batches), OutOfOrderSequenceError (409, 40906), ProducerFencedError (409, 40907),
+    DuplicateSequenceError (409, 40908: stored already, offsets unknown); nothing is appended then.
     ``acks=all`` waits up to ``timeout_ms`` for every in-sync replica and raises NotEnoughReplicasError
     (50313, nothing appended), NotEnoughReplicasAfterAppendError (50314) or ProduceTimedOutError (50318,
     appended, maybe not committed). The answer names the ``leader_epoch`` the batches were stamped with and
@@ -213,6 +227,7 @@ async def produce_batches(request: web.Request) -> web.Response:
         record_count=info.record_count,
         batch_base_offsets=list(info.batch_base_offsets),
         log_append_time=info.log_append_time,
+        duplicate=bool(getattr(info, "duplicate", False)),
         acks=acks,
         # the epoch stamped into the batches (an embedded broker stamps none: its epoch is 0)
         leader_epoch=info.leader_epoch if info.leader_epoch >= 0 else partition.leader_epoch,

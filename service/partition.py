@@ -20,18 +20,20 @@ import asyncio
 import contextlib
 import functools
 import logging
-import os
-import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from concurrent.futures import Executor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
+from tierlog.service.page_cache import warm_pages
 from tierlog.tiering.errors import (
+    DuplicateSequenceError,
     LeaderNotAvailableError,
     NotLeaderOrFollowerError,
     OffsetMovedToTieredStorageError,
     OffsetOutOfRangeError,
+    OutOfOrderSequenceError,
+    ProducerFencedError,
     TierlogError,
     UnavailableError,
     UnknownTopicError,
@@ -53,6 +55,12 @@ log = logging.getLogger("tierlog.partition")
 Spawn = Callable[[Coroutine[Any, Any, None], str], object]
 T = TypeVar("T")
 Role = Literal["leader", "follower"]
+# Refusals of a producer's batch by its sequence (design 0011), by their Kafka error names
+SEQUENCE_ERRORS = {
+    OutOfOrderSequenceError: "OUT_OF_ORDER_SEQUENCE_NUMBER",
+    ProducerFencedError: "PRODUCER_FENCED",
+    DuplicateSequenceError: "DUPLICATE_SEQUENCE_NUMBER",
+}
 
 
 class Partition:
@@ -173,7 +181,10 @@ class Partition:
         least ``min.insync.replicas`` replicas before anything is appended, and the call answers once the
         high watermark passes the last appended offset (every in-sync replica has the batches); an
         embedded broker is its own ISR, so it answers after the append. The leader stamps its leader
-        epoch into every batch. Not idempotent: a retried call appends again. Raises:
+        epoch into every batch. Batches with a producer id are deduplicated (design 0011): a duplicate
+        appends nothing, answers its first offsets (``info.duplicate``), counts in
+        ``tierlog_produce_duplicates_total`` and, with ``acks=all``, still waits for them to be committed;
+        batches without one append again when retried. Raises:
             CorruptRecordError: a batch fails validation (nothing is appended).
             RecordTooLargeError: a batch exceeds ``max.message.bytes`` (nothing is appended).
             UnknownTopicError: the topic was deleted.
@@ -183,6 +194,10 @@ class Partition:
             NotEnoughReplicasAfterAppendError (50314): appended and replicated, but the ISR shrank below
                 ``min.insync.replicas`` meanwhile.
             ProduceTimedOutError (50318): appended, not replicated to the ISR within ``timeout_ms``.
+            OutOfOrderSequenceError (40906), ProducerFencedError (40907), DuplicateSequenceError (40908):
+                refused by the producer state (nothing appended; counted in
+                ``tierlog_produce_sequence_errors_total``); InvalidRequestError (42201): a bad producer
+                identity, a transactional batch, duplicates mixed with new batches.
         """
         self._check_leader()
         remote = self.remote
@@ -198,15 +213,23 @@ class Partition:
             self._leader_appends_done.clear()
             try:
                 info, size, end = await self._run(self._append_and_measure, batches, epoch)
+            except tuple(SEQUENCE_ERRORS) as err:
+                error = SEQUENCE_ERRORS.get(type(err), str(err.code))
+                self._metrics.inc("tierlog_produce_sequence_errors_total", topic=self.topic, error=error)
+                raise
             finally:
                 self._leader_appends -= 1
                 if not self._leader_appends:
                     self._leader_appends_done.set()
-            if remote is not None:
+            duplicate = bool(getattr(info, "duplicate", False))
+            if remote is not None and not duplicate:
                 remote.note_append(info.base_offset, size, end)
-        self._metrics.inc("tierlog_bytes_in_total", len(batches), topic=self.topic)
-        self._metrics.inc("tierlog_records_in_total", info.record_count, topic=self.topic)
-        self._wake()
+        if duplicate:
+            self._metrics.inc("tierlog_produce_duplicates_total", topic=self.topic)
+        else:
+            self._metrics.inc("tierlog_bytes_in_total", len(batches), topic=self.topic)
+            self._metrics.inc("tierlog_records_in_total", info.record_count, topic=self.topic)
+            self._wake()
         if leader is None:
             self._wake_committed()
             return info
@@ -294,7 +317,7 @@ class Partition:
         if replica_id is not None:
             self._replica_fetched(replica_id, offset)
             result: FileSlice = await self._poll(
-                lambda: _warm(self._log.read_slice(offset, max_bytes)),
+                lambda: warm_pages(self._log.read_slice(offset, max_bytes)),
                 lambda s: int(s.size),
                 max_wait_ms,
                 wait,
@@ -306,7 +329,9 @@ class Partition:
             result = await self._local_or_remote(
                 offset,
                 lambda: self._poll(
-                    lambda: _warm(self._log.read_slice(offset, max_bytes, max_offset=self.high_watermark)),
+                    lambda: warm_pages(
+                        self._log.read_slice(offset, max_bytes, max_offset=self.high_watermark)
+                    ),
                     lambda s: int(s.size),
                     max_wait_ms,
                     wait,
@@ -658,26 +683,3 @@ class Partition:
             self._inflight -= 1
             if self._inflight == 0:
                 self._idle.set()
-
-
-_WARM_CHUNK = 1 << 20
-_warm_buffers = threading.local()
-
-
-def _warm(region: FileSlice) -> FileSlice:
-    """Read ``region`` once in this worker thread so its pages are cached when the event loop
-    ``sendfile``s it: a cold segment then costs a disk read here, never a stall of the loop (Kafka's
-    KAFKA-7504). Warm pages cost one memory copy. Returns ``region``; read errors are left to sendfile."""
-    buffer = getattr(_warm_buffers, "buffer", None)
-    if buffer is None:
-        buffer = _warm_buffers.buffer = memoryview(bytearray(_WARM_CHUNK))
-    position, left = region.position, region.size
-    try:
-        while left > 0:
-            got = os.preadv(region.fd, [buffer[: min(left, _WARM_CHUNK)]], position)
-            if got <= 0:
-                break
-            position, left = position + got, left - got
-    except OSError:
-        pass
-    return region
