@@ -479,6 +479,15 @@ class Partition:
         async with self._operation():
             await self._run(self._log.checkpoint_high_watermark)
 
+    async def remove_expired_producers(self, now_ms: int, expiration_ms: int) -> int:
+        """Drop producer ids idle ``expiration_ms`` or more (design 0011) in a worker thread; how many.
+        Idempotent; no-op once closed."""
+        if self._closed:
+            return 0
+        async with self._operation():
+            remove = getattr(self._log, "remove_expired_producers", None)  # until the engine has it
+            return 0 if remove is None else int(await self._run(remove, now_ms, expiration_ms))
+
     async def offset_for_timestamp(self, ts: int) -> tuple[int, int] | None:
         """``(offset, timestamp)`` of the first batch whose max timestamp is at or after ``ts``, else None.
 

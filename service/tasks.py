@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from typing import TYPE_CHECKING, Any
@@ -55,8 +56,9 @@ class TaskSet:
 
 
 class Maintenance:
-    """Periodic passes over every partition: roll and flush by time, retention, and the high watermark
-    checkpoint (``replica.high.watermark.checkpoint.interval.ms``; closing a log writes it too).
+    """Periodic passes over every partition: roll and flush by time, retention, the high watermark
+    checkpoint (``replica.high.watermark.checkpoint.interval.ms``; closing a log writes it too) and the
+    expiry of idle producer ids (``producer.id.expiration.check.interval.ms``, design 0011).
 
     Each pass runs the blocking engine calls in worker threads, one partition at a time. A failure on one
     partition is logged and counted and does not stop the pass. ``passes`` counts completed passes per
@@ -65,7 +67,7 @@ class Maintenance:
 
     def __init__(self, broker: Broker) -> None:
         self._broker = broker
-        self.passes: dict[str, int] = {"flush": 0, "retention": 0, "checkpoint": 0}
+        self.passes: dict[str, int] = {"flush": 0, "retention": 0, "checkpoint": 0, "producer_expiry": 0}
         self._changed = asyncio.Condition()
 
     async def flush_pass(self) -> None:
@@ -90,6 +92,22 @@ class Maintenance:
             await self._guard("checkpoint", partition.label, partition.checkpoint_high_watermark)
         await self._count("checkpoint")
 
+    async def producer_expiry_pass(self) -> int:
+        """Drop the producer ids idle ``producer.id.expiration.ms`` or more (by their last batch's
+        timestamp, against the broker's clock) on every open partition, in worker threads; returns how
+        many. Safe concurrently; never raises."""
+        broker = self._broker
+        removed = 0
+        for partition in broker.all_partitions():
+            expire = functools.partial(
+                partition.remove_expired_producers,
+                broker.clock.now_ms(),
+                broker.settings.producer_id_expiration_ms,
+            )
+            removed += await self._guard("producer_expiry", partition.label, expire) or 0
+        await self._count("producer_expiry")
+        return removed
+
     async def wait_for_pass(self, kind: str, count: int) -> None:
         """Return once at least ``count`` passes of ``kind`` have completed. Safe concurrently."""
         async with self._changed:
@@ -105,6 +123,7 @@ class Maintenance:
             "flush": self.flush_pass,
             "retention": self.retention_pass,
             "checkpoint": self.checkpoint_pass,
+            "producer_expiry": self.producer_expiry_pass,
         }
         step = steps[kind]
         while True:
@@ -140,8 +159,8 @@ MAINTENANCE: web.AppKey[Maintenance] = web.AppKey("tierlog.maintenance", Mainten
 
 
 async def maintenance_ctx(app: web.Application) -> AsyncIterator[None]:
-    """cleanup_ctx entry: start the flush, retention, high watermark checkpoint and upload loops; cancel and
-    await them on shutdown."""
+    """cleanup_ctx entry: start the flush, retention, high watermark checkpoint, producer id expiry and
+    upload loops; cancel and await them on shutdown."""
     settings = app[SETTINGS]
     maintenance = app[MAINTENANCE]
     loops = [
@@ -155,6 +174,10 @@ async def maintenance_ctx(app: web.Application) -> AsyncIterator[None]:
         asyncio.create_task(
             maintenance.run("checkpoint", settings.replica_high_watermark_checkpoint_interval_ms / 1000),
             name="tierlog-hw-checkpoint",
+        ),
+        asyncio.create_task(
+            maintenance.run("producer_expiry", settings.producer_id_expiration_check_interval_ms / 1000),
+            name="tierlog-producer-expiry",
         ),
         asyncio.create_task(
             maintenance.run_uploads(settings.remote_upload_interval_ms / 1000), name="tierlog-upload"
