@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from tierlog.client.errors import BufferExhaustedError
+from tierlog.client.idempotence import Stamp, increment_sequence
 from tierlog.client.types import RecordMetadata, TopicPartition
 from tierlog.tiering.codec.records import Record
 from tierlog.tiering.errors import TierlogError
@@ -27,6 +28,9 @@ __all__ = ["DeliveryFuture", "PendingRecord", "ProducerBatch", "RecordAccumulato
 
 # length, attributes, deltas and the key/value/header-count varints of one record, at worst.
 RECORD_OVERHEAD = 21
+# Batches of one partition in one idempotent request: the partition leader remembers the last five batches
+# of each producer, so a retried request of at most five is answered as a duplicate with its offsets.
+MAX_IDEMPOTENT_BATCHES = 5
 Callback = Callable[[RecordMetadata | None, Exception | None], object]
 
 
@@ -63,7 +67,11 @@ _ids = itertools.count()
 
 @dataclass(eq=False)
 class ProducerBatch:
-    """Records of one partition sent as one v2 record batch."""
+    """Records of one partition sent as one v2 record batch.
+
+    An idempotent producer's batch gets its ``stamp`` (producer id, epoch, base sequence) when it is first
+    drained; ``encoded`` then caches its bytes, so every retry resends the same batch.
+    """
 
     tp: TopicPartition
     created: float
@@ -75,6 +83,7 @@ class ProducerBatch:
     full: bool = False
     encoded: bytes | None = None
     last_error: Exception | None = None
+    stamp: Stamp | None = None
     done: asyncio.Event = field(default_factory=asyncio.Event)
     batch_id: int = field(default_factory=lambda: next(_ids))
 
@@ -99,6 +108,17 @@ class ProducerBatch:
                     pending.future.exception()
             _run_callback(pending.callback, None, error)
         self.done.set()
+
+
+def _follows(previous: ProducerBatch, batch: ProducerBatch) -> bool:
+    """Whether ``batch`` may share an idempotent request with ``previous``: both new, or both stamped with
+    one identity and consecutive sequences."""
+    if previous.stamp is None or batch.stamp is None:
+        return previous.stamp is None and batch.stamp is None and batch.attempts == 0
+    a, b = previous.stamp, batch.stamp
+    return (a.producer_id, a.producer_epoch) == (b.producer_id, b.producer_epoch) and (
+        b.base_sequence == increment_sequence(a.base_sequence, len(previous.records))
+    )
 
 
 def _run_callback(
@@ -232,12 +252,23 @@ class RecordAccumulator:
                 next_delay = due - now if next_delay is None else min(next_delay, due - now)
         return ready, next_delay
 
-    def drain(self, tp: TopicPartition, max_request_size: int) -> list[ProducerBatch]:
-        """Pop the head batches of ``tp`` that fit one request (always at least one)."""
+    def drain(
+        self, tp: TopicPartition, max_request_size: int, *, idempotent: bool = False
+    ) -> list[ProducerBatch]:
+        """Pop the head batches of ``tp`` that fit one request (always at least one).
+
+        With ``idempotent``, one request holds at most :data:`MAX_IDEMPOTENT_BATCHES` and never mixes
+        stamped batches (a retried request: resent as the same consecutive batches) with new ones.
+        """
         queue = self._queues[tp]
         taken = [queue.popleft()]
         total = taken[0].size
-        while queue and queue[0].attempts == 0 and total + queue[0].size <= max_request_size:
+        while queue and total + queue[0].size <= max_request_size:
+            if idempotent:
+                if len(taken) >= MAX_IDEMPOTENT_BATCHES or not _follows(taken[-1], queue[0]):
+                    break
+            elif queue[0].attempts != 0:
+                break
             total += queue[0].size
             taken.append(queue.popleft())
         if not queue:

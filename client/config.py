@@ -91,12 +91,17 @@ class CommonConfig:
         unknown = sorted(set(kwargs) - names)
         if unknown:
             raise InvalidRequestError(f"unknown {cls.__name__} option(s): {', '.join(unknown)}")
-        values = dict(kwargs)
+        values = cls.resolve(dict(kwargs))
         if "bootstrap_servers" in values:
             values["bootstrap_servers"] = ",".join(bootstrap_urls(values["bootstrap_servers"]))
         config = cls(**values)
         config.validate()
         return config
+
+    @classmethod
+    def resolve(cls, values: dict[str, Any]) -> dict[str, Any]:
+        """Settings that depend on which others were given explicitly (none here). Pure."""
+        return values
 
     @property
     def bootstrap_list(self) -> tuple[str, ...]:
@@ -120,9 +125,16 @@ def _positive(name: str, value: int) -> None:
 
 @dataclass(frozen=True)
 class ProducerConfig(CommonConfig):
-    """``acks``, ``linger_ms``, ``batch_size``, ``compression_type``, ``buffer_memory``: Kafka's names."""
+    """``acks``, ``linger_ms``, ``batch_size``, ``compression_type``, ``buffer_memory``: Kafka's names.
 
-    acks: int | str = 1
+    ``enable_idempotence`` (default True) couples with other settings as in Kafka 3.2+: ``acks`` defaults to
+    ``"all"``; idempotence enabled explicitly with ``acks`` other than all, ``retries=0`` or
+    ``max_in_flight_requests_per_connection`` above 5 is a config error, while idempotence left at its
+    default is turned off by such an explicit setting (see :meth:`resolve`).
+    """
+
+    acks: int | str = "all"
+    enable_idempotence: bool = True
     linger_ms: int = 0
     batch_size: int = 16_384
     compression_type: str | None = None
@@ -145,6 +157,43 @@ class ProducerConfig(CommonConfig):
         _positive("buffer_memory", self.buffer_memory)
         _positive("max_request_size", self.max_request_size)
         _positive("max_in_flight_requests_per_connection", self.max_in_flight_requests_per_connection)
+        if not isinstance(self.enable_idempotence, bool):
+            raise InvalidRequestError(
+                f"enable_idempotence must be True or False, got {self.enable_idempotence!r}"
+            )
+        conflict = self.idempotence_conflict()
+        if self.enable_idempotence and conflict is not None:
+            raise InvalidRequestError(f"enable_idempotence=True requires {conflict}")
+
+    def idempotence_conflict(self) -> str | None:
+        """What keeps these settings from an idempotent producer, or None. Pure."""
+        if str(self.acks) not in ("all", "-1"):
+            return f"acks='all', got acks={self.acks!r}"
+        if self.retries == 0:
+            return "retries > 0, got retries=0"
+        if self.max_in_flight_requests_per_connection > 5:
+            return (
+                "max_in_flight_requests_per_connection <= 5, got "
+                f"{self.max_in_flight_requests_per_connection}"
+            )
+        return None
+
+    @classmethod
+    def resolve(cls, values: dict[str, Any]) -> dict[str, Any]:
+        """Turn idempotence off when it was left at its default and ``acks``, ``retries`` or
+        ``max_in_flight_requests_per_connection`` were set explicitly to values it cannot work with (Kafka
+        3.2+). An explicit ``enable_idempotence=True`` is kept (:meth:`validate` then refuses the conflict).
+        Pure."""
+        if "enable_idempotence" in values:
+            return values
+        acks = values.get("acks", "all")
+        retries = values.get("retries", 1)
+        in_flight = values.get("max_in_flight_requests_per_connection", 5)
+        conflicting = str(acks) not in ("all", "-1") or retries == 0
+        conflicting = conflicting or (isinstance(in_flight, int) and in_flight > 5)
+        if conflicting:
+            return {**values, "enable_idempotence": False}
+        return values
 
     @property
     def acks_param(self) -> str:

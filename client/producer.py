@@ -11,6 +11,10 @@ for keyless records), appends the record to its partition's batch and returns an
 :class:`~tierlog.client.types.RecordMetadata`. It waits only for metadata and for room in ``buffer_memory``,
 both at most ``max_block_ms``. A background :class:`~tierlog.client.sender.Sender` builds v2 batches with the
 shared codec and sends each to its partition's leader (:class:`~tierlog.client.router.Router`).
+
+With ``enable_idempotence`` (the default) the producer gets a producer id from the cluster when it starts and
+stamps every batch with it and a per-partition sequence, so retries never store a record twice (design note
+0011). Once another instance fences the id (``ProducerFencedError``), every later ``send`` raises that error.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from tierlog.client.admin import AsyncAdmin
 from tierlog.client.backoff import backoff_seconds
 from tierlog.client.config import ProducerConfig
 from tierlog.client.errors import BufferExhaustedError, ClientClosedError
+from tierlog.client.idempotence import IdempotenceState
 from tierlog.client.router import Router
 from tierlog.client.sender import Sender
 from tierlog.client.types import RecordMetadata, TopicPartition
@@ -82,6 +87,7 @@ class AsyncProducer:
         if bootstrap_servers is not None:
             configs["bootstrap_servers"] = bootstrap_servers
         self.config = ProducerConfig.from_kwargs(configs)
+        self._idempotence_explicit = bool(configs.get("enable_idempotence", False))
         self._router = Router.from_config(self.config)
         self._admin = AsyncAdmin.over(self._router.any)
         self._sticky = StickyPartitioner()
@@ -116,7 +122,14 @@ class AsyncProducer:
             delivery_timeout_ms=self.config.delivery_timeout_ms,
             clock=clock,
         )
-        self._sender = Sender(self._router, self._acc, self.config, clock)
+        self._sender = Sender(
+            self._router,
+            self._acc,
+            self.config,
+            clock,
+            idempotence=IdempotenceState() if self.config.enable_idempotence else None,
+            idempotence_required=self._idempotence_explicit,
+        )
         self._sender_task = asyncio.create_task(self._sender.run(), name="tierlog producer sender")
 
     async def send(
@@ -138,6 +151,7 @@ class AsyncProducer:
 
         Raises:
             ClientClosedError: the producer is closed.
+            ProducerFencedError: another instance took over this idempotent producer's id (fatal).
             RecordTooLargeError: the record alone exceeds ``max_request_size`` or ``buffer_memory``.
             BufferExhaustedError: no buffer room or no metadata within ``max_block_ms``.
             UnknownTopicError / UnknownPartitionError: the topic (with auto-creation off) or partition does
@@ -192,6 +206,7 @@ class AsyncProducer:
             raise ClientClosedError("the producer is closed")
         if self._acc is None or self._loop is None:
             await self.start()
+        self._raise_fatal()
         assert self._acc is not None and self._loop is not None
         deadline = self._loop.time() + self._max_block
         meta = self._router.snapshot
@@ -209,7 +224,27 @@ class AsyncProducer:
         if self._closed:
             await self._acc.release(size)
             raise ClientClosedError("the producer was closed while send waited")
+        if self._sender is not None and self._sender.fatal is not None:
+            await self._acc.release(size)
+            raise self._sender.fatal
         self._acc.append(TopicPartition(topic, partition), PendingRecord(record, size, future, callback))
+
+    @property
+    def producer_identity(self) -> tuple[int, int] | None:
+        """``(producer_id, producer_epoch)`` of an idempotent producer once the cluster answered, or None."""
+        state = self._sender.idempotence if self._sender is not None else None
+        return state.identity if state is not None else None
+
+    @property
+    def fatal_error(self) -> TierlogError | None:
+        """The error every send fails with once the producer was fenced, or None. Safe from any thread."""
+        return self._sender.fatal if self._sender is not None else None
+
+    def _raise_fatal(self) -> None:
+        """Raise the producer's fatal error (ProducerFencedError) if it has one."""
+        fatal = self.fatal_error
+        if fatal is not None:
+            raise fatal
 
     async def send_and_wait(
         self, topic: str, value: Any = None, key: Any = None, **kwargs: Any

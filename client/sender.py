@@ -9,12 +9,22 @@ leadership errors 50310/50311, which also refresh the router's metadata) are ret
 backoff while the batch's ``delivery_timeout_ms`` and ``retries`` allow; a NOT_LEADER answer naming a newer
 leader is retried on that leader at once. Anything else fails the batch's records at once with the typed
 error.
+
+An idempotent producer (design note 0011) first gets its producer id (``POST /native/v1/producers``, any
+broker) and stamps each batch with the id, the epoch and the partition's next sequence when the batch is
+first drained; a retry resends the same bytes, so the leader stores it once. A duplicate answer completes the
+batch with its original offsets, ``DuplicateSequenceError`` with offset -1. Any other final failure of a
+stamped batch bumps the epoch (``POST`` with the current id and epoch) before a new batch is stamped, so no
+later batch continues a sequence whose last batch may be missing; ``UnknownProducerIdError`` on a bump asks
+for a new id. ``ProducerFencedError`` is fatal: the batch, every queued batch and every later ``send`` fail
+with it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 from collections.abc import Callable
 
@@ -22,13 +32,22 @@ from tierlog.client.accumulator import ProducerBatch, RecordAccumulator
 from tierlog.client.backoff import backoff_seconds
 from tierlog.client.config import ProducerConfig
 from tierlog.client.errors import DeliveryTimeoutError
-from tierlog.client.router import Router
+from tierlog.client.idempotence import IdempotenceState
+from tierlog.client.router import Requester, Router
 from tierlog.client.types import TopicPartition
 from tierlog.tiering.codec.batch import build_batch
 from tierlog.tiering.codec.compression import Compression
-from tierlog.tiering.errors import TierlogError
+from tierlog.tiering.errors import (
+    DuplicateSequenceError,
+    InvalidRequestError,
+    NoSuchRouteError,
+    TierlogError,
+    UnknownProducerIdError,
+)
 
-__all__ = ["Sender"]
+__all__ = ["PRODUCERS_PATH", "Sender"]
+
+PRODUCERS_PATH = "/native/v1/producers"
 
 log = logging.getLogger("tierlog.client.producer")
 # Batches this large or compressed are encoded off the loop: zstd, lz4 and gzip release the GIL.
@@ -44,8 +63,18 @@ class Sender:
         accumulator: RecordAccumulator,
         config: ProducerConfig,
         clock: Callable[[], float],
+        *,
+        idempotence: IdempotenceState | None = None,
+        id_requester: Requester | None = None,
+        idempotence_required: bool = True,
     ) -> None:
         self._router = router
+        self.idempotence = idempotence
+        self._id_requester: Requester = id_requester if id_requester is not None else router.any
+        self._idempotence_required = idempotence_required
+        self._id_task: asyncio.Task[None] | None = None
+        self._id_attempts = 0
+        self._id_retry_at = 0.0
         self._acc = accumulator
         self._config = config
         self._clock = clock
@@ -66,12 +95,24 @@ class Sender:
                 expired = DeliveryTimeoutError(self._expiry_message(batch))
                 expired.__cause__ = batch.last_error
                 await self._finish(batch, expired)
+                if self.idempotence is not None:
+                    self.idempotence.on_failure(batch.stamp, expired)
+            if self.fatal is not None:
+                for batch in acc.abort_all(self.fatal):
+                    await self._finish(batch, self.fatal)
             ready, delay = acc.ready(now, self._in_flight)
+            wait = self._identity_step(now)
+            if wait is not None:
+                ready = []
+                delay = wait if delay is None else min(delay, wait)
             for tp in ready:
                 broker = self._router.cached_leader(tp)
                 if self._per_broker.get(broker, 0) >= limit:
                     continue  # the end of a request to that broker sets the wakeup
-                batches = acc.drain(tp, self._config.max_request_size)
+                batches = acc.drain(
+                    tp, self._config.max_request_size, idempotent=self.idempotence is not None
+                )
+                self._stamp(tp, batches)
                 self._in_flight.add(tp)
                 self._per_broker[broker] = self._per_broker.get(broker, 0) + 1
                 task = asyncio.create_task(
@@ -79,7 +120,7 @@ class Sender:
                 )
                 self._tasks.add(task)
                 task.add_done_callback(self._tasks.discard)
-            if acc.closing and acc.empty() and not self._in_flight:
+            if acc.closing and acc.empty() and not self._in_flight and self._id_task is None:
                 return
             if delay is None:
                 await acc.wakeup.wait()
@@ -87,8 +128,76 @@ class Sender:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(acc.wakeup.wait(), delay)
 
+    @property
+    def fatal(self) -> TierlogError | None:
+        """The error every send now fails with (the producer was fenced), or None."""
+        return self.idempotence.fatal if self.idempotence is not None else None
+
+    def _identity_step(self, now: float) -> float | None:
+        """Start the id request when one is due; answer None when new batches may be drained, else how
+        long until the loop should look again (it is also woken when the request ends)."""
+        state = self.idempotence
+        if state is None:
+            return None
+        if state.fatal is not None:
+            return 3600.0
+        if not state.needs_identity():
+            return None
+        if self._id_task is None and now >= self._id_retry_at:
+            self._id_task = asyncio.create_task(self._request_identity(), name="tierlog producer id")
+        return 3600.0 if self._id_task is not None else max(self._id_retry_at - now, 0.0)
+
+    async def _request_identity(self) -> None:
+        """One ``POST /native/v1/producers``: a new id, or the bump of the current one."""
+        state = self.idempotence
+        assert state is not None
+        body = state.request_body()
+        try:
+            answer = await self._id_requester.json("POST", PRODUCERS_PATH, body=body)
+            state.set_identity(int(answer["producer_id"]), int(answer["producer_epoch"]))
+            self._id_attempts = 0
+            log.debug("producer identity %s (bump: %s)", state.identity, body is not None)
+        except UnknownProducerIdError:
+            log.info("the broker does not know producer id %s: asking for a new id", state.identity)
+            state.unknown_producer()
+        except NoSuchRouteError as err:
+            if self._idempotence_required or body is not None:
+                state.fail_fatally(err)
+            else:
+                log.warning("the broker has no producer id route: the producer is not idempotent")
+                self.idempotence = None
+        except TierlogError as err:
+            if not err.retriable:
+                state.fail_fatally(err)
+            else:
+                wait = backoff_seconds(
+                    self._id_attempts, self._config.retry_backoff_ms, self._config.retry_backoff_max_ms
+                )
+                self._id_attempts += 1
+                self._id_retry_at = self._clock() + wait
+                log.debug("producer id request failed, retrying in %.3f s: %s", wait, err)
+                for batch in self._acc:
+                    batch.last_error = err
+        except (KeyError, TypeError, ValueError) as err:
+            state.fail_fatally(InvalidRequestError(f"bad producer id answer: {err!r}"))
+        finally:
+            self._id_task = None
+            self._acc.wakeup.set()
+
+    def _stamp(self, tp: TopicPartition, batches: list[ProducerBatch]) -> None:
+        state = self.idempotence
+        if state is None:
+            return
+        for batch in batches:
+            if batch.stamp is None:
+                batch.stamp = state.stamp(tp, len(batch.records))
+
     async def abort(self, error: TierlogError) -> None:
         """Cancel in-flight requests and fail their records and every queued one with ``error``."""
+        if self._id_task is not None:
+            self._id_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._id_task
         tasks = list(self._tasks)
         for task in tasks:
             task.cancel()
@@ -116,13 +225,18 @@ class Sender:
         parts: list[bytes] = []
         for batch in batches:
             if batch.encoded is None:
-                records = [p.record for p in batch.records]
+                encode = functools.partial(
+                    build_batch,
+                    [p.record for p in batch.records],
+                    compression=self._compression,
+                    producer_id=batch.stamp.producer_id if batch.stamp else -1,
+                    producer_epoch=batch.stamp.producer_epoch if batch.stamp else -1,
+                    base_sequence=batch.stamp.base_sequence if batch.stamp else -1,
+                )
                 if self._compression != Compression.NONE or batch.size >= _ENCODE_IN_THREAD_BYTES:
-                    batch.encoded = await asyncio.to_thread(
-                        build_batch, records, compression=self._compression
-                    )
+                    batch.encoded = await asyncio.to_thread(encode)
                 else:
-                    batch.encoded = build_batch(records, compression=self._compression)
+                    batch.encoded = encode()
             parts.append(batch.encoded)
         return parts[0] if len(parts) == 1 else b"".join(parts)
 
@@ -133,6 +247,11 @@ class Sender:
             leader = await self._router.leader_for(tp)
             url = leader.base_url
             answer = await leader.produce(tp.topic, tp.partition, body, self._acks)
+        except DuplicateSequenceError:
+            # Stored before, older than the offsets the leader remembers: delivered, offsets unknown.
+            for batch in batches:
+                batch.complete(-1, -1)
+                await self._finish(batch)
         except TierlogError as err:
             hinted = self._router.note_error(tp, err, url)
             await self._failed(batches, err, retry_now=hinted)
@@ -140,8 +259,7 @@ class Sender:
             raise
         except Exception as err:  # a bug or a user value the codec refused: never leave futures hanging
             log.exception("produce to %s-%d failed", tp.topic, tp.partition)
-            for batch in batches:
-                await self._finish(batch, err)
+            await self._fail_all(batches, err)
         else:
             bases = answer.get("batch_base_offsets") or [-1] * len(batches)
             append_time = int(answer.get("log_append_time", -1))
@@ -179,8 +297,15 @@ class Sender:
                 return
             timeout = DeliveryTimeoutError(f"{self._expiry_message(batches[0])}; last error: {err}")
             timeout.__cause__ = err
-            for batch in batches:
-                await self._finish(batch, timeout)
+            await self._fail_all(batches, timeout)
             return
+        await self._fail_all(batches, err)
+
+    async def _fail_all(self, batches: list[ProducerBatch], err: Exception) -> None:
+        """Fail ``batches`` for good; a stamped one marks an epoch bump (or makes a fencing fatal)."""
         for batch in batches:
             await self._finish(batch, err)
+            if self.idempotence is not None:
+                self.idempotence.on_failure(batch.stamp, err)
+        if self.fatal is not None:
+            self._acc.wakeup.set()

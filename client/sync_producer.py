@@ -139,12 +139,16 @@ class Producer:
 
         Raises:
             ClientClosedError: the producer is closed.
+            ProducerFencedError: another instance took over this idempotent producer's id (fatal).
             BufferExhaustedError: no room within ``max_block_ms``.
             RecordTooLargeError: the record alone exceeds ``max_request_size`` or ``buffer_memory``.
             TypeError: key, value or a header value is neither bytes nor str and no serializer is set.
         """
         if self._closed:
             raise ClientClosedError("the producer is closed")
+        fatal = self._core.fatal_error
+        if fatal is not None:
+            raise fatal
         record, size = self._core.build_record(value, key, headers, timestamp)
         target = RecordFuture()
         deadline = time.monotonic() + self.config.max_block_ms / 1000

@@ -13,7 +13,7 @@ from tierlog.tiering.errors import InvalidRequestError
 def test_defaults_follow_kafka() -> None:
     producer = ProducerConfig.from_kwargs({})
     assert (producer.acks, producer.linger_ms, producer.batch_size, producer.buffer_memory) == (
-        1,
+        "all",
         0,
         16384,
         1 << 25,
@@ -24,6 +24,44 @@ def test_defaults_follow_kafka() -> None:
         "latest",
         500,
     )
+
+
+def test_idempotence_is_on_by_default_with_acks_all() -> None:
+    config = ProducerConfig.from_kwargs({})
+    assert config.enable_idempotence is True
+    assert config.acks_param == "all"
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"acks": 1},
+        {"acks": "0"},
+        {"retries": 0},
+        {"max_in_flight_requests_per_connection": 6},
+    ],
+)
+def test_idempotence_left_at_default_turns_off_for_conflicting_settings(kwargs: dict[str, object]) -> None:
+    config = ProducerConfig.from_kwargs(kwargs)
+    assert config.enable_idempotence is False
+    with pytest.raises(InvalidRequestError, match="enable_idempotence"):
+        ProducerConfig.from_kwargs({**kwargs, "enable_idempotence": True})
+
+
+@pytest.mark.parametrize(
+    "kwargs", [{"acks": "all"}, {"acks": -1}, {"retries": 3}, {"max_in_flight_requests_per_connection": 5}]
+)
+def test_compatible_explicit_settings_keep_idempotence(kwargs: dict[str, object]) -> None:
+    assert ProducerConfig.from_kwargs(kwargs).enable_idempotence is True
+    assert ProducerConfig.from_kwargs({**kwargs, "enable_idempotence": True}).enable_idempotence is True
+
+
+def test_idempotence_off_explicitly_keeps_acks_all_by_default_and_allows_anything() -> None:
+    config = ProducerConfig.from_kwargs({"enable_idempotence": False, "acks": 1, "retries": 0})
+    assert (config.enable_idempotence, config.acks_param, config.retries) == (False, "1", 0)
+    assert ProducerConfig.from_kwargs({"enable_idempotence": False}).acks_param == "all"
+    with pytest.raises(InvalidRequestError, match="enable_idempotence"):
+        ProducerConfig.from_kwargs({"enable_idempotence": "yes"})
 
 
 @pytest.mark.parametrize(("acks", "param"), [(0, "0"), (1, "1"), (-1, "all"), ("all", "all"), ("-1", "all")])
