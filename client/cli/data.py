@@ -82,6 +82,8 @@ async def _produce(args: argparse.Namespace, stream: IO[bytes], progress: Progre
     }
     if args.compression:
         options["compression_type"] = args.compression
+    if args.no_idempotence:
+        options["enable_idempotence"] = False
     sent = 0
     async with AsyncProducer(args.bootstrap_server, **options) as producer:
         try:

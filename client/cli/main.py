@@ -101,7 +101,14 @@ def _produce_parser(commands: argparse._SubParsersAction[_Parser], common: _Pars
     produce.add_argument("--key-separator", metavar="SEP", help="split each line into key SEP value")
     produce.add_argument("--partition", type=int, help="send every record to this partition")
     produce.add_argument("--compression", choices=_COMPRESSIONS, default="none")
-    produce.add_argument("--acks", choices=("0", "1", "all"), default="1")
+    produce.add_argument(
+        "--acks", choices=("0", "1", "all"), default="all",
+        help="all (the default) keeps the producer idempotent; 0 or 1 turn idempotence off",
+    )  # fmt: skip
+    produce.add_argument(
+        "--no-idempotence", action="store_true",
+        help="send without a producer id (retries after a lost answer may store records twice)",
+    )  # fmt: skip
     produce.add_argument("--linger-ms", type=int, default=5)
     produce.add_argument("--batch-size", type=int, default=256 * 1024)
     produce.add_argument(
