@@ -8,12 +8,13 @@ from tierlog.tiering.log.clock import Clock, ManualClock, SystemClock
 from tierlog.tiering.log.config import LogConfig
 from tierlog.tiering.log.leader_epoch import EpochEntry, LeaderEpochCache
 from tierlog.tiering.log.partition import PartitionLog
-from tierlog.tiering.log.types import AppendInfo, FileSlice, ReadResult, SegmentInfo
+from tierlog.tiering.log.types import AppendInfo, FileSlice, ProducerInfo, ReadResult, SegmentInfo
 
 __all__ = [
     "PartitionLog",
     "LogConfig",
     "AppendInfo",
+    "ProducerInfo",
     "ReadResult",
     "FileSlice",
     "SegmentInfo",

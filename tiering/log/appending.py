@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from tierlog.tiering.codec.header import (
+    TRANSACTIONAL_BIT,
     BatchHeader,
     iter_batches,
     set_base_offset,
@@ -36,6 +37,7 @@ class PreparedAppend:
     append_time: int
     record_count: int
     leader_epoch: int | None = None
+    idempotent: bool = False  # some batch has a producer id (set by :func:`assign`)
 
     def epochs(self, metas: list[BatchMeta], *, assign_offsets: bool) -> list[tuple[int, int]]:
         """The ``(leader epoch, start offset)`` entries this append records: the stamped epoch at the
@@ -72,7 +74,9 @@ def prepare(
         CorruptRecordError: a batch is truncated, malformed or fails its CRC, or (``assign_offsets``)
             its record count disagrees with its last offset delta.
         RecordTooLargeError: a batch is larger than ``max.message.bytes``.
-        InvalidRequestError: there is no batch at all, or a negative ``leader_epoch``.
+        InvalidRequestError: there is no batch at all, a negative ``leader_epoch``, or
+            (``assign_offsets``) a transactional batch or one with a producer id but a negative epoch or
+            base sequence.
     """
     if leader_epoch is not None and not 0 <= leader_epoch <= 0x7FFFFFFF:
         raise InvalidRequestError(f"invalid leader epoch {leader_epoch}")
@@ -87,6 +91,13 @@ def prepare(
                     f"batch with {header.records_count} records has last offset delta "
                     f"{header.last_offset_delta}"
                 )
+            if header.attributes & TRANSACTIONAL_BIT:
+                raise InvalidRequestError("transactional batches are not supported")
+            if header.producer_id >= 0 and (header.producer_epoch < 0 or header.base_sequence < 0):
+                raise InvalidRequestError(
+                    f"producer {header.producer_id} batch has epoch {header.producer_epoch} and base "
+                    f"sequence {header.base_sequence}; both must be >= 0"
+                )
     append_time = now_ms if config.log_append_time and assign_offsets else -1
     if append_time >= 0:
         data = bytearray(data)
@@ -99,7 +110,8 @@ def assign(prepared: PreparedAppend, start: int, *, assign_offsets: bool) -> lis
     """Rewrite base offsets from ``start`` on (or check they continue the log) and describe each batch.
 
     A copied buffer (LogAppendTime) gets the base offsets and leader epoch rewritten in place; otherwise
-    :func:`write_batches` writes rewritten prefixes in front of the untouched bytes.
+    :func:`write_batches` writes rewritten prefixes in front of the untouched bytes. Sets
+    ``prepared.idempotent`` when some batch carries a producer id.
 
     Raises:
         InvalidRequestError: with ``assign_offsets=False``, a batch does not start where the previous
@@ -112,7 +124,10 @@ def assign(prepared: PreparedAppend, start: int, *, assign_offsets: bool) -> lis
     if epoch is not None and isinstance(prepared.data, bytearray):
         for position, _ in prepared.headers:
             set_partition_leader_epoch(prepared.data, position, epoch)
+    idempotent = False
     for position, header in prepared.headers:
+        if header.producer_id >= 0:
+            idempotent = True
         if assign_offsets:
             base = expected
             if isinstance(prepared.data, bytearray):
@@ -126,6 +141,7 @@ def assign(prepared: PreparedAppend, start: int, *, assign_offsets: bool) -> lis
         last = base + header.last_offset_delta
         metas.append((header.size, base, last, stamp if stamp >= 0 else header.max_timestamp))
         expected = last + 1
+    prepared.idempotent = idempotent
     return metas
 
 

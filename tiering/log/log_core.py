@@ -29,9 +29,10 @@ from tierlog.tiering.log.clock import Clock
 from tierlog.tiering.log.config import LogConfig
 from tierlog.tiering.log.group_commit import GroupCommit
 from tierlog.tiering.log.leader_epoch import LeaderEpochCache
+from tierlog.tiering.log.producer_state import Batches, ProducerStateManager
 from tierlog.tiering.log.reads import locate
 from tierlog.tiering.log.recovery import load_log
-from tierlog.tiering.log.segment import LogSegment
+from tierlog.tiering.log.segment import BatchMeta, LogSegment
 from tierlog.tiering.log.types import SegmentInfo
 
 __all__ = ["LogCore", "LogOffsets", "io_errors"]
@@ -98,6 +99,8 @@ class LogCore:
         self.epochs: LeaderEpochCache
         """The partition's leader epoch cache (``leader-epoch-checkpoint``), opened with the log."""
         self._group = GroupCommit()
+        # the idempotent producers (design note 0011): touched only under self._lock
+        self._producer_state = ProducerStateManager(directory)
         self._segments: list[LogSegment] = []
         self._bases: list[int] = []
         self._log_start_offset = 0
@@ -304,15 +307,35 @@ class LogCore:
         self._trim_epochs_locked()
         self._write_recovery_checkpoint()
         self._write_start_checkpoint()
+        self._load_producers_locked()
         self._dir_dirty = True
 
-    def _roll_locked(self, new_base: int, now: int) -> SegmentInfo:
+    def _load_producers_locked(self) -> None:
+        """Rebuild the producer state from its snapshots and the log (open, reload, truncation).
+
+        Raises:
+            OSError: a segment or the directory cannot be read.
+        """
+        self._producer_state.load(self._segments, self._log_start_offset, self._segments[-1].next_offset)
+
+    def _roll_locked(
+        self, new_base: int, now: int, pending: tuple[Batches, list[BatchMeta]] | None = None
+    ) -> SegmentInfo:
+        """Seal the active segment, start one at ``new_base`` and snapshot the producer state there.
+
+        ``pending`` are the batches of the append in progress (the state is recorded only after the whole
+        append): those below ``new_base`` are in the snapshot. A failed snapshot is only logged.
+
+        Raises:
+            OSError: sealing or creating a segment fails.
+        """
         old = self._segments[-1]
         old.seal()
         new = self._new_segment(new_base, now)
         self._segments.append(new)
         self._bases.append(new_base)
         self._dir_dirty = True
+        self._producer_state.take_snapshot(new_base, pending)
         return old.info()
 
     def _notify(self, sealed: list[SegmentInfo]) -> None:
@@ -414,6 +437,7 @@ class LogCore:
         last.truncate_to(offset)
         self._publish_locked()
         self.epochs.truncate_from_end(last.next_offset)
+        self._producer_state.delete_snapshots_above(last.next_offset)
         self._recovery_point = min(self._recovery_point, last.next_offset)
         if self._checkpointed_recovery_point > self._recovery_point:
             self._write_recovery_checkpoint()

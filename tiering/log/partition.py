@@ -31,10 +31,11 @@ from tierlog.tiering.log.clock import Clock, SystemClock
 from tierlog.tiering.log.config import LogConfig
 from tierlog.tiering.log.leader_epoch import EpochEntry, LeaderEpochCache
 from tierlog.tiering.log.log_core import LogCore, io_errors
+from tierlog.tiering.log.producer_state import duplicate_info
 from tierlog.tiering.log.reads import first_at_or_after
 from tierlog.tiering.log.recovery import load_log
 from tierlog.tiering.log.retention import deletable_prefix, largest_timestamp
-from tierlog.tiering.log.types import AppendInfo, FileSlice, ReadResult, SegmentInfo
+from tierlog.tiering.log.types import AppendInfo, FileSlice, ProducerInfo, ReadResult, SegmentInfo
 
 __all__ = ["PartitionLog"]
 
@@ -91,6 +92,7 @@ class PartitionLog(LogCore):
                     log._dir / naming.LEADER_EPOCH_FILE, topic=topic, partition=partition
                 )
                 log._publish_locked()
+                log._load_producers_locked()
                 hw = read_offset_checkpoint(log._dir / naming.HIGH_WATERMARK_FILE)
                 log.update_high_watermark(loaded.log_start_offset if hw is None else hw)
                 log._write_checkpoints_if_space()
@@ -137,6 +139,11 @@ class PartitionLog(LogCore):
         The high watermark is not moved (see :meth:`update_high_watermark`). Thread-safe; not idempotent
         (each call appends).
 
+        Idempotent producers (design note 0011): with ``assign_offsets`` (client origin) batches with a
+        producer id are checked against the producer state under the lock before a byte is written; when
+        every batch is a duplicate nothing is written and the original offsets are answered
+        (``AppendInfo.duplicate``). Any origin records the stored batches in the state after the write.
+
         Raises:
             CorruptRecordError: a batch is truncated, malformed or fails its CRC, or (when assigning
                 offsets) its record count disagrees with its offset delta.
@@ -144,6 +151,7 @@ class PartitionLog(LogCore):
             InvalidRequestError: no batch, a negative ``leader_epoch``, or with ``assign_offsets=False``
                 offsets that do not continue the log.
             UnavailableError: an I/O error (nothing of this append stays in the log) or a closed log.
+            ProducerFencedError, OutOfOrderSequenceError, DuplicateSequenceError: the producer rules.
         """
         config = self._config
         now = self._clock.now_ms()
@@ -153,6 +161,11 @@ class PartitionLog(LogCore):
             self._check_open()
             start = self._segments[-1].next_offset
             metas = assign(prepared, start, assign_offsets=assign_offsets)
+            pending = (prepared.headers, metas) if prepared.idempotent else None
+            if pending is not None and assign_offsets:
+                duplicates = self._producer_state.validate(prepared.headers, metas)
+                if duplicates is not None:
+                    return duplicate_info(duplicates, prepared.record_count)
             try:
                 for epoch, base in prepared.epochs(metas, assign_offsets=assign_offsets):
                     self.epochs.assign(epoch, base)
@@ -166,11 +179,13 @@ class PartitionLog(LogCore):
                     now,
                     config,
                     lambda: self._segments[-1],
-                    lambda base: sealed.append(self._roll_locked(base, now)),
+                    lambda base: sealed.append(self._roll_locked(base, now, pending)),
                 )
             except OSError as err:
                 self._undo_append(start, err)
                 raise storage_error(f"appending to {self._dir}", err) from err
+            if pending is not None:
+                self._producer_state.record(prepared.headers, metas)
             self._publish_locked()
             end = self._segments[-1].next_offset
             due = (
@@ -188,6 +203,29 @@ class PartitionLog(LogCore):
             log_append_time=prepared.append_time,
             leader_epoch=-1 if leader_epoch is None else leader_epoch,
         )
+
+    def producers(self) -> list[ProducerInfo]:
+        """The idempotent producers this partition knows, sorted by producer id. Thread-safe (a snapshot
+        taken under the lock); idempotent."""
+        with self._lock:
+            return self._producer_state.producers()
+
+    def remove_expired_producers(self, now_ms: int, expiration_ms: int) -> int:
+        """Forget the producers whose last batch timestamp is ``expiration_ms`` or more before ``now_ms``
+        (``producer.id.expiration.ms``); returns how many. Thread-safe; idempotent."""
+        with self._lock:
+            return self._producer_state.remove_expired(now_ms, expiration_ms)
+
+    def take_producer_snapshot(self) -> None:
+        """Write the producer state snapshot at the log end offset (:meth:`close` does). An I/O error is
+        only logged: the log replay rebuilds the state. Thread-safe; idempotent.
+
+        Raises:
+            UnavailableError: a closed log.
+        """
+        with self._lock:
+            self._check_open()
+            self._producer_state.take_snapshot(self._segments[-1].next_offset)
 
     def read(self, offset: int, max_bytes: int, *, max_offset: int | None = None) -> ReadResult:
         """Whole batches from the one holding ``offset``: at least one, otherwise at most ``max_bytes``,
@@ -388,6 +426,7 @@ class PartitionLog(LogCore):
                 self._publish_locked()
                 self._recovery_point = max(self._recovery_point, self._log_start_offset)
                 self._write_start_checkpoint()
+                self._producer_state.delete_snapshots_below(self._log_start_offset)
                 try:
                     self.epochs.truncate_from_start(self._log_start_offset)
                 except OSError as err:  # harmless: an entry below the log start answers the same
@@ -424,6 +463,7 @@ class PartitionLog(LogCore):
                 return
             with io_errors("truncating", self._dir):
                 self._truncate_locked(offset)
+                self._load_producers_locked()
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Delete every segment and start an empty log at ``offset`` (log start = end = high watermark =
@@ -454,6 +494,8 @@ class PartitionLog(LogCore):
                 self._write_start_checkpoint()
                 self.epochs.truncate_from_end(offset)
                 self.epochs.truncate_from_start(offset)
+                self._producer_state.clear()
+                self._producer_state.delete_all_snapshots()
 
     def reset_to(self, offset: int, epochs: Sequence[EpochEntry]) -> None:
         """:meth:`truncate_fully_and_start_at` ``offset``, then replace the leader epochs with the entries
@@ -517,6 +559,7 @@ class PartitionLog(LogCore):
                 if failure is not None:
                     raise UnavailableError(f"I/O error while closing {self._dir}: {failure}") from failure
                 with io_errors("closing", self._dir):
+                    self._producer_state.take_snapshot(self._segments[-1].next_offset)
                     self._recovery_point = self._segments[-1].next_offset
                     self._write_recovery_checkpoint()
                     self._write_start_checkpoint()

@@ -7,13 +7,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 
-__all__ = ["AppendInfo", "ReadResult", "FileSlice", "SegmentInfo"]
+__all__ = ["AppendInfo", "ProducerInfo", "ReadResult", "FileSlice", "SegmentInfo"]
 
 
 @dataclass(frozen=True)
 class AppendInfo:
     """What an append stored: the offsets it assigned, the append time (-1 unless LogAppendTime) and the
-    leader epoch it stamped (-1 when it stamped none)."""
+    leader epoch it stamped (-1 when it stamped none).
+
+    ``duplicate``: every batch was a retry of one already stored (idempotent producer): nothing was
+    appended and the offsets are those stored the first time (``log_append_time`` and ``leader_epoch``
+    are then -1)."""
 
     base_offset: int
     last_offset: int
@@ -21,6 +25,19 @@ class AppendInfo:
     batch_base_offsets: list[int]
     log_append_time: int
     leader_epoch: int = -1  # the epoch stamped into the batches by a leader's append, else -1
+    duplicate: bool = False  # every batch was a duplicate: nothing appended
+
+
+@dataclass(frozen=True, slots=True)
+class ProducerInfo:
+    """One idempotent producer known to a partition: its epoch and its last stored batch (last sequence,
+    last offset, max timestamp). For diagnostics and tests."""
+
+    producer_id: int
+    epoch: int
+    last_sequence: int
+    last_offset: int
+    last_timestamp: int
 
 
 @dataclass(frozen=True)
