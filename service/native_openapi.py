@@ -21,6 +21,8 @@ from tierlog.service.native import (
     MAX_PRODUCE_TIMEOUT_MS,
     MAX_WAIT_MS,
 )
+from tierlog.service.producer_ids import MAX_EPOCH, MAX_PRODUCER_ID
+from tierlog.service.producer_routes import PRODUCERS_PATH
 
 __all__ = ["OPENAPI_PATHS", "REPLICATION_PATHS"]
 
@@ -96,6 +98,18 @@ _METADATA = {
             },
         },
     },
+}
+
+_PRODUCER_FIELDS = {
+    "producer_id": {"type": "integer", "minimum": 0, "maximum": MAX_PRODUCER_ID},
+    "producer_epoch": {"type": "integer", "minimum": 0, "maximum": MAX_EPOCH},
+}
+_PRODUCER = {"type": "object", "required": list(_PRODUCER_FIELDS), "properties": _PRODUCER_FIELDS}
+_PRODUCER_BODY = {
+    "oneOf": [
+        {"type": "object", "additionalProperties": False, "maxProperties": 0},
+        {**_PRODUCER, "additionalProperties": False},
+    ]
 }
 
 
@@ -269,14 +283,20 @@ OPENAPI_PATHS: dict[str, Any] = {
             "responses": {
                 "200": {
                     "description": "Appended (acks 1/all): base_offset, last_offset, batch_base_offsets, "
-                    "and the leader_epoch and broker_id of the leader that appended them"
+                    "and the leader_epoch and broker_id of the leader that appended them; duplicate: true "
+                    "when every batch (with a producer id) was already stored: nothing appended, the "
+                    "offsets are the ones stored the first time"
                 },
                 "202": {"description": "Validated and queued (acks 0)"},
                 **_errors(
                     s400="Malformed parameter (40001) or corrupt batch (40003)",
                     s404="Topic (40401) or partition (40402) not found",
+                    s409="Refused by the producer's sequence, nothing appended: out of order (40906), "
+                    "fenced by a newer epoch (40907), or stored already with offsets unknown (40908)",
                     s413="Batch over max.message.bytes or body over max.request.size (41301)",
                     s415="Content-Type is not application/vnd.tierlog.batches (41501)",
+                    s422="A transactional batch, a bad producer identity, or duplicates mixed with new "
+                    "batches (42201); nothing appended",
                     s503="Retriable: this broker does not lead the partition (50310, the body names the "
                     "leader), it has no live leader (50311), acks=0 and queued.max.request.bytes is full "
                     "(50301); acks=all: the ISR is below min.insync.replicas (50313, nothing appended), it "
@@ -377,6 +397,38 @@ OPENAPI_PATHS: dict[str, Any] = {
                     s400="An illegal topic name (40001)",
                     s406="Accept does not allow application/json (40601)",
                     s503="The broker is still opening (50301)",
+                ),
+            },
+        },
+    },
+    PRODUCERS_PATH: {
+        "post": {
+            "tags": [_TAG],
+            "operationId": "nativeInitProducerId",
+            "summary": "A new producer id at epoch 0, or the epoch of an issued one bumped (KIP-360)",
+            "description": "No body (or {}): a new id. With both fields: producer_epoch + 1, or a new id at "
+            "epoch 0 when producer_epoch is 32767; the new epoch fences older instances of the producer. "
+            "Any broker answers. Not idempotent (design note 0011).",
+            "requestBody": {
+                "required": False,
+                "content": {"application/json": {"schema": _PRODUCER_BODY}},
+            },
+            "responses": {
+                "200": {
+                    "description": "The producer id and epoch to stamp into batches",
+                    "content": {"application/json": {"schema": _PRODUCER}},
+                },
+                **_errors(
+                    s400="Not a JSON object, an unknown field, only one of the two fields, or not integers "
+                    "(40001)",
+                    s404="producer_id was never issued by this cluster (40404)",
+                    s406="Accept does not allow application/json (40601)",
+                    s413="Body over max.request.size (41301)",
+                    s415="Content-Type is not application/json (41501)",
+                    s422="producer_id or producer_epoch out of range (42202)",
+                    s503="Retriable: the broker is still opening, or its state or the metadata store "
+                    "cannot be written (50301)",
+                    s507="Retriable once space is freed: the data disk is full (50701)",
                 ),
             },
         },
