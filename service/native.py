@@ -227,7 +227,7 @@ async def produce_batches(request: web.Request) -> web.Response:
         record_count=info.record_count,
         batch_base_offsets=list(info.batch_base_offsets),
         log_append_time=info.log_append_time,
-        duplicate=bool(getattr(info, "duplicate", False)),
+        duplicate=info.duplicate,
         acks=acks,
         # the epoch stamped into the batches (an embedded broker stamps none: its epoch is 0)
         leader_epoch=info.leader_epoch if info.leader_epoch >= 0 else partition.leader_epoch,

@@ -221,7 +221,7 @@ class Partition:
                 self._leader_appends -= 1
                 if not self._leader_appends:
                     self._leader_appends_done.set()
-            duplicate = bool(getattr(info, "duplicate", False))
+            duplicate = info.duplicate
             if remote is not None and not duplicate:
                 remote.note_append(info.base_offset, size, end)
         if duplicate:
@@ -485,8 +485,7 @@ class Partition:
         if self._closed:
             return 0
         async with self._operation():
-            remove = getattr(self._log, "remove_expired_producers", None)  # until the engine has it
-            return 0 if remove is None else int(await self._run(remove, now_ms, expiration_ms))
+            return await self._run(self._log.remove_expired_producers, now_ms, expiration_ms)
 
     async def offset_for_timestamp(self, ts: int) -> tuple[int, int] | None:
         """``(offset, timestamp)`` of the first batch whose max timestamp is at or after ``ts``, else None.
