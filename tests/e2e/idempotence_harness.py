@@ -27,6 +27,7 @@ __all__ = [
     "create_topic",
     "error_code",
     "log_end",
+    "metric",
     "new_producer_id",
     "offsets",
     "post_batch",
@@ -212,3 +213,18 @@ class EmbeddedBroker:
     def logs(self) -> str:
         now = [] if self.process is None else [self.process.log()]
         return "\n--- restart ---\n".join([*self.old_logs, *now])
+
+
+def metric(url: str, name: str, **labels: str) -> float:
+    """The value of the sample ``name`` whose labels include ``labels`` in the broker's ``/metrics``
+    (Prometheus text), summed over matching samples; 0.0 when none matches."""
+    answer = http("GET", url + "/metrics")
+    assert answer.status == 200, (answer.status, answer.body)
+    wanted = [f'{k}="{v}"' for k, v in labels.items()]
+    total = 0.0
+    for line in answer.body.decode().splitlines():
+        if line.startswith(name + "{") or line.startswith(name + " "):
+            sample, _, value = line.rpartition(" ")
+            if all(w in sample for w in wanted):
+                total += float(value)
+    return total

@@ -31,6 +31,7 @@ from tests.e2e.idempotence_harness import (
     create_topic,
     error_code,
     log_end,
+    metric,
     new_producer_id,
     offsets,
     post_batch,
@@ -50,6 +51,7 @@ pytestmark = pytest.mark.integration
 TOPIC = "idem"
 OUT_OF_ORDER = 40906
 FENCED = 40907
+DUPLICATE_SEQUENCE = 40908
 
 
 @pytest.fixture
@@ -86,6 +88,7 @@ def test_the_same_batch_twice_is_stored_once_with_the_same_offsets(broker: Embed
     duplicate_of(post_batch(broker.url, TOPIC, 0, batch), offsets(first))
     assert log_end(broker.url, TOPIC, 0) == 5
     assert values_of(broker.url) == [b"a0", b"a1", b"b0", b"b1", b"b2"]
+    assert metric(broker.url, "tierlog_produce_duplicates_total", topic=TOPIC) == 1
     # the next sequence is still accepted after the duplicate
     after = post_batch(broker.url, TOPIC, 0, producer.batch([b"c0"]))
     assert after.status == 200 and after.json()["duplicate"] is False and offsets(after)[0] == 5
@@ -128,6 +131,7 @@ def test_an_out_of_order_and_a_fenced_batch_are_refused_and_append_nothing(broke
     assert (gap_again.status, error_code(gap_again)) == (409, OUT_OF_ORDER), gap_again.body
     assert log_end(broker.url, TOPIC, 0) == end == 3
     assert values_of(broker.url) == [b"s0", b"s1", b"new-0"]
+    assert metric(broker.url, "tierlog_produce_sequence_errors_total", topic=TOPIC) == 3
 
 
 def test_deduplication_survives_a_clean_restart_from_the_snapshot(broker: EmbeddedBroker) -> None:
@@ -165,6 +169,8 @@ def test_deduplication_survives_kill_9_with_every_snapshot_deleted(tmp_path: Pat
         broker.start()
         for batch, first in zip(batches[-5:], answers[-5:], strict=True):  # the five cached batches
             duplicate_of(post_batch(broker.url, TOPIC, 0, batch), first)
+        older = post_batch(broker.url, TOPIC, 0, batches[0])  # stored, but older than the cached five
+        assert (older.status, error_code(older)) == (409, DUPLICATE_SEQUENCE), older.body
         gap = post_batch(broker.url, TOPIC, 0, producer.batch([b"gap"], sequence=producer.next_sequence + 1))
         assert (gap.status, error_code(gap)) == (409, OUT_OF_ORDER), gap.body
         assert len(values_of(broker.url)) == 30
@@ -260,7 +266,7 @@ def test_the_client_stores_every_record_once_in_order_through_chaos_and_kill_9(t
         producer = Producer(
             proxy.url,
             linger_ms=5,
-            batch_size=4096,
+            batch_size=2048,
             delivery_timeout_ms=300_000,
             request_timeout_ms=10_000,
             retry_backoff_ms=20,
