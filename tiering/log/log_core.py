@@ -33,7 +33,7 @@ from tierlog.tiering.log.producer_state import Batches, ProducerStateManager
 from tierlog.tiering.log.reads import locate
 from tierlog.tiering.log.recovery import load_log
 from tierlog.tiering.log.segment import BatchMeta, LogSegment
-from tierlog.tiering.log.types import SegmentInfo
+from tierlog.tiering.log.types import ProducerInfo, SegmentInfo
 
 __all__ = ["LogCore", "LogOffsets", "io_errors"]
 
@@ -204,6 +204,29 @@ class LogCore:
         published log end offset (see :meth:`LeaderEpochCache.end_offset_for`); ``(-1, -1)`` when the
         epoch is above the latest or none is known. Lock-free; idempotent."""
         return self.epochs.end_offset_for(epoch, self._offsets.log_end_offset)
+
+    def producers(self) -> list[ProducerInfo]:
+        """The idempotent producers this partition knows, sorted by producer id. Thread-safe (a snapshot
+        taken under the lock); idempotent."""
+        with self._lock:
+            return self._producer_state.producers()
+
+    def remove_expired_producers(self, now_ms: int, expiration_ms: int) -> int:
+        """Forget the producers whose last batch timestamp is ``expiration_ms`` or more before ``now_ms``
+        (``producer.id.expiration.ms``); returns how many. Thread-safe; idempotent."""
+        with self._lock:
+            return self._producer_state.remove_expired(now_ms, expiration_ms)
+
+    def take_producer_snapshot(self) -> None:
+        """Write the producer state snapshot at the log end offset (:meth:`close` does). An I/O error is
+        only logged: the log replay rebuilds the state. Thread-safe; idempotent.
+
+        Raises:
+            UnavailableError: a closed log.
+        """
+        with self._lock:
+            self._check_open()
+            self._producer_state.take_snapshot(self._segments[-1].next_offset)
 
     @property
     def size_bytes(self) -> int:

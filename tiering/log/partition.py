@@ -35,7 +35,7 @@ from tierlog.tiering.log.producer_state import duplicate_info
 from tierlog.tiering.log.reads import first_at_or_after
 from tierlog.tiering.log.recovery import load_log
 from tierlog.tiering.log.retention import deletable_prefix, largest_timestamp
-from tierlog.tiering.log.types import AppendInfo, FileSlice, ProducerInfo, ReadResult, SegmentInfo
+from tierlog.tiering.log.types import AppendInfo, FileSlice, ReadResult, SegmentInfo
 
 __all__ = ["PartitionLog"]
 
@@ -203,29 +203,6 @@ class PartitionLog(LogCore):
             log_append_time=prepared.append_time,
             leader_epoch=-1 if leader_epoch is None else leader_epoch,
         )
-
-    def producers(self) -> list[ProducerInfo]:
-        """The idempotent producers this partition knows, sorted by producer id. Thread-safe (a snapshot
-        taken under the lock); idempotent."""
-        with self._lock:
-            return self._producer_state.producers()
-
-    def remove_expired_producers(self, now_ms: int, expiration_ms: int) -> int:
-        """Forget the producers whose last batch timestamp is ``expiration_ms`` or more before ``now_ms``
-        (``producer.id.expiration.ms``); returns how many. Thread-safe; idempotent."""
-        with self._lock:
-            return self._producer_state.remove_expired(now_ms, expiration_ms)
-
-    def take_producer_snapshot(self) -> None:
-        """Write the producer state snapshot at the log end offset (:meth:`close` does). An I/O error is
-        only logged: the log replay rebuilds the state. Thread-safe; idempotent.
-
-        Raises:
-            UnavailableError: a closed log.
-        """
-        with self._lock:
-            self._check_open()
-            self._producer_state.take_snapshot(self._segments[-1].next_offset)
 
     def read(self, offset: int, max_bytes: int, *, max_offset: int | None = None) -> ReadResult:
         """Whole batches from the one holding ``offset``: at least one, otherwise at most ``max_bytes``,
