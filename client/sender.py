@@ -120,7 +120,7 @@ class Sender:
                 )
                 self._tasks.add(task)
                 task.add_done_callback(self._tasks.discard)
-            if acc.closing and acc.empty() and not self._in_flight and self._id_task is None:
+            if acc.closing and acc.empty() and not self._in_flight:
                 return
             if delay is None:
                 await acc.wakeup.wait()
