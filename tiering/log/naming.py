@@ -10,7 +10,8 @@ sorts them in offset order::
 Lifecycle states are suffixes added by an atomic rename: ``.deleted`` (being removed by retention),
 ``.cleaned`` and ``.swap`` (left by a log cleaner; tierlog never writes them). Beside the segments live
 three one-entry offset checkpoint files (recovery point, log start offset, high watermark), the leader
-epoch checkpoint and the clean-shutdown marker (see ``docs/format-segments.md``).
+epoch checkpoint, the clean-shutdown marker and the producer state snapshots ``%020d.snapshot`` (see
+``docs/format-segments.md``).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ __all__ = [
     "CLEANED_SUFFIX",
     "SWAP_SUFFIX",
     "TMP_SUFFIX",
+    "SNAPSHOT_SUFFIX",
     "CLEAN_SHUTDOWN_FILE",
     "LOCK_FILE",
     "LOG_START_OFFSET_FILE",
@@ -36,6 +38,7 @@ __all__ = [
     "log_path",
     "index_path",
     "timeindex_path",
+    "snapshot_path",
     "parse_segment_file",
 ]
 
@@ -46,6 +49,7 @@ DELETED_SUFFIX = ".deleted"
 CLEANED_SUFFIX = ".cleaned"
 SWAP_SUFFIX = ".swap"
 TMP_SUFFIX = ".tmp"
+SNAPSHOT_SUFFIX = ".snapshot"
 
 CLEAN_SHUTDOWN_FILE = ".tierlog_cleanshutdown"
 LOCK_FILE = ".tierlog.lock"
@@ -78,6 +82,11 @@ def index_path(directory: Path, base_offset: int) -> Path:
 
 def timeindex_path(directory: Path, base_offset: int) -> Path:
     return directory / (filename_prefix(base_offset) + TIMEINDEX_SUFFIX)
+
+
+def snapshot_path(directory: Path, offset: int) -> Path:
+    """The producer state snapshot describing the state below ``offset``: ``<offset, 20 digits>.snapshot``."""
+    return directory / (filename_prefix(offset) + SNAPSHOT_SUFFIX)
 
 
 def parse_segment_file(name: str) -> tuple[int, str, str] | None:

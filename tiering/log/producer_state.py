@@ -42,7 +42,7 @@ from tierlog.tiering.errors import (
     ProducerFencedError,
 )
 from tierlog.tiering.log.checkpoint import fsync_directory
-from tierlog.tiering.log.naming import TMP_SUFFIX
+from tierlog.tiering.log.naming import SNAPSHOT_SUFFIX, TMP_SUFFIX, snapshot_path
 from tierlog.tiering.log.scan import scan_batches
 from tierlog.tiering.log.segment import BatchMeta, LogSegment
 from tierlog.tiering.log.types import AppendInfo, ProducerInfo
@@ -61,7 +61,6 @@ __all__ = [
 
 _log = logging.getLogger(__name__)
 
-SNAPSHOT_SUFFIX = ".snapshot"
 SNAPSHOT_VERSION = 1
 MAX_CACHED_BATCHES = 5
 INT32_MAX = 2**31 - 1
@@ -84,11 +83,6 @@ def _first_sequence(last_seq: int, delta: int) -> int:
 
 def _in_sequence(last_seq: int, next_seq: int) -> bool:
     return next_seq == last_seq + 1 or (last_seq == INT32_MAX and next_seq == 0)
-
-
-def snapshot_path(directory: Path, offset: int) -> Path:
-    """``<directory>/<offset as 20 digits>.snapshot``."""
-    return directory / f"{offset:020d}{SNAPSHOT_SUFFIX}"
 
 
 @dataclass(frozen=True, slots=True)

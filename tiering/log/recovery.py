@@ -4,7 +4,8 @@ Rules (see ``docs/format-segments.md``):
 
 * ``.deleted``, ``.cleaned``, ``.swap`` and ``.tmp`` files are removed (tierlog never compacts, so a swap
   file can only be a leftover of a foreign cleaner; the segments it would replace are kept), and so are
-  index files whose ``.log`` is missing.
+  index files whose ``.log`` is missing. Producer snapshots (``.snapshot``) are not segment files and are
+  left to :class:`~tierlog.tiering.log.producer_state.ProducerStateManager`, which loads them after this.
 * After a clean shutdown (the marker file exists) nothing is rescanned: the last segment's indexes are
   loaded and only the bytes past its last index entry are walked. Sealed segments load lazily.
 * Otherwise every segment from the one holding the recovery point (checkpoint; 0 when missing) is
