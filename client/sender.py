@@ -102,9 +102,10 @@ class Sender:
                     await self._finish(batch, self.fatal)
             ready, delay = acc.ready(now, self._in_flight)
             wait = self._identity_step(now)
-            if wait is not None:
+            if wait is not None:  # no new batch before the id request: wake for expiries meanwhile
                 ready = []
-                delay = wait if delay is None else min(delay, wait)
+                first_deadline = min((b.deadline for b in acc), default=now + wait)
+                delay = min(wait, max(first_deadline - now, 0.0), *(() if delay is None else (delay,)))
             for tp in ready:
                 broker = self._router.cached_leader(tp)
                 if self._per_broker.get(broker, 0) >= limit:

@@ -6,14 +6,19 @@ The proxy forwards every request to the broker and passes its answer back, excep
   everything, produce requests included, through the proxy;
 * for the produce requests whose ordinal (1, 2, 3 ... in arrival order) ``drop`` accepts, the broker's answer
   is read and then thrown away: the client's connection is closed instead, as when an answer is lost after
-  the broker appended. The client sees a reset connection (a retriable error) and retries.
+  the broker appended. The client sees a reset connection (a retriable error) and retries;
+* while ``bump_answers`` holds canned ``(status, JSON)`` answers, an epoch bump (``POST
+  /native/v1/producers`` with a body) gets the first of them instead of reaching the broker; the bodies of
+  every producer id request are kept in ``id_requests``.
 
 It runs on the test's event loop; ``close`` stops it.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
+from typing import Any
 
 import aiohttp
 from aiohttp import web
@@ -33,6 +38,8 @@ class LossyProxy:
         self._session: aiohttp.ClientSession | None = None
         self._server: TestServer | None = None
         self.produce_requests = 0
+        self.bump_answers: list[tuple[int, dict[str, Any]]] = []
+        self.id_requests: list[Any] = []
         self.dropped = 0
         self.url = ""
 
@@ -56,6 +63,13 @@ class LossyProxy:
         if request.path == "/native/v1/metadata":
             return web.json_response({"error_code": 40400, "message": "HTTP 404 Not Found"}, status=404)
         assert self._session is not None
+        if request.path == "/native/v1/producers":
+            raw = await request.read()
+            body = json.loads(raw) if raw.strip() else None
+            self.id_requests.append(body)
+            if body and self.bump_answers:
+                status, canned = self.bump_answers.pop(0)
+                return web.json_response(canned, status=status)
         produce = request.method == "POST" and request.path.endswith("/batches")
         ordinal = 0
         if produce:

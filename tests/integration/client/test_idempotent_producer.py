@@ -124,6 +124,40 @@ async def test_a_sequence_gap_fails_the_batch_bumps_the_epoch_and_later_sends_su
     assert (headers[-1].producer_epoch, headers[-1].base_sequence) == (epoch + 1, 0)
 
 
+async def test_an_unknown_producer_id_on_a_bump_takes_a_new_id(broker: RunningBroker) -> None:
+    topic = "unknown-id"
+    proxy = LossyProxy(broker.url, lambda _: False)
+    await proxy.start()
+    try:
+        proxy.bump_answers.append((404, {"error_code": 40404, "message": "unknown producer id"}))
+        async with AsyncProducer(proxy.url, linger_ms=0) as producer:
+            await producer.send_and_wait(topic, b"first", partition=0)
+            identity = producer.producer_identity
+            assert identity is not None
+            gap = build_batch(
+                [Record(None, b"raw", (), -1)] * 3,
+                producer_id=identity[0],
+                producer_epoch=identity[1],
+                base_sequence=1,
+            )
+            await _raw_produce(broker.url, topic, 0, gap)
+            with pytest.raises(OutOfOrderSequenceError):
+                await producer.send_and_wait(topic, b"refused", partition=0)
+            after = await producer.send_and_wait(topic, b"after", partition=0)
+            fresh = producer.producer_identity
+    finally:
+        await proxy.close()
+    assert proxy.id_requests == [None, {"producer_id": identity[0], "producer_epoch": identity[1]}, None]
+    assert fresh is not None and fresh[0] != identity[0] and fresh[1] == 0
+    assert after.offset == 4
+    headers = await raw_batches(broker.url, topic, 0)
+    assert (headers[-1].producer_id, headers[-1].producer_epoch, headers[-1].base_sequence) == (
+        fresh[0],
+        0,
+        0,
+    )
+
+
 async def test_a_fenced_producer_fails_and_stays_failed(broker: RunningBroker) -> None:
     topic = "fenced"
     producer = AsyncProducer(broker.url, linger_ms=0)
