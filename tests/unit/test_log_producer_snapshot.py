@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import io
 import struct
 from pathlib import Path
 
@@ -18,6 +19,7 @@ from tierlog.tiering.errors import (
     ProducerFencedError,
 )
 from tierlog.tiering.log import EpochEntry, LogConfig, ManualClock, PartitionLog, ProducerInfo
+from tierlog.tiering.tools import dump_log
 
 NOW = 1_700_000_000_000
 PID = 4242
@@ -238,3 +240,22 @@ def test_a_failed_snapshot_write_keeps_the_log_online(tmp_path: Path) -> None:
     log.close()
     log = open_log(tmp_path, segment_bytes=ONE + 10)
     assert log.producers() == [ProducerInfo(PID, 0, 2, 2, NOW)]
+
+
+def test_dump_log_prints_and_checks_a_snapshot(tmp_path: Path) -> None:
+    log = open_log(tmp_path)
+    log.append(batch(0, 2) + batch(5, pid=9, epoch=2))
+    log.close()
+    path = log.path / "00000000000000000003.snapshot"
+    out = io.StringIO()
+    assert dump_log.main([str(path)], out=out) == 0
+    lines = out.getvalue().splitlines()
+    assert lines[0].startswith("Snapshot version: 1") and "crcValid: true entries: 2" in lines[0]
+    assert "producerId: 9 producerEpoch: 2" in lines[1] and "lastSequence: 5 lastOffset: 2" in lines[1]
+    assert f"producerId: {PID} producerEpoch: 0" in lines[2] and "offsetDelta: 1" in lines[2]
+    data = bytearray(path.read_bytes())
+    data[-1] ^= 1
+    path.write_bytes(bytes(data))
+    out = io.StringIO()
+    assert dump_log.main([str(path)], out=out) == 1
+    assert "crcValid: false" in out.getvalue()

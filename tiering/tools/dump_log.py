@@ -2,7 +2,9 @@
 
 * a ``.log`` file: one line per batch (offsets, count, position, size, CRC, codec, timestamp type,
   producer fields); with ``--print-data`` one line per record (offset, timestamp, key, value, headers);
-* a ``.index`` or ``.timeindex`` file: one line per entry (preallocation padding is not printed).
+* a ``.index`` or ``.timeindex`` file: one line per entry (preallocation padding is not printed);
+* a ``.snapshot`` file (producer state, design note 0011): one line per producer; a bad CRC or length
+  is a problem.
 
 ``--verify`` also decodes every record, and checks every index entry against the segment's ``.log`` file
 beside it: an offset-index entry must name the position of a batch and that batch's last offset; a
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import struct
 import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -30,9 +33,15 @@ from tierlog.tiering.codec.header import ATTRIBUTES_OFFSET, HEADER_SIZE, BatchHe
 from tierlog.tiering.codec.records import Record
 from tierlog.tiering.errors import CorruptRecordError
 from tierlog.tiering.log import offset_index, time_index
-from tierlog.tiering.log.naming import INDEX_SUFFIX, LOG_SUFFIX, TIMEINDEX_SUFFIX, parse_segment_file
+from tierlog.tiering.log.naming import (
+    INDEX_SUFFIX,
+    LOG_SUFFIX,
+    SNAPSHOT_SUFFIX,
+    TIMEINDEX_SUFFIX,
+    parse_segment_file,
+)
 
-__all__ = ["main", "dump_file", "Report"]
+__all__ = ["main", "dump_file", "dump_snapshot", "Report"]
 
 
 class Report:
@@ -277,8 +286,45 @@ def dump_time_index(path: Path, report: Report, *, verify: bool = False) -> None
             )
 
 
+_SNAPSHOT_HEAD = struct.Struct(">hIi")
+_SNAPSHOT_ENTRY = struct.Struct(">qhiqiqiq")
+
+
+def dump_snapshot(path: Path, report: Report) -> None:
+    """Print a producer snapshot: its version and CRC check, then one line per producer.
+
+    Raises:
+        OSError: the file cannot be read.
+    """
+    data = path.read_bytes()
+    if len(data) < _SNAPSHOT_HEAD.size:
+        report.problem(f"{path.name}: {len(data)} bytes cannot hold a snapshot header")
+        return
+    version, crc, count = _SNAPSHOT_HEAD.unpack_from(data)
+    computed = crc32c(data[6:])
+    report.line(
+        f"Snapshot version: {version} crc: {crc} crcValid: {str(computed == crc).lower()} entries: {count}"
+    )
+    if version != 1:
+        report.problem(f"{path.name}: unsupported snapshot version {version}")
+    if computed != crc:
+        report.problem(f"{path.name}: CRC {crc} stored, {computed} computed")
+    if count < 0 or len(data) != _SNAPSHOT_HEAD.size + count * _SNAPSHOT_ENTRY.size:
+        report.problem(f"{path.name}: {len(data)} bytes do not hold {count} entries")
+    usable = (len(data) - _SNAPSHOT_HEAD.size) // _SNAPSHOT_ENTRY.size
+    for i in range(min(max(count, 0), usable)):
+        pid, epoch, last_seq, last_offset, delta, ts, coordinator, txn = _SNAPSHOT_ENTRY.unpack_from(
+            data, _SNAPSHOT_HEAD.size + i * _SNAPSHOT_ENTRY.size
+        )
+        report.line(
+            f"producerId: {pid} producerEpoch: {epoch} coordinatorEpoch: {coordinator} "
+            f"currentTxnFirstOffset: {txn} lastSequence: {last_seq} lastOffset: {last_offset} "
+            f"offsetDelta: {delta} timestamp: {ts}"
+        )
+
+
 def dump_file(path: Path, report: Report, *, print_data: bool = False, verify: bool = False) -> None:
-    """Dump one segment file, chosen by its suffix (``.log``, ``.index``, ``.timeindex``).
+    """Dump one file, chosen by its suffix (``.log``, ``.index``, ``.timeindex``, ``.snapshot``).
 
     Raises:
         OSError: the file cannot be read.
@@ -292,8 +338,10 @@ def dump_file(path: Path, report: Report, *, print_data: bool = False, verify: b
         dump_offset_index(path, report, verify=verify)
     elif kind == TIMEINDEX_SUFFIX:
         dump_time_index(path, report, verify=verify)
+    elif kind == SNAPSHOT_SUFFIX:
+        dump_snapshot(path, report)
     else:
-        raise ValueError(f"{path.name}: not a .log, .index or .timeindex file")
+        raise ValueError(f"{path.name}: not a .log, .index, .timeindex or .snapshot file")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -302,7 +350,7 @@ def _parser() -> argparse.ArgumentParser:
         description="Print the batches of segment files and the entries of their indexes.",
     )
     parser.add_argument(
-        "paths", nargs="+", type=Path, metavar="PATH", help=".log, .index or .timeindex files"
+        "paths", nargs="+", type=Path, metavar="PATH", help=".log, .index, .timeindex or .snapshot files"
     )
     parser.add_argument("--print-data", action="store_true", help="also print every record of a .log file")
     parser.add_argument(
