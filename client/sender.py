@@ -52,6 +52,8 @@ PRODUCERS_PATH = "/native/v1/producers"
 log = logging.getLogger("tierlog.client.producer")
 # Batches this large or compressed are encoded off the loop: zstd, lz4 and gzip release the GIL.
 _ENCODE_IN_THREAD_BYTES = 64 * 1024
+# How long the loop sleeps on its own while only the end of the id request (which wakes it) can unblock it.
+_IDLE_SECONDS = 3600.0
 
 
 class Sender:
@@ -141,12 +143,12 @@ class Sender:
         if state is None:
             return None
         if state.fatal is not None:
-            return 3600.0
+            return _IDLE_SECONDS
         if not state.needs_identity():
             return None
         if self._id_task is None and now >= self._id_retry_at:
             self._id_task = asyncio.create_task(self._request_identity(), name="tierlog producer id")
-        return 3600.0 if self._id_task is not None else max(self._id_retry_at - now, 0.0)
+        return _IDLE_SECONDS if self._id_task is not None else max(self._id_retry_at - now, 0.0)
 
     async def _request_identity(self) -> None:
         """One ``POST /native/v1/producers``: a new id, or the bump of the current one."""
