@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.unit.test_log_failures import file_size_limit
 from tierlog.tiering.codec.batch import build_batch
 from tierlog.tiering.codec.header import crc32c
 from tierlog.tiering.codec.records import Record
@@ -17,6 +18,7 @@ from tierlog.tiering.errors import (
     InvalidRequestError,
     OutOfOrderSequenceError,
     ProducerFencedError,
+    UnavailableError,
 )
 from tierlog.tiering.log import EpochEntry, LogConfig, ManualClock, PartitionLog, ProducerInfo
 from tierlog.tiering.tools import dump_log
@@ -259,3 +261,22 @@ def test_dump_log_prints_and_checks_a_snapshot(tmp_path: Path) -> None:
     out = io.StringIO()
     assert dump_log.main([str(path)], out=out) == 1
     assert "crcValid: false" in out.getvalue()
+
+
+def test_an_undone_append_leaves_the_state_and_drops_its_snapshots(tmp_path: Path) -> None:
+    log = open_log(tmp_path, segment_bytes=ONE + 10, segment_index_bytes=4096)
+    log.append(batch(0))
+    big = build_batch(
+        [Record(None, b"x" * 200_000, timestamp=NOW)],
+        now_ms=NOW,
+        producer_id=PID,
+        producer_epoch=0,
+        base_sequence=3,
+    )
+    with file_size_limit(100_000), pytest.raises(UnavailableError):
+        log.append(batch(1) + batch(2) + big)  # rolls at 1, 2 and 3, then the big write fails
+    assert log.log_end_offset == 1
+    assert log.producers() == [ProducerInfo(PID, 0, 0, 0, NOW)]
+    assert snapshots(log.path) == [1]
+    assert read_snapshot(log.path / "00000000000000000001.snapshot") == [(PID, 0, 0, 0, 0, NOW, -1, -1)]
+    assert log.append(batch(1)).base_offset == 1
