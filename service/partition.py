@@ -197,7 +197,7 @@ class Partition:
             OutOfOrderSequenceError (40906), ProducerFencedError (40907), DuplicateSequenceError (40908):
                 refused by the producer state (nothing appended; counted in
                 ``tierlog_produce_sequence_errors_total``); InvalidRequestError (42201): a bad producer
-                identity, a transactional batch, duplicates mixed with new batches.
+                identity, a transactional batch, a duplicate after a new batch.
         """
         self._check_leader()
         remote = self.remote

@@ -117,8 +117,23 @@ def test_a_refused_append_changes_neither_log_nor_state(tmp_path: Path) -> None:
     with pytest.raises(InvalidRequestError):
         log.append(batch(-1, epoch=1))
     with pytest.raises(InvalidRequestError):
-        log.append(batch(0, epoch=1) + batch(1, epoch=1))  # a duplicate mixed with a new batch
+        log.append(batch(1, epoch=1) + batch(0, epoch=1))  # a duplicate after a new batch
     assert (log.size_bytes, log.log_end_offset, log.producers()) == before
+
+
+def test_a_retry_whose_first_batches_are_stored_appends_only_the_rest(tmp_path: Path) -> None:
+    log = open_log(tmp_path)
+    first = log.append(batch(0, 2))
+    log.append(batch(0, pid=7))  # another producer in between
+    info = log.append(batch(0, 2) + batch(2, 3))  # a new leader had copied only the first batch
+    assert not info.duplicate
+    assert info.batch_base_offsets == [first.base_offset, 3]
+    assert (info.base_offset, info.last_offset, info.record_count) == (0, 5, 5)
+    assert log.log_end_offset == 6
+    again = log.append(batch(0, 2) + batch(2, 3))
+    assert again.duplicate and again.batch_base_offsets == [0, 3]
+    assert log.log_end_offset == 6
+    log.close()
 
 
 def test_restart_restores_dedup_from_the_snapshot(tmp_path: Path) -> None:

@@ -146,12 +146,14 @@ def test_several_batches_of_one_producer_in_one_append(log: Log) -> None:
     assert [d.first_offset for d in dups] == [0, 2]  # type: ignore[union-attr]
 
 
-def test_mixed_duplicate_and_new_batches_are_refused(log: Log) -> None:
+def test_a_duplicate_prefix_is_answered_and_a_duplicate_after_new_batches_refused(log: Log) -> None:
     log.append(hdr(seq=0))
+    prefix = log.state.validate([(0, hdr(seq=0)), (0, hdr(seq=1))], log.metas([hdr(seq=0), hdr(seq=1)]))
+    assert [(d.first_seq, d.first_offset) for d in prefix or []] == [(0, 0)]  # only the rest is appended
     with pytest.raises(InvalidRequestError):
-        log.append(hdr(seq=0), hdr(seq=1))
+        log.append(hdr(seq=1), hdr(seq=0))
     with pytest.raises(InvalidRequestError):
-        log.append(hdr(seq=0), hdr(pid=-1, epoch=-1, seq=-1))
+        log.append(hdr(pid=-1, epoch=-1, seq=-1), hdr(seq=0))
     assert log.end == 1
 
 

@@ -39,6 +39,13 @@ class PreparedAppend:
     leader_epoch: int | None = None
     idempotent: bool = False  # some batch has a producer id (set by :func:`assign`)
 
+    def drop_leading(self, count: int) -> None:
+        """Forget the first ``count`` batches (stored before: a retried append's duplicate prefix); the
+        rest keep their positions in :attr:`data`. Call :func:`assign` again afterwards."""
+        dropped = self.headers[:count]
+        self.headers = self.headers[count:]
+        self.record_count -= sum(header.records_count for _, header in dropped)
+
     def epochs(self, metas: list[BatchMeta], *, assign_offsets: bool) -> list[tuple[int, int]]:
         """The ``(leader epoch, start offset)`` entries this append records: the stamped epoch at the
         first base offset; else, for batches kept as they are (``assign_offsets=False``, a follower), each

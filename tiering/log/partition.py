@@ -31,7 +31,7 @@ from tierlog.tiering.log.clock import Clock, SystemClock
 from tierlog.tiering.log.config import LogConfig
 from tierlog.tiering.log.leader_epoch import EpochEntry, LeaderEpochCache
 from tierlog.tiering.log.log_core import LogCore, io_errors
-from tierlog.tiering.log.producer_state import duplicate_info
+from tierlog.tiering.log.producer_state import BatchMetadata, duplicate_info
 from tierlog.tiering.log.reads import first_at_or_after
 from tierlog.tiering.log.recovery import load_log
 from tierlog.tiering.log.retention import deletable_prefix, largest_timestamp
@@ -142,7 +142,9 @@ class PartitionLog(LogCore):
         Idempotent producers (design note 0011): with ``assign_offsets`` (client origin) batches with a
         producer id are checked against the producer state under the lock before a byte is written; when
         every batch is a duplicate nothing is written and the original offsets are answered
-        (``AppendInfo.duplicate``). Any origin records the stored batches in the state after the write.
+        (``AppendInfo.duplicate``); when only the first batches are duplicates (a retry of which a new
+        leader had copied a prefix) only the rest is written and the answer names the prefix's original
+        offsets. Any origin records the stored batches in the state after the write.
 
         Raises:
             CorruptRecordError: a batch is truncated, malformed or fails its CRC, or (when assigning
@@ -161,11 +163,16 @@ class PartitionLog(LogCore):
             self._check_open()
             start = self._segments[-1].next_offset
             metas = assign(prepared, start, assign_offsets=assign_offsets)
-            pending = (prepared.headers, metas) if prepared.idempotent else None
-            if pending is not None and assign_offsets:
+            skipped: list[BatchMetadata] = []
+            if prepared.idempotent and assign_offsets:
                 duplicates = self._producer_state.validate(prepared.headers, metas)
                 if duplicates is not None:
-                    return duplicate_info(duplicates, prepared.record_count)
+                    if len(duplicates) == len(prepared.headers):
+                        return duplicate_info(duplicates, prepared.record_count)
+                    skipped = duplicates  # a stored prefix of a retry: append only the rest
+                    prepared.drop_leading(len(skipped))
+                    metas = assign(prepared, start, assign_offsets=assign_offsets)
+            pending = (prepared.headers, metas) if prepared.idempotent else None
             try:
                 for epoch, base in prepared.epochs(metas, assign_offsets=assign_offsets):
                     self.epochs.assign(epoch, base)
@@ -196,10 +203,10 @@ class PartitionLog(LogCore):
         if due:
             self._flush_to(end)
         return AppendInfo(
-            base_offset=metas[0][1],
+            base_offset=skipped[0].first_offset if skipped else metas[0][1],
             last_offset=metas[-1][2],
-            record_count=prepared.record_count,
-            batch_base_offsets=[meta[1] for meta in metas],
+            record_count=prepared.record_count + sum(d.last_offset - d.first_offset + 1 for d in skipped),
+            batch_base_offsets=[d.first_offset for d in skipped] + [meta[1] for meta in metas],
             log_append_time=prepared.append_time,
             leader_epoch=-1 if leader_epoch is None else leader_epoch,
         )

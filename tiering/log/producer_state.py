@@ -232,11 +232,13 @@ class ProducerStateManager:
         """Check a leader's append against the state (design note 0011, "Rules at the leader").
 
         Batches are checked in order, each against the state the previous ones leave; nothing is changed.
-        Returns the stored metadata of every batch when all are duplicates (nothing must be appended),
-        else ``None`` (append, then :meth:`record`).
+        Returns the stored metadata of the leading duplicates: every batch when all are duplicates
+        (nothing must be appended), a prefix when the append starts with batches stored before (a retry
+        of which a new leader copied only the first batches: only the rest is appended), else ``None``
+        (append, then :meth:`record`).
 
         Raises:
-            InvalidRequestError: duplicates mixed with new batches (or batches without a producer id).
+            InvalidRequestError: a duplicate after a new batch (or a batch without a producer id).
             ProducerFencedError: an epoch below the producer's.
             OutOfOrderSequenceError: a sequence that does not continue the producer's.
             DuplicateSequenceError: an already stored batch older than the five cached.
@@ -257,6 +259,11 @@ class ProducerStateManager:
             if entry is not None:
                 original = entry.find_duplicate(epoch, first_seq, last_seq)
                 if original is not None:
+                    if fresh:
+                        raise InvalidRequestError(
+                            f"batch of producer {pid} sequences {first_seq}..{last_seq} was stored "
+                            f"before, but follows {fresh} new batches of this append"
+                        )
                     duplicates.append(original)
                     continue
                 _check(entry, pid, epoch, first_seq, last_seq)
@@ -266,10 +273,6 @@ class ProducerStateManager:
             entry.add(epoch, _metadata(header, meta))
             staged[pid] = entry
             fresh += 1
-        if duplicates and fresh:
-            raise InvalidRequestError(
-                f"an append mixes {len(duplicates)} duplicate batches with {fresh} new ones"
-            )
         return duplicates or None
 
     def record(self, headers: Batches, metas: Sequence[BatchMeta]) -> None:
