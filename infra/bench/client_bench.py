@@ -43,6 +43,7 @@ from tierlog.client import AsyncAdmin, AsyncConsumer, AsyncProducer, Producer, T
 from tierlog.client.config import ProducerConfig  # noqa: E402
 
 PARTITIONS = 4
+DEFAULT_PLOT = "docs/benchmarks-client.png"
 WORDS = [
     b"order",
     b"user",
@@ -503,7 +504,19 @@ async def main(args: argparse.Namespace) -> str:
         "",
     ]
     idem_section = idempotence_section(idem_lines, repetitions, seconds) if idempotence else []
-    return "\n".join([*header, *lines, "", *idem_section, *READING])
+    picture = [
+        f"![the client's produce and consume MiB/s as ratios to the broker ceiling]({Path(args.plot).name})",
+        "",
+        "The plot shows the two `vs broker ceiling` columns (log scale)"
+        + (
+            " and, on the right, the `idempotent / plain` ratio of every round (dots) and its median (bar)"
+            if idempotence
+            else ""
+        )
+        + f"; the same run writes it (`--plot`, default `{DEFAULT_PLOT}`).",
+        "",
+    ]
+    return "\n".join([*header, *lines, "", *picture, *idem_section, *READING])
 
 
 READING = [
@@ -550,9 +563,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         "--no-idempotence", action="store_true", help="skip the idempotent vs plain producer rows"
     )
     parser.add_argument("--output", help="also write the markdown page to this file")
-    parser.add_argument(
-        "--plot", default="docs/benchmarks-client.png", help="where to save the ratio plot (PNG)"
-    )
+    parser.add_argument("--plot", default=DEFAULT_PLOT, help="where to save the ratio plot (PNG)")
     parser.add_argument("--data-root", default=tempfile.gettempdir(), help="where the broker keeps data")
     return parser.parse_args(argv)
 
