@@ -295,3 +295,47 @@ def test_an_undone_append_leaves_the_state_and_drops_its_snapshots(tmp_path: Pat
     assert snapshots(log.path) == [1]
     assert read_snapshot(log.path / "00000000000000000001.snapshot") == [(PID, 0, 0, 0, 0, NOW, -1, -1)]
     assert log.append(batch(1)).base_offset == 1
+
+
+def test_a_retry_starting_with_batches_older_than_the_cache_appends_only_what_is_missing(
+    tmp_path: Path,
+) -> None:
+    """A request of three batches whose first two were stored before a restart: the snapshot remembers
+    only the last of them, so the first is "stored, offsets unknown" (-1), the second a known duplicate,
+    and only the third is appended. The whole request is never answered as delivered unless all of it is
+    stored."""
+    log = open_log(tmp_path)
+    log.append(batch(0) + batch(1))
+    log.close()
+    log = open_log(tmp_path)
+    assert [p.last_sequence for p in log.producers()] == [1]
+    info = log.append(batch(0) + batch(1) + batch(2))
+    assert not info.duplicate
+    assert info.batch_base_offsets == [-1, 1, 2]
+    assert (info.base_offset, info.last_offset, info.record_count, log.log_end_offset) == (1, 2, 3, 3)
+    again = log.append(batch(0) + batch(1) + batch(2))
+    assert again.duplicate and again.batch_base_offsets == [-1, 1, 2]
+    with pytest.raises(DuplicateSequenceError):
+        log.append(batch(0))
+    assert log.log_end_offset == 3
+    log.close()
+
+
+def test_a_snapshot_below_the_log_start_is_not_used(tmp_path: Path) -> None:
+    directory = tmp_path / "t-0"
+    log = open_log(tmp_path)
+    log.append(batch(0))
+    log.close()  # snapshot at 1
+    stale = (directory / "00000000000000000001.snapshot").read_bytes()
+    log = open_log(tmp_path)
+    log.truncate_fully_and_start_at(5)  # the log now starts above that snapshot
+    log.close()
+    for path in directory.glob("*.snapshot"):
+        path.unlink()
+    (directory / "00000000000000000001.snapshot").write_bytes(stale)
+    log = open_log(tmp_path)
+    assert log.log_start_offset == 5
+    assert log.producers() == []  # the stale snapshot is not loaded: the state starts empty
+    assert not (directory / "00000000000000000001.snapshot").exists()
+    log.append(batch(7))  # an unknown producer: accepted at any sequence
+    log.close()

@@ -358,7 +358,7 @@ class LogCore:
         self._segments.append(new)
         self._bases.append(new_base)
         self._dir_dirty = True
-        self._producer_state.take_snapshot(new_base, pending)
+        self._producer_state.take_snapshot(new_base, pending, sync=False)  # unsynced, as Kafka at a roll
         return old.info()
 
     def _notify(self, sealed: list[SegmentInfo]) -> None:

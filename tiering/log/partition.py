@@ -164,6 +164,7 @@ class PartitionLog(LogCore):
             start = self._segments[-1].next_offset
             metas = assign(prepared, start, assign_offsets=assign_offsets)
             skipped: list[BatchMetadata] = []
+            total_records = prepared.record_count
             if prepared.idempotent and assign_offsets:
                 duplicates = self._producer_state.validate(prepared.headers, metas)
                 if duplicates is not None:
@@ -203,9 +204,9 @@ class PartitionLog(LogCore):
         if due:
             self._flush_to(end)
         return AppendInfo(
-            base_offset=skipped[0].first_offset if skipped else metas[0][1],
+            base_offset=next((d.first_offset for d in skipped if d.first_offset >= 0), metas[0][1]),
             last_offset=metas[-1][2],
-            record_count=prepared.record_count + sum(d.last_offset - d.first_offset + 1 for d in skipped),
+            record_count=total_records,
             batch_base_offsets=[d.first_offset for d in skipped] + [meta[1] for meta in metas],
             log_append_time=prepared.append_time,
             leader_epoch=-1 if leader_epoch is None else leader_epoch,

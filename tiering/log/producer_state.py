@@ -182,10 +182,12 @@ def decode_snapshot(data: bytes) -> list[ProducerEntry]:
 
 
 def duplicate_info(originals: Sequence[BatchMetadata], record_count: int) -> AppendInfo:
-    """The answer to an append whose every batch was stored before: the offsets of the first time. Pure."""
+    """The answer to an append whose every batch was stored before: the offsets of the first time (-1 for
+    a batch older than the cache, whose offsets are unknown). Pure."""
+    known = [meta for meta in originals if meta.first_offset >= 0]
     return AppendInfo(
-        base_offset=originals[0].first_offset,
-        last_offset=originals[-1].last_offset,
+        base_offset=known[0].first_offset if known else -1,
+        last_offset=max((meta.last_offset for meta in known), default=-1),
         record_count=record_count,
         batch_base_offsets=[meta.first_offset for meta in originals],
         log_append_time=-1,
@@ -258,6 +260,8 @@ class ProducerStateManager:
             last_seq = last_sequence(first_seq, header.last_offset_delta)
             if entry is not None:
                 original = entry.find_duplicate(epoch, first_seq, last_seq)
+                if original is None and _check(entry, pid, epoch, first_seq, last_seq):
+                    original = BatchMetadata(first_seq, last_seq, -1, -1, -1)  # stored, offsets unknown
                 if original is not None:
                     if fresh:
                         raise InvalidRequestError(
@@ -266,13 +270,18 @@ class ProducerStateManager:
                         )
                     duplicates.append(original)
                     continue
-                _check(entry, pid, epoch, first_seq, last_seq)
                 entry = entry.copy()
             else:
                 entry = ProducerEntry(pid, epoch)
             entry.add(epoch, _metadata(header, meta))
             staged[pid] = entry
             fresh += 1
+        if duplicates and not fresh and all(d.first_offset < 0 for d in duplicates):
+            first, last = duplicates[0], duplicates[-1]
+            raise DuplicateSequenceError(
+                f"sequences {first.first_seq}..{last.last_seq} are already stored (older than the "
+                f"{MAX_CACHED_BATCHES} batches whose offsets this partition remembers)"
+            )
         return duplicates or None
 
     def record(self, headers: Batches, metas: Sequence[BatchMeta]) -> None:
@@ -311,11 +320,21 @@ class ProducerStateManager:
         self._producers.clear()
 
     # ------------------------------------------------------------------ snapshots
-    def take_snapshot(self, offset: int, pending: tuple[Batches, Sequence[BatchMeta]] | None = None) -> None:
+    def take_snapshot(
+        self,
+        offset: int,
+        pending: tuple[Batches, Sequence[BatchMeta]] | None = None,
+        *,
+        sync: bool = True,
+    ) -> None:
         """Write ``<offset>.snapshot`` (temp file, fsync, rename, directory fsync). ``pending`` are batches
         of an append in progress: those ending below ``offset`` are included (a roll in the middle of an
         append), without changing the state. Logs a warning on an I/O error: the log replay recovers a
-        missing snapshot, so a failure never takes the log offline."""
+        missing snapshot, so a failure never takes the log offline.
+
+        ``sync=False`` (a roll, under the partition lock on the produce path) skips both fsyncs, as Kafka
+        does at a roll: a snapshot torn or lost by a power failure fails its CRC or is missing, is deleted
+        at the next open, and the state is rebuilt from an older snapshot and the log."""
         entries = self._producers
         if pending is not None:
             headers, metas = pending
@@ -331,9 +350,11 @@ class ProducerStateManager:
             with open(tmp, "wb") as f:
                 f.write(encode_snapshot(entries[pid] for pid in sorted(entries)))
                 f.flush()
-                os.fsync(f.fileno())
+                if sync:
+                    os.fsync(f.fileno())
             os.replace(tmp, path)
-            fsync_directory(self._dir)
+            if sync:
+                fsync_directory(self._dir)
         except OSError as err:
             _log.warning("could not write the producer snapshot %s: %s", path, err)
             with contextlib.suppress(OSError):
@@ -387,6 +408,12 @@ class ProducerStateManager:
         start = log_start
         while self._snapshots:
             offset = self._snapshots[-1]
+            if offset < log_start:
+                # older than the log: producers of the batches between it and the log start would keep a
+                # stale sequence (and refuse a well-behaved batch); start empty, as Kafka does
+                _log.info("snapshot %d of %s is below the log start %d", offset, self._dir, log_start)
+                self.delete_all_snapshots()
+                break
             path = snapshot_path(self._dir, offset)
             try:
                 entries = decode_snapshot(path.read_bytes())
@@ -422,8 +449,10 @@ class ProducerStateManager:
                     self.record(((0, header),), (meta,))
 
 
-def _check(entry: ProducerEntry, pid: int, epoch: int, first_seq: int, last_seq: int) -> None:
-    """Rules 2 and 3 of the note for a batch that is not a duplicate of ``entry``'s cache."""
+def _check(entry: ProducerEntry, pid: int, epoch: int, first_seq: int, last_seq: int) -> bool:
+    """Rules 2 and 3 of the note for a batch that is not a duplicate of ``entry``'s cache: True when the
+    batch was stored before but is older than the cache (its offsets are unknown), False when it may be
+    appended. Raises ProducerFencedError or OutOfOrderSequenceError."""
     if epoch < entry.epoch:
         raise ProducerFencedError(f"producer {pid} epoch {epoch} is fenced by epoch {entry.epoch}")
     if epoch > entry.epoch:
@@ -431,15 +460,13 @@ def _check(entry: ProducerEntry, pid: int, epoch: int, first_seq: int, last_seq:
             raise OutOfOrderSequenceError(
                 f"producer {pid}: new epoch {epoch} starts at sequence {first_seq}, expected 0"
             )
-        return
+        return False
     current = entry.last.last_seq
     if _in_sequence(current, first_seq):
-        return
+        return False
     oldest = entry.batches[0].first_seq
     if first_seq <= last_seq and oldest <= current and last_seq < oldest:
-        raise DuplicateSequenceError(
-            f"producer {pid} epoch {epoch}: sequences {first_seq}..{last_seq} are already stored"
-        )
+        return True
     raise OutOfOrderSequenceError(
         f"producer {pid} epoch {epoch}: sequence {first_seq} does not follow {current}"
     )
