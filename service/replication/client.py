@@ -54,13 +54,15 @@ class ReplicationClient:
     """One broker's client to its peers' replication routes (one keep-alive session, opened lazily).
 
     Requests may run concurrently from the event loop. Each has ``timeout_s`` plus its long-poll wait to
-    complete. :meth:`close` ends the session; a later request opens a new one (so close at shutdown only).
+    complete. :meth:`close` ends the session for good: a request that comes later (a task still winding
+    down) fails with UnavailableError instead of opening a session nobody would close.
     """
 
     def __init__(self, *, broker_id: int, timeout_s: float) -> None:
         self.broker_id = broker_id
         self.timeout_s = timeout_s
         self._session: aiohttp.ClientSession | None = None
+        self._closed = False
 
     async def fetch(
         self,
@@ -150,6 +152,7 @@ class ReplicationClient:
 
     async def close(self) -> None:
         """Close the session and its connections. Idempotent."""
+        self._closed = True
         session, self._session = self._session, None
         if session is not None:
             await session.close()
@@ -167,6 +170,8 @@ class ReplicationClient:
     ) -> tuple[bytes, Any]:
         """The body and headers of a 2xx answer to one request. Raises the answered error, or
         UnavailableError (naming the URL) when the peer cannot be reached or does not answer in time."""
+        if self._closed:
+            raise UnavailableError(f"broker {self.broker_id} is closing: it no longer calls its peers")
         if self._session is None:
             self._session = aiohttp.ClientSession(raise_for_status=False)
         headers = {"Accept": accept}

@@ -209,6 +209,10 @@ async def test_replication_client_against_a_cluster(
         assert out_of_range.value.log_end_offset == 1
     finally:
         await as_follower.close()
+    with pytest.raises(UnavailableError, match="is closing"):  # closed for good: no new session is opened
+        await as_follower.fetch(
+            lead.url, TOPIC, 0, offset=0, leader_epoch=state.leader_epoch, max_bytes=1024, max_wait_ms=0
+        )
     with pytest.raises(UnknownPartitionError):  # broker 99 is no replica
         await client.fetch(
             lead.url, TOPIC, 0, offset=0, leader_epoch=state.leader_epoch, max_bytes=1024, max_wait_ms=0
