@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 from collections.abc import Callable
 from types import MappingProxyType
@@ -60,6 +61,10 @@ class MetadataCache:
         self._topics: dict[str, TopicAssignment] = {}
         self._topic_revs: dict[str, int] = {}
         self._states: dict[tuple[str, int], PartitionState] = {}
+        # mod revisions of partition states and broker registrations: a leader registered after its
+        # partition's state was written restarted since its election (see :meth:`partition_state`)
+        self._state_revs: dict[tuple[str, int], int] = {}
+        self._broker_revs: dict[int, int] = {}
         self._retry_s = retry_s
         self._changed = asyncio.Condition()
         self._listeners: list[Callable[[], None]] = []
@@ -121,11 +126,21 @@ class MetadataCache:
         return self._topic_revs.get(name, 0)
 
     def partition_state(self, topic: str, partition: int) -> PartitionState | None:
-        return self._states.get((topic, partition))
+        """The partition's state, with leader -1 while its leader's registration is newer than the state:
+        that broker restarted since it was elected (maybe with a shorter log) and must not lead in the old
+        epoch; the controller fences it and elects again with a bump (``decide_partition``'s
+        ``restarted``), as Kafka does for a bounced broker. Every broker's cache applies the same rule."""
+        key = (topic, partition)
+        state = self._states.get(key)
+        if state is None or state.leader == NO_LEADER:
+            return state
+        if self._broker_revs.get(state.leader, 0) > self._state_revs.get(key, 0):
+            return dataclasses.replace(state, leader=NO_LEADER)
+        return state
 
     def leader_of(self, topic: str, partition: int) -> BrokerRegistration | None:
         """The live broker leading the partition, or ``None`` (no state, leader -1, or its broker gone)."""
-        state = self._states.get((topic, partition))
+        state = self.partition_state(topic, partition)
         if state is None or state.leader == NO_LEADER:
             return None
         return self._brokers.get(state.leader)
@@ -143,6 +158,8 @@ class MetadataCache:
         self._topics.clear()
         self._topic_revs.clear()
         self._states.clear()
+        self._state_revs.clear()
+        self._broker_revs.clear()
         self.cluster_id, self.controller = "", None
         for kv in kvs:
             self._put(kv.key, kv.value, kv.mod_revision)
@@ -169,12 +186,14 @@ class MetadataCache:
             elif key.startswith(BROKERS):
                 registration = BrokerRegistration.decode(key, value)
                 self._brokers[registration.broker_id] = registration
+                self._broker_revs[registration.broker_id] = mod_revision
             elif key.startswith(TOPICS):
                 assignment = TopicAssignment.decode(key, value)
                 self._topics[key.removeprefix(TOPICS)] = assignment
                 self._topic_revs[key.removeprefix(TOPICS)] = mod_revision
             elif key.startswith(PARTITIONS):
                 self._states[parse_partition_key(key)] = PartitionState.decode(key, value)
+                self._state_revs[parse_partition_key(key)] = mod_revision
         except (CorruptRecordError, UnicodeDecodeError, ValueError) as err:
             log.error("ignoring undecodable metadata key %r: %s", key, err)
             self._delete(key)
@@ -185,12 +204,14 @@ class MetadataCache:
         elif key.startswith(BROKERS):
             with contextlib.suppress(ValueError):
                 self._brokers.pop(int(key.removeprefix(BROKERS)), None)
+                self._broker_revs.pop(int(key.removeprefix(BROKERS)), None)
         elif key.startswith(TOPICS):
             self._topics.pop(key.removeprefix(TOPICS), None)
             self._topic_revs.pop(key.removeprefix(TOPICS), None)
         elif key.startswith(PARTITIONS):
             with contextlib.suppress(CorruptRecordError):
                 self._states.pop(parse_partition_key(key), None)
+                self._state_revs.pop(parse_partition_key(key), None)
 
     def _changed_now(self) -> None:
         self.version += 1
@@ -238,7 +259,7 @@ class MetadataCache:
             assignment = self._topics[name]
             views = []
             for index, replicas in enumerate(assignment.replicas):
-                state = self._states.get((name, index))
+                state = self.partition_state(name, index)
                 if state is None:
                     views.append(PartitionView(index, NO_LEADER, -1, replicas, ()))
                 else:

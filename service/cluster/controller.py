@@ -518,9 +518,12 @@ class Controller:
             states = view.partitions.get(name, {})
             for index, replicas in enumerate(assignment.replicas):
                 state, read_rev = states.get(index, (None, 0))
+                # registrations are only ever created (never rewritten): one newer than the state is a
+                # broker that restarted after the state was decided
+                restarted = frozenset(b for b in replicas if view.broker_revs.get(b, 0) > read_rev)
                 decided = decide_partition(
                     state, replicas, live, controller_epoch=self._own_epoch, preferred=preferred,
-                    unclean=unclean,
+                    unclean=unclean, restarted=restarted,
                 )  # fmt: skip
                 if decided is not None:
                     old_leader, old_isr = (NO_LEADER, None) if state is None else (state.leader, state.isr)

@@ -31,6 +31,7 @@ def decide_partition(
     controller_epoch: int,
     preferred: bool = False,
     unclean: bool = False,
+    restarted: set[int] | frozenset[int] = frozenset(),
 ) -> tuple[PartitionState, str | None] | None:
     """The next state of one partition, and why its leader changed (``"new"``, ``"failover"``, ``"offline"``,
     ``"recovered"``, ``"preferred"``, ``"unclean"``; ``None`` when it did not); ``None`` when nothing
@@ -47,7 +48,32 @@ def decide_partition(
     * ``preferred``: ``replicas[0]`` leads when it is live and in the ISR.
     * A leader change bumps ``leader_epoch``; every change bumps ``partition_epoch`` and sets
       ``controller_epoch``.
+    * ``restarted``: live brokers registered after ``current`` was written (a new incarnation: a broker
+      that restarted, maybe with a shorter log, before any controller saw it go). They are first decided
+      as gone, as Kafka fences a bounced broker: out of the ISR, and a leader among them loses the lead
+      with a bump. When that changes nothing (a leaderless partition waiting for them), they count as
+      returned. The next pass, on the state so written, sees them live again.
     """
+    if current is not None and restarted & live:
+        fenced = _decide(
+            current, replicas, live - restarted, controller_epoch=controller_epoch, unclean=unclean
+        )
+        if fenced is not None:
+            return fenced
+    return _decide(
+        current, replicas, live, controller_epoch=controller_epoch, preferred=preferred, unclean=unclean
+    )
+
+
+def _decide(
+    current: PartitionState | None,
+    replicas: Sequence[int],
+    live: set[int] | frozenset[int],
+    *,
+    controller_epoch: int,
+    preferred: bool = False,
+    unclean: bool = False,
+) -> tuple[PartitionState, str | None] | None:
     if current is None:
         in_sync = tuple(r for r in replicas if r in live)
         if not in_sync:

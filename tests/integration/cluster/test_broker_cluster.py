@@ -272,6 +272,8 @@ async def test_every_broker_answers_the_same_cluster_view(cluster: InprocCluster
 
 async def test_health_and_ready_report_the_cluster(cluster: InprocCluster) -> None:
     b1, _, _ = await cluster.start(3)
+    # every broker is registered once start() returns; the controller is elected independently of that
+    await cluster.wait_for(lambda: b1.broker.cluster_view().controller_id != NO_LEADER, "a controller")
     resp = await b1.client.get("/health")
     body = await resp.json()
     assert resp.status == 200 and body["status"] == "UP"
@@ -455,6 +457,36 @@ async def test_the_cache_reads_everything_again_after_its_watch_breaks(
         assert all(p.leader == NO_LEADER for parts in view.partitions.values() for p in parts)
         await store.commit([], [Delete(topic_key("t3"))])
         assert await cache.wait_for(lambda: "t3" not in cache.topics(), 10)
+    finally:
+        await cache.close()
+        await store.close()
+
+
+async def test_the_cache_shows_no_leader_while_the_leader_is_newer_than_its_state() -> None:
+    # broker 7 led t-0 in epoch 3, then restarted (a new registration) before any controller wrote again
+    store = LocalMetadataStore()
+    await store.start()
+    cache = MetadataCache(store)
+    try:
+        await cache.start()
+        registration = BrokerRegistration(7, "http://127.0.0.1:1", "r", incarnation="first")
+        await store.commit([], [Put(broker_key(7), registration.encode())])
+        await store.commit([], [Put(topic_key("t"), _assignment("t").encode())])
+        led = PartitionState(7, 3, (7,), 5, 1)
+        await store.commit([], [Put(partition_key("t", 0), led.encode())])
+        assert await cache.wait_for(lambda: cache.leader_of("t", 0) == registration, 10)
+        await store.commit([], [Delete(broker_key(7))])
+        again = BrokerRegistration(7, "http://127.0.0.1:1", "r", incarnation="second")
+        await store.commit([], [Put(broker_key(7), again.encode())])
+        assert await cache.wait_for(lambda: cache.brokers() == {7: again}, 10)
+        assert cache.partition_state("t", 0) == PartitionState(NO_LEADER, 3, (7,), 5, 1)
+        assert cache.leader_of("t", 0) is None
+        assert cache.view().partitions["t"][0].leader == NO_LEADER
+        # the controller's next write (a new epoch) is newer than the registration: it leads again
+        elected = PartitionState(7, 4, (7,), 6, 1)
+        await store.commit([], [Put(partition_key("t", 0), elected.encode())])
+        assert await cache.wait_for(lambda: cache.partition_state("t", 0) == elected, 10)
+        assert cache.leader_of("t", 0) == again and cache.view().partitions["t"][0].leader == 7
     finally:
         await cache.close()
         await store.close()

@@ -89,6 +89,37 @@ def test_an_unchanged_partition_is_not_written() -> None:
     )
 
 
+def test_a_restarted_broker_is_fenced_first_then_returns() -> None:
+    # broker 1 led in epoch 3 and came back as a new incarnation before any controller saw it go
+    alone = PartitionState(1, 3, (1,), 7, 1)
+    fenced = decide_partition(alone, (1, 2), {1, 2}, controller_epoch=2, restarted={1})
+    assert fenced == (PartitionState(-1, 4, (1,), 8, 2), "offline")
+    # on the state just written it is no longer newer: it leads again, one more epoch up
+    assert decide_partition(fenced[0], (1, 2), {1, 2}, controller_epoch=2) == (
+        PartitionState(1, 5, (1,), 9, 2),
+        "recovered",
+    )
+    # with an in-sync follower, the lead moves to it and the restarted broker leaves the ISR
+    shared = PartitionState(1, 3, (1, 2), 7, 1)
+    assert decide_partition(shared, (1, 2), {1, 2}, controller_epoch=2, restarted={1}) == (
+        PartitionState(2, 4, (2,), 8, 2),
+        "failover",
+    )
+    # a restarted follower only leaves the ISR; the leader keeps its epoch
+    assert decide_partition(shared, (1, 2), {1, 2}, controller_epoch=2, restarted={2}) == (
+        PartitionState(1, 3, (1,), 8, 2),
+        None,
+    )
+    # a leaderless partition waiting for it: fencing changes nothing, so it counts as returned
+    waiting = PartitionState(-1, 4, (1,), 8, 2)
+    assert decide_partition(waiting, (1, 2), {1, 2}, controller_epoch=2, restarted={1}) == (
+        PartitionState(1, 5, (1,), 9, 2),
+        "recovered",
+    )
+    # a broker that is not a replica, or not live, changes nothing
+    assert decide_partition(shared, (1, 2), {1, 2}, controller_epoch=2, restarted={3}) is None
+
+
 def test_preferred_election_needs_the_preferred_replica_live_and_in_sync() -> None:
     current = PartitionState(2, 3, (2, 1), 7, 1)
     assert decide_partition(current, (1, 2), {1, 2}, controller_epoch=5, preferred=True) == (
