@@ -206,21 +206,23 @@ async def produce_batches(request: web.Request) -> web.Response:
     topic = await _broker(request).ensure_topic(name)
     partition = topic.partition(index)
     max_size = partition.config.max_message_bytes
-    batches, records = await offload(len(body), lambda: _scan(body, max_size=max_size))
     count(request, "tierlog_http_body_bytes_total", len(body), api="native", direction="in", topic=name)
-    answer: dict[str, Any] = {
-        "topic": name,
-        "partition": index,
-        "batch_count": batches,
-        "record_count": records,
-    }
     if acks == 0:
+        batches, records = await offload(len(body), lambda: _scan(body, max_size=max_size))
         _append_in_background(request.app[ACKS0_BUDGET], partition, body)
-        return _json({**answer, "acks": 0}, status=202)
+        return _json(_produced(name, index, batches, records, acks=0), status=202)
+    scanned: list[tuple[int, int]] = []
     try:
-        info = await partition.append(body, acks=acks, timeout_ms=timeout_ms)
+        # validated in the append's own worker thread: one hand-over per request, not two
+        info = await partition.append(
+            body,
+            acks=acks,
+            timeout_ms=timeout_ms,
+            check=lambda: scanned.append(_scan(body, max_size=max_size)),
+        )
     except CorruptRecordError as err:
         raise CorruptBatchError(f"rejected, nothing appended: {err.message}") from None
+    answer = _produced(name, index, *scanned[0])
     answer.update(
         base_offset=info.base_offset,
         last_offset=info.last_offset,
@@ -234,6 +236,10 @@ async def produce_batches(request: web.Request) -> web.Response:
         broker_id=_broker(request).broker_id,
     )
     return _json(answer)
+
+
+def _produced(topic: str, partition: int, batches: int, records: int, **extra: Any) -> dict[str, Any]:
+    return {"topic": topic, "partition": partition, "batch_count": batches, "record_count": records, **extra}
 
 
 def _append_in_background(budget: ByteBudget, partition: Partition, body: bytes) -> None:
