@@ -293,7 +293,7 @@ async def test_a_role_change_during_a_pass_stops_it_after_the_batch_in_flight(
 
 
 async def test_the_broker_uploads_only_while_leading_and_follows_the_manifest_otherwise(
-    start_broker: StartBroker, store: ObjectStore
+    start_broker: StartBroker, store: ObjectStore, clock: ManualClock
 ) -> None:
     client = await start_broker()
     broker = broker_of(client)
@@ -315,6 +315,9 @@ async def test_the_broker_uploads_only_while_leading_and_follows_the_manifest_ot
     sent += await produce(client, "roles", 100, 100)
     partition.log.update_high_watermark(partition.log.log_end_offset)
     version = remote.remote_log.manifest.version
+    # a follower reloads the manifest at most once per upload interval: the background pass the role
+    # change woke may have used this interval's load before the produce, so the next pass gets its own
+    clock.advance(broker.settings.remote_upload_interval_ms)
     await tier.upload_pass()
     await tier.upload_pass()
     assert remote.remote_log.manifest.version == version  # a follower writes nothing
