@@ -55,25 +55,11 @@ def decide_partition(
       returned. The next pass, on the state so written, sees them live again.
     """
     if current is not None and restarted & live:
-        fenced = _decide(
+        fenced = decide_partition(
             current, replicas, live - restarted, controller_epoch=controller_epoch, unclean=unclean
         )
         if fenced is not None:
             return fenced
-    return _decide(
-        current, replicas, live, controller_epoch=controller_epoch, preferred=preferred, unclean=unclean
-    )
-
-
-def _decide(
-    current: PartitionState | None,
-    replicas: Sequence[int],
-    live: set[int] | frozenset[int],
-    *,
-    controller_epoch: int,
-    preferred: bool = False,
-    unclean: bool = False,
-) -> tuple[PartitionState, str | None] | None:
     if current is None:
         in_sync = tuple(r for r in replicas if r in live)
         if not in_sync:
