@@ -46,6 +46,9 @@ class IsrManager:
     ``alter`` sends a request to the active controller and returns the state it committed. ``on_change`` is
     called (on the event loop) after every ISR change this manager applied, with the new HW or None.
     ``clock`` is the one the ``LeaderState`` decides lag with; the wait between checks is event-loop time.
+    ``eligible(broker)`` says whether a caught-up follower may join the ISR: only a registered (live) broker
+    may, as Kafka's KIP-841 keeps fenced brokers out; a dead follower whose last fetch reached the high
+    watermark is not proposed (the controller would refuse it, and while pending it holds the HW back).
 
     ``stalled`` is True after a fenced or stale-version answer (or an answer for another leader or leader
     epoch) until :meth:`refresh`: nothing is proposed meanwhile.
@@ -64,8 +67,10 @@ class IsrManager:
         clock: Clock,
         check_interval_s: float,
         on_change: Callable[[int | None], None],
+        eligible: Callable[[int], bool] = lambda _broker: True,
     ) -> None:
         self._state = state
+        self._eligible = eligible
         self._topic = topic
         self._partition = partition
         self._broker_id = broker_id
@@ -126,7 +131,7 @@ class IsrManager:
             try:
                 await self._decide_and_send()
             except Exception:  # a bug or a failing on_change must not end the partition's ISR upkeep
-                self._state.abort()
+                self._abort()
                 log.exception("ISR upkeep of %s failed; deciding again at the next check", self.name)
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(self._interval):
@@ -144,14 +149,14 @@ class IsrManager:
                 self._state.abort()
                 raise
             except (FencedLeaderEpochError, InvalidUpdateVersionError) as err:
-                self._state.abort()
+                self._abort()
                 if self._state.partition_epoch == request.partition_epoch:  # nothing newer came meanwhile
                     self.stalled = True
                     log.warning("ISR change of %s refused (%s); waiting for newer metadata", self.name, err)
                     return
                 continue
             except Exception as err:
-                self._state.abort()
+                self._abort()
                 if isinstance(err, TierlogError):
                     log.warning("ISR change of %s failed (%s); retrying in %g s", self.name, err, delay)
                 else:
@@ -168,7 +173,7 @@ class IsrManager:
         if self.stalled or state.pending:
             return None
         out = state.out_of_sync()
-        joining = state.catching_up_done()
+        joining = tuple(r for r in state.catching_up_done() if self._eligible(r))
         if not out and not joining:
             return None
         new_isr = tuple(r for r in state.isr if r not in out) + joining
@@ -196,7 +201,7 @@ class IsrManager:
         """Confirm the controller's answer; True when it committed what was asked."""
         state = self._state
         if new.leader != self._broker_id or new.leader_epoch != state.leader_epoch:
-            state.abort()
+            self._abort()
             self.stalled = True
             log.warning(
                 "ISR change of %s answered with leader %d epoch %d; waiting for newer metadata",
@@ -213,6 +218,12 @@ class IsrManager:
             self._log_change(before, state.isr, new_hw)
             self._on_change(new_hw)
         return tuple(new.isr) == request.new_isr
+
+    def _abort(self) -> None:
+        """End the pending proposal; publish the HW when dropping its added members lets it move."""
+        new_hw = self._state.abort()
+        if new_hw is not None:
+            self._on_change(new_hw)
 
     def _log_change(self, before: tuple[int, ...], after: tuple[int, ...], new_hw: int | None) -> None:
         removed = [r for r in before if r not in after]

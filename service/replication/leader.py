@@ -219,11 +219,12 @@ class LeaderState:
                 )
         return self._maybe_advance()
 
-    def abort(self) -> None:
-        """The proposal failed: back to the committed ISR. Idempotent. The HW is recomputed on the next
-        append or fetch, not here."""
+    def abort(self) -> int | None:
+        """The proposal failed: back to the committed ISR. Idempotent. Returns the new HW when the members
+        the proposal added were holding it back (a leader alone gets no fetch that would recompute it)."""
         self.pending = False
         self.maximal_isr = self.isr
+        return self._maybe_advance()
 
     # --- acks=all -------------------------------------------------------------------------------------------
 

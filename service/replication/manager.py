@@ -242,6 +242,7 @@ class ReplicaManager:
             clock=self.clock,
             check_interval_s=self.settings.replica_lag_time_max_ms / 2000,
             on_change=partition.advance_high_watermark,
+            eligible=lambda broker: self.cache.broker(broker) is not None,
         )
         partition.lead(leader, state.leader_epoch)
         partition.on_follower_fetch = lambda _follower: isr.poke()

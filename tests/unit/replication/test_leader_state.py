@@ -236,6 +236,19 @@ def test_abort_returns_to_the_committed_isr() -> None:
     assert not state.pending
 
 
+def test_an_aborted_expansion_lets_the_hw_move_at_once() -> None:
+    # the leader alone in the ISR proposed a follower that had reached the HW, then appended more
+    state, log, _ = make(leo=5, hw=0, replicas=(1, 2), isr=(1,))
+    state.on_follower_fetch(2, 5)
+    assert state.high_watermark == 5  # the follower reached it, then stopped fetching (it died)
+    state.propose((1, 2))
+    log.leo = 8
+    assert state.on_local_append() is None  # the proposed member holds the HW at its LEO
+    assert state.abort() == 8  # refused: no fetch or append is needed for the HW to reach the LEO
+    assert state.high_watermark == 8
+    assert state.abort() is None
+
+
 def test_one_proposal_at_a_time_and_the_leader_stays() -> None:
     state, _, _ = make()
     with pytest.raises(IllegalStateError):
