@@ -39,11 +39,10 @@ __all__ = ["EtcdMetadataStore"]
 _CONNECTION_ERRORS = (aetcd.ConnectionFailedError, aetcd.ConnectionTimeoutError)
 _CANCEL_TIMEOUT_S = 2.0
 # HTTP/2 pings on open streams, so a watch on a silently dead connection breaks instead of waiting forever;
-# not more often than etcd's --grpc-keepalive-min-time (5 s by default) allows
-# Keepalive pings break a watch on a dead connection. A channel of its own subchannels: gRPC otherwise
-# shares them process-wide, so a fresh client after etcd comes back inherits the failed connection's
-# reconnect backoff (up to 2 minutes) and answers "connection refused" without trying; reconnects inside
-# one channel back off at most 1 s.
+# not more often than etcd's --grpc-keepalive-min-time (5 s by default) allows. Subchannels of the
+# channel's own: gRPC otherwise shares them process-wide, so a fresh client after etcd comes back inherits
+# the failed connection's reconnect backoff (up to 2 minutes) and answers "connection refused" without
+# trying; reconnects inside one channel back off at most 1 s.
 _CHANNEL_OPTIONS = {
     "grpc.keepalive_time_ms": 10_000,
     "grpc.keepalive_timeout_ms": 5_000,

@@ -131,7 +131,7 @@ class IsrManager:
             try:
                 await self._decide_and_send()
             except Exception:  # a bug or a failing on_change must not end the partition's ISR upkeep
-                self._abort()
+                self._state.abort()  # not _abort(): on_change may be what failed
                 log.exception("ISR upkeep of %s failed; deciding again at the next check", self.name)
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(self._interval):
