@@ -21,6 +21,7 @@ from typing import TypeVar, cast
 from urllib.parse import urlsplit
 
 from tierlog.service import settings_table as t
+from tierlog.service.security.settings import SecuritySettings, security_settings
 from tierlog.service.settings_table import SETTINGS_TABLE, SettingSpec, env_name, flag_name
 from tierlog.service.topic_configs import check_combination, effective_configs
 from tierlog.tiering.errors import InvalidRequestError
@@ -121,6 +122,7 @@ class Settings:
     replica_high_watermark_checkpoint_interval_ms: int = 5000
     producer_id_expiration_ms: int = 86_400_000
     producer_id_expiration_check_interval_ms: int = 600_000
+    security: SecuritySettings = field(default_factory=SecuritySettings)
     sources: Mapping[str, str] = field(default_factory=dict)
 
     def describe(self) -> str:
@@ -252,11 +254,16 @@ def build_settings(values: Mapping[str, object], sources: Mapping[str, str] | No
             f"broker.heartbeat.interval.ms={heartbeat_ms} must be at most half of "
             f"broker.session.timeout.ms={session_ms}"
         )
+    try:
+        security = security_settings(optional)
+    except ValueError as err:
+        raise SettingsError(f"invalid security settings: {err}") from None
+    scheme = "https" if security.tls else "http"
     return Settings(
         data_dir=data_dir,
         host=host,
         port=port,
-        advertised_url=optional(t.ADVERTISED_URL) or f"http://{host}:{port}",
+        advertised_url=optional(t.ADVERTISED_URL) or f"{scheme}://{host}:{port}",
         remote_uri=remote,
         s3_endpoint_url=endpoint,
         num_partitions=get(t.NUM_PARTITIONS),
@@ -306,6 +313,7 @@ def build_settings(values: Mapping[str, object], sources: Mapping[str, str] | No
         replica_fetch_backoff_ms=get(t.REPLICA_FETCH_BACKOFF_MS),
         replica_high_watermark_checkpoint_interval_ms=get(t.REPLICA_HIGH_WATERMARK_CHECKPOINT_INTERVAL_MS),
         producer_id_expiration_ms=get(t.PRODUCER_ID_EXPIRATION_MS),
+        security=security,
         producer_id_expiration_check_interval_ms=get(t.PRODUCER_ID_EXPIRATION_CHECK_INTERVAL_MS),
         sources=MappingProxyType(sources),
     )

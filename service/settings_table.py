@@ -6,12 +6,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Any, Generic, TypeVar
-from urllib.parse import urlsplit
+from typing import Any, TypeVar
 
+from tierlog.service.security.settings import SECURITY_TABLE
+from tierlog.service.setting_spec import SettingSpec, parse_url
+from tierlog.service.setting_spec import bool_value as _bool
+from tierlog.service.setting_spec import int_range as _int
+from tierlog.service.setting_spec import path_value as _path
+from tierlog.service.setting_spec import text_value as _text
 from tierlog.service.topic_configs import TOPIC_CONFIGS
 from tierlog.tiering.errors import InvalidRequestError
 
@@ -21,49 +23,6 @@ T = TypeVar("T")
 
 ENV_PREFIX = "TIERLOG_"
 _LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
-
-
-@dataclass(frozen=True, slots=True)
-class SettingSpec(Generic[T]):
-    """One broker setting. ``parse`` turns its text into the typed value :class:`Settings` holds (raising
-    ``ValueError`` with the reason); nothing converts that value again."""
-
-    name: str
-    default: str | None
-    doc: str
-    parse: Callable[[str], T]
-    topic_config: str | None = None
-
-
-def _text(raw: str) -> str:
-    return raw
-
-
-def _int(low: int, high: int) -> Callable[[str], int]:
-    def parse(raw: str) -> int:
-        try:
-            value = int(raw.strip())
-        except ValueError:
-            raise ValueError("not an integer") from None
-        if not low <= value <= high:
-            raise ValueError(f"must be between {low} and {high}")
-        return value
-
-    return parse
-
-
-def _bool(raw: str) -> bool:
-    value = raw.strip().lower()
-    if value not in ("true", "false"):
-        raise ValueError("expected true or false")
-    return value == "true"
-
-
-def parse_url(raw: str) -> str:
-    parts = urlsplit(raw.strip())
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ValueError("expected an http:// or https:// URL with a host")
-    return raw.strip().rstrip("/")
 
 
 def _assignor(raw: str) -> str:
@@ -77,10 +36,6 @@ def _level(raw: str) -> str:
     if value not in _LOG_LEVELS:
         raise ValueError(f"must be one of {', '.join(_LOG_LEVELS)}")
     return value
-
-
-def _path(raw: str) -> Path:
-    return Path(raw).absolute()
 
 
 def _topic_default(topic_config: str, broker_name: str, doc: str) -> SettingSpec[str]:
@@ -453,6 +408,7 @@ TABLE: tuple[SettingSpec[Any], ...] = (
     _topic_default("compression.type", "compression.type", "default compression.type"),
     _topic_default("file.delete.delay.ms", "log.segment.delete.delay.ms", "default file.delete.delay.ms"),
 )  # fmt: skip
+TABLE += SECURITY_TABLE
 
 SETTINGS_TABLE: dict[str, SettingSpec[Any]] = {spec.name: spec for spec in TABLE}
 

@@ -85,6 +85,8 @@ __all__ = [
     "storage_error",
     "CorruptRecordError",
     "UnauthorizedError",
+    "AuthorizationError",
+    "ThrottledError",
     "InternalError",
     "BadRequestError",
     "InvalidConfigError",
@@ -210,9 +212,25 @@ class CorruptRecordError(TierlogError):
 
 
 class UnauthorizedError(TierlogError):
-    """The caller is not allowed to do this."""
+    """The caller is not allowed to do this. As a broker answer: authentication failed (401, with a
+    ``WWW-Authenticate`` challenge): no credentials, or credentials that do not verify."""
 
     code = 40101
+
+
+class AuthorizationError(UnauthorizedError):
+    """The caller is authenticated but no ACL allows the operation (403; Confluent's 40301). Never retried.
+    ``docs/security.md`` lists the ACL each action needs."""
+
+    code = 40301
+
+
+class ThrottledError(TierlogError):
+    """Too many failed authentication attempts from one source (429, ``Retry-After``). Retriable after the
+    delay the answer names."""
+
+    code = 42901
+    retriable = True
 
 
 class InternalError(TierlogError):
@@ -556,7 +574,8 @@ def storage_error(what: str, err: OSError) -> UnavailableError:
 
 _FAMILIES: dict[int, type[TierlogError]] = {
     401: UnauthorizedError,
-    403: UnauthorizedError,
+    403: AuthorizationError,
+    429: ThrottledError,
     404: NotFoundError,
     409: ConflictError,
     503: UnavailableError,

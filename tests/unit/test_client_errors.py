@@ -130,7 +130,7 @@ def test_out_of_range_carries_the_valid_range() -> None:
         (404, 40499, kinds.NotFoundError, False),
         (409, 40999, kinds.ConflictError, False),
         (503, 50399, kinds.UnavailableError, True),
-        (403, 40301, kinds.UnauthorizedError, False),
+        (403, 40399, kinds.AuthorizationError, False),
         (418, 41899, kinds.InvalidRequestError, False),
         (400, 40099, kinds.InvalidRequestError, False),
         (502, 50201, kinds.InternalError, True),
