@@ -1,0 +1,551 @@
+"""Users and ACLs in the metadata store, watched into immutable snapshots the request path reads lock-free.
+
+Layout (``docs/design/0012-security.md``), under the metadata store's own prefix::
+
+    security/users/<quoted name>                     -> scram.encode_user(...)  (never a password)
+    security/acls/<TYPE>/<PATTERN>/<quoted name>     -> {"format": 1, "acls": [{"principal", "host",
+                                                         "operation", "permission"}, ...]}
+
+One ACL key per resource pattern, as Kafka's ``/kafka-acl/<type>/<name>`` znodes; ``<TYPE>`` and
+``<PATTERN>`` are the upper-case enum names (``TOPIC``, ``PREFIXED``). Names are percent-quoted
+(:func:`urllib.parse.quote`, nothing safe but letters, digits and ``_.-~@``), so a name holding ``/`` stays
+one key segment; an ordinary name reads as itself.
+
+:class:`SecurityStore` loads everything under ``security/`` when it starts, then follows a watch from the
+revision it read: each change replaces the published snapshots (:attr:`SecurityStore.acls`, the users
+mapping) and calls the ``on_user_change`` callbacks. Writes are read-modify-write commits conditioned on the
+``mod_revision`` of every key they read (retried a few times on a conflict) and return only once the watch has
+applied them, so a caller reads its own write. A malformed value is logged and skipped, never fatal. A broken
+watch (etcd restarted, history compacted) is followed by a full reload and a new watch.
+
+Nothing here is thread-safe: use a store from the event loop that started it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import random
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+from urllib.parse import quote, unquote
+
+from aiohttp import web
+
+from tierlog.service.cluster.local_store import LocalMetadataStore
+from tierlog.service.cluster.store import (
+    Compare,
+    Delete,
+    KeyValue,
+    MetadataStore,
+    MetadataStoreError,
+    Op,
+    Put,
+    WatchEvent,
+)
+from tierlog.service.security.acl import AclSnapshot, matches, validate_binding
+from tierlog.service.security.model import AclBinding, AclFilter, PatternType, ResourceType
+from tierlog.service.security.scram import ScramCredential, decode_user, encode_user
+from tierlog.tiering.errors import ConflictError, InvalidRequestError, NotFoundError, UnavailableError
+
+__all__ = [
+    "ACLS_PREFIX",
+    "PREFIX",
+    "SECURITY_FILE",
+    "SECURITY_STORE",
+    "USERS_PREFIX",
+    "SecurityStore",
+    "acl_key",
+    "binding_order",
+    "check_user_name",
+    "decode_acls",
+    "encode_acls",
+    "parse_acl_key",
+    "user_key",
+]
+
+log = logging.getLogger("tierlog.security.store")
+
+PREFIX = "security/"
+USERS_PREFIX = PREFIX + "users/"
+ACLS_PREFIX = PREFIX + "acls/"
+#: The embedded store's file in a data directory (a broker without ``metadata.uri``).
+SECURITY_FILE = "tierlog-security.json"
+
+_FORMAT = 1
+_SAFE = "_.-~@"
+_MAX_NAME = 255
+_WRITE_ATTEMPTS = 5
+_RELOAD_BACKOFF_S = (0.1, 5.0)
+_T = TypeVar("_T")
+
+
+# ---- keys and values (pure) ------------------------------------------------------------------------------
+
+
+def check_user_name(name: str) -> str:
+    """``name`` when it may name a user: 1-255 characters, no control characters, no surrounding spaces.
+    Pure.
+
+    Raises:
+        InvalidRequestError: otherwise.
+    """
+    if not isinstance(name, str) or not name or len(name) > _MAX_NAME:
+        raise InvalidRequestError(f"a user name must be 1-{_MAX_NAME} characters")
+    if name != name.strip() or any(ord(c) < 32 or ord(c) == 127 for c in name):
+        raise InvalidRequestError("a user name may not hold control characters or surrounding spaces")
+    return name
+
+
+def user_key(name: str) -> str:
+    """The store key of user ``name``. Raises InvalidRequestError for an invalid name."""
+    return USERS_PREFIX + quote(check_user_name(name), safe=_SAFE)
+
+
+def acl_key(resource_type: ResourceType, pattern_type: PatternType, name: str) -> str:
+    """The store key holding the ACLs of one resource pattern. Pure."""
+    return f"{ACLS_PREFIX}{resource_type.name}/{pattern_type.name}/{quote(name, safe=_SAFE)}"
+
+
+def parse_acl_key(key: str) -> tuple[ResourceType, PatternType, str]:
+    """The resource pattern an ACL key names. Pure.
+
+    Raises:
+        ValueError: not an ACL key of this layout.
+    """
+    parts = key[len(ACLS_PREFIX) :].split("/") if key.startswith(ACLS_PREFIX) else []
+    if len(parts) != 3 or not parts[2]:
+        raise ValueError(f"{key!r} is not security/acls/<TYPE>/<PATTERN>/<name>")
+    try:
+        resource_type = ResourceType[parts[0]]
+        pattern_type = PatternType[parts[1]]
+    except KeyError as err:
+        raise ValueError(f"{key!r} names an unknown resource or pattern type") from err
+    return resource_type, pattern_type, unquote(parts[2], errors="strict")
+
+
+def binding_order(binding: AclBinding) -> tuple[str, ...]:
+    """A sort key that orders ACLs by resource, then principal, host, operation and permission. Pure."""
+    b = binding
+    return (
+        b.resource_type.name, b.resource_name, b.pattern_type.name, b.principal, b.host,
+        b.operation.name, b.permission.name,
+    )  # fmt: skip
+
+
+def encode_acls(bindings: Iterable[AclBinding]) -> bytes:
+    """The value of one ACL key (every binding must name that key's resource pattern). Pure; the same
+    bindings always encode to the same bytes."""
+    entries = [
+        {
+            "principal": b.principal,
+            "host": b.host,
+            "operation": b.operation.name,
+            "permission": b.permission.name,
+        }
+        for b in sorted(bindings, key=binding_order)
+    ]
+    return json.dumps({"format": _FORMAT, "acls": entries}, sort_keys=True).encode()
+
+
+def decode_acls(key: str, raw: bytes) -> frozenset[AclBinding]:
+    """The bindings an ACL key holds. Pure.
+
+    Raises:
+        ValueError: the key or the value is malformed, or an entry is not a valid ACL.
+    """
+    resource_type, pattern_type, name = parse_acl_key(key)
+    try:
+        doc = json.loads(raw)
+    except (ValueError, UnicodeDecodeError) as err:
+        raise ValueError(f"not JSON: {err}") from None
+    if not isinstance(doc, dict) or doc.get("format") != _FORMAT or not isinstance(doc.get("acls"), list):
+        raise ValueError(f"not a format {_FORMAT} ACL list")
+    found: set[AclBinding] = set()
+    for entry in doc["acls"]:
+        if not isinstance(entry, dict):
+            raise ValueError("an ACL entry is not an object")
+        fields = [entry.get(f) for f in ("principal", "host", "operation", "permission")]
+        if not all(isinstance(f, str) for f in fields):
+            raise ValueError("an ACL entry lacks principal, host, operation or permission")
+        try:
+            found.add(validate_binding(resource_type, name, pattern_type, *fields))
+        except InvalidRequestError as err:
+            raise ValueError(err.message) from None
+    return frozenset(found)
+
+
+def _decode_user_or_none(key: str, raw: bytes) -> dict[str, ScramCredential] | None:
+    try:
+        _user_name(key)
+        return decode_user(raw) or None
+    except ValueError as err:  # UnicodeDecodeError included
+        log.error("skipping the malformed user record %s: %s", key, err)
+        return None
+
+
+def _user_name(key: str) -> str:
+    return unquote(key[len(USERS_PREFIX) :], errors="strict")
+
+
+# ---- the store -------------------------------------------------------------------------------------------
+
+
+class SecurityStore:
+    """Users and ACLs kept in a :class:`MetadataStore` and mirrored in memory (see the module doc).
+
+    ``owns_store``: :meth:`start` starts the metadata store and :meth:`close` closes it. ``apply_timeout_s``
+    bounds how long a write waits for the watch to show it (the write itself is done by then).
+    """
+
+    def __init__(self, store: MetadataStore, *, owns_store: bool, apply_timeout_s: float = 30.0) -> None:
+        self._store = store
+        self._owns_store = owns_store
+        self._apply_timeout_s = apply_timeout_s
+        self._users: Mapping[str, Mapping[str, ScramCredential]] = {}
+        self._acl_keys: dict[str, frozenset[AclBinding]] = {}
+        self._acls = AclSnapshot()
+        self._key_revisions: dict[str, int] = {}  # last revision the watch applied, per key
+        self._floor = 0  # every key is applied up to this revision (the last full load)
+        self._revision = 0
+        self._changed = asyncio.Event()
+        self._callbacks: list[Callable[[str], None]] = []
+        self._task: asyncio.Task[None] | None = None
+        self._loaded = False
+        self._closed = False
+
+    @classmethod
+    def embedded(cls, data_dir: Path) -> SecurityStore:
+        """The store of a broker without ``metadata.uri``: ``<data_dir>/tierlog-security.json``, owned."""
+        return cls(LocalMetadataStore(data_dir / SECURITY_FILE), owns_store=True)
+
+    # lifecycle
+
+    async def start(self) -> None:
+        """Start the metadata store (when owned), load every user and ACL, and follow the watch. Not
+        idempotent: call once.
+
+        Raises:
+            MetadataStoreError: the store cannot be reached (an owned store is closed again).
+        """
+        if self._closed:
+            raise MetadataStoreError("the security store is closed")
+        try:
+            if self._owns_store:
+                await self._store.start()
+            revision = await self._load()
+        except BaseException:
+            if self._owns_store:
+                with contextlib.suppress(MetadataStoreError):
+                    await self._store.close()
+            raise
+        self._loaded = True
+        self._task = asyncio.create_task(self._follow(revision), name="tierlog-security-watch")
+
+    async def close(self) -> None:
+        """Stop the watch (pending writes' waits end with UnavailableError) and close an owned store.
+        Idempotent. Raises MetadataStoreError when closing an owned store fails."""
+        if self._closed:
+            return
+        self._closed = True
+        self._notify()
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        if self._owns_store:
+            await self._store.close()
+
+    # reads (lock-free snapshots)
+
+    @property
+    def loaded(self) -> bool:
+        """Whether :meth:`start` has loaded the users and ACLs."""
+        return self._loaded
+
+    @property
+    def acls(self) -> AclSnapshot:
+        """Every ACL, as the watch last saw them (an immutable snapshot)."""
+        return self._acls
+
+    @property
+    def revision(self) -> int:
+        """The store revision the snapshots reflect."""
+        return self._revision
+
+    def user(self, name: str) -> dict[str, ScramCredential] | None:
+        """User ``name``'s credentials by mechanism (a copy), or None when there is no such user."""
+        found = self._users.get(name)
+        return dict(found) if found is not None else None
+
+    def user_names(self) -> list[str]:
+        """Every user's name, sorted."""
+        return sorted(self._users)
+
+    def on_user_change(self, callback: Callable[[str], None]) -> None:
+        """Call ``callback(name)`` whenever user ``name`` is added, changed or removed (on the event loop;
+        an exception it raises is logged and ignored)."""
+        self._callbacks.append(callback)
+
+    # writes
+
+    async def put_user(self, name: str, credential: ScramCredential) -> bool:
+        """Set ``name``'s credential for ``credential.mechanism``, keeping its other mechanisms; whether the
+        user is new. Idempotent; safe to call concurrently (conflicting writes are retried).
+
+        Raises:
+            InvalidRequestError: an invalid user name.
+            ConflictError: the key kept changing under every attempt.
+            MetadataStoreError / UnavailableError: the store failed, or the write did not show in time.
+        """
+        key = user_key(name)
+
+        def change(current: Mapping[str, KeyValue | None]) -> tuple[list[Op], bool]:
+            kv = current[key]
+            credentials = (_decode_user_or_none(key, kv.value) if kv is not None else None) or {}
+            created = not credentials
+            credentials[credential.mechanism] = credential
+            return [Put(key, encode_user(credentials))], created
+
+        return await self._update([key], change)
+
+    async def remove_user(self, name: str) -> None:
+        """Delete user ``name`` and every credential of it. Safe to call concurrently.
+
+        Raises:
+            InvalidRequestError: an invalid user name.
+            NotFoundError: there is no such user.
+            ConflictError, MetadataStoreError, UnavailableError: as :meth:`put_user`.
+        """
+        key = user_key(name)
+
+        def change(current: Mapping[str, KeyValue | None]) -> tuple[list[Op], None]:
+            if current[key] is None:
+                raise NotFoundError(f"User {name} cannot be found.")
+            return [Delete(key)], None
+
+        await self._update([key], change)
+
+    async def create_acls(self, bindings: Sequence[AclBinding]) -> None:
+        """Add ``bindings`` (all in one commit). Idempotent: an ACL that exists is no change. Safe to call
+        concurrently.
+
+        Raises:
+            InvalidRequestError: a binding is invalid (a filter-only pattern, operation or permission).
+            ConflictError, MetadataStoreError, UnavailableError: as :meth:`put_user`.
+        """
+        wanted: dict[str, set[AclBinding]] = {}
+        for b in bindings:
+            checked = validate_binding(
+                b.resource_type,
+                b.resource_name,
+                b.pattern_type,
+                b.principal,
+                b.host,
+                b.operation,
+                b.permission,
+            )
+            key = acl_key(checked.resource_type, checked.pattern_type, checked.resource_name)
+            wanted.setdefault(key, set()).add(checked)
+
+        def change(current: Mapping[str, KeyValue | None]) -> tuple[list[Op], None]:
+            ops: list[Op] = []
+            for key, mine in wanted.items():
+                kv = current[key]
+                held = _decode_acls_or_empty(kv.key, kv.value) if kv is not None else frozenset()
+                if not mine <= held:
+                    ops.append(Put(key, encode_acls(held | mine)))
+            return ops, None
+
+        await self._update(sorted(wanted), change)
+
+    async def delete_acls(self, f: AclFilter) -> list[AclBinding]:
+        """Delete every ACL ``f`` matches (in one commit); the ACLs deleted, sorted. Safe to call
+        concurrently; deleting nothing is no error.
+
+        Raises:
+            ConflictError, MetadataStoreError, UnavailableError: as :meth:`put_user`.
+        """
+        for _ in range(_WRITE_ATTEMPTS):
+            kvs, _ = await self._store.range(ACLS_PREFIX)
+            deleted: list[AclBinding] = []
+            compares: list[Compare] = []
+            ops: list[Op] = []
+            for kv in kvs:
+                held = _decode_acls_or_empty(kv.key, kv.value)
+                gone = frozenset(b for b in held if matches(f, b))
+                if not gone:
+                    continue
+                deleted.extend(gone)
+                compares.append(Compare(kv.key, kv.mod_revision))
+                kept = held - gone
+                ops.append(Put(kv.key, encode_acls(kept)) if kept else Delete(kv.key))
+            if not ops:
+                return []
+            written = await self._store.commit(compares, ops)
+            if written is not None:
+                await self._wait_visible({op.key: written for op in ops})
+                return sorted(deleted, key=binding_order)
+        raise ConflictError(f"the ACLs kept changing: gave up after {_WRITE_ATTEMPTS} attempts, try again")
+
+    # internals: writing
+
+    async def _update(
+        self, keys: Sequence[str], change: Callable[[Mapping[str, KeyValue | None]], tuple[list[Op], _T]]
+    ) -> _T:
+        """Read ``keys``, commit ``change``'s ops conditioned on what was read (retried on a conflict), and
+        wait until the watch shows the result; ``change``'s answer."""
+        for _ in range(_WRITE_ATTEMPTS):
+            current = {key: await self._store.get(key) for key in keys}
+            ops, answer = change(current)
+            if not ops:
+                await self._wait_visible({k: kv.mod_revision for k, kv in current.items() if kv is not None})
+                return answer
+            compares = [Compare(k, kv.mod_revision if kv is not None else 0) for k, kv in current.items()]
+            written = await self._store.commit(compares, ops)
+            if written is not None:
+                await self._wait_visible({op.key: written for op in ops})
+                return answer
+        raise ConflictError(f"{keys[0]} kept changing: gave up after {_WRITE_ATTEMPTS} attempts, try again")
+
+    def _visible(self, wanted: Mapping[str, int]) -> bool:
+        return all(self._floor >= r or self._key_revisions.get(k, 0) >= r for k, r in wanted.items())
+
+    async def _wait_visible(self, wanted: Mapping[str, int]) -> None:
+        """Wait until the snapshots show every key at (at least) its revision.
+
+        Raises UnavailableError: the store closed, or the watch did not get there within the timeout."""
+        try:
+            async with asyncio.timeout(self._apply_timeout_s):
+                while not self._visible(wanted):
+                    if self._closed:
+                        raise UnavailableError("the security store closed before the change was seen")
+                    changed = self._changed
+                    await changed.wait()
+        except TimeoutError:
+            raise UnavailableError(
+                f"the change was written but not seen within {self._apply_timeout_s:g} s: the metadata "
+                "store's watch is behind or broken"
+            ) from None
+
+    def _notify(self) -> None:
+        changed, self._changed = self._changed, asyncio.Event()
+        changed.set()
+
+    # internals: loading and watching
+
+    async def _load(self) -> int:
+        """Read everything under ``security/`` into fresh snapshots; the revision read. Raises
+        MetadataStoreError."""
+        kvs, revision = await self._store.range(PREFIX)
+        users: dict[str, Mapping[str, ScramCredential]] = {}
+        acl_keys: dict[str, frozenset[AclBinding]] = {}
+        for kv in kvs:
+            if kv.key.startswith(USERS_PREFIX):
+                credentials = _decode_user_or_none(kv.key, kv.value)
+                if credentials is not None:
+                    users[_user_name(kv.key)] = credentials
+            elif kv.key.startswith(ACLS_PREFIX):
+                held = _decode_acls_or_empty(kv.key, kv.value)
+                if held:
+                    acl_keys[kv.key] = held
+        changed_users = {n for n in users.keys() | self._users.keys() if users.get(n) != self._users.get(n)}
+        self._users = users
+        self._acl_keys = acl_keys
+        self._key_revisions = {kv.key: kv.mod_revision for kv in kvs}
+        self._floor = revision
+        self._revision = max(self._revision, revision)
+        self._publish_acls()
+        self._notify()
+        for name in sorted(changed_users):
+            self._user_changed(name)
+        return revision
+
+    async def _follow(self, revision: int) -> None:
+        """Apply the watch's changes; on a broken watch reload and watch again, until cancelled or the
+        store ends the watch (closed)."""
+        backoff = _RELOAD_BACKOFF_S[0]
+        while True:
+            try:
+                await self._watch_from(revision + 1)
+                log.info("the metadata store ended the security watch")
+                return
+            except MetadataStoreError as err:
+                log.warning("the security watch broke (%s): reloading users and ACLs", err)
+            while True:
+                await asyncio.sleep(backoff * random.uniform(0.5, 1.0))
+                backoff = min(backoff * 2, _RELOAD_BACKOFF_S[1])
+                try:
+                    revision = await self._load()
+                    break
+                except MetadataStoreError as err:
+                    log.warning("reloading users and ACLs failed (%s): retrying", err)
+            backoff = _RELOAD_BACKOFF_S[0]
+
+    async def _watch_from(self, start_revision: int) -> None:
+        events: AsyncIterator[WatchEvent] = self._store.watch(PREFIX, start_revision)
+        try:
+            async for event in events:
+                self._apply(event)
+        finally:
+            close: Any = getattr(events, "aclose", None)
+            if close is not None:
+                with contextlib.suppress(MetadataStoreError):
+                    await close()
+
+    def _apply(self, event: WatchEvent) -> None:
+        key = event.key
+        if key.startswith(USERS_PREFIX):
+            self._apply_user(event)
+        elif key.startswith(ACLS_PREFIX):
+            held = _decode_acls_or_empty(key, event.value) if event.kind == "put" else frozenset()
+            if held:
+                self._acl_keys[key] = held
+            else:
+                self._acl_keys.pop(key, None)
+            self._publish_acls(event.mod_revision)
+        self._key_revisions[key] = event.mod_revision
+        self._revision = max(self._revision, event.mod_revision)
+        self._notify()
+
+    def _apply_user(self, event: WatchEvent) -> None:
+        try:
+            name = _user_name(event.key)
+        except ValueError:
+            log.error("skipping a user record with a malformed key")
+            return
+        credentials = _decode_user_or_none(event.key, event.value) if event.kind == "put" else None
+        users = dict(self._users)
+        if credentials is None:
+            if users.pop(name, None) is None:
+                return
+        else:
+            users[name] = credentials
+        self._users = users
+        self._user_changed(name)
+
+    def _publish_acls(self, revision: int | None = None) -> None:
+        bindings = frozenset().union(*self._acl_keys.values())
+        self._acls = AclSnapshot(bindings, revision if revision is not None else self._floor)
+
+    def _user_changed(self, name: str) -> None:
+        for callback in self._callbacks:
+            try:
+                callback(name)
+            except Exception:
+                log.exception("a user-change callback failed for user %s", name)
+
+
+def _decode_acls_or_empty(key: str, raw: bytes) -> frozenset[AclBinding]:
+    try:
+        return decode_acls(key, raw)
+    except ValueError as err:  # UnicodeDecodeError included
+        log.error("skipping the malformed ACL record %s: %s", key, err)
+        return frozenset()
+
+
+SECURITY_STORE: web.AppKey[SecurityStore] = web.AppKey("tierlog.security_store", SecurityStore)
