@@ -3,6 +3,10 @@
 Bad settings end the process with one line on stderr and exit code 2. ``serve`` logs to stderr, stops
 cleanly on SIGTERM or SIGINT (logs flushed and closed, exit code 0) and exits 1 if the logs cannot be
 opened or the port cannot be bound.
+
+With ``ssl.certfile`` set the main listener (``host``:``port``) speaks HTTPS only; a plaintext listener
+exists only on ``plaintext.port`` when that is set. SIGHUP loads the certificate and key again (new
+handshakes present them, open connections keep theirs); a bad pair is logged and the old one kept.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ import contextlib
 import logging
 import os
 import signal
+import ssl
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -21,6 +26,8 @@ from typing import TYPE_CHECKING, NoReturn
 from aiohttp import web
 
 from tierlog.service.config import SETTINGS_TABLE, Settings, SettingsError, env_name, flag_name, load_settings
+from tierlog.service.connections import ConnectionGuard, GuardedSite
+from tierlog.service.security.tls import TlsError, reload_certificate, server_context
 
 if TYPE_CHECKING:
     from tierlog.service.broker import Broker
@@ -71,7 +78,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         settings = load_settings(flags, os.environ, config_file)
         if settings.data_dir.exists() and not settings.data_dir.is_dir():
             raise SettingsError(f"data.dir {settings.data_dir} exists and is not a directory")
-    except SettingsError as err:
+        tls = server_context(settings.security) if settings.security.tls else None
+    except (SettingsError, TlsError) as err:
         sys.stderr.write(f"tierlog serve: error: {err}\n")
         return 2
     logging.basicConfig(
@@ -79,13 +87,51 @@ def main(argv: Sequence[str] | None = None) -> int:
         stream=sys.stderr,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
-    return asyncio.run(serve(settings))
+    return asyncio.run(serve(settings, tls))
 
 
-async def serve(settings: Settings) -> int:
-    """Serve until SIGTERM or SIGINT. Returns 0 after a clean shutdown, 1 when start-up fails."""
+class _Site(GuardedSite):
+    """A :class:`GuardedSite` that speaks TLS with ``ssl_context`` (plaintext when None)."""
+
+    def __init__(
+        self,
+        runner: web.BaseRunner,
+        host: str,
+        port: int,
+        guard: ConnectionGuard,
+        ssl_context: ssl.SSLContext | None,
+    ) -> None:
+        super().__init__(runner, host, port, guard)
+        self._tls = ssl_context
+
+    async def start(self) -> None:
+        await web.BaseSite.start(self)
+        server = self._runner.server
+        assert server is not None
+        self._server = await asyncio.get_running_loop().create_server(
+            self._guard.wrap(server),
+            self._host,
+            self._port,
+            ssl=self._tls,
+            backlog=self._backlog,
+            reuse_address=self._reuse_address,
+            reuse_port=self._reuse_port,
+        )
+
+
+async def serve(settings: Settings, tls: ssl.SSLContext | None = None) -> int:
+    """Serve until SIGTERM or SIGINT. Returns 0 after a clean shutdown, 1 when start-up fails.
+
+    ``tls`` is the listener's SSL context (:func:`~tierlog.service.security.tls.server_context`); None
+    builds it here when ``settings`` ask for TLS.
+
+    Raises:
+        TlsError: ``tls`` is None and the certificate files cannot be used.
+    """
+    if tls is None and settings.security.tls:
+        tls = await asyncio.to_thread(server_context, settings.security)
     from tierlog.service.app import CONNECTIONS, OPEN_TASK, create_app
-    from tierlog.service.connections import GuardedSite, install_accept_error_handler
+    from tierlog.service.connections import install_accept_error_handler
     from tierlog.service.state import BROKER, METRICS
 
     log.info("starting tierlog: %s", settings.describe())
@@ -111,23 +157,34 @@ async def serve(settings: Settings) -> int:
         keepalive_timeout=settings.connections_max_idle_ms / 1000 + 1,
     )
     await runner.setup()
-    site = GuardedSite(runner, settings.host, settings.port, app[CONNECTIONS])
-    try:
-        await site.start()
-    except OSError as err:
-        log.error("cannot listen on %s:%d: %s", settings.host, settings.port, err.strerror or err)
-        await runner.cleanup()
-        return 1
-    port = _bound_port(runner, settings.port)
+    scheme = "http" if tls is None else "https"
+    listeners = [(settings.host, settings.port, tls)]
+    if tls is not None and settings.security.plaintext_port is not None:
+        listeners.append((settings.host, settings.security.plaintext_port, None))
+    for host, wanted, context in listeners:
+        try:
+            await _Site(runner, host, wanted, app[CONNECTIONS], context).start()
+        except OSError as err:
+            log.error("cannot listen on %s:%d: %s", host, wanted, err.strerror or err)
+            await runner.cleanup()
+            return 1
+    ports = _bound_ports(runner)
+    port = ports[0] if ports else settings.port
     broker = app[BROKER]
     if "advertised.url" not in settings.sources and port != settings.port:
-        broker.advertise(f"http://{settings.host}:{port}")
-    log.info("listening on http://%s:%d", settings.host, port)
+        broker.advertise(f"{scheme}://{settings.host}:{port}")
+    log.info("listening on %s://%s:%d", scheme, settings.host, port)
+    if len(listeners) > 1:
+        plain = ports[1] if len(ports) > 1 else settings.security.plaintext_port
+        log.info("listening on plaintext http://%s:%d (plaintext.port)", settings.host, plain)
 
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
+    reloads: set[asyncio.Task[None]] = set()
+    if tls is not None:
+        loop.add_signal_handler(signal.SIGHUP, _start_reload, tls, settings, reloads)
     opening = app[OPEN_TASK]
     stopper = asyncio.create_task(stop.wait())
     try:
@@ -142,8 +199,11 @@ async def serve(settings: Settings) -> int:
         stopper.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await stopper
-        for signum in (signal.SIGTERM, signal.SIGINT):
+        for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
             loop.remove_signal_handler(signum)
+        for task in reloads:
+            task.cancel()
+        await asyncio.gather(*reloads, return_exceptions=True)
         await runner.cleanup()
     if failed:
         return 1
@@ -171,8 +231,28 @@ def _log_ready(broker: Broker) -> None:
     )
 
 
-def _bound_port(runner: web.AppRunner, configured: int) -> int:
-    for address in runner.addresses:
-        if isinstance(address, tuple) and len(address) >= 2:
-            return int(address[1])
-    return configured
+def _start_reload(context: ssl.SSLContext, settings: Settings, reloads: set[asyncio.Task[None]]) -> None:
+    """SIGHUP: reload the certificate in a worker thread, one reload at a time (a second SIGHUP during
+    one is skipped: the running reload reads the files after it)."""
+    if reloads:
+        log.info("SIGHUP: a certificate reload is already running")
+        return
+    task = asyncio.get_running_loop().create_task(_reload(context, settings))
+    reloads.add(task)
+    task.add_done_callback(reloads.discard)
+
+
+async def _reload(context: ssl.SSLContext, settings: Settings) -> None:
+    try:
+        await asyncio.to_thread(reload_certificate, context, settings.security)
+    except TlsError as err:
+        log.error("SIGHUP: kept the old certificate: %s", err)
+        return
+    log.info("SIGHUP: reloaded the TLS certificate from %s", settings.security.ssl_certfile)
+
+
+def _bound_ports(runner: web.AppRunner) -> list[int]:
+    """The bound port of each listener, in the order they were started."""
+    return [
+        int(address[1]) for address in runner.addresses if isinstance(address, tuple) and len(address) >= 2
+    ]
