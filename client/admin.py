@@ -14,6 +14,7 @@ from typing import Any
 
 from tierlog.client.config import DEFAULT_BOOTSTRAP, bootstrap_urls
 from tierlog.client.router import Requester, Router
+from tierlog.client.security import ClientSecurity
 from tierlog.client.transport import PartitionInfo, TopicMetadata, segment
 from tierlog.client.types import TopicPartition
 from tierlog.tiering.errors import UnavailableError, UnknownTopicError
@@ -34,13 +35,24 @@ class AsyncAdmin:
 
     ``bootstrap_servers`` is one URL, a comma-separated string or a list: requests go to a broker that
     answers, the next one when a connection is refused (any broker of a cluster serves admin requests).
+    ``security`` is how to reach them (TLS, credentials; see :mod:`tierlog.client.security`).
+
+    Raises (from the constructor): InvalidRequestError for a bad URL or one that contradicts ``security``.
     """
 
     def __init__(
-        self, bootstrap_servers: str | list[str] = DEFAULT_BOOTSTRAP, *, request_timeout_ms: int = 30_000
+        self,
+        bootstrap_servers: str | list[str] = DEFAULT_BOOTSTRAP,
+        *,
+        request_timeout_ms: int = 30_000,
+        security: ClientSecurity | None = None,
     ) -> None:
+        security = ClientSecurity() if security is None else security
+        if security.tls and bootstrap_servers == DEFAULT_BOOTSTRAP:
+            bootstrap_servers = DEFAULT_BOOTSTRAP.replace("http://", "https://", 1)
+        urls = bootstrap_urls(bootstrap_servers, scheme=security.scheme)
         self._router: Router | None = Router(
-            bootstrap_urls(bootstrap_servers), request_timeout_ms=request_timeout_ms
+            urls, request_timeout_ms=request_timeout_ms, security=security.for_urls(urls)
         )
         self._broker: Requester = self._router.any
         self._cluster_id: str | None = None

@@ -3,16 +3,21 @@
 ``ProducerConfig.from_kwargs(linger_ms=5, compression_type="zstd")`` accepts exactly the names listed on the
 dataclasses (``acks`` takes 0, 1, -1 or ``"all"``); an unknown name or a bad value raises
 :class:`~tierlog.tiering.errors.InvalidRequestError` naming it, so a typo fails at construction, not silently.
+The security options (``security_protocol``, ``ssl_cafile`` ... ``sasl_oauth_token``) are aiokafka's, checked
+by :class:`~tierlog.client.security.ClientSecurity`; under SSL a bare ``host:port`` bootstrap server is
+``https://``.
 """
 
 from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
+from tierlog.client.security import ClientSecurity
 from tierlog.tiering.codec.compression import Compression
 from tierlog.tiering.errors import InvalidRequestError
 
@@ -26,11 +31,11 @@ Deserializer = Callable[[bytes | None], Any]
 C = TypeVar("C", bound="CommonConfig")
 
 
-def bootstrap_urls(servers: str | Sequence[str]) -> tuple[str, ...]:
+def bootstrap_urls(servers: str | Sequence[str], *, scheme: str = "http") -> tuple[str, ...]:
     """Every bootstrap server as a base URL (``http://host:port``, no trailing slash), in order, once each.
 
     ``servers`` is one URL, a comma-separated string of them or a list (whose items may be comma-separated
-    too). A bare ``host:port`` gets ``http://``. Pure.
+    too). A bare ``host:port`` gets ``scheme://`` (``http`` unless given). Pure.
 
     Raises:
         InvalidRequestError: no server, or one that is not an http(s) URL with a host.
@@ -42,7 +47,7 @@ def bootstrap_urls(servers: str | Sequence[str]) -> tuple[str, ...]:
             raise InvalidRequestError(f"bootstrap server {item!r} is not an http(s)://host:port URL")
         for part in item.split(","):
             if part.strip():
-                url = _base_url(part.strip())
+                url = _base_url(part.strip(), scheme)
                 if url not in urls:
                     urls.append(url)
     if not urls:
@@ -50,8 +55,8 @@ def bootstrap_urls(servers: str | Sequence[str]) -> tuple[str, ...]:
     return tuple(urls)
 
 
-def _base_url(text: str) -> str:
-    url = text if "://" in text else "http://" + text
+def _base_url(text: str, scheme: str) -> str:
+    url = text if "://" in text else f"{scheme}://{text}"
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise InvalidRequestError(f"bootstrap server {text!r} is not an http(s)://host:port URL")
@@ -83,6 +88,15 @@ class CommonConfig:
     retry_backoff_max_ms: int = 1_000
     metadata_max_age_ms: int = 300_000
     connections_max: int = 100
+    security_protocol: str = "PLAINTEXT"
+    ssl_cafile: str | None = None
+    ssl_certfile: str | None = None
+    ssl_keyfile: str | None = None
+    ssl_check_hostname: bool = True
+    sasl_mechanism: str = "PLAIN"
+    sasl_plain_username: str | None = None
+    sasl_plain_password: str | None = field(default=None, repr=False)
+    sasl_oauth_token: str | None = field(default=None, repr=False)
 
     @classmethod
     def from_kwargs(cls: type[C], kwargs: Mapping[str, Any]) -> C:
@@ -92,8 +106,12 @@ class CommonConfig:
         if unknown:
             raise InvalidRequestError(f"unknown {cls.__name__} option(s): {', '.join(unknown)}")
         values = cls.resolve(dict(kwargs))
+        tls = values.get("security_protocol") in ("SSL", "SASL_SSL")
         if "bootstrap_servers" in values:
-            values["bootstrap_servers"] = ",".join(bootstrap_urls(values["bootstrap_servers"]))
+            urls = bootstrap_urls(values["bootstrap_servers"], scheme="https" if tls else "http")
+            values["bootstrap_servers"] = ",".join(urls)
+        elif tls:
+            values["bootstrap_servers"] = DEFAULT_BOOTSTRAP.replace("http://", "https://", 1)
         config = cls(**values)
         config.validate()
         return config
@@ -108,8 +126,25 @@ class CommonConfig:
         """The bootstrap base URLs, in the order given."""
         return bootstrap_urls(self.bootstrap_servers)
 
+    @cached_property
+    def security(self) -> ClientSecurity:
+        """The TLS settings and credentials, as the bootstrap URLs' scheme makes them
+        (:meth:`ClientSecurity.for_urls`). Raises InvalidRequestError naming a bad option."""
+        return ClientSecurity(
+            security_protocol=self.security_protocol,
+            ssl_cafile=self.ssl_cafile,
+            ssl_certfile=self.ssl_certfile,
+            ssl_keyfile=self.ssl_keyfile,
+            ssl_check_hostname=self.ssl_check_hostname,
+            sasl_mechanism=self.sasl_mechanism,
+            sasl_plain_username=self.sasl_plain_username,
+            sasl_plain_password=self.sasl_plain_password,
+            sasl_oauth_token=self.sasl_oauth_token,
+        ).for_urls(self.bootstrap_list)
+
     def validate(self) -> None:
-        """Check ranges. Raises InvalidRequestError naming the first bad option."""
+        """Check ranges and the security options. Raises InvalidRequestError naming the first bad option."""
+        self.security  # noqa: B018 (validates and caches)
         for f in dataclasses.fields(self):
             value = getattr(self, f.name)
             numeric = f.name.endswith(("_ms", "_bytes", "_size", "_memory", "_records", "_max"))

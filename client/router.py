@@ -38,6 +38,7 @@ from tierlog.client.backoff import backoff_seconds
 from tierlog.client.config import CommonConfig
 from tierlog.client.errors import BrokerUnavailableError, ClientClosedError, RequestTimeoutError
 from tierlog.client.metadata import ClusterMetadata, decode_metadata, legacy_metadata
+from tierlog.client.security import ClientSecurity
 from tierlog.client.transport import BrokerClient, Params, TopicMetadata
 from tierlog.client.types import TopicPartition
 from tierlog.tiering.errors import (
@@ -111,11 +112,13 @@ class Router:
         retry_backoff_ms: int = 100,
         retry_backoff_max_ms: int = 1_000,
         metadata_max_age_ms: int = 300_000,
+        security: ClientSecurity | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         if not bootstrap:
             raise ValueError("a router needs at least one bootstrap URL")
         self.bootstrap = tuple(url.rstrip("/") for url in bootstrap)
+        self.security = ClientSecurity() if security is None else security
         self.request_timeout_ms = request_timeout_ms
         self._connections = connections
         self._backoff = (retry_backoff_ms, retry_backoff_max_ms)
@@ -137,7 +140,7 @@ class Router:
 
     @classmethod
     def from_config(cls, config: CommonConfig) -> Router:
-        """A router with the bootstrap list, timeouts, backoff and metadata age of ``config``."""
+        """A router with the bootstrap list, timeouts, backoff, metadata age and security of ``config``."""
         return cls(
             config.bootstrap_list,
             request_timeout_ms=config.request_timeout_ms,
@@ -145,6 +148,7 @@ class Router:
             retry_backoff_ms=config.retry_backoff_ms,
             retry_backoff_max_ms=config.retry_backoff_max_ms,
             metadata_max_age_ms=config.metadata_max_age_ms,
+            security=config.security,
         )
 
     @property
@@ -165,7 +169,10 @@ class Router:
         client = self._clients.get(url)
         if client is None:
             client = BrokerClient(
-                url, request_timeout_ms=self.request_timeout_ms, connections=self._connections
+                url,
+                request_timeout_ms=self.request_timeout_ms,
+                connections=self._connections,
+                security=self.security,
             )
             self._clients[url] = client
         client.open()

@@ -12,7 +12,9 @@ The URL scheme and the protocol must agree, as :meth:`ClientSecurity.for_urls` d
 ``host:port`` bootstrap server gets ``https://`` under SSL and SASL_SSL; an ``https://`` URL with the
 protocol left at PLAINTEXT (or SASL_PLAINTEXT) means TLS, so the protocol becomes SSL (SASL_SSL), exactly as
 if it had been set (an https URL already said "TLS"; nothing is ever sent in plaintext to it); an ``http://``
-URL under SSL or SASL_SSL is an error, since it would send in plaintext what was asked to be encrypted.
+URL under SSL or SASL_SSL is an error, since it would send in plaintext what was asked to be encrypted. A
+plaintext protocol with http and https URLs mixed stays as it is: each https URL is then verified against the
+system's trust store (what the client did before these options existed).
 
 Every check raises :class:`~tierlog.tiering.errors.InvalidRequestError` naming the option; secrets never
 appear in a repr or a message. A :class:`ClientSecurity` is immutable and safe to share between threads and
@@ -149,12 +151,10 @@ class ClientSecurity:
         (SASL_SSL) when they are all ``https://`` and the protocol was a plaintext one. Pure.
 
         Raises:
-            InvalidRequestError: an ``http://`` URL under SSL or SASL_SSL, or http and https URLs mixed.
+            InvalidRequestError: an ``http://`` URL under SSL or SASL_SSL.
         """
         schemes = {urlsplit(url).scheme for url in urls}
-        if len(schemes) > 1:
-            raise InvalidRequestError("bootstrap servers mix http:// and https:// URLs: use one scheme")
-        if schemes == {"http"} and self.tls:
+        if "http" in schemes and self.tls:
             raise InvalidRequestError(
                 f"security_protocol={self.security_protocol} encrypts, but a bootstrap server is an http:// "
                 "URL: use https:// (or a bare host:port)"
@@ -193,6 +193,11 @@ class ClientSecurity:
                 files = self.ssl_certfile + (f" / ssl_keyfile {self.ssl_keyfile}" if self.ssl_keyfile else "")
                 raise InvalidRequestError(f"ssl_certfile {files}: cannot load: {_reason(err)}") from err
         return context
+
+    @property
+    def ssl_loaded(self) -> bool:
+        """:meth:`ssl_context` will answer without reading files (built already, or not needed)."""
+        return not self.tls or bool(self._context)
 
     def connector_ssl(self) -> ssl.SSLContext | bool:
         """The ``ssl`` argument of ``aiohttp.TCPConnector``: the SSL context, or True (aiohttp's default

@@ -4,7 +4,10 @@
 failure into a typed error: an error answer through :func:`tierlog.client.errors.error_from_response`, a
 refused or reset connection into :class:`~tierlog.client.errors.BrokerUnavailableError`, no answer within the
 request timeout into :class:`~tierlog.client.errors.RequestTimeoutError`. Both are retriable; nothing here
-retries (callers decide).
+retries (callers decide). A TLS handshake refused over a certificate (the broker's does not verify, or the
+broker wants one from the client) is :class:`~tierlog.tiering.errors.UnauthorizedError`, not retriable, as
+Kafka's ``SslAuthenticationException``. A :class:`~tierlog.client.security.ClientSecurity` gives the session
+its SSL context and ``Authorization`` header.
 
 All methods are coroutines for the event loop the client was started on; concurrent calls are safe (aiohttp
 pools connections). None of them is idempotent unless it says so.
@@ -12,7 +15,9 @@ pools connections). None of them is idempotent unless it says so.
 
 from __future__ import annotations
 
+import asyncio
 import json
+import ssl
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeAlias
@@ -21,6 +26,8 @@ from urllib.parse import quote
 import aiohttp
 
 from tierlog.client.errors import BrokerUnavailableError, RequestTimeoutError, error_from_response
+from tierlog.client.security import ClientSecurity
+from tierlog.tiering.errors import UnauthorizedError
 
 __all__ = ["BATCHES_TYPE", "BrokerClient", "FetchAnswer", "PartitionInfo", "TopicMetadata"]
 
@@ -63,33 +70,64 @@ class TopicMetadata:
         return len(self.partitions) if self.declared_count is None else self.declared_count
 
 
+def _certificate_refused(err: BaseException) -> bool:
+    """Whether a connection failed over a certificate (not retriable), not a network fault."""
+    if isinstance(err, aiohttp.ClientConnectorCertificateError):
+        return True
+    cause: BaseException | None = err
+    while cause is not None:
+        if isinstance(cause, ssl.SSLError) and "CERTIFICATE" in (cause.reason or "").upper():
+            return True
+        cause = cause.__cause__ or cause.__context__
+        if cause is err:
+            break
+    return False
+
+
 def segment(value: str) -> str:
     """``value`` escaped as one URL path segment."""
     return quote(value, safe="")
 
 
 class BrokerClient:
-    """An HTTP client for one broker base URL (``http://host:port``).
+    """An HTTP client for one broker base URL (``http://host:port`` or ``https://host:port``).
 
-    ``start()`` must run inside the event loop that will use the client; ``close()`` closes the session and
+    ``security`` says how to reach it (default: plaintext, no credentials). ``start()`` must run inside the
+    event loop that will use the client (requests start it when needed); ``close()`` closes the session and
     is idempotent.
     """
 
-    def __init__(self, base_url: str, *, request_timeout_ms: int = 30_000, connections: int = 100) -> None:
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        request_timeout_ms: int = 30_000,
+        connections: int = 100,
+        security: ClientSecurity | None = None,
+    ) -> None:
         self.base_url = base_url.rstrip("/")
         self.request_timeout_ms = request_timeout_ms
+        self.security = ClientSecurity() if security is None else security
         self._connections = connections
         self._session: aiohttp.ClientSession | None = None
 
     async def start(self) -> None:
-        """Open the session. Idempotent."""
+        """Open the session, loading the SSL context's files in a worker thread the first time. Idempotent.
+
+        Raises:
+            InvalidRequestError: a PEM file of the security settings cannot be used.
+        """
+        if not self.security.ssl_loaded:
+            await asyncio.to_thread(self.security.ssl_context)
         self.open()
 
     def open(self) -> None:
-        """Open the session from code running on the client's event loop. Idempotent."""
-        if self._session is None:
-            connector = aiohttp.TCPConnector(limit=self._connections)
-            self._session = aiohttp.ClientSession(connector=connector)
+        """Open the session from code running on the client's event loop. Idempotent. With TLS whose files
+        are not loaded yet it does nothing (the first request opens it through :meth:`start`, so no file is
+        read on the event loop)."""
+        if self._session is None and self.security.ssl_loaded:
+            connector = aiohttp.TCPConnector(limit=self._connections, ssl=self.security.connector_ssl())
+            self._session = aiohttp.ClientSession(connector=connector, headers=self.security.headers())
 
     async def close(self) -> None:
         """Close the session and its connections. Idempotent."""
@@ -124,6 +162,8 @@ class BrokerClient:
             :func:`tierlog.client.errors.error_from_response`). BrokerUnavailableError: the connection failed.
             RequestTimeoutError: no answer in time.
         """
+        if self._session is None:
+            await self.start()
         seconds = (self.request_timeout_ms if timeout_ms is None else timeout_ms) / 1000
         send_headers = dict(headers or {})
         payload = data
@@ -145,6 +185,14 @@ class BrokerClient:
                 return response.status, raw, dict(response.headers)
         except TimeoutError as err:
             raise RequestTimeoutError(f"{method} {path}: no answer within {seconds:g} s") from err
+        except (aiohttp.ClientSSLError, aiohttp.ClientOSError) as err:
+            if _certificate_refused(err):
+                raise UnauthorizedError(
+                    f"{method} {path}: TLS handshake with {self.base_url} refused: {err}"
+                ) from err
+            raise BrokerUnavailableError(
+                f"{method} {path}: broker {self.base_url} unreachable: {err}"
+            ) from err
         except (aiohttp.ClientConnectionError, aiohttp.ClientPayloadError, OSError) as err:
             raise BrokerUnavailableError(
                 f"{method} {path}: broker {self.base_url} unreachable: {err}"
