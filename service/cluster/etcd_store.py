@@ -8,6 +8,12 @@ or revoked) becomes :class:`LeaseExpiredError`.
 
 Endpoints are tried in the URI's order when connecting; after a connection error the next operation
 connects again, from the first endpoint.
+
+TLS (``metadata.ssl.cafile``, optionally with ``metadata.ssl.certfile``/``keyfile`` for etcd's
+``--client-cert-auth``): ``aetcd`` only opens plaintext channels, so :class:`_TlsClient` opens a
+``grpc.aio.secure_channel`` instead, with the same channel options. The PEM files are read (off the event
+loop) on every connect, so a rotated certificate is used from the next reconnect on. etcd's certificate must
+name the host of the endpoint (an ``IP`` subject alternative name for an address).
 """
 
 from __future__ import annotations
@@ -15,10 +21,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncGenerator, Iterator, Sequence
-from typing import Any, NoReturn
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import aetcd
-from aetcd import rpc
+import grpc
+from aetcd import rpc, watcher
 from aetcd.utils import prefix_range_end
 
 from tierlog.service.cluster.store import (
@@ -34,7 +43,10 @@ from tierlog.service.cluster.store import (
 )
 from tierlog.service.config import MetadataUri
 
-__all__ = ["EtcdMetadataStore"]
+if TYPE_CHECKING:
+    from tierlog.service.config import Settings
+
+__all__ = ["EtcdMetadataStore", "EtcdTls"]
 
 _CONNECTION_ERRORS = (aetcd.ConnectionFailedError, aetcd.ConnectionTimeoutError)
 _CANCEL_TIMEOUT_S = 2.0
@@ -53,19 +65,74 @@ _CHANNEL_OPTIONS = {
 }
 
 
+@dataclass(frozen=True, slots=True)
+class EtcdTls:
+    """How to reach etcd over TLS: the CA bundle that signed etcd's certificate and, for etcd's
+    ``--client-cert-auth``, this client's certificate chain and key (PEM files)."""
+
+    cafile: Path
+    certfile: Path | None = None
+    keyfile: Path | None = None
+
+    def __post_init__(self) -> None:
+        if (self.certfile is None) != (self.keyfile is None):
+            raise ValueError("an etcd client certificate needs both its certfile and its keyfile")
+
+    def credentials(self) -> grpc.ChannelCredentials:
+        """gRPC channel credentials from the PEM files. Blocking file reads: call in a worker thread.
+
+        Raises:
+            OSError: a file cannot be read.
+        """
+        return grpc.ssl_channel_credentials(
+            root_certificates=self.cafile.read_bytes(),
+            private_key=None if self.keyfile is None else self.keyfile.read_bytes(),
+            certificate_chain=None if self.certfile is None else self.certfile.read_bytes(),
+        )
+
+
+class _TlsClient(aetcd.Client):  # type: ignore[misc]  # aetcd ships no type hints
+    """``aetcd.Client`` over a TLS channel. aetcd's own ``connect`` only opens plaintext channels; this one
+    opens a secure channel with ``credentials`` and the same stubs. No etcd user authentication (the
+    store never uses it: etcd authenticates the client certificate)."""
+
+    def __init__(self, credentials: grpc.ChannelCredentials, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._credentials = credentials
+
+    async def connect(self) -> None:
+        """Open the channel (no I/O yet: gRPC connects on the first call). Idempotent."""
+        if self._connected.is_set():
+            return
+        target = f"{self._host}:{self._port}"
+        self.channel = rpc.secure_channel(target, self._credentials, options=list(self._options.items()))
+        self.kvstub = rpc.KVStub(self.channel)
+        self.clusterstub = rpc.ClusterStub(self.channel)
+        self.leasestub = rpc.LeaseStub(self.channel)
+        self.maintenancestub = rpc.MaintenanceStub(self.channel)
+        self._watcher = watcher.Watcher(rpc.WatchStub(self.channel), timeout=self._timeout)
+        self._connected.set()
+
+
 class EtcdMetadataStore(MetadataStore):
     """The metadata store in etcd (see the module doc). Use from one event loop.
 
     ``connect_timeout_s`` bounds reaching each endpoint on connect; ``request_timeout_s`` bounds every
-    request (a watch stream itself has no deadline).
+    request (a watch stream itself has no deadline). ``tls``: reach etcd over TLS (None: plaintext).
     """
 
     def __init__(
-        self, uri: MetadataUri, *, connect_timeout_s: float = 5.0, request_timeout_s: float = 10.0
+        self,
+        uri: MetadataUri,
+        *,
+        tls: EtcdTls | None = None,
+        connect_timeout_s: float = 5.0,
+        request_timeout_s: float = 10.0,
     ) -> None:
         if not uri.endpoints:
             raise ValueError(f"the metadata URI {uri} names no endpoint")
         self._uri = uri
+        self._tls = tls
         self._root = f"/{uri.prefix.strip('/')}/"
         self._connect_timeout_s = connect_timeout_s
         self._timeout_s = request_timeout_s
@@ -74,6 +141,21 @@ class EtcdMetadataStore(MetadataStore):
         self._closing: set[asyncio.Task[None]] = set()  # old clients being closed after a connection error
         self._started = False
         self._closed = False
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> EtcdMetadataStore:
+        """The store ``metadata.uri`` names, over TLS when ``metadata.ssl.cafile`` is set. Pure (nothing is
+        read or connected before :meth:`start`). Raises ValueError when ``metadata.uri`` is not etcd's."""
+        uri = settings.metadata_uri
+        if uri is None or uri.scheme == "file":
+            raise ValueError("metadata.uri does not name an etcd cluster")
+        security = settings.security
+        tls = None
+        if security.metadata_ssl_cafile is not None:
+            tls = EtcdTls(
+                security.metadata_ssl_cafile, security.metadata_ssl_certfile, security.metadata_ssl_keyfile
+            )
+        return cls(uri, tls=tls)
 
     # lifecycle
 
@@ -247,9 +329,15 @@ class EtcdMetadataStore(MetadataStore):
             return self._client
 
     async def _connect_any(self) -> Any:
+        credentials = await self._credentials()
         failures: list[str] = []
         for host, port in self._uri.endpoints:
-            client = aetcd.Client(host=host, port=port, timeout=self._timeout_s, options=_CHANNEL_OPTIONS)
+            if credentials is None:
+                client = aetcd.Client(host=host, port=port, timeout=self._timeout_s, options=_CHANNEL_OPTIONS)
+            else:
+                client = _TlsClient(
+                    credentials, host=host, port=port, timeout=self._timeout_s, options=_CHANNEL_OPTIONS
+                )
             try:
                 await client.connect()
                 probe = rpc.RangeRequest(key=self._full(""), count_only=True)
@@ -260,7 +348,20 @@ class EtcdMetadataStore(MetadataStore):
                     await client.close()
                 continue
             return client
-        raise MetadataStoreError(f"cannot reach etcd at {self._uri}: {'; '.join(failures)}")
+        over = "TLS" if credentials is not None else "plaintext (metadata.ssl.cafile is unset)"
+        raise MetadataStoreError(f"cannot reach etcd at {self._uri} over {over}: {'; '.join(failures)}")
+
+    async def _credentials(self) -> grpc.ChannelCredentials | None:
+        """The TLS channel credentials (None: plaintext). Raises MetadataStoreError: a PEM file cannot be
+        read."""
+        if self._tls is None:
+            return None
+        try:
+            return await asyncio.to_thread(self._tls.credentials)
+        except OSError as err:
+            raise MetadataStoreError(
+                f"cannot read the etcd TLS files ({err.filename or 'metadata.ssl.*'}): {err.strerror or err}"
+            ) from err
 
     @contextlib.contextmanager
     def _errors(self, what: str, *, leases: bool = False) -> Iterator[None]:
