@@ -4,7 +4,8 @@
 
 ``serve`` runs a broker (:mod:`tierlog.service.cli`), ``tiering`` the remote-tier tools, ``dump-log`` the
 segment dumper (:mod:`tierlog.tiering.tools.dump_log`), and ``topics``/``produce``/``consume``/``groups``/
-``cluster`` the client commands (:mod:`tierlog.client.cli.main`). Options that every client command takes
+``cluster`` the client commands (:mod:`tierlog.client.cli.main`), ``users``/``acls`` the security
+commands (:mod:`tierlog.service.security.cli`). Options that every client command takes
 (``--bootstrap-server``) are accepted before the command as well as after it. Each command module is
 imported only when it runs, so ``tierlog --version`` and the client commands never load the broker.
 """
@@ -34,8 +35,12 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "remote tier tools: check (list leaked objects), restore (recreate topics from a bucket)",
         "tierlog.service.tiering_cli",
     ),
+    "users": ("add, remove and list users (SCRAM credentials)", "tierlog.service.security.cli"),
+    "acls": ("add, remove and list ACLs (Kafka's model)", "tierlog.service.security.cli"),
 }
 CLIENT_COMMANDS = ("topics", "produce", "consume", "groups", "cluster")
+# Commands whose module takes the whole command line (global options and the command's name first).
+GLOBAL_AWARE_COMMANDS = (*CLIENT_COMMANDS, "users", "acls")
 # Global options that take a value, and the commands they are passed to.
 GLOBAL_OPTIONS = ("--bootstrap-server",)
 
@@ -99,10 +104,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stderr.write(f"tierlog: error: {wrong}\n{_usage()}")
         return 2
     command = rest[0]
-    if globals_ and command not in CLIENT_COMMANDS:
+    if globals_ and command not in GLOBAL_AWARE_COMMANDS:
         sys.stderr.write(f"tierlog {command}: error: {globals_[0].split('=', 1)[0]} is a client option\n")
         return 2
     entry = _load(COMMANDS[command][1])
-    if command in CLIENT_COMMANDS:
+    if command in GLOBAL_AWARE_COMMANDS:
         return entry([*globals_, *rest])
     return entry(rest[1:])

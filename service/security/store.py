@@ -128,10 +128,11 @@ def parse_acl_key(key: str) -> tuple[ResourceType, PatternType, str]:
 
 
 def binding_order(binding: AclBinding) -> tuple[str, ...]:
-    """A sort key that orders ACLs by resource, then principal, host, operation and permission. Pure."""
+    """A sort key that orders ACLs as :meth:`AclSnapshot.select` does: by resource type, pattern type, name,
+    principal, host, operation and permission. Pure."""
     b = binding
     return (
-        b.resource_type.name, b.resource_name, b.pattern_type.name, b.principal, b.host,
+        b.resource_type.name, b.pattern_type.name, b.resource_name, b.principal, b.host,
         b.operation.name, b.permission.name,
     )  # fmt: skip
 
@@ -169,10 +170,13 @@ def decode_acls(key: str, raw: bytes) -> frozenset[AclBinding]:
         if not isinstance(entry, dict):
             raise ValueError("an ACL entry is not an object")
         fields = [entry.get(f) for f in ("principal", "host", "operation", "permission")]
-        if not all(isinstance(f, str) for f in fields):
+        principal, host, operation, permission = (f if isinstance(f, str) else "" for f in fields)
+        if not all(fields):
             raise ValueError("an ACL entry lacks principal, host, operation or permission")
         try:
-            found.add(validate_binding(resource_type, name, pattern_type, *fields))
+            found.add(
+                validate_binding(resource_type, name, pattern_type, principal, host, operation, permission)
+            )
         except InvalidRequestError as err:
             raise ValueError(err.message) from None
     return frozenset(found)

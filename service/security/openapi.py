@@ -1,0 +1,261 @@
+"""OpenAPI description of the v3 ACL and user routes (:mod:`tierlog.service.security.admin_routes`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tierlog.service.security.admin_routes import MAX_ITERATIONS
+from tierlog.service.security.model import Operation, PatternType, Permission, ResourceType
+from tierlog.service.security.scram import MECHANISMS, MIN_ITERATIONS
+
+__all__ = ["OPENAPI_COMPONENTS", "OPENAPI_PATHS"]
+
+_MECHANISMS = list(MECHANISMS)
+_REF_ERROR = {"$ref": "#/components/schemas/Error"}
+_STR = {"type": "string"}
+_SELF = {"type": "object", "properties": {"self": {"type": "string", "format": "uri"}}}
+_LIST_META = {
+    "type": "object",
+    "properties": {"self": {"type": "string", "format": "uri"}, "next": {"type": "string", "nullable": True}},
+}
+
+
+def _enum(members: list[str], description: str) -> dict[str, Any]:
+    return {"type": "string", "enum": members, "description": description}
+
+
+def _names(kind: type[ResourceType | PatternType | Operation | Permission], *, filters: bool) -> list[str]:
+    names = [m.name for m in kind if filters or m.name not in ("ANY", "MATCH")]
+    return [*names, "ANY"] if filters and "ANY" not in names else names
+
+
+def _acl_fields(*, filters: bool) -> dict[str, Any]:
+    return {
+        "resource_type": _enum(
+            _names(ResourceType, filters=filters), "TOPIC, GROUP, CLUSTER or TRANSACTIONAL_ID"
+        ),
+        "resource_name": {
+            "type": "string",
+            "minLength": 1,
+            "description": "the name, a prefix (PREFIXED), or * (every name); kafka-cluster for CLUSTER",
+        },
+        "pattern_type": _enum(
+            _names(PatternType, filters=filters),
+            "LITERAL or PREFIXED" + ("; filters also ANY and MATCH" if filters else ""),
+        ),
+        "principal": {"type": "string", "pattern": "^[^:]+:.+$", "description": "User:name, or User:*"},
+        "host": {"type": "string", "minLength": 1, "description": "a client address, or * (any host)"},
+        "operation": _enum(_names(Operation, filters=filters), "Kafka's operation, upper case"),
+        "permission": _enum(_names(Permission, filters=filters), "ALLOW or DENY; Deny wins"),
+    }
+
+
+_ACL_REQUEST = {
+    "type": "object",
+    "required": list(_acl_fields(filters=False)),
+    "properties": _acl_fields(filters=False),
+}
+
+OPENAPI_COMPONENTS: dict[str, Any] = {
+    "schemas": {
+        "KafkaAcl": {
+            "type": "object",
+            "properties": {
+                "kind": {"type": "string", "enum": ["KafkaAcl"]},
+                "metadata": _SELF,
+                "cluster_id": _STR,
+                **_acl_fields(filters=False),
+            },
+        },
+        "KafkaAclList": {
+            "type": "object",
+            "properties": {
+                "kind": {"type": "string", "enum": ["KafkaAclList"]},
+                "metadata": _LIST_META,
+                "data": {"type": "array", "items": {"$ref": "#/components/schemas/KafkaAcl"}},
+            },
+        },
+        "DeleteAclsResponse": {
+            "type": "object",
+            "properties": {"data": {"type": "array", "items": {"$ref": "#/components/schemas/KafkaAcl"}}},
+        },
+        "CreateAclRequest": _ACL_REQUEST,
+        "CreateAclBatchRequest": {
+            "type": "object",
+            "required": ["data"],
+            "properties": {
+                "data": {"type": "array", "items": {"$ref": "#/components/schemas/CreateAclRequest"}}
+            },
+        },
+        "KafkaUser": {
+            "type": "object",
+            "properties": {
+                "kind": {"type": "string", "enum": ["KafkaUser"]},
+                "metadata": _SELF,
+                "cluster_id": _STR,
+                "name": _STR,
+                "mechanisms": {
+                    "type": "array",
+                    "items": {
+                        "type": "object",
+                        "properties": {
+                            "mechanism": {"type": "string", "enum": _MECHANISMS},
+                            "iterations": {"type": "integer"},
+                        },
+                    },
+                },
+            },
+        },
+        "KafkaUserList": {
+            "type": "object",
+            "properties": {
+                "kind": {"type": "string", "enum": ["KafkaUserList"]},
+                "metadata": _LIST_META,
+                "data": {"type": "array", "items": {"$ref": "#/components/schemas/KafkaUser"}},
+            },
+        },
+        "PutUserRequest": {
+            "type": "object",
+            "required": ["password"],
+            "properties": {
+                "password": {
+                    "type": "string",
+                    "minLength": 1,
+                    "description": "stored only as a salted SCRAM credential; never echoed or logged",
+                },
+                "mechanism": {"type": "string", "enum": _MECHANISMS, "default": "SCRAM-SHA-256"},
+                "iterations": {
+                    "type": "integer",
+                    "minimum": MIN_ITERATIONS,
+                    "maximum": MAX_ITERATIONS,
+                    "default": MIN_ITERATIONS,
+                },
+            },
+        },
+    }
+}
+
+_ERRORS = {
+    "400": "Malformed body or query, or a required field missing (40001)",
+    "404": "Unknown cluster (404) or user (404)",
+    "409": "The store kept changing under the write (40901): try again",
+    "415": "Body is not JSON (41501)",
+    "422": "An invalid ACL, filter, user name, mechanism or iteration count (42201)",
+    "503": "The broker is still opening, or the metadata store is unreachable (50301)",
+}
+
+
+def _op(
+    op_id: str,
+    summary: str,
+    ok: str,
+    schema: str | None = None,
+    *,
+    body: str | None = None,
+    errors: tuple[str, ...],
+    query: dict[str, Any] | None = None,
+    required: tuple[str, ...] = (),
+    extra: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    responses: dict[str, Any] = {}
+    if schema is None:
+        responses[ok] = {"description": summary}
+    else:
+        content = {"application/json": {"schema": {"$ref": f"#/components/schemas/{schema}"}}}
+        responses[ok] = {"description": summary, "content": content}
+    for status, text in (extra or {}).items():
+        responses[status] = {"description": text, "content": responses[ok].get("content", {})}
+    for status in errors:
+        responses[status] = {
+            "description": _ERRORS[status],
+            "content": {"application/json": {"schema": _REF_ERROR}},
+        }
+    operation: dict[str, Any] = {"tags": ["Security (v3)"], "operationId": op_id, "summary": summary}
+    if query is not None:
+        operation["parameters"] = [
+            {"name": name, "in": "query", "required": name in required, "schema": schema_}
+            for name, schema_ in query.items()
+        ]
+    operation["responses"] = responses
+    if body is not None:
+        operation["requestBody"] = {
+            "required": True,
+            "content": {"application/json": {"schema": {"$ref": f"#/components/schemas/{body}"}}},
+        }
+    return operation
+
+
+_C = "/v3/clusters/{cluster_id}"
+_READ = ("400", "404", "422", "503")
+_WRITE = ("400", "404", "409", "415", "422", "503")
+_DELETE_REQUIRED = ("resource_type", "pattern_type", "operation", "permission")
+_USER_NAME = {
+    "name": "name",
+    "in": "path",
+    "required": True,
+    "schema": {"type": "string", "minLength": 1, "maxLength": 255},
+}
+
+OPENAPI_PATHS: dict[str, Any] = {
+    _C + "/acls": {
+        "get": _op(
+            "listAcls",
+            "List the ACLs a filter matches (a missing field matches anything)",
+            "200",
+            "KafkaAclList",
+            errors=_READ,
+            query=_acl_fields(filters=True),
+        ),
+        "post": _op("createAcl", "Create an ACL (idempotent)", "201", body="CreateAclRequest", errors=_WRITE),
+        "delete": _op(
+            "deleteAcls",
+            "Delete the ACLs a filter matches; answers them",
+            "200",
+            "DeleteAclsResponse",
+            errors=("400", "404", "409", "422", "503"),
+            query=_acl_fields(filters=True),
+            required=_DELETE_REQUIRED,
+        ),
+    },
+    _C + "/acls:batch": {
+        "post": _op(
+            "createAcls",
+            "Create several ACLs at once (all or nothing; idempotent)",
+            "201",
+            body="CreateAclBatchRequest",
+            errors=_WRITE,
+        ),
+    },
+    _C + "/users": {
+        "get": _op(
+            "listUsers",
+            "List users and their SCRAM mechanisms",
+            "200",
+            "KafkaUserList",
+            errors=("404", "503"),
+        )
+    },
+    _C + "/users/{name}": {
+        "put": {
+            **_op(
+                "putUser",
+                "Set a user's password for one SCRAM mechanism (its other mechanisms stay)",
+                "200",
+                "KafkaUser",
+                body="PutUserRequest",
+                errors=_WRITE,
+                extra={"201": "The user is new"},
+            ),
+            "parameters": [_USER_NAME],
+        },
+        "delete": {
+            **_op(
+                "deleteUser",
+                "Delete a user and all its credentials",
+                "204",
+                errors=("404", "409", "422", "503"),
+            ),
+            "parameters": [_USER_NAME],
+        },
+    },
+}
