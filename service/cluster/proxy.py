@@ -12,6 +12,11 @@ answer names (by ``error_code``; a not-leader answer keeps the leader it names, 
 valid range). A leader that cannot be reached is :class:`LeaderNotAvailableError` (50311, retriable) and
 one that does not answer in time :class:`UnavailableError` (50301, retriable): never a wrong answer.
 
+The leader is called as this broker (its TLS trust and certificate, its own ``Authorization``;
+:func:`~tierlog.service.security.tls.broker_client_security`), never with the client's credentials: the
+broker that received the request has already authorized its user, and the leader's native API checks
+only that the caller is a broker (a super user).
+
 Timeouts: connecting gets ``broker.session.timeout.ms`` (a broker that cannot accept within its session is
 as good as gone), the whole exchange ``request.read.timeout.ms`` plus any long-poll wait asked for.
 """
@@ -28,6 +33,8 @@ from urllib.parse import quote
 import aiohttp
 from aiohttp import web
 
+from tierlog.client.security import ClientSecurity
+from tierlog.service.security.tls import broker_client_security
 from tierlog.service.state import BROKER, SETTINGS
 from tierlog.tiering.errors import (
     LeaderNotAvailableError,
@@ -134,22 +141,35 @@ class LeaderClient:
     """The HTTP client of one broker to the native API of the others: one pooled session.
 
     :meth:`start` and :meth:`close` run in the app's cleanup context; requests between them are safe to
-    make concurrently.
+    make concurrently. ``security``: this broker's identity towards the others (default: plaintext, no
+    credentials).
     """
 
-    def __init__(self, *, connect_ms: int, request_ms: int) -> None:
+    def __init__(self, *, connect_ms: int, request_ms: int, security: ClientSecurity | None = None) -> None:
         self._connect_s = connect_ms / 1000
         self._request_s = request_ms / 1000
+        self._security = security if security is not None else ClientSecurity()
         self._session: aiohttp.ClientSession | None = None
 
     @classmethod
     def from_settings(cls, settings: Settings) -> LeaderClient:
-        return cls(connect_ms=settings.broker_session_timeout_ms, request_ms=settings.request_read_timeout_ms)
+        return cls(
+            connect_ms=settings.broker_session_timeout_ms,
+            request_ms=settings.request_read_timeout_ms,
+            security=broker_client_security(settings),
+        )
 
     async def start(self) -> None:
-        """Open the session (on the app's event loop). Idempotent."""
+        """Open the session (on the app's event loop; the SSL context's PEM files are read in a worker
+        thread). Idempotent. Raises InvalidRequestError: a TLS file of the broker cannot be used."""
         if self._session is None:
-            self._session = aiohttp.ClientSession(raise_for_status=False)
+            ssl = await asyncio.to_thread(self._security.connector_ssl)
+            if self._session is None:
+                self._session = aiohttp.ClientSession(
+                    connector=aiohttp.TCPConnector(ssl=ssl),
+                    headers=self._security.headers(),
+                    raise_for_status=False,
+                )
 
     async def close(self) -> None:
         """Close the session and its connections. Idempotent."""

@@ -17,6 +17,13 @@ Errors (all retriable, 503): the coordinator partition has no live leader, ``Lea
 (50311); the coordinator cannot be reached or does not answer in time, ``UnavailableError`` (50301); the
 coordinator is still loading the partition, ``UnavailableError``.
 
+A forwarded request is sent as this broker (its TLS trust and certificate and its own ``Authorization``;
+:func:`~tierlog.service.security.tls.broker_client_security`), never with the client's credentials, and
+names the client in :data:`~tierlog.service.security.authn.FORWARDED_PRINCIPAL` and
+:data:`~tierlog.service.security.authn.FORWARDED_HOST`: the coordinator authorizes that user (it honours
+the two headers only from a caller allowed ClusterAction on the Cluster, i.e. a broker; Kafka's KIP-590
+envelope). Whatever the client sent under those names is dropped first.
+
 Timeouts: connecting to the coordinator gets ``broker.session.timeout.ms`` (a broker that cannot accept a
 connection within its session is as good as gone); the whole exchange :data:`MAX_FORWARD_S`, because a
 forwarded join or records request long-polls on the coordinator as it would locally.
@@ -36,9 +43,12 @@ import aiohttp
 from aiohttp import web
 from yarl import URL
 
+from tierlog.client.security import ClientSecurity
 from tierlog.service.groups.hashing import coordinator_partition
 from tierlog.service.groups.offsets import OFFSETS_TOPIC
 from tierlog.service.groups.state import LOADER, require_ready
+from tierlog.service.security.authn import CLIENT_HOST, FORWARDED_HOST, FORWARDED_PRINCIPAL, PRINCIPAL
+from tierlog.service.security.tls import broker_client_security
 from tierlog.service.state import BROKER, SETTINGS
 from tierlog.tiering.errors import (
     LeaderNotAvailableError,
@@ -82,6 +92,8 @@ HOP_BY_HOP = frozenset(
         "content-length",
     }
 )
+# The client's credentials and claims about who it forwards for never travel on: the broker sends its own.
+NOT_FORWARDED = HOP_BY_HOP | {"authorization", FORWARDED_PRINCIPAL.lower(), FORWARDED_HOST.lower()}
 # A forwarded join waits for its generation, up to the rebalance timeout; the coordinator bounds that.
 MAX_FORWARD_S = 30 * 60 + 30
 
@@ -201,17 +213,27 @@ def base_url_of(request: web.Request) -> str:
 
 class Forwarder:
     """Forwards requests to other brokers over one pooled ``aiohttp.ClientSession`` that the app owns
-    (:func:`setup_forwarding`). Safe to use concurrently between :meth:`start` and :meth:`close`."""
+    (:func:`setup_forwarding`). Safe to use concurrently between :meth:`start` and :meth:`close`.
+    ``security``: this broker's identity towards the others (default: plaintext, no credentials)."""
 
-    def __init__(self, broker_id: Callable[[], int], *, connect_ms: int) -> None:
+    def __init__(
+        self, broker_id: Callable[[], int], *, connect_ms: int, security: ClientSecurity | None = None
+    ) -> None:
         self._broker_id = broker_id
         self._connect_s = connect_ms / 1000
+        self._security = security if security is not None else ClientSecurity()
+        self._own_headers = self._security.headers()
         self._session: aiohttp.ClientSession | None = None
 
     async def start(self) -> None:
-        """Open the session on the app's loop. Idempotent."""
+        """Open the session on the app's loop (the SSL context's PEM files are read in a worker thread).
+        Idempotent. Raises InvalidRequestError: a TLS file of the broker cannot be used."""
         if self._session is None:
-            self._session = aiohttp.ClientSession(auto_decompress=False)
+            ssl = await asyncio.to_thread(self._security.connector_ssl)
+            if self._session is None:
+                self._session = aiohttp.ClientSession(
+                    connector=aiohttp.TCPConnector(ssl=ssl), auto_decompress=False
+                )
 
     async def close(self) -> None:
         """Close the session. Idempotent."""
@@ -220,8 +242,17 @@ class Forwarder:
             await session.close()
 
     def _headers(self, request: web.Request) -> dict[str, str]:
-        headers = {k: v for k, v in request.headers.items() if k.lower() not in HOP_BY_HOP}
+        """The client's end-to-end headers without its credentials, this broker's own ``Authorization``, and
+        who the request is for (when authentication named anyone)."""
+        headers = {k: v for k, v in request.headers.items() if k.lower() not in NOT_FORWARDED}
+        headers.update(self._own_headers)
         headers[FORWARDED_BY] = str(self._broker_id())
+        principal = request.get(PRINCIPAL)
+        if principal is not None:
+            headers[FORWARDED_PRINCIPAL] = str(principal)
+        host = request.get(CLIENT_HOST)
+        if host is not None:
+            headers[FORWARDED_HOST] = host
         return headers
 
     async def forward(self, request: web.Request, target: Coordinate) -> web.Response:
@@ -285,7 +316,12 @@ FORWARDER: web.AppKey[Forwarder] = web.AppKey("tierlog.groups.forwarder", Forwar
 
 def setup_forwarding(app: web.Application) -> None:
     """Give ``app`` its :class:`Forwarder`, opened on startup and closed on cleanup. Call once."""
-    forwarder = Forwarder(lambda: app[BROKER].broker_id, connect_ms=app[SETTINGS].broker_session_timeout_ms)
+    settings = app[SETTINGS]
+    forwarder = Forwarder(
+        lambda: app[BROKER].broker_id,
+        connect_ms=settings.broker_session_timeout_ms,
+        security=broker_client_security(settings),
+    )
     app[FORWARDER] = forwarder
 
     async def forwarder_ctx(app: web.Application) -> AsyncIterator[None]:

@@ -16,12 +16,14 @@ Error answers come back as the broker's typed errors
 
 from __future__ import annotations
 
+import asyncio
 import json
 from dataclasses import dataclass
 from typing import Any
 
 import aiohttp
 
+from tierlog.client.security import ClientSecurity
 from tierlog.service.cluster.model import AlterPartitionRequest, PartitionState
 from tierlog.service.native import (
     BATCHES_TYPE,
@@ -31,7 +33,7 @@ from tierlog.service.native import (
     LOG_END_OFFSET,
     LOG_START_OFFSET,
 )
-from tierlog.tiering.errors import CorruptRecordError, UnavailableError, error_from_answer
+from tierlog.tiering.errors import CorruptRecordError, TierlogError, UnavailableError, error_from_answer
 
 __all__ = ["REPLICATION_PREFIX", "ReplicaFetch", "ReplicationClient"]
 
@@ -55,13 +57,16 @@ class ReplicationClient:
 
     Requests may run concurrently from the event loop. Each has ``timeout_s`` plus its long-poll wait to
     complete. :meth:`close` ends the session for good: a request that comes later (a task still winding
-    down) fails with UnavailableError instead of opening a session nobody would close.
+    down) fails with UnavailableError instead of opening a session nobody would close. ``security``: how
+    this broker reaches and authenticates to its peers (default: plaintext, no credentials).
     """
 
-    def __init__(self, *, broker_id: int, timeout_s: float) -> None:
+    def __init__(self, *, broker_id: int, timeout_s: float, security: ClientSecurity | None = None) -> None:
         self.broker_id = broker_id
         self.timeout_s = timeout_s
+        self._security = security if security is not None else ClientSecurity()
         self._session: aiohttp.ClientSession | None = None
+        self._open_lock = asyncio.Lock()
         self._closed = False
 
     async def fetch(
@@ -157,6 +162,31 @@ class ReplicationClient:
         if session is not None:
             await session.close()
 
+    async def _open(self) -> aiohttp.ClientSession:
+        """The session, opened on first use. Its SSL context reads PEM files, so it is built in a worker
+        thread, once even when several requests start together. Raises UnavailableError: closing, or the
+        TLS files cannot be used (the message names the file)."""
+        if self._session is not None:
+            return self._session
+        async with self._open_lock:
+            if self._session is None:
+                try:
+                    ssl = await asyncio.to_thread(self._security.connector_ssl)
+                except TierlogError as err:
+                    raise UnavailableError(
+                        f"broker {self.broker_id} cannot call its peers: {err.message}"
+                    ) from err
+                if self._closed:
+                    raise UnavailableError(
+                        f"broker {self.broker_id} is closing: it no longer calls its peers"
+                    )
+                self._session = aiohttp.ClientSession(
+                    connector=aiohttp.TCPConnector(ssl=ssl),
+                    headers=self._security.headers(),
+                    raise_for_status=False,
+                )
+            return self._session
+
     async def _exchange(
         self,
         method: str,
@@ -172,15 +202,14 @@ class ReplicationClient:
         UnavailableError (naming the URL) when the peer cannot be reached or does not answer in time."""
         if self._closed:
             raise UnavailableError(f"broker {self.broker_id} is closing: it no longer calls its peers")
-        if self._session is None:
-            self._session = aiohttp.ClientSession(raise_for_status=False)
+        session = await self._open()
         headers = {"Accept": accept}
         if data is not None:
             headers["Content-Type"] = "application/json"
         target = url.rstrip("/") + path
         timeout = aiohttp.ClientTimeout(total=self.timeout_s + wait_ms / 1000)
         try:
-            async with self._session.request(
+            async with session.request(
                 method, target, params=params, data=data, headers=headers, timeout=timeout
             ) as response:
                 body = await response.read()

@@ -35,6 +35,7 @@ from tierlog.service.replication.client import ReplicationClient
 from tierlog.service.replication.fetcher import ReplicaFetcher
 from tierlog.service.replication.isr import IsrManager
 from tierlog.service.replication.leader import LeaderState
+from tierlog.service.security.tls import broker_client_security
 from tierlog.tiering.errors import (
     LeaderNotAvailableError,
     NotControllerError,
@@ -90,7 +91,9 @@ class ReplicaManager:
         self.clock = clock
         self.remote = remote
         self.remote_history = remote_history
-        self.client = ReplicationClient(broker_id=broker_id, timeout_s=CLIENT_TIMEOUT_S)
+        self.client = ReplicationClient(
+            broker_id=broker_id, timeout_s=CLIENT_TIMEOUT_S, security=broker_client_security(settings)
+        )
         self._replicas: dict[tuple[str, int], _Replica] = {}
         self._closed = False
 
