@@ -29,8 +29,9 @@ import os
 import ssl
 import threading
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 from tierlog.tiering.errors import InvalidRequestError
@@ -214,6 +215,10 @@ class ClientSecurity:
             return {"Authorization": f"Bearer {self.sasl_oauth_token}"}
         pair = f"{self.sasl_plain_username}:{self.sasl_plain_password}".encode()
         return {"Authorization": "Basic " + base64.b64encode(pair).decode("ascii")}
+
+    def options(self) -> dict[str, Any]:
+        """The options as keyword arguments of a producer, consumer or config (``from_kwargs``). Pure."""
+        return {f.name: getattr(self, f.name) for f in fields(self) if f.init}
 
     def describe(self) -> str:
         """One line for logs and errors, without secrets."""

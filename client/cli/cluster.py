@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tierlog.client.errors import BrokerUnavailableError, RequestTimeoutError
+from tierlog.client.security import ClientSecurity
 from tierlog.client.transport import BrokerClient, PartitionInfo, segment
 from tierlog.tiering.errors import (
     CorruptRecordError,
@@ -114,14 +115,19 @@ class ClusterMetadata:
             ) from err
 
 
-async def reachable_broker(urls: Sequence[str], *, request_timeout_ms: int = 30_000) -> BrokerClient:
-    """A started client of the first of ``urls`` that answers ``GET /health`` (the caller closes it).
+async def reachable_broker(
+    urls: Sequence[str], *, request_timeout_ms: int = 30_000, security: ClientSecurity | None = None
+) -> BrokerClient:
+    """A started client of the first of ``urls`` that answers ``GET /health`` (the caller closes it), with
+    ``security`` (TLS and credentials; default plaintext).
 
-    Raises the error of the last one tried (BrokerUnavailableError, RequestTimeoutError) when none answers.
+    Raises the error of the last one tried (BrokerUnavailableError, RequestTimeoutError) when none answers;
+    UnauthorizedError when a broker's certificate is refused (or it refuses ours); InvalidRequestError when
+    a PEM file of ``security`` cannot be used.
     """
     failure: TierlogError | None = None
     for url in urls:
-        client = BrokerClient(url, request_timeout_ms=request_timeout_ms)
+        client = BrokerClient(url, request_timeout_ms=request_timeout_ms, security=security)
         await client.start()
         try:
             await client.call("GET", "/health", timeout_ms=min(request_timeout_ms, _HEALTH_TIMEOUT_MS))
@@ -171,7 +177,11 @@ async def leader_offsets(
         # The only live broker is the one that answered, whatever URL it advertises.
         same = info.url.rstrip("/") == bootstrap.base_url or len(meta.brokers) == 1
         client = (
-            bootstrap if same else BrokerClient(info.url, request_timeout_ms=bootstrap.request_timeout_ms)
+            bootstrap
+            if same
+            else BrokerClient(
+                info.url, request_timeout_ms=bootstrap.request_timeout_ms, security=bootstrap.security
+            )
         )
         try:
             if not same:

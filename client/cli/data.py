@@ -85,6 +85,7 @@ async def _produce(args: argparse.Namespace, stream: IO[bytes], progress: Progre
     if args.no_idempotence:
         options["enable_idempotence"] = False
     sent = 0
+    options.update(args.security.options())
     async with AsyncProducer(args.bootstrap_server, **options) as producer:
         try:
             while not failures:
@@ -152,6 +153,7 @@ async def run_consume(args: argparse.Namespace) -> int:
     }
     if args.group:
         options["group_id"] = args.group
+    options.update(args.security.options())
     consumer = AsyncConsumer(bootstrap_servers=args.bootstrap_server, **options)
     try:
         await _assign(consumer, args)

@@ -8,7 +8,9 @@
 
 Every command talks to ``--bootstrap-server`` (default ``$TIERLOG_BOOTSTRAP_SERVER`` or
 http://127.0.0.1:8082), which may list several brokers of a cluster comma-separated: ``produce`` and
-``consume`` learn the cluster from any of them, the other commands use the first that answers. Exit
+``consume`` learn the cluster from any of them, the other commands use the first that answers. Every command
+takes the security options of :func:`tierlog.client.security.add_security_arguments` (``--ssl-cafile``,
+``--username`` with the password in ``$TIERLOG_PASSWORD`` ...); with TLS a bare host:port is https. Exit
 codes: 0 success, 1 a broker or request error (one line on stderr naming the error code), 2 a usage
 error, 130 interrupted (Ctrl-C). ``python -m tierlog ...`` runs the same commands.
 """
@@ -27,6 +29,7 @@ from tierlog.client.cli.admin import parse_configs, run_groups, run_topics
 from tierlog.client.cli.cluster import reachable_broker, run_cluster
 from tierlog.client.cli.data import DEFAULT_FORMAT, check_consume_args, parse_format, run_consume, run_produce
 from tierlog.client.config import DEFAULT_BOOTSTRAP, bootstrap_urls
+from tierlog.client.security import add_security_arguments, security_from_args
 from tierlog.tiering.errors import InvalidRequestError, TierlogError
 
 __all__ = ["COMMANDS", "main"]
@@ -60,6 +63,7 @@ def _common() -> _Parser:
     there with the real default); here they default to SUPPRESS so they override only when given."""
     common = _Parser(add_help=False)
     _add_bootstrap(common, default=argparse.SUPPRESS)
+    add_security_arguments(common)
     return common
 
 
@@ -177,8 +181,12 @@ def _parse(argv: list[str]) -> argparse.Namespace:
     args = build_parser().parse_args(argv)
     prog = f"tierlog {args.command}"
     try:
-        args.bootstrap_urls = bootstrap_urls(args.bootstrap_server)
+        security = security_from_args(args)
+        if security.tls and args.bootstrap_server == DEFAULT_BOOTSTRAP:
+            args.bootstrap_server = DEFAULT_BOOTSTRAP.replace("http://", "https://", 1)
+        args.bootstrap_urls = bootstrap_urls(args.bootstrap_server, scheme=security.scheme)
         args.bootstrap_server = ",".join(args.bootstrap_urls)
+        args.security = security.for_urls(args.bootstrap_urls)
         if getattr(args, "config", None):
             parse_configs(args.config)
         if args.command == "consume":
@@ -194,7 +202,7 @@ async def _run(args: argparse.Namespace) -> int:
         return await run_produce(args)
     if args.command == "consume":
         return await run_consume(args)
-    broker = await reachable_broker(args.bootstrap_urls)
+    broker = await reachable_broker(args.bootstrap_urls, security=args.security)
     try:
         if args.command == "cluster":
             return await run_cluster(args, broker)
