@@ -5,13 +5,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING
 
 from aiohttp import web
 
 from tierlog.service import admin_v3, health, native, openapi, rest_v2
 from tierlog.service.broker import Broker
+from tierlog.service.cluster.store import MetadataStoreError
 from tierlog.service.config import Settings
 from tierlog.service.connections import ConnectionGuard
 from tierlog.service.errors import error_middleware
@@ -19,10 +20,16 @@ from tierlog.service.groups.setup import GroupSettings, setup_groups
 from tierlog.service.metrics import Metrics, metrics_middleware
 from tierlog.service.replication import routes as replication_routes
 from tierlog.service.routing import body_limit_middleware, trailing_slash_middleware
+from tierlog.service.security import admin_routes as security_routes
+from tierlog.service.security.authn import AUTHENTICATOR, Authenticator, authn_middleware
+from tierlog.service.security.authz import authz_middleware, setup_authorizer
+from tierlog.service.security.store import SECURITY_STORE, SecurityStore
 from tierlog.service.state import BROKER, METRICS, SETTINGS
 from tierlog.service.tasks import setup_maintenance
 
 if TYPE_CHECKING:
+    from tierlog.service.security.bearer import BearerVerifier
+
     from tierlog.service.cluster.store import MetadataStore
     from tierlog.tiering.log import Clock
     from tierlog.tiering.remote.store import ObjectStore
@@ -42,6 +49,7 @@ def create_app(
     startup_gate: asyncio.Event | None = None,
     remote_store: ObjectStore | None = None,
     metadata_store: MetadataStore | None = None,
+    auth_clock: Callable[[], float] | None = None,
 ) -> web.Application:
     """Build the broker application. Opening the logs starts with the app and runs in the background
     (``/ready`` answers 503 until it is done); shutdown closes them and writes the clean-shutdown marker.
@@ -53,6 +61,10 @@ def create_app(
     Cluster mode: ``metadata_store`` (tests share one ``LocalMetadataStore`` among several apps, which
     then stays open when an app stops) or ``metadata.uri`` (an etcd store the app owns) makes the broker a
     cluster member (``docs/design/0008-cluster-metadata.md``); with neither it runs alone, as always.
+
+    Security (``docs/design/0012-security.md``): the security store (users, ACLs) is always created: in
+    ``<data-dir>/tierlog-security.json`` embedded, in the metadata store in a cluster. ``auth_clock``
+    (milliseconds; tests) drives the failed-authentication window.
     """
     metrics = Metrics()
     guard = ConnectionGuard(
@@ -61,12 +73,16 @@ def create_app(
         max_connections=settings.max_connections,
         metrics=metrics,
     )
+    security = settings.security
+    authz = authz_middleware(security)
     app = web.Application(
         client_max_size=settings.max_request_size,
         middlewares=[
             guard.middleware(),
             metrics_middleware(metrics),
             error_middleware,
+            authn_middleware(security),
+            *([] if authz is None else [authz]),
             body_limit_middleware,
             trailing_slash_middleware,
         ],
@@ -74,14 +90,24 @@ def create_app(
     app[SETTINGS] = settings
     app[METRICS] = metrics
     app[CONNECTIONS] = guard
-    app[BROKER] = Broker(
+    broker = app[BROKER] = Broker(
         settings, metrics, clock=clock, remote_store=remote_store, metadata_store=metadata_store
     )
+    store = app[SECURITY_STORE] = (
+        SecurityStore.embedded(settings.data_dir)
+        if broker.cluster is None
+        else SecurityStore(broker.cluster.store, owns_store=False)
+    )
+    app[AUTHENTICATOR] = Authenticator(
+        security, store, metrics, clock=auth_clock, bearer=_bearer_verifier(settings)
+    )
+    setup_authorizer(app, security, store)
     health.setup_routes(app)
     admin_v3.setup_routes(app)
     rest_v2.setup_routes(app)
     native.setup_routes(app)
     replication_routes.setup_routes(app)
+    security_routes.setup_routes(app)
     openapi.setup_routes(app)
 
     async def broker_ctx(app: web.Application) -> AsyncIterator[None]:
@@ -103,9 +129,71 @@ def create_app(
 
     app.on_shutdown.append(interrupt_polls)
     app.cleanup_ctx.append(broker_ctx)
+    app.cleanup_ctx.append(_security_ctx)
     setup_maintenance(app)
     setup_groups(app, GroupSettings.from_settings(settings))
     return app
+
+
+def _bearer_verifier(settings: Settings) -> BearerVerifier | None:
+    security = settings.security
+    if "bearer" not in security.authentication_methods or security.bearer_jwks is None:
+        return None
+    from tierlog.service.security.bearer import BearerVerifier
+
+    return BearerVerifier(
+        security.bearer_jwks,
+        audience=security.bearer_audience,
+        issuer=security.bearer_issuer,
+        principal_claim=security.bearer_principal_claim,
+        refresh_ms=security.bearer_jwks_refresh_ms,
+    )
+
+
+async def _start_security(app: web.Application) -> None:
+    """Load the security store: at once when embedded; in a cluster, once the node has started the
+    metadata store (retried while it cannot be read). Authenticated routes answer 503 until then."""
+    store = app[SECURITY_STORE]
+    cluster = app[BROKER].cluster
+    if cluster is None:
+        await store.start()
+        return
+    await cluster.store_started.wait()
+    delay = 0.1
+    while True:
+        try:
+            await store.start()
+            return
+        except MetadataStoreError as err:
+            log.warning("loading the security store failed, retrying in %.1f s: %s", delay, err)
+        await asyncio.sleep(delay)
+        delay = min(delay * 2, 5.0)
+
+
+async def _security_ctx(app: web.Application) -> AsyncIterator[None]:
+    """Own the security store and the authenticator (its bearer verifier). Closed before the broker, so
+    a cluster's metadata store is still open while the security store's watch stops."""
+    authenticator = app[AUTHENTICATOR]
+    await authenticator.start()
+    task = asyncio.create_task(_start_security(app), name="tierlog-security-start")
+    task.add_done_callback(_report_security_failure)
+    try:
+        yield
+    finally:
+        if not task.done():
+            task.cancel()
+        with contextlib.suppress(BaseException):
+            await task
+        try:
+            await app[SECURITY_STORE].close()
+        except MetadataStoreError as err:
+            log.warning("closing the security store failed: %s", err)
+        await authenticator.close()
+
+
+def _report_security_failure(task: asyncio.Task[None]) -> None:
+    if not task.cancelled() and task.exception() is not None:
+        log.error("loading the security store failed: %s", task.exception())
 
 
 def _report_open_failure(task: asyncio.Task[None]) -> None:

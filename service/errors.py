@@ -5,7 +5,9 @@ err.message}`` with the status its code encodes (:func:`http_status`); an
 :class:`~tierlog.tiering.errors.OffsetOutOfRangeError` also carries ``log_start_offset`` and
 ``log_end_offset``. aiohttp's own HTTP errors (unknown route 404, wrong method 405, body over the size limit
 413) get the same JSON envelope. Anything else is a bug: it is logged with its traceback and answered with 500
-``{"error_code": 50001}``. The error classes and their codes live in :mod:`tierlog.tiering.errors`.
+``{"error_code": 50001}``. A 401 carries the ``WWW-Authenticate`` challenges of the listed
+``authentication.methods``; a 429 carries ``Retry-After``. The error classes and their codes live in
+:mod:`tierlog.tiering.errors`.
 
 An unknown path answers 404 with code 40400 and a wrong method 405 with 40501, so every error carries a
 five-digit code. Errors of the REST Proxy routes (``/topics``, ``/consumers``, ``/brokers``) carry the
@@ -22,6 +24,8 @@ from aiohttp import web
 from aiohttp.typedefs import Handler
 
 from tierlog.service.rest_v2.media import KAFKA_V2_JSON, negotiate, response_offers
+from tierlog.service.security.authn import challenges
+from tierlog.service.state import SETTINGS
 from tierlog.tiering.errors import (
     InternalError,
     MethodNotAllowedError,
@@ -124,9 +128,17 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
         gone.force_close()
         return gone
     except TierlogError as err:
-        if http_status(err.code) >= 500:
+        status = http_status(err.code)
+        if status >= 500:
             log.warning("%s %s failed: %s (%d)", request.method, request.path, err.message, err.code)
-        return json_error(err, error_content_type(request))
+        response = json_error(err, error_content_type(request))
+        if status == 401:
+            settings = request.app.get(SETTINGS)
+            for challenge in challenges(() if settings is None else settings.security.authentication_methods):
+                response.headers.add("WWW-Authenticate", challenge)
+        elif status == 429:
+            response.headers["Retry-After"] = str(getattr(err, "retry_after_s", 1))
+        return response
     except web.HTTPException as exc:
         if exc.status < 400:
             raise

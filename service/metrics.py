@@ -18,7 +18,17 @@ from dataclasses import dataclass, field
 from aiohttp import web
 from aiohttp.typedefs import Handler, Middleware
 
-__all__ = ["CONTENT_TYPE", "Metrics", "Sample", "metrics_middleware", "metrics_handler"]
+__all__ = [
+    "AUTHENTICATION_FAILURES",
+    "AUTHENTICATION_THROTTLED",
+    "AUTHORIZATION_DENIED",
+    "CONTENT_TYPE",
+    "Metrics",
+    "Sample",
+    "describe_security_metrics",
+    "metrics_handler",
+    "metrics_middleware",
+]
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 DEFAULT_BUCKETS: tuple[float, ...] = (
@@ -26,6 +36,13 @@ DEFAULT_BUCKETS: tuple[float, ...] = (
 )  # fmt: skip
 
 LabelKey = tuple[tuple[str, str], ...]
+
+#: Failed authentications, by method (basic, bearer, mtls).
+AUTHENTICATION_FAILURES = "tierlog_authentication_failures_total"
+#: Requests refused (429) because their host failed too often.
+AUTHENTICATION_THROTTLED = "tierlog_authentication_throttled_total"
+#: Authorization refusals (403), by resource type (TOPIC, GROUP, CLUSTER, ROUTE).
+AUTHORIZATION_DENIED = "tierlog_authorization_denied_total"
 
 
 @dataclass(frozen=True, slots=True)
@@ -235,9 +252,31 @@ def metrics_middleware(metrics: Metrics) -> Middleware:
     return middleware
 
 
+def describe_security_metrics(metrics: Metrics) -> None:
+    """Declare the authentication and authorization counters. Idempotent."""
+    metrics.describe(AUTHENTICATION_FAILURES, "counter", "Failed authentications by method")
+    metrics.describe(
+        AUTHENTICATION_THROTTLED,
+        "counter",
+        "Requests refused because their host failed authentication too often",
+    )
+    metrics.describe(AUTHORIZATION_DENIED, "counter", "Requests refused by the ACLs, by resource type")
+
+
 async def metrics_handler(request: web.Request) -> web.Response:
-    """``GET /metrics``: the registry in Prometheus text format. Renders in a worker thread."""
-    from tierlog.service.state import METRICS
+    """``GET /metrics``: the registry in Prometheus text format. Renders in a worker thread.
+
+    With authentication on and ``metrics.public`` false it needs Describe on the Cluster.
+
+    Raises:
+        AuthorizationError: (40301) the principal may not Describe the Cluster.
+    """
+    from tierlog.service.security import authz
+    from tierlog.service.security.model import CLUSTER_NAME, Operation, ResourceType
+    from tierlog.service.state import METRICS, SETTINGS
+
+    if not request.app[SETTINGS].security.metrics_public:
+        authz.authorize(request, Operation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME)
 
     text = await asyncio.to_thread(request.app[METRICS].render)
     return web.Response(body=text.encode(), headers={"Content-Type": CONTENT_TYPE})

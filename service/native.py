@@ -53,9 +53,12 @@ from tierlog.service.rest_v2.http import (
     topic_name,
 )
 from tierlog.service.rest_v2.media import Offer, negotiate
+from tierlog.service.security import authz
+from tierlog.service.security.model import Operation, ResourceType
 from tierlog.service.state import BROKER, SETTINGS
 from tierlog.tiering.codec.validate import validate_batch
 from tierlog.tiering.errors import (
+    AuthorizationError,
     BadRequestError,
     CorruptBatchError,
     CorruptRecordError,
@@ -203,7 +206,7 @@ async def produce_batches(request: web.Request) -> web.Response:
     name = topic_name(request)
     index = partition_index(request)
     body = await read_body(request)
-    topic = await _broker(request).ensure_topic(name)
+    topic = await authz.ensure_topic(request, name)
     partition = topic.partition(index)
     max_size = partition.config.max_message_bytes
     count(request, "tierlog_http_body_bytes_total", len(body), api="native", direction="in", topic=name)
@@ -426,7 +429,9 @@ async def cluster_metadata(request: web.Request) -> web.Response:
     leader epoch, replicas and ISR, for the ``topic`` parameters (repeatable) or every topic.
 
     A requested topic that does not exist is listed as ``{"topic": t, "error_code": 40401}`` without
-    partitions, as Kafka's metadata answer does. Idempotent; never creates a topic. Raises
+    partitions, as Kafka's metadata answer does. With authentication on, only topics the principal may
+    Describe are listed; a requested one it may not is ``{"topic": t, "error_code": 40301}`` whether it exists
+    or not (Kafka's TOPIC_AUTHORIZATION_FAILED). Idempotent; never creates a topic. Raises
     NotAcceptableError (406), BadRequestError (40001: an illegal topic name), UnavailableError (50301)
     while the broker is opening.
     """
@@ -440,7 +445,12 @@ async def cluster_metadata(request: web.Request) -> web.Response:
     broker.check_ready()
     view = broker.cluster_view()
     topics: list[dict[str, Any]] = []
+    secured = authz.is_enabled(request)
     for name in wanted or sorted(view.partitions):
+        if secured and not authz.allowed(request, Operation.DESCRIBE, ResourceType.TOPIC, name):
+            if wanted:
+                topics.append({"topic": name, "error_code": AuthorizationError.code})
+            continue
         partitions = view.partitions.get(name)
         if partitions is None:
             topics.append({"topic": name, "error_code": UnknownTopicError.code})

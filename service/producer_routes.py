@@ -15,6 +15,8 @@ from aiohttp import web
 from tierlog.service.rest_v2.convert import dump_json
 from tierlog.service.rest_v2.http import read_body
 from tierlog.service.rest_v2.media import Offer, negotiate
+from tierlog.service.security import authz
+from tierlog.service.security.model import CLUSTER_NAME, Operation, ResourceType
 from tierlog.service.state import BROKER
 from tierlog.tiering.errors import BadRequestError, NotAcceptableError, UnsupportedMediaTypeError
 
@@ -40,10 +42,16 @@ async def init_producer_id(request: web.Request) -> web.Response:
     body that is not ``application/json``), BadRequestError (40001: not a JSON object, an unknown field,
     only one of the two fields, not integers), InvalidValueError (42202: out of range),
     UnknownProducerIdError (404, 40404: an id this cluster never issued), UnavailableError (503: the
-    broker is not open, or its state / the metadata store cannot be written), RecordTooLargeError (413).
+    broker is not open, or its state / the metadata store cannot be written), RecordTooLargeError (413),
+    AuthorizationError (40301: neither IdempotentWrite on the Cluster nor Write on any topic, as Kafka's
+    InitProducerId needs).
     """
     if negotiate(request.headers.get("Accept"), _JSON_OFFERS) is None:
         raise NotAcceptableError("this route answers application/json only")
+    if not authz.allowed(
+        request, Operation.IDEMPOTENT_WRITE, ResourceType.CLUSTER, CLUSTER_NAME
+    ) and not authz.allowed_any(request, Operation.WRITE, ResourceType.TOPIC):
+        authz.authorize(request, Operation.IDEMPOTENT_WRITE, ResourceType.CLUSTER, CLUSTER_NAME)
     doc = await _body(request)
     broker = request.app[BROKER]
     broker.check_ready()

@@ -23,6 +23,9 @@ from aiohttp import web
 
 from tierlog.service.admin_v3.openapi import OPENAPI_PATHS
 from tierlog.service.broker import Broker, Topic
+from tierlog.service.security import authz
+from tierlog.service.security.authz import authorize_create, without_userinfo
+from tierlog.service.security.model import Operation, ResourceType
 from tierlog.service.state import BROKER, SETTINGS
 from tierlog.service.topic_configs import TOPIC_CONFIGS
 from tierlog.tiering.errors import (
@@ -65,7 +68,7 @@ def _cluster(broker: Broker) -> dict[str, Any]:
         "kind": "KafkaCluster",
         "metadata": urls.meta("", ""),
         "cluster_id": broker.cluster_id,
-        "remote_uri": str(broker.settings.remote_uri),
+        "remote_uri": without_userinfo(str(broker.settings.remote_uri)),
         "controller": urls.related(f"/brokers/{controller}") if controller >= 0 else None,
         "brokers": urls.related("/brokers"),
         "topics": urls.related("/topics"),
@@ -281,20 +284,27 @@ async def get_broker(request: web.Request) -> web.Response:
 
 
 async def list_topics(request: web.Request) -> web.Response:
-    """``GET .../topics``. Read-only."""
+    """``GET .../topics``: the topics the principal may Describe. Read-only."""
     broker = _broker(request)
     view = broker.cluster_view()
-    return _list(broker, "KafkaTopicList", "/topics", [_topic(broker, t, view) for t in broker.topics()])
+    data = [
+        _topic(broker, t, view)
+        for t in broker.topics()
+        if authz.allowed(request, Operation.DESCRIBE, ResourceType.TOPIC, t.name)
+    ]
+    return _list(broker, "KafkaTopicList", "/topics", data)
 
 
 async def create_topic(request: web.Request) -> web.Response:
     """``POST .../topics``: 201, or 200 with ``validate_only``. Not idempotent (40002 the second time).
 
-    Raises BadRequestError (40001), UnsupportedMediaTypeError (41501), InvalidConfigError (40002).
+    Raises BadRequestError (40001), UnsupportedMediaTypeError (41501), InvalidConfigError (40002),
+    AuthorizationError (40301: no Create on the Cluster nor on the topic).
     """
     broker = _broker(request)
     doc = await _body(request)
     name = _field(doc, "topic_name", str, required=True)
+    authorize_create(request, name)
     partitions = _field(doc, "partitions_count", int)
     replication = _replication(broker, _field(doc, "replication_factor", int))
     validate_only = bool(_field(doc, "validate_only", bool))

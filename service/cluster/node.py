@@ -90,6 +90,8 @@ class ClusterNode:
         self.settings = settings
         self.store = InstrumentedMetadataStore(store, broker.metrics)
         self._owns_store = owns_store
+        #: Set once :meth:`start` has started the store (the security store then reads it too).
+        self.store_started = asyncio.Event()
         self.cache = MetadataCache(
             self.store, retry_s=min(RETRY_S, settings.broker_heartbeat_interval_ms / 1000)
         )
@@ -151,6 +153,7 @@ class ClusterNode:
             raise RuntimeError("cluster node already started")
         self._started = True
         await self._retrying("connecting to the metadata store", self.store.start)
+        self.store_started.set()
         await self._retrying("creating the cluster id", self._ensure_cluster_id)
         await self._retrying("reading the cluster metadata", self.cache.start)
         self.cache.add_listener(self._dirty.set)

@@ -17,6 +17,8 @@ from tierlog.service.groups.coordinator import GroupDescription
 from tierlog.service.groups.lag import group_lag
 from tierlog.service.groups.routing import from_other_brokers, group_route
 from tierlog.service.groups.state import CONSUMERS, COORDINATOR, require_ready
+from tierlog.service.security import authz
+from tierlog.service.security.model import Operation, ResourceType
 
 __all__ = ["setup_routes", "OPENAPI_PATHS"]
 
@@ -46,12 +48,19 @@ def _group(urls: _Urls, description: GroupDescription, coordinator_id: int) -> d
 
 
 async def list_groups(request: web.Request) -> web.Response:
+    """The groups of the cluster the principal may Describe."""
     broker = _broker(request)
     coordinator = _coordinator(request)
     urls = _Urls(broker)
     data = [_group(urls, coordinator.describe(g), broker.broker_id) for g in coordinator.group_ids()]
     for answer in await from_other_brokers(request):
         data.extend(answer["data"])
+    if authz.is_enabled(request):
+        data = [
+            g
+            for g in data
+            if authz.allowed(request, Operation.DESCRIBE, ResourceType.GROUP, str(g["consumer_group_id"]))
+        ]
     data.sort(key=lambda g: str(g["consumer_group_id"]))
     return _list(broker, "KafkaConsumerGroupList", "/consumer-groups", data)
 
@@ -90,7 +99,10 @@ async def _lags(request: web.Request) -> tuple[str, list[dict[str, Any]]]:
     group_id = request.match_info["group"]
     coordinator = _coordinator(request)
     coordinator.describe(group_id)  # 404 for an unknown group
-    return group_id, await group_lag(coordinator, request.app[CONSUMERS].reader, group_id)
+    rows = await group_lag(coordinator, request.app[CONSUMERS].reader, group_id)
+    if authz.is_enabled(request):
+        rows = [r for r in rows if authz.allowed(request, Operation.DESCRIBE, ResourceType.TOPIC, r["topic"])]
+    return group_id, rows
 
 
 async def list_lags(request: web.Request) -> web.Response:

@@ -22,6 +22,8 @@ from tierlog.service.groups.coordinator import JoinResult
 from tierlog.service.groups.lag import group_lag
 from tierlog.service.groups.routing import from_other_brokers, group_route
 from tierlog.service.groups.state import CONSUMERS, COORDINATOR, require_ready
+from tierlog.service.security import authz
+from tierlog.service.security.model import Operation, ResourceType
 from tierlog.tiering.errors import BadRequestError, InvalidRequestError
 
 __all__ = ["setup_routes", "OPENAPI_PATHS"]
@@ -124,6 +126,9 @@ async def commit(request: web.Request) -> web.Response:
     offsets: dict[tuple[str, int], tuple[int, str]] = {}
     for tp, entry in zip(partitions, body["offsets"], strict=True):
         offsets[tp] = (_field(entry, "offset", int), str(entry.get("metadata") or ""))
+    if authz.is_enabled(request):
+        for topic in dict.fromkeys(topic for topic, _ in partitions):
+            authz.authorize(request, Operation.READ, ResourceType.TOPIC, topic)
     await _coordinator(request).commit(
         request.match_info["group"],
         offsets,
@@ -136,8 +141,14 @@ async def commit(request: web.Request) -> web.Response:
 async def fetch_committed(request: web.Request) -> web.Response:
     body = await _body(request)
     wanted = parse_partitions(body) if "partitions" in body else None
+    secured = authz.is_enabled(request)
+    if wanted is not None and secured:
+        for topic in dict.fromkeys(topic for topic, _ in wanted):
+            authz.authorize(request, Operation.DESCRIBE, ResourceType.TOPIC, topic)
     stored = _coordinator(request).committed(request.match_info["group"], wanted)
     keys = wanted if wanted is not None else sorted(stored)
+    if wanted is None and secured:
+        keys = [tp for tp in keys if authz.allowed(request, Operation.DESCRIBE, ResourceType.TOPIC, tp[0])]
     return web.json_response(
         {
             "offsets": [
@@ -154,11 +165,18 @@ async def fetch_committed(request: web.Request) -> web.Response:
 
 
 async def list_groups(request: web.Request) -> web.Response:
-    """Every group of the cluster: this broker's, and those each other live broker coordinates."""
+    """Every group of the cluster the principal may Describe: this broker's, and those each other live
+    broker coordinates."""
     coordinator = _coordinator(request)
     groups = [{"group_id": g, "state": coordinator.describe(g).state} for g in coordinator.group_ids()]
     for answer in await from_other_brokers(request):
         groups.extend(answer["groups"])
+    if authz.is_enabled(request):
+        groups = [
+            g
+            for g in groups
+            if authz.allowed(request, Operation.DESCRIBE, ResourceType.GROUP, str(g["group_id"]))
+        ]
     return web.json_response({"groups": sorted(groups, key=lambda g: str(g["group_id"]))})
 
 

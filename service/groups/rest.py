@@ -11,6 +11,7 @@ Handlers parse, call one :class:`~tierlog.service.groups.consumers.ConsumerManag
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
 
@@ -26,6 +27,8 @@ from tierlog.service.rest_v2.media import (
     parse_kafka_type,
     response_offers,
 )
+from tierlog.service.security import authz
+from tierlog.service.security.model import Operation, ResourceType
 from tierlog.tiering.errors import (
     BadRequestError,
     IllegalStateError,
@@ -121,7 +124,20 @@ def _instance(request: web.Request) -> Any:
     return _manager(request).get(request.match_info["group"], request.match_info["instance"])
 
 
+def _authorize_topics(request: web.Request, operation: Operation, topics: Iterable[str]) -> None:
+    """Refuse unless the principal may do ``operation`` on every one of ``topics`` (each checked once).
+
+    Raises:
+        AuthorizationError: (40301) one of them is not allowed.
+    """
+    if not authz.is_enabled(request):
+        return
+    for topic in dict.fromkeys(topics):
+        authz.authorize(request, operation, ResourceType.TOPIC, topic)
+
+
 async def subscribe(request: web.Request) -> web.Response:
+    """Subscribe to ``topics`` (Read on each) or ``topic_pattern``. Raises AuthorizationError (40301)."""
     instance = _instance(request)
     body = await _body(request, optional=True)
     topics = body.get("topics") or []
@@ -130,6 +146,7 @@ async def subscribe(request: web.Request) -> web.Response:
         raise InvalidConsumerConfigError("topics must be a list of topic names")
     if pattern is not None and not isinstance(pattern, str):
         raise InvalidConsumerConfigError("topic_pattern must be a string")
+    _authorize_topics(request, Operation.READ, topics)
     await _manager(request).subscribe(instance, topics, pattern)
     return _no_content()
 
@@ -145,8 +162,11 @@ async def unsubscribe(request: web.Request) -> web.Response:
 
 
 async def assign(request: web.Request) -> web.Response:
+    """Assign partitions manually (Read on each topic). Raises AuthorizationError (40301)."""
     instance = _instance(request)
-    _manager(request).assign(instance, parse_partitions(await _body(request)))
+    partitions = parse_partitions(await _body(request))
+    _authorize_topics(request, Operation.READ, (topic for topic, _ in partitions))
+    _manager(request).assign(instance, partitions)
     return _no_content()
 
 
@@ -227,12 +247,15 @@ async def _read(request: web.Request, *, topic: str | None) -> web.Response:
     timeout = _query_int(request, "timeout")
     max_bytes = _query_int(request, "max_bytes")
     budget = max_bytes or DEFAULT_MAX_BYTES
-    out = await _manager(request).poll(instance, timeout, budget, topic=topic)
+    manager = _manager(request)
+    _authorize_topics(request, Operation.READ, (t for t, _ in manager.assignment(instance)))
+    out = await manager.poll(instance, timeout, budget, topic=topic)
     return web.json_response(out, content_type=offer.response_type)
 
 
 async def records(request: web.Request) -> web.Response:
-    """Records of the instance's partitions. See :meth:`ConsumerManager.poll`."""
+    """Records of the instance's partitions. See :meth:`ConsumerManager.poll`. Raises AuthorizationError
+    (40301) when the principal may no longer Read one of the assigned topics (nothing is read)."""
     return await _read(request, topic=None)
 
 
@@ -251,18 +274,24 @@ async def read_topic_v1(request: web.Request) -> web.Response:
 
 
 async def commit(request: web.Request) -> web.Response:
-    """Commit, and answer what was committed: ``[{"topic", "partition", "consumed", "committed"}]``."""
+    """Commit, and answer what was committed: ``[{"topic", "partition", "consumed", "committed"}]``.
+    Raises AuthorizationError (40301): no Read on a topic committed (nothing is committed)."""
     instance = _instance(request)
     body = await _body(request, optional=True)
     key = "offsets" if "offsets" in body else "partitions" if "partitions" in body else None
     offsets = _offsets(body, key) if key is not None else None
+    topics = (t for t, _ in (offsets if offsets is not None else instance.positions))
+    _authorize_topics(request, Operation.READ, topics)
     committed = await _manager(request).commit(instance, offsets)
     return _reply(request, committed)
 
 
 async def committed(request: web.Request) -> web.Response:
+    """The group's committed offsets of these partitions (Describe on each topic). Raises
+    AuthorizationError (40301)."""
     instance = _instance(request)
     partitions = parse_partitions(await _body(request))
+    _authorize_topics(request, Operation.DESCRIBE, (topic for topic, _ in partitions))
     return _reply(request, {"offsets": _manager(request).committed(instance, partitions)})
 
 

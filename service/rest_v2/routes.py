@@ -61,6 +61,8 @@ from tierlog.service.rest_v2.media import (
     response_offers,
 )
 from tierlog.service.rest_v2.openapi import OPENAPI_PATHS
+from tierlog.service.security import authz
+from tierlog.service.security.model import Operation, ResourceType
 from tierlog.service.state import BROKER, SETTINGS
 from tierlog.tiering.codec.batch import build_batch
 from tierlog.tiering.codec.compression import Compression
@@ -146,9 +148,11 @@ async def list_brokers(request: web.Request) -> web.Response:
 
 
 async def list_topics(request: web.Request) -> web.Response:
-    """The names of the non-internal topics, as Kafka's admin client lists them. Raises 406."""
+    """The names of the non-internal topics the principal may Describe, as Kafka's admin client lists
+    them. Raises 406."""
     content_type = _metadata_type(request)
-    return _json([t.name for t in _broker(request).topics() if not t.is_internal], content_type)
+    names = [t.name for t in _broker(request).topics() if not t.is_internal]
+    return _json(authz.filter_allowed(request, Operation.DESCRIBE, ResourceType.TOPIC, names), content_type)
 
 
 async def get_topic(request: web.Request) -> web.Response:
@@ -306,7 +310,7 @@ async def _produce(request: web.Request, *, fixed: int | None) -> web.Response:
         held.resize(await offload(size, lambda: conversion_estimate(body, max_records)))
         records = await offload(size, lambda: parse_produce_rows(body, fmt, max_records=max_records))
         body = b""
-        topic = await _broker(request).ensure_topic(name)
+        topic = await authz.ensure_topic(request, name)
         partition_count = len(_partition_views(_broker(request), name))
         sticky = request.app[STICKY]
         config = topic.config

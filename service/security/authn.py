@@ -1,17 +1,70 @@
 """Authentication: who a request acts as (``docs/design/0012-security.md``).
 
+:func:`authn_middleware` sets :data:`PRINCIPAL` and :data:`CLIENT_HOST` on every request. With
+``authentication.methods`` empty every request is ``User:ANONYMOUS`` and nothing else happens. Otherwise
+``/health``, ``/ready`` and ``/openapi.json`` (and ``/metrics`` with ``metrics.public``) stay open, and every
+other request needs, in this order: a client certificate mapped to a user (``mtls``), or an ``Authorization``
+header whose scheme is listed: ``Basic`` checked against the user's SCRAM credentials, ``Bearer`` checked by
+:class:`~tierlog.service.security.bearer.BearerVerifier`. Anything else is a 401 (40101); the error
+middleware adds the ``WWW-Authenticate`` challenge. An unknown user is checked against a dummy credential, so
+its answer and its timing are those of a wrong password.
+
+A host that failed ``authentication.failure.limit`` times within the window is answered 429 (42901) without
+its credentials being looked at (:mod:`~tierlog.service.security.throttle`). A successful Basic verification
+is cached under an HMAC of the header (a per-process random key: the cache never holds a password), bounded,
+and dropped when that user's credentials change, so a client pays the PBKDF2 once, not per request.
+
+Until the security store has loaded, authenticated routes answer 503 (50301, retriable).
+
 The request keys the rest of the broker reads (:data:`PRINCIPAL`, :data:`CLIENT_HOST`) and the headers a
 broker forwarding a client's request to another broker sets (:data:`FORWARDED_PRINCIPAL`,
-:data:`FORWARDED_HOST`).
+:data:`FORWARDED_HOST`) live here; :mod:`~tierlog.service.security.authz` decides whether those headers are
+honoured.
 """
 
 from __future__ import annotations
 
+import asyncio
+import base64
+import binascii
+import hashlib
+import hmac
+import logging
+import secrets
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
+
 from aiohttp import web
+from aiohttp.typedefs import Handler, Middleware
 
-from tierlog.service.security.model import Principal
+from tierlog.service import metrics as metric_names
+from tierlog.service.security import scram
+from tierlog.service.security.model import ANONYMOUS, Principal
+from tierlog.service.security.throttle import FailureThrottle, TooManyFailuresError
+from tierlog.tiering.errors import UnauthorizedError, UnavailableError
 
-__all__ = ["CLIENT_HOST", "FORWARDED_HOST", "FORWARDED_PRINCIPAL", "PRINCIPAL"]
+if TYPE_CHECKING:
+    from tierlog.service.security.bearer import BearerVerifier
+    from tierlog.service.security.principal_rules import PrincipalMapper
+
+    from tierlog.service.metrics import Metrics
+    from tierlog.service.security.settings import SecuritySettings
+    from tierlog.service.security.store import SecurityStore
+
+__all__ = [
+    "AUTHENTICATOR",
+    "CLIENT_HOST",
+    "FORWARDED_HOST",
+    "FORWARDED_PRINCIPAL",
+    "OPEN_PATHS",
+    "PRINCIPAL",
+    "Authenticator",
+    "authn_middleware",
+    "challenges",
+]
+
+log = logging.getLogger("tierlog.security")
 
 #: The authenticated principal of a request (``User:ANONYMOUS`` when authentication is off).
 PRINCIPAL: web.RequestKey[Principal] = web.RequestKey("tierlog.principal", Principal)
@@ -21,3 +74,242 @@ CLIENT_HOST: web.RequestKey[str] = web.RequestKey("tierlog.client_host", str)
 FORWARDED_PRINCIPAL = "Tierlog-Forwarded-Principal"
 #: Set by a broker that forwards a client's request: the client's host.
 FORWARDED_HOST = "Tierlog-Forwarded-Host"
+
+#: Paths answered without credentials.
+OPEN_PATHS = frozenset({"/health", "/ready", "/openapi.json"})
+METRICS_PATH = "/metrics"
+CACHE_SIZE = 10_000
+
+REFUSED = "authentication failed: missing or invalid credentials"
+
+
+def challenges(methods: Sequence[str]) -> list[str]:
+    """The ``WWW-Authenticate`` challenges of a 401 for these ``authentication.methods``. Pure."""
+    found = []
+    if "basic" in methods:
+        found.append('Basic realm="tierlog"')
+    if "bearer" in methods:
+        found.append('Bearer realm="tierlog"')
+    return found
+
+
+class _VerifiedCache:
+    """Successful Basic verifications: HMAC(header) -> user name, LRU-bounded, dropped per user."""
+
+    def __init__(self, size: int) -> None:
+        self._size = size
+        self._key = secrets.token_bytes(32)
+        self._entries: OrderedDict[bytes, str] = OrderedDict()
+        self._by_user: dict[str, set[bytes]] = {}
+        self._generation: dict[str, int] = {}
+
+    def digest(self, header: str) -> bytes:
+        return hmac.new(self._key, header.encode("utf-8", "surrogateescape"), hashlib.sha256).digest()
+
+    def get(self, digest: bytes) -> str | None:
+        name = self._entries.get(digest)
+        if name is not None:
+            self._entries.move_to_end(digest)
+        return name
+
+    def generation(self, name: str) -> int:
+        return self._generation.get(name, 0)
+
+    def put(self, digest: bytes, name: str, generation: int) -> None:
+        if self.generation(name) != generation:
+            return  # the credentials changed while this verification ran
+        self._entries[digest] = name
+        self._by_user.setdefault(name, set()).add(digest)
+        while len(self._entries) > self._size:
+            old, owner = self._entries.popitem(last=False)
+            keys = self._by_user.get(owner)
+            if keys is not None:
+                keys.discard(old)
+                if not keys:
+                    del self._by_user[owner]
+
+    def drop_user(self, name: str) -> None:
+        self._generation[name] = self.generation(name) + 1
+        for digest in self._by_user.pop(name, ()):
+            self._entries.pop(digest, None)
+
+
+def _verify_any(credentials: Sequence[scram.ScramCredential], password: str) -> bool:
+    verified = False
+    for credential in credentials:
+        verified = scram.verify(credential, password) or verified
+    return verified
+
+
+class Authenticator:
+    """Checks a request's credentials; one per application, used from its event loop only.
+
+    ``clock`` (milliseconds) drives the failure window; tests inject one. ``bearer`` is started and closed by
+    :meth:`start`/:meth:`close` (the application's cleanup context).
+    """
+
+    def __init__(
+        self,
+        security: SecuritySettings,
+        store: SecurityStore,
+        metrics: Metrics,
+        *,
+        clock: Callable[[], float] | None = None,
+        bearer: BearerVerifier | None = None,
+    ) -> None:
+        self.methods = security.authentication_methods
+        self._metrics_public = security.metrics_public
+        self._store = store
+        self._metrics = metrics
+        self._cache = _VerifiedCache(CACHE_SIZE)
+        self._throttle = FailureThrottle(
+            security.authentication_failure_limit, security.authentication_failure_window_ms, clock=clock
+        )
+        self._mapper: PrincipalMapper | None = None
+        if "mtls" in self.methods:
+            from tierlog.service.security.principal_rules import PrincipalMapper
+
+            self._mapper = PrincipalMapper.parse(security.ssl_principal_mapping_rules)
+        self._bearer = bearer
+        self._dummy: list[scram.ScramCredential] | None = None
+        store.on_user_change(self._cache.drop_user)
+        metric_names.describe_security_metrics(metrics)
+
+    async def start(self) -> None:
+        """Start the bearer verifier (loads its JWKS) and make the dummy credential. Raises what
+        :meth:`BearerVerifier.start` raises."""
+        self._dummy = [await asyncio.to_thread(scram.dummy_credential)]
+        if self._bearer is not None:
+            await self._bearer.start()
+
+    async def close(self) -> None:
+        """Close the bearer verifier. Idempotent."""
+        if self._bearer is not None:
+            await self._bearer.close()
+
+    def is_open(self, path: str) -> bool:
+        """Whether ``path`` is served without credentials. Pure."""
+        return path in OPEN_PATHS or (self._metrics_public and path == METRICS_PATH)
+
+    async def authenticate(self, request: web.Request, host: str) -> Principal:
+        """The principal ``request`` proves it is.
+
+        Raises:
+            TooManyFailuresError: (42901) ``host`` is over the failure limit; nothing was checked.
+            UnavailableError: (50301) the security store has not loaded yet.
+            UnauthorizedError: (40101) no credentials of a listed method, or credentials that do not verify.
+        """
+        self._throttle.check(host)
+        if not self._store.loaded:
+            raise UnavailableError("the security store is loading; retry shortly")
+        if self._mapper is not None:
+            der = _peer_certificate(request)
+            if der is not None:
+                return self._certificate_principal(der, host)
+        header = request.headers.get("Authorization")
+        if header is not None:
+            scheme, _, value = header.strip().partition(" ")
+            scheme = scheme.lower()
+            if scheme == "basic" and "basic" in self.methods:
+                return await self._basic(header, value.strip(), host)
+            if scheme == "bearer" and self._bearer is not None:
+                return await self._bearer_principal(value.strip(), host)
+        raise UnauthorizedError(REFUSED)
+
+    def _failed(self, method: str, host: str) -> UnauthorizedError:
+        self._throttle.failed(host)
+        self._metrics.inc(metric_names.AUTHENTICATION_FAILURES, 1.0, method=method)
+        return UnauthorizedError(REFUSED)
+
+    def _certificate_principal(self, der: bytes, host: str) -> Principal:
+        from tierlog.service.security.principal_rules import subject_name
+
+        assert self._mapper is not None
+        try:
+            return Principal.user(self._mapper.map(subject_name(der)))
+        except ValueError:
+            raise self._failed("mtls", host) from None
+
+    async def _basic(self, header: str, value: str, host: str) -> Principal:
+        digest = self._cache.digest(header)
+        cached = self._cache.get(digest)
+        if cached is not None:
+            return Principal.user(cached)
+        try:
+            decoded = base64.b64decode(value, validate=True).decode("utf-8")
+        except (binascii.Error, UnicodeDecodeError):
+            raise self._failed("basic", host) from None
+        name, sep, password = decoded.partition(":")
+        if not sep or not name:
+            raise self._failed("basic", host)
+        generation = self._cache.generation(name)
+        stored = self._store.user(name)
+        credentials = list(stored.values()) if stored else None
+        if not credentials:
+            if self._dummy is None:
+                self._dummy = [await asyncio.to_thread(scram.dummy_credential)]
+            await asyncio.to_thread(_verify_any, self._dummy, password)
+            raise self._failed("basic", host)
+        if not await asyncio.to_thread(_verify_any, credentials, password):
+            raise self._failed("basic", host)
+        self._cache.put(digest, name, generation)
+        return Principal.user(name)
+
+    async def _bearer_principal(self, token: str, host: str) -> Principal:
+        assert self._bearer is not None
+        try:
+            return Principal.user(await self._bearer.verify(token))
+        except UnauthorizedError:
+            raise self._failed("bearer", host) from None
+
+    def throttled(self) -> None:
+        """Count one request refused by the failure limit."""
+        self._metrics.inc(metric_names.AUTHENTICATION_THROTTLED)
+
+
+def _peer_certificate(request: web.Request) -> bytes | None:
+    transport = request.transport
+    if transport is None:
+        return None
+    ssl_object = transport.get_extra_info("ssl_object")
+    if ssl_object is None:
+        return None
+    der: bytes | None = ssl_object.getpeercert(binary_form=True)
+    return der
+
+
+AUTHENTICATOR: web.AppKey[Authenticator] = web.AppKey("tierlog.authenticator", Authenticator)
+
+
+def authn_middleware(security: SecuritySettings) -> Middleware:
+    """The authentication middleware for these settings: place it right after the error middleware.
+
+    Off, it only sets ``User:ANONYMOUS``. On, it reads the application's :data:`AUTHENTICATOR`. Raises what
+    :meth:`Authenticator.authenticate` raises. Safe concurrently.
+    """
+    if not security.enabled:
+
+        @web.middleware
+        async def anonymous(request: web.Request, handler: Handler) -> web.StreamResponse:
+            request[PRINCIPAL] = ANONYMOUS
+            request[CLIENT_HOST] = request.remote or ""
+            return await handler(request)
+
+        return anonymous
+
+    @web.middleware
+    async def authenticated(request: web.Request, handler: Handler) -> web.StreamResponse:
+        host = request.remote or ""
+        request[CLIENT_HOST] = host
+        authenticator = request.app[AUTHENTICATOR]
+        if authenticator.is_open(request.path):
+            request[PRINCIPAL] = ANONYMOUS
+            return await handler(request)
+        try:
+            request[PRINCIPAL] = await authenticator.authenticate(request, host)
+        except TooManyFailuresError:
+            authenticator.throttled()
+            raise
+        return await handler(request)
+
+    return authenticated
