@@ -7,7 +7,8 @@
 The asyncio classes are the implementation; ``Producer`` and ``Consumer`` run them on a background thread
 for synchronous code. Every error a client call raises is importable from here: the kinds, the errors the
 broker answers (the classes of :mod:`tierlog.tiering.errors`, the ones the broker raised) and the client's
-own (:mod:`tierlog.client.errors`). See docs/client.md.
+own (:mod:`tierlog.client.errors`). TLS and credentials are options of every client (``security_protocol``,
+``ssl_cafile``, ``sasl_plain_username`` ...; :mod:`tierlog.client.security`). See docs/client.md.
 """
 
 from tierlog.client.admin import AsyncAdmin
@@ -22,6 +23,7 @@ from tierlog.client.errors import (
     RequestTimeoutError,
 )
 from tierlog.client.producer import AsyncProducer
+from tierlog.client.security import ClientSecurity
 from tierlog.client.sync_consumer import Consumer
 from tierlog.client.sync_producer import Producer, RecordFuture
 from tierlog.client.types import (
@@ -32,6 +34,7 @@ from tierlog.client.types import (
     TopicPartition,
 )
 from tierlog.tiering.errors import (
+    AuthorizationError,
     BadRequestError,
     ConflictError,
     CorruptBatchError,
@@ -51,6 +54,7 @@ from tierlog.tiering.errors import (
     ProducerFencedError,
     RebalanceInProgressError,
     RecordTooLargeError,
+    ThrottledError,
     TierlogError,
     UnauthorizedError,
     UnavailableError,
@@ -67,6 +71,7 @@ __all__ = [
     "AsyncAdmin",
     "AsyncConsumer",
     "AsyncProducer",
+    "ClientSecurity",
     "Consumer",
     "ConsumerRebalanceListener",
     "Producer",
@@ -107,6 +112,8 @@ __all__ = [
     "ProducerFencedError",
     "DuplicateSequenceError",
     "UnknownProducerIdError",
+    "AuthorizationError",
+    "ThrottledError",
     # errors of the client itself
     "BrokerUnavailableError",
     "RequestTimeoutError",
