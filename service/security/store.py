@@ -78,7 +78,8 @@ SECURITY_FILE = "tierlog-security.json"
 _FORMAT = 1
 _SAFE = "_.-~@"
 _MAX_NAME = 255
-_WRITE_ATTEMPTS = 5
+_WRITE_ATTEMPTS = 10
+_CONFLICT_BACKOFF_S = 0.005  # doubled per attempt, jittered: concurrent writers of one key spread out
 _RELOAD_BACKOFF_S = (0.1, 5.0)
 _T = TypeVar("_T")
 
@@ -124,6 +125,8 @@ def parse_acl_key(key: str) -> tuple[ResourceType, PatternType, str]:
         pattern_type = PatternType[parts[1]]
     except KeyError as err:
         raise ValueError(f"{key!r} names an unknown resource or pattern type") from err
+    if pattern_type not in (PatternType.LITERAL, PatternType.PREFIXED):
+        raise ValueError(f"{key!r}: an ACL's pattern type is LITERAL or PREFIXED")
     return resource_type, pattern_type, unquote(parts[2], errors="strict")
 
 
@@ -281,6 +284,15 @@ class SecurityStore:
         """The store revision the snapshots reflect."""
         return self._revision
 
+    async def wait_for(self, revision: int) -> None:
+        """Wait until the snapshots reflect the metadata store's changes up to ``revision`` (e.g. one read
+        with ``range``: another store's writes). Safe to call concurrently.
+
+        Raises:
+            UnavailableError: the store closed, or the watch did not get there within the apply timeout.
+        """
+        await self._wait_until(lambda: self._revision >= revision)
+
     def user(self, name: str) -> dict[str, ScramCredential] | None:
         """User ``name``'s credentials by mechanism (a copy), or None when there is no such user."""
         found = self._users.get(name)
@@ -374,7 +386,8 @@ class SecurityStore:
         Raises:
             ConflictError, MetadataStoreError, UnavailableError: as :meth:`put_user`.
         """
-        for _ in range(_WRITE_ATTEMPTS):
+        for attempt in range(_WRITE_ATTEMPTS):
+            await _conflict_backoff(attempt)
             kvs, _ = await self._store.range(ACLS_PREFIX)
             deleted: list[AclBinding] = []
             compares: list[Compare] = []
@@ -403,7 +416,8 @@ class SecurityStore:
     ) -> _T:
         """Read ``keys``, commit ``change``'s ops conditioned on what was read (retried on a conflict), and
         wait until the watch shows the result; ``change``'s answer."""
-        for _ in range(_WRITE_ATTEMPTS):
+        for attempt in range(_WRITE_ATTEMPTS):
+            await _conflict_backoff(attempt)
             current = {key: await self._store.get(key) for key in keys}
             ops, answer = change(current)
             if not ops:
@@ -420,12 +434,16 @@ class SecurityStore:
         return all(self._floor >= r or self._key_revisions.get(k, 0) >= r for k, r in wanted.items())
 
     async def _wait_visible(self, wanted: Mapping[str, int]) -> None:
-        """Wait until the snapshots show every key at (at least) its revision.
+        """Wait until the snapshots show every key at (at least) its revision (see :meth:`_wait_until`)."""
+        await self._wait_until(lambda: self._visible(wanted))
+
+    async def _wait_until(self, done: Callable[[], bool]) -> None:
+        """Wait until ``done()`` holds, checked after every change the watch applies.
 
         Raises UnavailableError: the store closed, or the watch did not get there within the timeout."""
         try:
             async with asyncio.timeout(self._apply_timeout_s):
-                while not self._visible(wanted):
+                while not done():
                     if self._closed:
                         raise UnavailableError("the security store closed before the change was seen")
                     changed = self._changed
@@ -542,6 +560,12 @@ class SecurityStore:
                 callback(name)
             except Exception:
                 log.exception("a user-change callback failed for user %s", name)
+
+
+async def _conflict_backoff(attempt: int) -> None:
+    """Before retry ``attempt`` (0: the first try, no wait), wait a jittered, growing moment."""
+    if attempt > 0:
+        await asyncio.sleep(random.uniform(0, _CONFLICT_BACKOFF_S * 2 ** min(attempt, 6)))
 
 
 def _decode_acls_or_empty(key: str, raw: bytes) -> frozenset[AclBinding]:
