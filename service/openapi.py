@@ -20,6 +20,7 @@ from tierlog.service.admin_v3 import openapi as admin_v3_openapi
 from tierlog.service.groups import admin as groups_admin
 from tierlog.service.groups import native as groups_native
 from tierlog.service.groups import rest as groups_rest
+from tierlog.service.security import openapi as security_openapi
 
 __all__ = ["DOCUMENT", "OPENAPI_PATHS", "build_document", "render", "setup_routes"]
 
@@ -63,6 +64,7 @@ def build_document() -> dict[str, Any]:
         groups_rest.OPENAPI_PATHS,
         groups_native.OPENAPI_PATHS,
         groups_admin.OPENAPI_PATHS,
+        security_openapi.OPENAPI_PATHS,
         OPENAPI_PATHS,
     )
     paths: dict[str, Any] = {}
@@ -70,8 +72,9 @@ def build_document() -> dict[str, Any]:
         for path, operations in module_paths.items():
             paths.setdefault(path, {}).update(copy.deepcopy(operations))
     components: dict[str, Any] = {"schemas": {"Error": ERROR_SCHEMA}}
-    for kind, entries in admin_v3_openapi.OPENAPI_COMPONENTS.items():
-        components.setdefault(kind, {}).update(copy.deepcopy(entries))
+    for module_components in (admin_v3_openapi.OPENAPI_COMPONENTS, security_openapi.OPENAPI_COMPONENTS):
+        for kind, entries in module_components.items():
+            components.setdefault(kind, {}).update(copy.deepcopy(entries))
     for path, operations in paths.items():
         _declare_path_parameters(path, operations)
     return {
