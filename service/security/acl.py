@@ -242,7 +242,8 @@ class AclSnapshot:
 
 class AclAuthorizer:
     """The ACL decision over one snapshot (see the module docstring). Safe to use from one event loop and
-    from threads: it only reads its indexes, and its decision cache is a bounded dict."""
+    from threads: it only reads its indexes, and its decision cache is a dict that is replaced by an empty
+    one when it reaches its bound."""
 
     def __init__(
         self, snapshot: AclSnapshot, *, super_users: frozenset[str], allow_everyone_if_no_acl_found: bool
@@ -266,7 +267,7 @@ class AclAuthorizer:
 
     def _remember(self, key: tuple[object, ...], answer: bool) -> bool:
         if len(self._cache) >= _CACHE_LIMIT:
-            self._cache.pop(next(iter(self._cache)), None)
+            self._cache = {}
         self._cache[key] = answer
         return answer
 

@@ -119,7 +119,8 @@ def _is_url(jwks: str) -> bool:
 
 class BearerVerifier:
     """Checks bearer JWTs against one JWKS. Use from one event loop; :meth:`verify` may run concurrently
-    with itself (reloads are serialised by a lock)."""
+    with itself (reloads are serialised by a lock; while one runs, the others use the keys already loaded).
+    """
 
     def __init__(
         self,
@@ -145,13 +146,12 @@ class BearerVerifier:
         self._closed = False
 
     async def start(self) -> None:
-        """Load the JWKS. A URL that cannot be fetched is logged and retried on use. Not idempotent.
+        """Load the JWKS. A URL that cannot be fetched is logged and retried on use.
 
         Raises:
             ValueError: a JWKS file that cannot be read or holds no usable key.
         """
         if _is_url(self._jwks):
-            self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=_FETCH_TIMEOUT_S))
             await self._reload()
             return
         self._keys = _parse_jwks(await self._read_file())
@@ -200,7 +200,8 @@ class BearerVerifier:
         self._next_refresh = self._clock() + self._refresh_s
 
     async def _fitting(self, kid: str | None, alg: str) -> list[_Key]:
-        if self._clock() >= self._next_refresh and not self._closed:
+        due = self._clock() >= self._next_refresh and not self._closed
+        if due and not (self._lock.locked() and self._keys):
             async with self._lock:
                 if self._clock() >= self._next_refresh:
                     await self._reload()

@@ -336,3 +336,14 @@ def test_filter_match_any_and_exact() -> None:
     assert not matches(validate_filter(resource_name="payments.orders", pattern_type="LITERAL"), prefix)
     assert len(snapshot.select(AclFilter())) == 5
     assert snapshot.select(validate_filter(permission="DENY")) == []
+
+
+def test_the_decision_cache_stays_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("tierlog.service.security.acl._CACHE_LIMIT", 3)
+    auth = authorizer(acl("t", "READ", pattern="PREFIXED"))
+    for round_ in range(3):
+        for name in ("t", "t1", "t2", "u", "u1"):
+            assert auth.authorize(ALICE, HOST, Operation.READ, ResourceType.TOPIC, name) is name.startswith(
+                "t"
+            ), round_
+        assert len(auth._cache) <= 3
