@@ -222,6 +222,7 @@ class SecurityStore:
         self._callbacks: list[Callable[[str], None]] = []
         self._task: asyncio.Task[None] | None = None
         self._loaded = False
+        self._loaded_event = asyncio.Event()
         self._closed = False
 
     @classmethod
@@ -250,6 +251,7 @@ class SecurityStore:
                     await self._store.close()
             raise
         self._loaded = True
+        self._loaded_event.set()
         self._task = asyncio.create_task(self._follow(revision), name="tierlog-security-watch")
 
     async def close(self) -> None:
@@ -273,6 +275,11 @@ class SecurityStore:
     def loaded(self) -> bool:
         """Whether :meth:`start` has loaded the users and ACLs."""
         return self._loaded
+
+    async def wait_loaded(self) -> None:
+        """Wait until :meth:`start` has loaded the users and ACLs (by whoever calls it). Safe to call
+        concurrently; never raises."""
+        await self._loaded_event.wait()
 
     @property
     def acls(self) -> AclSnapshot:
