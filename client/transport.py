@@ -6,8 +6,10 @@ refused or reset connection into :class:`~tierlog.client.errors.BrokerUnavailabl
 request timeout into :class:`~tierlog.client.errors.RequestTimeoutError`. Both are retriable; nothing here
 retries (callers decide). A TLS handshake refused over a certificate (the broker's does not verify, or the
 broker wants one from the client) is :class:`~tierlog.tiering.errors.UnauthorizedError`, not retriable, as
-Kafka's ``SslAuthenticationException``. A :class:`~tierlog.client.security.ClientSecurity` gives the session
-its SSL context and ``Authorization`` header.
+Kafka's ``SslAuthenticationException``; but under TLS 1.3 a broker refuses a missing client certificate after
+the handshake and the client sees only a closed connection, a BrokerUnavailableError whose message says so.
+A :class:`~tierlog.client.security.ClientSecurity` gives the session its SSL context and ``Authorization``
+header.
 
 All methods are coroutines for the event loop the client was started on; concurrent calls are safe (aiohttp
 pools connections). None of them is idempotent unless it says so.
@@ -195,8 +197,15 @@ class BrokerClient:
             ) from err
         except (aiohttp.ClientConnectionError, aiohttp.ClientPayloadError, OSError) as err:
             raise BrokerUnavailableError(
-                f"{method} {path}: broker {self.base_url} unreachable: {err}"
+                f"{method} {path}: broker {self.base_url} unreachable: {err}{self._hint(err)}"
             ) from err
+
+    def _hint(self, err: BaseException) -> str:
+        # TLS 1.3 sends "certificate required" after the handshake: a clean close is all aiohttp shows
+        tls_without_cert = self.security.tls and self.security.ssl_certfile is None
+        if tls_without_cert and isinstance(err, aiohttp.ServerDisconnectedError):
+            return " (a broker that requires a client certificate closes the connection so: set ssl_certfile)"
+        return ""
 
     async def json(
         self,
