@@ -336,8 +336,8 @@ def _open_target(args: argparse.Namespace) -> Target:
 
 
 async def _run(args: argparse.Namespace, target: Target) -> int:
-    await target.open()
     try:
+        await target.open()
         if args.command == "users":
             return await _run_users(args, target)
         return await _run_acls(args, target)
