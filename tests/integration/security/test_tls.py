@@ -270,14 +270,24 @@ def _serial(leaf: Leaf) -> int:
     return int(x509.load_pem_x509_certificate(leaf.cert.read_bytes()).serial_number)
 
 
-def test_sighup_rotates_the_certificate_for_new_connections(tmp_path: Path, pki: Pki) -> None:
+def test_sighup_rotates_the_certificate_for_new_connections_and_requested_auth_is_optional(
+    tmp_path: Path, pki: Pki
+) -> None:
     live = _write(pki.authority.issue_cert("127.0.0.1", "localhost"), tmp_path, "live")
-    broker = TlsBroker(tmp_path / "broker", "--ssl-certfile", str(live.cert), "--ssl-keyfile", str(live.key))
+    broker = TlsBroker(
+        tmp_path / "broker",
+        "--ssl-certfile", str(live.cert),
+        "--ssl-keyfile", str(live.key),
+        "--ssl-cafile", str(pki.ca),
+        "--ssl-client-auth", "requested",
+    )  # fmt: skip
     try:
         first = _serial(live)
         assert _peer_serial(broker.port, pki) == first
-        session = requests.Session()
+        session = requests.Session()  # requested: a client without a certificate is served too
         assert session.get(f"{broker.url}/health", verify=str(pki.ca), timeout=DEADLINE_S).ok
+        leaf = (str(pki.alice.cert), str(pki.alice.key))
+        assert requests.get(f"{broker.url}/health", verify=str(pki.ca), cert=leaf, timeout=DEADLINE_S).ok
 
         live.cert.write_text("not a certificate\n")  # a broken rotation: the old certificate stays
         broker.proc.send_signal(signal.SIGHUP)
