@@ -321,3 +321,36 @@ def test_unusable_certificate_files_stop_serve_with_one_line(tmp_path: Path, pki
     assert done.returncode == 2
     lines = done.stderr.decode().strip().splitlines()
     assert len(lines) == 1 and "ssl.certfile" in lines[0] and "ssl.keyfile" in lines[0]
+
+
+def test_mtls_principal_mapping_names_the_user(tmp_path: Path, pki: Pki) -> None:
+    """``ssl.principal.mapping.rules`` maps the subject CN=alice,OU=eng,O=acme to User:alice: the super user
+    alice is allowed the Cluster describe that bob (mapped the same way, no ACL) is refused."""
+    bob = _write(
+        pki.authority.issue_cert(
+            "bob.clients.example", common_name="bob", organization_unit_name="eng", organization_name="acme"
+        ),
+        tmp_path,
+        "bob",
+    )
+    broker = TlsBroker(
+        tmp_path / "broker",
+        "--ssl-certfile", str(pki.server.cert),
+        "--ssl-keyfile", str(pki.server.key),
+        "--ssl-cafile", str(pki.ca),
+        "--ssl-client-auth", "required",
+        "--authentication-methods", "mtls",
+        "--ssl-principal-mapping-rules", "RULE:^CN=([^,]+),OU=eng,O=acme$/$1/L,DEFAULT",
+        "--super-users", "User:alice",
+    )  # fmt: skip
+    try:
+        url = f"{broker.url}/v3/clusters"
+        as_alice = requests.get(
+            url, verify=str(pki.ca), cert=(str(pki.alice.cert), str(pki.alice.key)), timeout=DEADLINE_S
+        )
+        assert as_alice.status_code == 200, as_alice.text
+        as_bob = requests.get(url, verify=str(pki.ca), cert=(str(bob.cert), str(bob.key)), timeout=DEADLINE_S)
+        assert as_bob.status_code == 403, as_bob.text
+        assert as_bob.json()["error_code"] == 40301
+    finally:
+        broker.kill()
