@@ -1,0 +1,287 @@
+"""Authentication against a real broker: challenges, equal refusals, the failure throttle, the verification
+cache, bearer tokens, client certificates and forwarded principals.
+
+Users and ACLs are written offline into the broker's security store before it starts, as ``tierlog users
+add`` does; password changes go through the running broker's v3 users API.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import ssl
+import time
+from collections.abc import AsyncIterator, Callable, Mapping
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import jwt
+import pytest
+import trustme
+from aiohttp import web
+from aiohttp.test_utils import TestClient, TestServer
+from cryptography.hazmat.primitives.asymmetric import rsa
+from jwt.algorithms import RSAAlgorithm
+
+from tests.integration.broker import broker_settings
+from tierlog.service.app import create_app
+from tierlog.service.metrics import AUTHENTICATION_FAILURES, AUTHENTICATION_THROTTLED
+from tierlog.service.security.acl import validate_binding
+from tierlog.service.security.authn import FORWARDED_HOST, FORWARDED_PRINCIPAL
+from tierlog.service.security.model import AclBinding
+from tierlog.service.security.scram import make_credential
+from tierlog.service.security.store import SECURITY_STORE, SecurityStore
+from tierlog.service.security.tls import server_context
+from tierlog.service.state import BROKER, METRICS
+
+BASIC = {"authentication.methods": "basic", "super.users": "User:admin"}
+USERS = {"admin": "admin-pw", "alice": "alice-pw"}
+
+
+def basic(user: str, password: str) -> dict[str, str]:
+    return {"Authorization": "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()}
+
+
+class Clock:
+    """Milliseconds, moved by the test."""
+
+    def __init__(self) -> None:
+        self.now = 1_000_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@dataclass
+class Served:
+    app: web.Application
+    client: TestClient[web.Request, web.Application]
+
+    async def get(self, path: str, headers: Mapping[str, str] | None = None) -> tuple[int, Any, Any]:
+        async with self.client.get(path, headers=dict(headers or {})) as resp:
+            return resp.status, resp.headers, await resp.read()
+
+
+async def bootstrap(data_dir: Path, users: Mapping[str, str], acls: list[AclBinding] | None = None) -> None:
+    store = SecurityStore.embedded(data_dir)
+    await store.start()
+    try:
+        for name, password in users.items():
+            await store.put_user(name, make_credential(password))
+        if acls:
+            await store.create_acls(acls)
+    finally:
+        await store.close()
+
+
+@asynccontextmanager
+async def serve(
+    data_dir: Path,
+    overrides: Mapping[str, str],
+    *,
+    auth_clock: Callable[[], float] | None = None,
+    ssl_context: ssl.SSLContext | None = None,
+) -> AsyncIterator[Served]:
+    app = create_app(broker_settings(data_dir, overrides), auth_clock=auth_clock)
+    server = TestServer(app, host="127.0.0.1")
+    client: TestClient[web.Request, web.Application] = TestClient(server)
+    try:
+        await server.start_server(ssl=ssl_context)
+        await client.start_server()
+        await app[BROKER].wait_ready()
+        await app[SECURITY_STORE].wait_loaded()
+        yield Served(app, client)
+    finally:
+        await client.close()
+
+
+@pytest.fixture
+def data_dir(tmp_path: Path) -> Path:
+    found = tmp_path / "data"
+    found.mkdir()
+    return found
+
+
+async def test_missing_credentials_get_the_challenges_of_the_listed_methods(
+    data_dir: Path, tmp_path: Path
+) -> None:
+    await bootstrap(data_dir, USERS)
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    jwks = tmp_path / "jwks.json"
+    jwks.write_text(json.dumps({"keys": [{**json.loads(RSAAlgorithm.to_jwk(key.public_key())), "kid": "k"}]}))
+    settings = {**BASIC, "authentication.methods": "basic,bearer", "authentication.bearer.jwks": str(jwks)}
+    async with serve(data_dir, settings) as broker:
+        status, headers, body = await broker.get("/topics")
+        assert status == 401
+        assert headers.getall("WWW-Authenticate") == ['Basic realm="tierlog"', 'Bearer realm="tierlog"']
+        assert json.loads(body)["error_code"] == 40101
+        for path in ("/health", "/ready", "/openapi.json"):
+            status, _, _ = await broker.get(path)
+            assert status == 200, path
+        status, _, _ = await broker.get("/metrics")
+        assert status == 401
+        status, _, _ = await broker.get("/topics", basic("admin", "admin-pw"))
+        assert status == 200
+
+
+async def test_unknown_user_and_wrong_password_get_the_same_answer(data_dir: Path) -> None:
+    await bootstrap(data_dir, USERS)
+    async with serve(data_dir, BASIC) as broker:
+        wrong = await broker.get("/topics", basic("alice", "not-it"))
+        unknown = await broker.get("/topics", basic("nobody", "not-it"))
+        malformed = await broker.get("/topics", {"Authorization": "Basic !!!"})
+        for status, headers, body in (wrong, unknown, malformed):
+            assert status == 401
+            assert headers.getall("WWW-Authenticate") == ['Basic realm="tierlog"']
+            assert body == wrong[2]
+        assert b"alice" not in wrong[2] and b"nobody" not in unknown[2]
+        assert broker.app[METRICS].value(AUTHENTICATION_FAILURES, method="basic") == 3
+
+
+async def test_failed_attempts_are_throttled_per_host(data_dir: Path) -> None:
+    await bootstrap(data_dir, USERS)
+    clock = Clock()
+    settings = {**BASIC, "authentication.failure.limit": "3", "authentication.failure.window.ms": "60000"}
+    async with serve(data_dir, settings, auth_clock=clock) as broker:
+        metrics = broker.app[METRICS]
+        for _ in range(3):
+            clock.now += 1000
+            status, _, _ = await broker.get("/topics", basic("alice", "guess"))
+            assert status == 401
+        status, headers, body = await broker.get("/topics", basic("alice", "alice-pw"))
+        assert status == 429
+        assert json.loads(body)["error_code"] == 42901
+        assert headers["Retry-After"] == "58"  # the first failure leaves the window 58 s from now
+        assert metrics.value(AUTHENTICATION_THROTTLED) == 1
+        assert metrics.value(AUTHENTICATION_FAILURES, method="basic") == 3
+        clock.now += 58_000
+        status, _, _ = await broker.get("/topics", basic("alice", "alice-pw"))
+        assert status == 200
+        status, _, _ = await broker.get("/health")
+        assert status == 200
+
+
+async def test_a_password_change_drops_the_cached_verification(data_dir: Path) -> None:
+    await bootstrap(data_dir, USERS)
+    async with serve(data_dir, BASIC) as broker:
+        old = basic("alice", "alice-pw")
+        status, _, _ = await broker.get("/topics", old)
+        assert status == 200  # verified once, now cached
+        cluster_id = broker.app[BROKER].cluster_id
+        async with broker.client.put(
+            f"/v3/clusters/{cluster_id}/users/alice",
+            json={"password": "new-pw"},
+            headers=basic("admin", "admin-pw"),
+        ) as resp:
+            assert resp.status == 200, await resp.text()
+        status, _, _ = await broker.get("/topics", old)
+        assert status == 401
+        status, _, _ = await broker.get("/topics", basic("alice", "new-pw"))
+        assert status == 200
+
+
+async def test_bearer_tokens_against_a_jwks_file(data_dir: Path, tmp_path: Path) -> None:
+    acls = [validate_binding("TOPIC", "*", "LITERAL", "User:carol", "*", "DESCRIBE", "ALLOW")]
+    await bootstrap(data_dir, {}, acls)
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    other = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    jwks = tmp_path / "jwks.json"
+    jwks.write_text(
+        json.dumps({"keys": [{**json.loads(RSAAlgorithm.to_jwk(key.public_key())), "kid": "k1"}]})
+    )
+    settings = {
+        "authentication.methods": "bearer",
+        "authentication.bearer.jwks": str(jwks),
+        "authentication.bearer.audience": "tierlog",
+    }
+
+    def token(signer: rsa.RSAPrivateKey, **claims: Any) -> dict[str, str]:
+        now = time.time()
+        body = {"sub": "carol", "aud": "tierlog", "iat": now, "exp": now + 300, **claims}
+        return {
+            "Authorization": "Bearer " + jwt.encode(body, signer, algorithm="RS256", headers={"kid": "k1"})
+        }
+
+    async with serve(data_dir, settings) as broker:
+        status, _, body = await broker.get("/topics", token(key))
+        assert status == 200, body
+        status, _, body = await broker.get(f"/v3/clusters/{broker.app[BROKER].cluster_id}", token(key))
+        assert status == 403 and b"User:carol" not in body
+        for refused in (token(other), token(key, aud="elsewhere"), token(key, exp=time.time() - 60)):
+            status, headers, _ = await broker.get("/topics", refused)
+            assert status == 401
+            assert headers.getall("WWW-Authenticate") == ['Bearer realm="tierlog"']
+        assert broker.app[METRICS].value(AUTHENTICATION_FAILURES, method="bearer") == 3
+        status, _, _ = await broker.get("/topics", basic("carol", "whatever"))
+        assert status == 401  # basic is not listed
+
+
+async def test_a_forwarded_principal_is_honoured_only_from_a_cluster_actor(data_dir: Path) -> None:
+    acls = [validate_binding("TOPIC", "open", "LITERAL", "User:alice", "*", "DESCRIBE", "ALLOW")]
+    await bootstrap(data_dir, USERS, acls)
+    async with serve(data_dir, {**BASIC, "auto.create.topics.enable": "false"}) as broker:
+        await broker.app[BROKER].create_topic("open", 1)
+        await broker.app[BROKER].create_topic("secret", 1)
+        as_alice = {FORWARDED_PRINCIPAL: "User:alice", FORWARDED_HOST: "10.0.0.9"}
+        status, _, _ = await broker.get("/topics/secret", {**basic("admin", "admin-pw"), **as_alice})
+        assert status == 403  # the super user forwards alice's request: it runs as alice
+        status, _, _ = await broker.get("/topics/open", {**basic("admin", "admin-pw"), **as_alice})
+        assert status == 200
+        as_admin = {FORWARDED_PRINCIPAL: "User:admin"}
+        status, _, _ = await broker.get("/topics/secret", {**basic("alice", "alice-pw"), **as_admin})
+        assert status == 403  # alice may not act for others: the header is ignored
+
+
+async def test_client_certificates_map_to_principals(data_dir: Path, tmp_path: Path) -> None:
+    ca = trustme.CA()
+    server_cert = ca.issue_cert("127.0.0.1", "localhost")
+    client_cert = ca.issue_cert("alice@example.com", common_name="alice")
+    paths = {
+        "ca": tmp_path / "ca.pem",
+        "cert": tmp_path / "server.pem",
+        "key": tmp_path / "server.key",
+    }
+    ca.cert_pem.write_to_path(str(paths["ca"]))
+    server_cert.cert_chain_pems[0].write_to_path(str(paths["cert"]))
+    server_cert.private_key_pem.write_to_path(str(paths["key"]))
+    acls = [validate_binding("TOPIC", "*", "LITERAL", "User:alice", "*", "DESCRIBE", "ALLOW")]
+    await bootstrap(data_dir, USERS, acls)
+    settings = {
+        **BASIC,
+        "authentication.methods": "mtls,basic",
+        "ssl.certfile": str(paths["cert"]),
+        "ssl.keyfile": str(paths["key"]),
+        "ssl.cafile": str(paths["ca"]),
+        "ssl.client.auth": "requested",
+        "ssl.principal.mapping.rules": "RULE:^CN=([^,]+).*$/$1/L,DEFAULT",
+    }
+    context = server_context(broker_settings(data_dir, settings).security)
+    async with serve(data_dir, settings, ssl_context=context) as broker:
+        with_cert = ssl.create_default_context()
+        ca.configure_trust(with_cert)
+        client_cert.configure_cert(with_cert)
+        without_cert = ssl.create_default_context()
+        ca.configure_trust(without_cert)
+        url = str(broker.client.make_url("/topics")).replace("http://", "https://")
+        async with broker.client.session.get(url, ssl=with_cert) as resp:
+            assert resp.status == 200, await resp.text()
+        cluster = str(broker.client.make_url(f"/v3/clusters/{broker.app[BROKER].cluster_id}"))
+        async with broker.client.session.get(cluster.replace("http://", "https://"), ssl=with_cert) as resp:
+            assert resp.status == 403  # alice from her certificate, not a super user
+        async with broker.client.session.get(url, ssl=without_cert) as resp:
+            assert resp.status == 401
+        async with broker.client.session.get(
+            url, ssl=without_cert, headers=basic("admin", "admin-pw")
+        ) as resp:
+            assert resp.status == 200
+
+
+async def test_security_off_is_anonymous_and_unchallenged(data_dir: Path) -> None:
+    async with serve(data_dir, {}) as broker:
+        status, headers, _ = await broker.get("/topics")
+        assert status == 200
+        assert "WWW-Authenticate" not in headers
+        status, _, _ = await broker.get("/metrics")
+        assert status == 200
