@@ -216,6 +216,7 @@ class SecurityStore:
         self._acl_keys: dict[str, frozenset[AclBinding]] = {}
         self._acls = AclSnapshot()
         self._key_revisions: dict[str, int] = {}  # last revision the watch applied, per key
+        self._live: set[str] = set()  # the keys that exist, as the watch last saw them
         self._floor = 0  # every key is applied up to this revision (the last full load)
         self._revision = 0
         self._changed = asyncio.Event()
@@ -291,14 +292,25 @@ class SecurityStore:
         """The store revision the snapshots reflect."""
         return self._revision
 
-    async def wait_for(self, revision: int) -> None:
-        """Wait until the snapshots reflect the metadata store's changes up to ``revision`` (e.g. one read
-        with ``range``: another store's writes). Safe to call concurrently.
+    async def sync(self) -> None:
+        """Wait until the snapshots show at least what the metadata store holds now (e.g. another
+        broker's writes). Safe to call concurrently.
 
         Raises:
+            MetadataStoreError: the store cannot be read.
             UnavailableError: the store closed, or the watch did not get there within the apply timeout.
         """
-        await self._wait_until(lambda: self._revision >= revision)
+        kvs, revision = await self._store.range(PREFIX)
+        present = {kv.key: kv.mod_revision for kv in kvs}
+
+        def caught_up() -> bool:
+            if self._floor >= revision:
+                return True
+            if not self._visible(present):
+                return False
+            return all(key in present or self._key_revisions.get(key, 0) > revision for key in self._live)
+
+        await self._wait_until(caught_up)
 
     def user(self, name: str) -> dict[str, ScramCredential] | None:
         """User ``name``'s credentials by mechanism (a copy), or None when there is no such user."""
@@ -323,7 +335,8 @@ class SecurityStore:
         Raises:
             InvalidRequestError: an invalid user name.
             ConflictError: the key kept changing under every attempt.
-            MetadataStoreError / UnavailableError: the store failed, or the write did not show in time.
+            MetadataStoreError / UnavailableError: the store failed, is closed (or not started), or the
+                write did not show in time.
         """
         key = user_key(name)
 
@@ -393,6 +406,7 @@ class SecurityStore:
         Raises:
             ConflictError, MetadataStoreError, UnavailableError: as :meth:`put_user`.
         """
+        self._check_open()
         for attempt in range(_WRITE_ATTEMPTS):
             await _conflict_backoff(attempt)
             kvs, _ = await self._store.range(ACLS_PREFIX)
@@ -423,6 +437,7 @@ class SecurityStore:
     ) -> _T:
         """Read ``keys``, commit ``change``'s ops conditioned on what was read (retried on a conflict), and
         wait until the watch shows the result; ``change``'s answer."""
+        self._check_open()
         for attempt in range(_WRITE_ATTEMPTS):
             await _conflict_backoff(attempt)
             current = {key: await self._store.get(key) for key in keys}
@@ -436,6 +451,10 @@ class SecurityStore:
                 await self._wait_visible({op.key: written for op in ops})
                 return answer
         raise ConflictError(f"{keys[0]} kept changing: gave up after {_WRITE_ATTEMPTS} attempts, try again")
+
+    def _check_open(self) -> None:
+        if self._closed or not self._loaded:
+            raise UnavailableError("the security store is " + ("closed" if self._closed else "not started"))
 
     def _visible(self, wanted: Mapping[str, int]) -> bool:
         return all(self._floor >= r or self._key_revisions.get(k, 0) >= r for k, r in wanted.items())
@@ -486,6 +505,7 @@ class SecurityStore:
         self._users = users
         self._acl_keys = acl_keys
         self._key_revisions = {kv.key: kv.mod_revision for kv in kvs}
+        self._live = {kv.key for kv in kvs}
         self._floor = revision
         self._revision = max(self._revision, revision)
         self._publish_acls()
@@ -538,6 +558,10 @@ class SecurityStore:
                 self._acl_keys.pop(key, None)
             self._publish_acls(event.mod_revision)
         self._key_revisions[key] = event.mod_revision
+        if event.kind == "put":
+            self._live.add(key)
+        else:
+            self._live.discard(key)
         self._revision = max(self._revision, event.mod_revision)
         self._notify()
 

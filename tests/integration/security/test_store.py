@@ -68,9 +68,8 @@ class Pair:
 
     async def settle(self) -> None:
         """Wait until both security stores reflect everything written so far."""
-        revision = await self.revision()
-        await self.a.wait_for(revision)
-        await self.b.wait_for(revision)
+        await self.a.sync()
+        await self.b.sync()
 
 
 @pytest.fixture(params=["local", pytest.param("etcd", marks=pytest.mark.integration)])
@@ -298,8 +297,7 @@ async def test_a_broken_watch_is_followed_by_a_reload(alice_credential: ScramCre
             await raw.commit([], [Put(user_key(name), b"")])
         for name in ("u1", "u2", "u3"):
             await raw.commit([], [Put(user_key(name), _encoded(alice_credential))])
-        revision = (await raw.range(""))[1]
-        await store.wait_for(revision)
+        await store.sync()
         assert store.user_names() == ["u1", "u2", "u3"]
         assert {await asyncio.wait_for(changed.get(), 20) for _ in range(3)} == {"u1", "u2", "u3"}
     finally:
@@ -307,15 +305,19 @@ async def test_a_broken_watch_is_followed_by_a_reload(alice_credential: ScramCre
         await raw.close()
 
 
-async def test_close_ends_a_waiting_write(alice_credential: ScramCredential) -> None:
+async def test_a_closed_store_refuses_writes(alice_credential: ScramCredential) -> None:
     raw = LocalMetadataStore()
     await raw.start()
     store = SecurityStore(raw, owns_store=False)
-    await store.start()
-    waiting = asyncio.create_task(store.wait_for(10**9))
-    await store.close()
     with pytest.raises(UnavailableError):
-        await waiting
+        await store.put_user("alice", alice_credential)  # not started
+    await store.start()
+    await store.close()
+    await store.close()  # idempotent
+    for write in (store.put_user("alice", alice_credential), store.delete_acls(validate_filter())):
+        with pytest.raises(UnavailableError):
+            await write
+    assert (await raw.range("security/"))[0] == []
     await raw.close()
 
 
