@@ -2,20 +2,23 @@
 certificates (``--client-cert-auth``), with certificates issued by ``trustme`` for 127.0.0.1.
 
 Checks: reads, transactions, watches and leases work over the secure channel; a store built from the
-broker's settings (``metadata.ssl.*``) reaches it; and a store that does not trust etcd's CA, has no client
-certificate, or speaks plaintext fails to start with a MetadataStoreError that says so, within its connect
-timeout (never a hang).
+broker's settings (``metadata.ssl.*``) reaches it, and so does a ``tierlog serve`` process given them; and a
+store that does not trust etcd's CA, has no client certificate, or speaks plaintext fails to start with a
+MetadataStoreError that says so, within its connect timeout (never a hang).
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
+import urllib.request
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
 
+from tests.e2e.process import BrokerProcess
 from tests.integration.cluster.etcd_tls import EtcdPki, TlsEtcdServer
 from tierlog.service.cluster.etcd_store import EtcdMetadataStore, EtcdTls
 from tierlog.service.cluster.store import Compare, LeaseExpiredError, MetadataStoreError, Put, WatchEvent
@@ -143,3 +146,24 @@ async def test_an_unreadable_ca_file_is_a_store_error_naming_it(
             await store.start()
     finally:
         await store.close()
+
+
+def test_a_broker_given_metadata_ssl_joins_the_cluster_through_tls_etcd(
+    tls_etcd: TlsEtcdServer, pki: EtcdPki, tmp_path: Path
+) -> None:
+    broker = BrokerProcess(
+        tmp_path / "broker",
+        "--data-dir", str(tmp_path / "broker" / "data"),
+        "--metadata-uri", _uri(tls_etcd),
+        "--broker-id", "1",
+        "--metadata-ssl-cafile", str(pki.ca),
+        "--metadata-ssl-certfile", str(pki.client_cert),
+        "--metadata-ssl-keyfile", str(pki.client_key),
+    )  # fmt: skip
+    try:
+        with urllib.request.urlopen(broker.url + "/native/v1/metadata", timeout=30) as response:
+            metadata = json.loads(response.read())
+    finally:
+        assert broker.stop() == 0, broker.log()
+    assert [b["broker_id"] for b in metadata["brokers"]] == [1]
+    assert metadata["controller_id"] == 1
