@@ -12,10 +12,11 @@ client's user where it should:
 * the REST v2 proxy: a produce (and a read) sent to a broker that does not lead the partition is done on the
   leader, for an allowed user; a user without Write is refused by the receiving broker and nothing is
   appended;
-* the group forwarder: a commit sent to a broker that does not coordinate the group is forwarded, and the
-  coordinator authorizes the original user: a user with Read on the group but not on the topic is refused
-  there (the broker itself, a super user, would be allowed), as is a user without Read on the group and one
-  that claims to be the administrator in ``Tierlog-Forwarded-Principal``.
+* the group forwarder: a commit sent to a broker that does not coordinate the group is forwarded (and a
+  listing of groups gathered from every broker), and the coordinator authorizes the original user: a user
+  with Read on the group but not on the topic is refused there (the broker itself, a super user, would be
+  allowed), as is a user without Read on the group and one that claims to be the administrator in
+  ``Tierlog-Forwarded-Principal``.
 
 Every wait polls a condition against a deadline; nothing asserts a timing.
 """
@@ -389,6 +390,14 @@ def test_a_forwarded_group_commit_is_authorized_as_the_client_on_the_coordinator
     )
     assert seen.status == 200, seen.body
     assert [o["offset"] for o in seen.json()["offsets"]] == [7]
+
+    # The cluster-wide listing asks every other broker as this one, each filtering for the client.
+    listed = secured.call(other, "GET", "/native/v1/groups", user="alice")
+    assert listed.status == 200, listed.body
+    assert GROUP in [g["group_id"] for g in listed.json()["groups"]]
+    hidden = secured.call(other, "GET", "/native/v1/groups", user="carol")
+    assert hidden.status == 200, hidden.body
+    assert GROUP not in [g["group_id"] for g in hidden.json()["groups"]]
 
     # bob may Read the group but not the topic: only the coordinator's handler sees the committed topics,
     # so this refusal shows it authorized bob (the forwarding broker, a super user, would pass).
