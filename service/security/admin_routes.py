@@ -119,9 +119,9 @@ def _filter(request: web.Request, *, required: tuple[str, ...] = ()) -> AclFilte
     InvalidRequestError (an invalid value)."""
     query = request.query
     for name in required:
-        if not query.get(name):
+        if name not in query:
             raise BadRequestError(f"Query parameter {name} is required (ANY matches every value)")
-    values = {name: query.get(name) or None for name in ACL_FIELDS}
+    values = {name: query.get(name) for name in ACL_FIELDS}
     return validate_filter(**values)
 
 
@@ -198,6 +198,10 @@ async def put_user(request: web.Request) -> web.Response:
     iterations = _iterations(doc)
     if not password:
         raise InvalidRequestError("the password may not be empty")
+    try:
+        password.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidRequestError("the password is not valid Unicode text") from None
     credential = await asyncio.to_thread(make_credential, password, mechanism, iterations)
     del password, doc
     created = await store.put_user(name, credential)

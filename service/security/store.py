@@ -98,7 +98,16 @@ def check_user_name(name: str) -> str:
         raise InvalidRequestError(f"a user name must be 1-{_MAX_NAME} characters")
     if name != name.strip() or any(ord(c) < 32 or ord(c) == 127 for c in name):
         raise InvalidRequestError("a user name may not hold control characters or surrounding spaces")
+    _check_utf8(name, "user name")
     return name
+
+
+def _check_utf8(text: str, what: str) -> None:
+    """Raises InvalidRequestError when ``text`` cannot be encoded (a lone surrogate)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidRequestError(f"the {what} is not valid Unicode text") from None
 
 
 def user_key(name: str) -> str:
