@@ -1,15 +1,7 @@
 """Users and ACLs in the metadata store, watched into immutable snapshots the request path reads lock-free.
 
-Layout (``docs/design/0012-security.md``), under the metadata store's own prefix::
-
-    security/users/<quoted name>                     -> scram.encode_user(...)  (never a password)
-    security/acls/<TYPE>/<PATTERN>/<quoted name>     -> {"format": 1, "acls": [{"principal", "host",
-                                                         "operation", "permission"}, ...]}
-
-One ACL key per resource pattern, as Kafka's ``/kafka-acl/<type>/<name>`` znodes; ``<TYPE>`` and
-``<PATTERN>`` are the upper-case enum names (``TOPIC``, ``PREFIXED``). Names are percent-quoted
-(:func:`urllib.parse.quote`, nothing safe but letters, digits and ``_.-~@``), so a name holding ``/`` stays
-one key segment; an ordinary name reads as itself.
+The layout of users and ACLs under ``security/`` is :mod:`~tierlog.service.security.store_format`'s (the
+names it exports are re-exported here).
 
 :class:`SecurityStore` loads everything under ``security/`` when it starts, then follows a watch from the
 revision it read: each change replaces the published snapshots (:attr:`SecurityStore.acls`, the users
@@ -25,13 +17,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import random
-from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
-from urllib.parse import quote, unquote
 
 from aiohttp import web
 
@@ -47,9 +37,24 @@ from tierlog.service.cluster.store import (
     WatchEvent,
 )
 from tierlog.service.security.acl import AclSnapshot, matches, validate_binding
-from tierlog.service.security.model import AclBinding, AclFilter, PatternType, ResourceType
+from tierlog.service.security.model import AclBinding, AclFilter
 from tierlog.service.security.scram import ScramCredential, decode_user, encode_user
-from tierlog.tiering.errors import ConflictError, InvalidRequestError, NotFoundError, UnavailableError
+from tierlog.service.security.store_format import (
+    ACLS_PREFIX,
+    PREFIX,
+    SECURITY_FILE,
+    USERS_PREFIX,
+    acl_key,
+    binding_order,
+    check_user_name,
+    check_utf8,
+    decode_acls,
+    encode_acls,
+    parse_acl_key,
+    user_key,
+    user_name,
+)
+from tierlog.tiering.errors import ConflictError, NotFoundError, UnavailableError
 
 __all__ = [
     "ACLS_PREFIX",
@@ -69,142 +74,19 @@ __all__ = [
 
 log = logging.getLogger("tierlog.security.store")
 
-PREFIX = "security/"
-USERS_PREFIX = PREFIX + "users/"
-ACLS_PREFIX = PREFIX + "acls/"
-#: The embedded store's file in a data directory (a broker without ``metadata.uri``).
-SECURITY_FILE = "tierlog-security.json"
-
-_FORMAT = 1
-_SAFE = "_.-~@"
-_MAX_NAME = 255
 _WRITE_ATTEMPTS = 10
 _CONFLICT_BACKOFF_S = 0.005  # doubled per attempt, jittered: concurrent writers of one key spread out
 _RELOAD_BACKOFF_S = (0.1, 5.0)
 _T = TypeVar("_T")
 
 
-# ---- keys and values (pure) ------------------------------------------------------------------------------
-
-
-def check_user_name(name: str) -> str:
-    """``name`` when it may name a user: 1-255 characters, no control characters, no surrounding spaces.
-    Pure.
-
-    Raises:
-        InvalidRequestError: otherwise.
-    """
-    if not isinstance(name, str) or not name or len(name) > _MAX_NAME:
-        raise InvalidRequestError(f"a user name must be 1-{_MAX_NAME} characters")
-    if name != name.strip() or any(ord(c) < 32 or ord(c) == 127 for c in name):
-        raise InvalidRequestError("a user name may not hold control characters or surrounding spaces")
-    _check_utf8(name, "user name")
-    return name
-
-
-def _check_utf8(text: str, what: str) -> None:
-    """Raises InvalidRequestError when ``text`` cannot be encoded (a lone surrogate)."""
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        raise InvalidRequestError(f"the {what} is not valid Unicode text") from None
-
-
-def user_key(name: str) -> str:
-    """The store key of user ``name``. Raises InvalidRequestError for an invalid name."""
-    return USERS_PREFIX + quote(check_user_name(name), safe=_SAFE)
-
-
-def acl_key(resource_type: ResourceType, pattern_type: PatternType, name: str) -> str:
-    """The store key holding the ACLs of one resource pattern. Pure."""
-    return f"{ACLS_PREFIX}{resource_type.name}/{pattern_type.name}/{quote(name, safe=_SAFE)}"
-
-
-def parse_acl_key(key: str) -> tuple[ResourceType, PatternType, str]:
-    """The resource pattern an ACL key names. Pure.
-
-    Raises:
-        ValueError: not an ACL key of this layout.
-    """
-    parts = key[len(ACLS_PREFIX) :].split("/") if key.startswith(ACLS_PREFIX) else []
-    if len(parts) != 3 or not parts[2]:
-        raise ValueError(f"{key!r} is not security/acls/<TYPE>/<PATTERN>/<name>")
-    try:
-        resource_type = ResourceType[parts[0]]
-        pattern_type = PatternType[parts[1]]
-    except KeyError as err:
-        raise ValueError(f"{key!r} names an unknown resource or pattern type") from err
-    if pattern_type not in (PatternType.LITERAL, PatternType.PREFIXED):
-        raise ValueError(f"{key!r}: an ACL's pattern type is LITERAL or PREFIXED")
-    return resource_type, pattern_type, unquote(parts[2], errors="strict")
-
-
-def binding_order(binding: AclBinding) -> tuple[str, ...]:
-    """A sort key that orders ACLs as :meth:`AclSnapshot.select` does: by resource type, pattern type, name,
-    principal, host, operation and permission. Pure."""
-    b = binding
-    return (
-        b.resource_type.name, b.pattern_type.name, b.resource_name, b.principal, b.host,
-        b.operation.name, b.permission.name,
-    )  # fmt: skip
-
-
-def encode_acls(bindings: Iterable[AclBinding]) -> bytes:
-    """The value of one ACL key (every binding must name that key's resource pattern). Pure; the same
-    bindings always encode to the same bytes."""
-    entries = [
-        {
-            "principal": b.principal,
-            "host": b.host,
-            "operation": b.operation.name,
-            "permission": b.permission.name,
-        }
-        for b in sorted(bindings, key=binding_order)
-    ]
-    return json.dumps({"format": _FORMAT, "acls": entries}, sort_keys=True).encode()
-
-
-def decode_acls(key: str, raw: bytes) -> frozenset[AclBinding]:
-    """The bindings an ACL key holds. Pure.
-
-    Raises:
-        ValueError: the key or the value is malformed, or an entry is not a valid ACL.
-    """
-    resource_type, pattern_type, name = parse_acl_key(key)
-    try:
-        doc = json.loads(raw)
-    except (ValueError, UnicodeDecodeError) as err:
-        raise ValueError(f"not JSON: {err}") from None
-    if not isinstance(doc, dict) or doc.get("format") != _FORMAT or not isinstance(doc.get("acls"), list):
-        raise ValueError(f"not a format {_FORMAT} ACL list")
-    found: set[AclBinding] = set()
-    for entry in doc["acls"]:
-        if not isinstance(entry, dict):
-            raise ValueError("an ACL entry is not an object")
-        fields = [entry.get(f) for f in ("principal", "host", "operation", "permission")]
-        principal, host, operation, permission = (f if isinstance(f, str) else "" for f in fields)
-        if not all(fields):
-            raise ValueError("an ACL entry lacks principal, host, operation or permission")
-        try:
-            found.add(
-                validate_binding(resource_type, name, pattern_type, principal, host, operation, permission)
-            )
-        except InvalidRequestError as err:
-            raise ValueError(err.message) from None
-    return frozenset(found)
-
-
 def _decode_user_or_none(key: str, raw: bytes) -> dict[str, ScramCredential] | None:
     try:
-        _user_name(key)
+        user_name(key)
         return decode_user(raw) or None
     except ValueError as err:  # UnicodeDecodeError included
         log.error("skipping the malformed user record %s: %s", key, err)
         return None
-
-
-def _user_name(key: str) -> str:
-    return unquote(key[len(USERS_PREFIX) :], errors="strict")
 
 
 # ---- the store -------------------------------------------------------------------------------------------
@@ -380,7 +262,8 @@ class SecurityStore:
         concurrently.
 
         Raises:
-            InvalidRequestError: a binding is invalid (a filter-only pattern, operation or permission).
+            InvalidRequestError: a binding is invalid (a filter-only pattern, operation or permission, or
+                text that is not valid Unicode).
             ConflictError, MetadataStoreError, UnavailableError: as :meth:`put_user`.
         """
         wanted: dict[str, set[AclBinding]] = {}
@@ -394,6 +277,9 @@ class SecurityStore:
                 b.operation,
                 b.permission,
             )
+            for text, what in ((checked.resource_name, "resource name"), (checked.principal, "principal"),
+                               (checked.host, "host")):  # fmt: skip
+                check_utf8(text, what)
             key = acl_key(checked.resource_type, checked.pattern_type, checked.resource_name)
             wanted.setdefault(key, set()).add(checked)
 
@@ -505,7 +391,7 @@ class SecurityStore:
             if kv.key.startswith(USERS_PREFIX):
                 credentials = _decode_user_or_none(kv.key, kv.value)
                 if credentials is not None:
-                    users[_user_name(kv.key)] = credentials
+                    users[user_name(kv.key)] = credentials
             elif kv.key.startswith(ACLS_PREFIX):
                 held = _decode_acls_or_empty(kv.key, kv.value)
                 if held:
@@ -576,7 +462,7 @@ class SecurityStore:
 
     def _apply_user(self, event: WatchEvent) -> None:
         try:
-            name = _user_name(event.key)
+            name = user_name(event.key)
         except ValueError:
             log.error("skipping a user record with a malformed key")
             return
