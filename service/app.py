@@ -23,13 +23,12 @@ from tierlog.service.routing import body_limit_middleware, trailing_slash_middle
 from tierlog.service.security import admin_routes as security_routes
 from tierlog.service.security.authn import AUTHENTICATOR, Authenticator, authn_middleware
 from tierlog.service.security.authz import authz_middleware, setup_authorizer
+from tierlog.service.security.bearer import BearerVerifier
 from tierlog.service.security.store import SECURITY_STORE, SecurityStore
 from tierlog.service.state import BROKER, METRICS, SETTINGS
 from tierlog.service.tasks import setup_maintenance
 
 if TYPE_CHECKING:
-    from tierlog.service.security.bearer import BearerVerifier
-
     from tierlog.service.cluster.store import MetadataStore
     from tierlog.tiering.log import Clock
     from tierlog.tiering.remote.store import ObjectStore
@@ -139,8 +138,6 @@ def _bearer_verifier(settings: Settings) -> BearerVerifier | None:
     security = settings.security
     if "bearer" not in security.authentication_methods or security.bearer_jwks is None:
         return None
-    from tierlog.service.security.bearer import BearerVerifier
-
     return BearerVerifier(
         security.bearer_jwks,
         audience=security.bearer_audience,

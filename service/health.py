@@ -1,4 +1,5 @@
-"""Liveness, readiness and metrics routes."""
+"""Liveness, readiness and metrics routes. ``/health`` and ``/ready`` need no credentials, so they show no
+secret: failure reasons lose the ``user:password@`` of any URL in them."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from typing import Any
 from aiohttp import web
 
 from tierlog.service.metrics import metrics_handler
+from tierlog.service.security.authz import redact_userinfo
 from tierlog.service.state import BROKER
 
 __all__ = ["OPENAPI_PATHS", "setup_routes"]
@@ -50,7 +52,8 @@ async def ready(request: web.Request) -> web.Response:
                 "error_code": 50301,
                 "cluster_id": broker.cluster_id,
                 "offline_partitions": [
-                    {"topic": topic, "partition": index, "reason": reason} for topic, index, reason in offline
+                    {"topic": topic, "partition": index, "reason": redact_userinfo(reason)}
+                    for topic, index, reason in offline
                 ],
             }
             return web.json_response(body, status=503)
@@ -58,7 +61,7 @@ async def ready(request: web.Request) -> web.Response:
         remote_problems = broker.remote.problems()
         if remote_problems:  # still serving: readiness holds, but say loudly why uploads stopped
             body["remote_tier_problems"] = [
-                {"topic": topic, "partition": index, "reason": reason}
+                {"topic": topic, "partition": index, "reason": redact_userinfo(reason)}
                 for topic, index, reason in remote_problems
             ]
         return web.json_response(body)

@@ -41,14 +41,13 @@ from aiohttp.typedefs import Handler, Middleware
 from tierlog.service import metrics as metric_names
 from tierlog.service.security import scram
 from tierlog.service.security.model import ANONYMOUS, Principal
+from tierlog.service.security.principal_rules import PrincipalMapper, subject_name
 from tierlog.service.security.throttle import FailureThrottle, TooManyFailuresError
 from tierlog.tiering.errors import UnauthorizedError, UnavailableError
 
 if TYPE_CHECKING:
-    from tierlog.service.security.bearer import BearerVerifier
-    from tierlog.service.security.principal_rules import PrincipalMapper
-
     from tierlog.service.metrics import Metrics
+    from tierlog.service.security.bearer import BearerVerifier
     from tierlog.service.security.settings import SecuritySettings
     from tierlog.service.security.store import SecurityStore
 
@@ -165,11 +164,9 @@ class Authenticator:
         self._throttle = FailureThrottle(
             security.authentication_failure_limit, security.authentication_failure_window_ms, clock=clock
         )
-        self._mapper: PrincipalMapper | None = None
-        if "mtls" in self.methods:
-            from tierlog.service.security.principal_rules import PrincipalMapper
-
-            self._mapper = PrincipalMapper.parse(security.ssl_principal_mapping_rules)
+        self._mapper = (
+            PrincipalMapper.parse(security.ssl_principal_mapping_rules) if "mtls" in self.methods else None
+        )
         self._bearer = bearer
         self._dummy: list[scram.ScramCredential] | None = None
         store.on_user_change(self._cache.drop_user)
@@ -222,8 +219,6 @@ class Authenticator:
         return UnauthorizedError(REFUSED)
 
     def _certificate_principal(self, der: bytes, host: str) -> Principal:
-        from tierlog.service.security.principal_rules import subject_name
-
         assert self._mapper is not None
         try:
             return Principal.user(self._mapper.map(subject_name(der)))

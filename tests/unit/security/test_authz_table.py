@@ -8,7 +8,15 @@ import pytest
 
 from tierlog.service.app import create_app
 from tierlog.service.config import build_settings
-from tierlog.service.security.authz import HANDLER, OPEN, ROUTE_ACTIONS, Marker, Need, without_userinfo
+from tierlog.service.security.authz import (
+    HANDLER,
+    OPEN,
+    ROUTE_ACTIONS,
+    Marker,
+    Need,
+    redact_userinfo,
+    without_userinfo,
+)
 
 
 def _routes(tmp_path: Path, overrides: dict[str, str]) -> set[tuple[str, str]]:
@@ -65,3 +73,11 @@ def test_writes_never_skip_the_check() -> None:
 )
 def test_without_userinfo(uri: str, shown: str) -> None:
     assert without_userinfo(uri) == shown
+
+
+def test_redact_userinfo_in_free_text() -> None:
+    reason = "Could not connect to the endpoint URL: http://AKIA:s3cr3t@minio:9000/bucket (and s3://b/p)"
+    assert (
+        redact_userinfo(reason)
+        == "Could not connect to the endpoint URL: http://minio:9000/bucket (and s3://b/p)"
+    )
