@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 import requests
 
+from tests.e2e.process import run_cli
 from tests.integration.broker import StartThread
 from tierlog.cli import main as tierlog_main
 from tierlog.client.security import PASSWORD_ENV
@@ -216,3 +217,18 @@ def test_offline_on_etcd(
     asyncio.run(read())
     code, out, _ = run(capsys, "users", "list", *target)
     assert code == 0 and "carol" in out
+
+
+def test_the_console_script(tmp_path: Path) -> None:
+    """``tierlog users|acls`` as an operator runs them: processes of their own, the password piped in."""
+    offline = ("--data-dir", str(tmp_path / "data"))
+    usage = run_cli("--help")
+    assert usage.returncode == 0 and "users" in usage.stdout and "acls" in usage.stdout
+    added = run_cli("users", "add", "admin", "--password-stdin", *offline, stdin=b"piped-secret\n")
+    assert added.returncode == 0, added.stderr
+    assert "piped-secret" not in added.stdout + added.stderr
+    listed = run_cli("users", "list", "--json", *offline)
+    assert listed.returncode == 0, listed.stderr
+    assert [u["name"] for u in json.loads(listed.stdout)] == ["admin"]
+    acl = run_cli("acls", "add", "--principal", "User:admin", "--operation", "All", "--cluster", *offline)
+    assert acl.returncode == 0, acl.stderr
