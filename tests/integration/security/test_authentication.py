@@ -7,6 +7,7 @@ add`` does; password changes go through the running broker's v3 users API.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 import ssl
@@ -27,6 +28,7 @@ from jwt.algorithms import RSAAlgorithm
 
 from tests.integration.broker import broker_settings
 from tierlog.service.app import create_app
+from tierlog.service.cluster.local_store import LocalMetadataStore
 from tierlog.service.metrics import AUTHENTICATION_FAILURES, AUTHENTICATION_THROTTLED
 from tierlog.service.security.acl import validate_binding
 from tierlog.service.security.authn import FORWARDED_HOST, FORWARDED_PRINCIPAL
@@ -276,6 +278,37 @@ async def test_client_certificates_map_to_principals(data_dir: Path, tmp_path: P
             url, ssl=without_cert, headers=basic("admin", "admin-pw")
         ) as resp:
             assert resp.status == 200
+
+
+async def test_authenticated_routes_wait_for_the_cluster_security_store(data_dir: Path) -> None:
+    store = LocalMetadataStore()
+    await store.start()
+    try:
+        shared = SecurityStore(store, owns_store=False)
+        await shared.start()
+        await shared.put_user("admin", make_credential("admin-pw"))
+        await shared.close()
+        gate = asyncio.Event()
+        settings = {**BASIC, "broker.id": "1"}
+        app = create_app(broker_settings(data_dir, settings), metadata_store=store, startup_gate=gate)
+        client: TestClient[web.Request, web.Application] = TestClient(TestServer(app, host="127.0.0.1"))
+        await client.start_server()
+        try:
+            async with client.get("/topics", headers=basic("admin", "admin-pw")) as resp:
+                assert resp.status == 503  # the node has not started the metadata store yet
+                assert (await resp.json())["error_code"] == 50301
+            async with client.get("/health") as resp:
+                assert resp.status == 200
+            app[BROKER].advertise(str(client.make_url("")).rstrip("/"))
+            gate.set()
+            await app[SECURITY_STORE].wait_loaded()
+            await app[BROKER].wait_ready()
+            async with client.get("/topics", headers=basic("admin", "admin-pw")) as resp:
+                assert resp.status == 200
+        finally:
+            await client.close()
+    finally:
+        await store.close()
 
 
 async def test_security_off_is_anonymous_and_unchallenged(data_dir: Path) -> None:
