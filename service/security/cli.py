@@ -21,7 +21,8 @@ Each command works on one target:
   through the broker's v3 API, with the client security options (``--ssl-cafile``, ``--username`` with the
   password in ``$TIERLOG_PASSWORD``, ...).
 
-The password of ``users add`` is read from stdin (one trailing newline removed), never from the command line.
+The password of ``users add`` is read from stdin (one trailing newline removed; on a terminal it is asked
+twice without echo), never from the command line.
 Exit codes: 0 success, 1 an error (one line on stderr), 2 a usage error.
 """
 
@@ -29,16 +30,19 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import getpass
 import itertools
 import json
 import os
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import NoReturn
 
 from tierlog.client.cli.cluster import table
 from tierlog.client.config import DEFAULT_BOOTSTRAP, bootstrap_urls
 from tierlog.client.security import add_security_arguments, security_from_args
+from tierlog.service.cluster.etcd_store import EtcdTls
 from tierlog.service.security.acl import validate_binding, validate_filter
 from tierlog.service.security.cli_targets import (
     BrokerTarget,
@@ -96,6 +100,11 @@ def _target_options(parser: _Parser) -> None:
     where.add_argument(
         "--metadata-uri", metavar="URI", help="offline: etcd://host:port/prefix or file:///path"
     )
+    where.add_argument("--metadata-ssl-cafile", metavar="PEM", help="with an etcd:// URI: etcd's CA (TLS)")
+    where.add_argument(
+        "--metadata-ssl-certfile", metavar="PEM", help="with an etcd:// URI: client certificate"
+    )
+    where.add_argument("--metadata-ssl-keyfile", metavar="PEM", help="the key of --metadata-ssl-certfile")
     add_security_arguments(parser)
 
 
@@ -268,6 +277,15 @@ def _print_users(users: Sequence[UserInfo], *, as_json: bool) -> None:
 
 
 def _read_password() -> str:
+    """The password on stdin (one trailing newline removed); on a terminal, asked twice without echo.
+    Blocking. Raises InvalidRequestError (empty, not UTF-8, the two entries differ)."""
+    if sys.stdin.isatty():
+        text = getpass.getpass("Password: ")
+        if getpass.getpass("Password again: ") != text:
+            raise InvalidRequestError("the two passwords differ")
+        if not text:
+            raise InvalidRequestError("no password given")
+        return text
     raw = sys.stdin.buffer.read()
     try:
         text = raw.decode("utf-8")
@@ -314,6 +332,21 @@ async def _run_acls(args: argparse.Namespace, target: Target) -> int:
     return EXIT_OK
 
 
+def _etcd_tls(args: argparse.Namespace) -> EtcdTls | None:
+    """The etcd TLS options, or None without ``--metadata-ssl-cafile``. Raises ValueError (a certificate
+    without its key, or the other way round; a certificate without a CA)."""
+    cafile, certfile, keyfile = (
+        args.metadata_ssl_cafile,
+        args.metadata_ssl_certfile,
+        args.metadata_ssl_keyfile,
+    )
+    if cafile is None:
+        if certfile is not None or keyfile is not None:
+            raise ValueError("--metadata-ssl-certfile and --metadata-ssl-keyfile need --metadata-ssl-cafile")
+        return None
+    return EtcdTls(Path(cafile), Path(certfile) if certfile else None, Path(keyfile) if keyfile else None)
+
+
 def _open_target(args: argparse.Namespace) -> Target:
     """The target the options name. Raises UsageError (several targets, a bad URI)."""
     given = [name for name in ("data_dir", "metadata_uri", "bootstrap_server") if getattr(args, name, None)]
@@ -325,7 +358,7 @@ def _open_target(args: argparse.Namespace) -> Target:
         if args.data_dir:
             return OfflineTarget.data_dir(args.data_dir, create=args.action == "add")
         if args.metadata_uri:
-            return OfflineTarget.metadata_uri(args.metadata_uri)
+            return OfflineTarget.metadata_uri(args.metadata_uri, etcd_tls=_etcd_tls(args))
         server = getattr(args, "bootstrap_server", None) or os.environ.get(
             "TIERLOG_BOOTSTRAP_SERVER", DEFAULT_BOOTSTRAP
         )

@@ -23,7 +23,7 @@ from urllib.parse import quote
 import aiohttp
 
 from tierlog.client.security import ClientSecurity
-from tierlog.service.cluster.etcd_store import EtcdMetadataStore
+from tierlog.service.cluster.etcd_store import EtcdMetadataStore, EtcdTls
 from tierlog.service.cluster.local_store import LocalMetadataStore
 from tierlog.service.config import parse_metadata_uri
 from tierlog.service.security.acl import validate_binding
@@ -126,16 +126,22 @@ class OfflineTarget(Target):
         return cls(store, lock_path=_lock_of(path), running=running, create=data_dir if create else None)
 
     @classmethod
-    def metadata_uri(cls, raw: str) -> OfflineTarget:
-        """The store of ``metadata.uri`` ``raw`` (etcd:// or file://). Raises ValueError for a bad URI."""
+    def metadata_uri(cls, raw: str, *, etcd_tls: EtcdTls | None = None) -> OfflineTarget:
+        """The store of ``metadata.uri`` ``raw`` (etcd:// or file://); etcd over TLS with ``etcd_tls``.
+        Raises ValueError for a bad URI, or TLS options with a file:// URI."""
         uri = parse_metadata_uri(raw)
+        if uri.scheme == "file" and etcd_tls is not None:
+            raise ValueError("the --metadata-ssl-* options are for an etcd:// metadata URI")
         if uri.scheme == "file":
             assert uri.path is not None
             store = SecurityStore(LocalMetadataStore(uri.path), owns_store=True)
             running = f"the broker using {uri.path} is running: use --bootstrap-server"
             return cls(store, lock_path=_lock_of(uri.path), running=running, create=None)
         return cls(
-            SecurityStore(EtcdMetadataStore(uri), owns_store=True), lock_path=None, running="", create=None
+            SecurityStore(EtcdMetadataStore(uri, tls=etcd_tls), owns_store=True),
+            lock_path=None,
+            running="",
+            create=None,
         )
 
     async def open(self) -> None:

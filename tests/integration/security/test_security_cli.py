@@ -7,14 +7,20 @@ from __future__ import annotations
 import asyncio
 import io
 import json
+import os
+import pty
+import select
+import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 import requests
 
-from tests.e2e.process import run_cli
+from tests.e2e.process import DEADLINE_S, clean_env, run_cli, tierlog_command
 from tests.integration.broker import StartThread
+from tests.integration.cluster.etcd_tls import EtcdPki, TlsEtcdServer
 from tierlog.cli import main as tierlog_main
 from tierlog.client.security import PASSWORD_ENV
 from tierlog.service.cluster.etcd_store import EtcdMetadataStore
@@ -232,3 +238,55 @@ def test_the_console_script(tmp_path: Path) -> None:
     assert [u["name"] for u in json.loads(listed.stdout)] == ["admin"]
     acl = run_cli("acls", "add", "--principal", "User:admin", "--operation", "All", "--cluster", *offline)
     assert acl.returncode == 0, acl.stderr
+
+
+@pytest.mark.integration
+def test_offline_on_an_etcd_that_requires_tls(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pki = EtcdPki.issue(tmp_path / "pki")
+    with TlsEtcdServer(tmp_path / "etcd", pki) as server:
+        uri = ("--metadata-uri", server.uri("tls-cli"))
+        tls = ("--metadata-ssl-cafile", str(pki.ca), "--metadata-ssl-certfile", str(pki.client_cert),
+               "--metadata-ssl-keyfile", str(pki.client_key))  # fmt: skip
+        feed_stdin(monkeypatch, b"pw-2\n")
+        assert run(capsys, "users", "add", "dave", "--password-stdin", *uri, *tls)[0] == 0
+        code, out, _ = run(capsys, "users", "list", "--json", *uri, *tls)
+        assert code == 0 and [u["name"] for u in json.loads(out)] == ["dave"]
+        code, _, err = run(capsys, "users", "list", *uri, "--metadata-ssl-cafile", str(pki.other_ca))
+        assert code == 1 and "error" in err  # an untrusted etcd certificate (and no client certificate)
+    assert main(["users", "list", "--metadata-uri", "file:///tmp/x.json", "--metadata-ssl-cafile", "ca"]) == 2
+    assert (
+        main(["users", "list", "--metadata-uri", "etcd://127.0.0.1:1/x", "--metadata-ssl-keyfile", "k"]) == 2
+    )
+
+
+def test_on_a_terminal_the_password_is_asked_twice_without_echo(tmp_path: Path) -> None:
+    argv = [*tierlog_command(), "users", "add", "tty-user", "--password-stdin", "--data-dir", str(tmp_path)]
+    fd, terminal = pty.openpty()
+    child = subprocess.Popen(
+        argv, stdin=terminal, stdout=terminal, stderr=terminal, env=clean_env(), start_new_session=True
+    )
+    os.close(terminal)
+    seen = b""
+
+    def read_until(token: bytes) -> None:
+        nonlocal seen
+        deadline = time.monotonic() + DEADLINE_S
+        while token not in seen:
+            ready, _, _ = select.select([fd], [], [], max(0.0, deadline - time.monotonic()))
+            assert ready, f"no {token!r} from the child; it wrote {seen!r}"
+            seen += os.read(fd, 1024)
+
+    try:
+        read_until(b"Password: ")
+        os.write(fd, b"typed-secret\n")
+        read_until(b"again: ")
+        os.write(fd, b"typed-secret\n")
+        read_until(b"created user tty-user")
+        assert child.wait(DEADLINE_S) == 0
+    finally:
+        child.kill()
+        child.wait(DEADLINE_S)
+        os.close(fd)
+    assert b"typed-secret" not in seen
