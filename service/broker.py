@@ -695,7 +695,8 @@ def _check_replication_factor(factor: int | None) -> None:
 
 
 def _metadata_store(settings: Settings) -> MetadataStore:
-    """The store ``metadata.uri`` names: etcd, or (``file://``) the local store persisted in that file."""
+    """The store ``metadata.uri`` names: etcd (over TLS with ``metadata.ssl.*``), or (``file://``) the local
+    store persisted in that file."""
     uri = settings.metadata_uri
     assert uri is not None
     if uri.scheme == "file":
@@ -705,7 +706,7 @@ def _metadata_store(settings: Settings) -> MetadataStore:
         return LocalMetadataStore(uri.path)
     from tierlog.service.cluster.etcd_store import EtcdMetadataStore
 
-    return EtcdMetadataStore(uri)
+    return EtcdMetadataStore.from_settings(settings)
 
 
 def _check_known(name: str) -> None:
