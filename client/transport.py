@@ -193,7 +193,7 @@ class BrokerClient:
                     f"{method} {path}: TLS handshake with {self.base_url} refused: {err}"
                 ) from err
             raise BrokerUnavailableError(
-                f"{method} {path}: broker {self.base_url} unreachable: {err}"
+                f"{method} {path}: broker {self.base_url} unreachable: {err}{self._hint(err)}"
             ) from err
         except (aiohttp.ClientConnectionError, aiohttp.ClientPayloadError, OSError) as err:
             raise BrokerUnavailableError(
@@ -201,9 +201,12 @@ class BrokerClient:
             ) from err
 
     def _hint(self, err: BaseException) -> str:
-        # TLS 1.3 sends "certificate required" after the handshake: a clean close is all aiohttp shows
+        # TLS 1.3 sends "certificate required" after the handshake: a close or reset is all aiohttp shows
         tls_without_cert = self.security.tls and self.security.ssl_certfile is None
-        if tls_without_cert and isinstance(err, aiohttp.ServerDisconnectedError):
+        after_connect = isinstance(
+            err, (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError, ConnectionResetError)
+        )
+        if tls_without_cert and after_connect and not isinstance(err, aiohttp.ClientConnectorError):
             return " (a broker that requires a client certificate closes the connection so: set ssl_certfile)"
         return ""
 

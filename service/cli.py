@@ -191,7 +191,7 @@ async def serve(settings: Settings, tls: ssl.SSLContext | None = None) -> int:
         await asyncio.wait({opening, stopper}, return_when=asyncio.FIRST_COMPLETED)
         failed = opening.done() and not opening.cancelled() and opening.exception() is not None
         if not failed:
-            if opening.done():
+            if opening.done() and await _security_loaded(app, stopper, settings):
                 _log_ready(broker)
             await stopper
             log.info("shutting down")
@@ -212,6 +212,23 @@ async def serve(settings: Settings, tls: ssl.SSLContext | None = None) -> int:
         return 1
     log.info("stopped")
     return 0
+
+
+async def _security_loaded(app: web.Application, stopper: asyncio.Task[bool], settings: Settings) -> bool:
+    """With authentication on, wait until the users and ACLs are loaded (until then authenticated routes
+    answer 503, so the broker is not ready) or a stop signal; True when loaded or not needed."""
+    from tierlog.service.security.store import SECURITY_STORE
+
+    if not settings.security.enabled:
+        return True
+    loading = asyncio.create_task(app[SECURITY_STORE].wait_loaded())
+    try:
+        await asyncio.wait({loading, stopper}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        loading.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await loading
+    return not stopper.done()
 
 
 def _log_ready(broker: Broker) -> None:
