@@ -21,6 +21,7 @@ from typing import TypeVar, cast
 from urllib.parse import urlsplit
 
 from tierlog.service import settings_table as t
+from tierlog.service.security.redact import without_userinfo
 from tierlog.service.security.settings import SecuritySettings, security_settings
 from tierlog.service.settings_table import SETTINGS_TABLE, SettingSpec, env_name, flag_name
 from tierlog.service.topic_configs import check_combination, effective_configs
@@ -129,7 +130,8 @@ class Settings:
         """One line for the start-up log."""
         return (
             f"data.dir={self.data_dir} listen={self.host}:{self.port} remote.uri={self.remote_uri} "
-            f"s3.endpoint.url={self.s3_endpoint_url or '-'} num.partitions={self.num_partitions} "
+            f"s3.endpoint.url={without_userinfo(self.s3_endpoint_url) if self.s3_endpoint_url else '-'} "
+            f"num.partitions={self.num_partitions} "
             f"auto.create.topics.enable={str(self.auto_create_topics_enable).lower()}"
         )
 

@@ -8,7 +8,7 @@ from typing import Any
 from aiohttp import web
 
 from tierlog.service.metrics import metrics_handler
-from tierlog.service.security.authz import redact_userinfo
+from tierlog.service.security.redact import redact_userinfo
 from tierlog.service.state import BROKER
 
 __all__ = ["OPENAPI_PATHS", "setup_routes"]

@@ -17,11 +17,9 @@ With authentication off, :func:`authorize` and :func:`allowed` are no-ops and no
 from __future__ import annotations
 
 import enum
-import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
-from urllib.parse import urlsplit, urlunsplit
 
 from aiohttp import web
 from aiohttp.typedefs import Handler, Middleware
@@ -55,8 +53,6 @@ __all__ = [
     "ensure_topic",
     "is_enabled",
     "filter_allowed",
-    "redact_userinfo",
-    "without_userinfo",
 ]
 
 
@@ -196,23 +192,6 @@ def filter_allowed(
     if not request.app[AUTHORIZER].enabled:
         return list(names)
     return [name for name in names if allowed(request, operation, resource_type, name)]
-
-
-def without_userinfo(uri: str) -> str:
-    """``uri`` without a ``user:password@`` part, for answers and logs. Pure."""
-    parts = urlsplit(uri)
-    if not parts.netloc or "@" not in parts.netloc:
-        return uri
-    return urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2]))
-
-
-_USERINFO = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)[^/@\s]*@")
-
-
-def redact_userinfo(text: str) -> str:
-    """``text`` with the ``user:password@`` part of every URL in it removed (error reasons shown by
-    ``/ready``). Pure."""
-    return _USERINFO.sub(r"\g<scheme>", text)
 
 
 def _needs(*needs: tuple[Operation, ResourceType, str | None]) -> tuple[Need, ...]:
