@@ -9,6 +9,10 @@ about a minute.
     .venv/bin/python infra/bench/http_bench.py [--quick] [--clients 4] [--output docs/benchmarks-http.md]
         [--plot docs/benchmarks-http.png]
 
+``--secure`` adds a third server: the broker again with TLS (a trustme CA, the certificate for 127.0.0.1)
+and HTTP Basic authentication on (one super user), driven on the native path over HTTPS with credentials,
+in the same interleaved rounds; its table row and the ``secure / native`` ratios show what security costs.
+
 Not a test: it never fails on a timing.
 """
 
@@ -17,10 +21,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import base64
+import contextlib
 import json
 import os
 import platform
 import signal
+import ssl
 import sys
 import tempfile
 import time
@@ -43,16 +49,23 @@ BATCHES = "application/vnd.tierlog.batches"
 REST_TYPE = "application/vnd.kafka.binary.v2+json"
 # Goals the docs state, as ratios to the ceiling (docs/design/0009-compiled-codec.md: native produce >= 0.8x).
 GOALS = {("native", "produce"): 0.8}
+# docs/security.md: native produce/fetch with TLS and authentication on stay >= 0.7x of the plain path.
+SECURE_GOAL = 0.7
+SECURE_USER, SECURE_PASSWORD = "bench", "bench-secret"
 Ratios = dict[tuple[str, str], float]
 
 
 # ---- servers (run in child processes) ---------------------------------------------------------------
 
 
-async def _serve(app: web.Application, ready: Callable[[], Awaitable[None]] | None = None) -> None:
+async def _serve(
+    app: web.Application,
+    ready: Callable[[], Awaitable[None]] | None = None,
+    ssl_context: ssl.SSLContext | None = None,
+) -> None:
     runner = web.AppRunner(app, access_log=None)
     await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
+    site = web.TCPSite(runner, "127.0.0.1", 0, ssl_context=ssl_context)
     await site.start()
     if ready is not None:
         await ready()
@@ -112,16 +125,25 @@ def run_server(kind: str, data_dir: Path, partitions: int) -> None:
         return
     from tierlog.service.app import create_app
     from tierlog.service.config import build_settings
+    from tierlog.service.security.tls import server_context
     from tierlog.service.state import BROKER
 
-    settings = build_settings(
-        {
-            "data.dir": str(data_dir),
-            "port": "0",
-            "max.request.size": str(64 * 1024 * 1024),
-            "logging.level": "WARNING",
+    values = {
+        "data.dir": str(data_dir),
+        "port": "0",
+        "max.request.size": str(64 * 1024 * 1024),
+        "logging.level": "WARNING",
+    }
+    if kind == "secure":
+        certs = data_dir.parent / "certs"
+        values |= {
+            "ssl.certfile": str(certs / "server.pem"),
+            "ssl.keyfile": str(certs / "server-key.pem"),
+            "authentication.methods": "basic",
+            "super.users": f"User:{SECURE_USER}",
         }
-    )
+        asyncio.run(_add_user(data_dir))
+    settings = build_settings(values)
     app = create_app(settings)
 
     async def ready() -> None:
@@ -130,7 +152,36 @@ def run_server(kind: str, data_dir: Path, partitions: int) -> None:
         for topic in ("native", "rest"):
             await broker.create_topic(topic, partitions, {"max.message.bytes": str(16 * 1024 * 1024)})
 
-    asyncio.run(_serve(app, ready))
+    context = server_context(settings.security) if settings.security.tls else None
+    asyncio.run(_serve(app, ready, context))
+
+
+async def _add_user(data_dir: Path) -> None:
+    """Store the benchmark's user in the broker's security file before it starts (``tierlog users add``)."""
+    from tierlog.service.security.scram import make_credential
+    from tierlog.service.security.store import SecurityStore
+
+    store = SecurityStore.embedded(data_dir)
+    await store.start()
+    try:
+        await store.put_user(SECURE_USER, make_credential(SECURE_PASSWORD))
+    finally:
+        await store.close()
+
+
+def _make_certificates(directory: Path) -> Path:
+    """A CA and a certificate for 127.0.0.1 in ``directory``; answers the CA file clients trust."""
+    import trustme
+
+    directory.mkdir()
+    ca = trustme.CA()
+    cert = ca.issue_cert("127.0.0.1", "localhost")
+    cert.cert_chain_pems[0].write_to_path(str(directory / "server.pem"))
+    for pem in cert.cert_chain_pems[1:]:
+        pem.write_to_path(str(directory / "server.pem"), append=True)
+    cert.private_key_pem.write_to_path(str(directory / "server-key.pem"))
+    ca.cert_pem.write_to_path(str(directory / "ca.pem"))
+    return directory / "ca.pem"
 
 
 class Server:
@@ -161,7 +212,8 @@ class Server:
         line = (await self._proc.stdout.readline()).decode().split()
         if len(line) != 2 or line[0] != "PORT":
             raise RuntimeError(f"{self.kind} server did not start")
-        self.url = f"http://127.0.0.1:{line[1]}"
+        scheme = "https" if self.kind == "secure" else "http"
+        self.url = f"{scheme}://127.0.0.1:{line[1]}"
         return self
 
     async def __aexit__(self, *exc: object) -> None:
@@ -267,7 +319,7 @@ class Workload:
                 assert response.status == 200, await response.text()
                 await response.read()
             return REST_RECORDS
-        if self.path == "native":
+        if self.path in ("native", "secure"):
             url = f"{self.url}/native/v1/topics/native/partitions/{self.partition}/batches"
             headers = {"Content-Type": BATCHES}
         else:
@@ -285,7 +337,7 @@ class Workload:
                 records = await response.json(content_type=None)
             self.position = records[-1]["offset"] + 1 if records else 0
             return len(records)
-        if self.path == "native":
+        if self.path in ("native", "secure"):
             url = f"{self.url}/native/v1/topics/native/partitions/{self.partition}/batches"
             params = {"offset": str(self.position), "max_bytes": str(FETCH_BYTES)}
         else:
@@ -300,7 +352,7 @@ class Workload:
         for _, header in iter_batches(data, verify=False):
             count += header.records_count
             next_offset = header.next_offset
-        self.position = next_offset if self.path == "native" else self.position + len(data)
+        self.position = self.position + len(data) if self.path == "ceiling" else next_offset
         return count
 
 
@@ -321,12 +373,29 @@ async def _alternate(
     return out
 
 
-async def run_client(ceiling_url: str, broker_url: str, partition: int) -> None:
+def _secure_session(cafile: str) -> aiohttp.ClientSession:
+    """A session that verifies the secure broker's certificate and sends the benchmark user's password."""
+    context = ssl.create_default_context(cafile=cafile)
+    auth = base64.b64encode(f"{SECURE_USER}:{SECURE_PASSWORD}".encode()).decode()
+    return aiohttp.ClientSession(
+        connector=aiohttp.TCPConnector(ssl=context), headers={"Authorization": f"Basic {auth}"}
+    )
+
+
+async def run_client(ceiling_url: str, broker_url: str, partition: int, secure: str = "") -> None:
     """Child-process entry: run the phases the driver writes on stdin (one JSON line each), answering
-    each with its Result as one JSON line on stdout, until stdin closes."""
+    each with its Result as one JSON line on stdout, until stdin closes. ``secure`` is
+    ``<https url>,<ca file>`` of the secure broker, or empty."""
     urls = {"ceiling": ceiling_url, "native": broker_url, "rest": broker_url}
+    secure_url, _, cafile = secure.partition(",")
+    if secure_url:
+        urls["secure"] = secure_url
     works = {path: Workload(path, url, partition) for path, url in urls.items()}
-    async with aiohttp.ClientSession() as session:
+    async with contextlib.AsyncExitStack() as stack:
+        session = await stack.enter_async_context(aiohttp.ClientSession())
+        sessions = {path: session for path in urls}
+        if secure_url:
+            sessions["secure"] = await stack.enter_async_context(_secure_session(cafile))
         while line := await asyncio.to_thread(sys.stdin.readline):
             command = json.loads(line)
             if command["op"] == "alternate":
@@ -334,8 +403,12 @@ async def run_client(ceiling_url: str, broker_url: str, partition: int) -> None:
                 continue
             work = works[command["path"]]
             call = work.produce if command["op"] == "produce" else work.fetch
+            path_session = sessions[command["path"]]
 
-            async def op(call: Callable[[aiohttp.ClientSession], Awaitable[int]] = call) -> int:
+            async def op(
+                call: Callable[[aiohttp.ClientSession], Awaitable[int]] = call,
+                session: aiohttp.ClientSession = path_session,
+            ) -> int:
                 return await call(session)
 
             if command.get("rate"):
@@ -348,8 +421,9 @@ async def run_client(ceiling_url: str, broker_url: str, partition: int) -> None:
 class Clients:
     """``count`` client processes, one per partition; ``async with`` starts them and awaits their exit."""
 
-    def __init__(self, count: int, ceiling_url: str, broker_url: str) -> None:
+    def __init__(self, count: int, ceiling_url: str, broker_url: str, secure: str = "-") -> None:
         self.count, self.ceiling_url, self.broker_url = count, ceiling_url, broker_url
+        self.secure = secure
         self._procs: list[asyncio.subprocess.Process] = []
 
     async def __aenter__(self) -> Clients:
@@ -362,6 +436,7 @@ class Clients:
                     self.ceiling_url,
                     self.broker_url,
                     str(partition),
+                    self.secure,
                     stdin=asyncio.subprocess.PIPE,
                     stdout=asyncio.subprocess.PIPE,
                     limit=64 * 1024 * 1024,
@@ -416,23 +491,35 @@ def _median(values: list[float]) -> float:
     return sorted(values)[len(values) // 2]
 
 
-async def measure(clients: int, seconds: float, rounds: int, data_root: Path) -> dict[str, PathFigures]:
+async def measure(
+    clients: int, seconds: float, rounds: int, data_root: Path, secure: bool = False
+) -> dict[str, PathFigures]:
     """Per round and path: peak produce, fetch, then produce at half of that round's peak rate (open
     loop) for latency. Rounds interleave the paths, each round starting with a different one, so that
     background load drifts hit every path alike; dirty pages are flushed before each produce phase so
-    that no path pays for writing back another's data."""
-    paths = ("ceiling", "native", "rest")
+    that no path pays for writing back another's data. ``secure`` adds the TLS + Basic broker's native
+    path ("secure")."""
+    paths: tuple[str, ...] = (
+        ("ceiling", "native", "rest", "secure") if secure else ("ceiling", "native", "rest")
+    )
     figures = {path: PathFigures() for path in paths}
     with tempfile.TemporaryDirectory(dir=data_root) as data_dir:
         root = Path(data_dir)
         (root / "ceiling").mkdir()
         (root / "broker").mkdir()
-        async with (
-            Server("baseline", root / "ceiling", clients) as ceiling,
-            Server("broker", root / "broker", clients) as broker,
-            Clients(clients, ceiling.url, broker.url) as pool,
-        ):
+        (root / "secure").mkdir()
+        cafile = _make_certificates(root / "certs") if secure else None
+        async with contextlib.AsyncExitStack() as stack:
+            ceiling = await stack.enter_async_context(Server("baseline", root / "ceiling", clients))
+            broker = await stack.enter_async_context(Server("broker", root / "broker", clients))
             servers = {"ceiling": ceiling, "native": broker, "rest": broker}
+            secure_arg = "-"
+            if cafile is not None:
+                servers["secure"] = await stack.enter_async_context(
+                    Server("secure", root / "secure", clients)
+                )
+                secure_arg = f"{servers['secure'].url},{cafile}"
+            pool = await stack.enter_async_context(Clients(clients, ceiling.url, broker.url, secure_arg))
 
             async def run(path: str, op: str) -> Result:
                 before = servers[path].cpu_seconds()
@@ -441,7 +528,8 @@ async def measure(clients: int, seconds: float, rounds: int, data_root: Path) ->
                 return result
 
             for round_ in range(rounds):
-                for path in paths[round_ % 3 :] + paths[: round_ % 3]:
+                turn = round_ % len(paths)
+                for path in paths[turn:] + paths[:turn]:
                     f = figures[path]
                     await asyncio.to_thread(os.sync)
                     f.produce.append(await run(path, "produce"))
@@ -512,6 +600,9 @@ def plot(panels: dict[str, Ratios], path: Path, note: str) -> None:
 
     bars = [("native", "produce"), ("native", "fetch"), ("rest", "produce"), ("rest", "fetch")]
     colours = ["tab:blue", "tab:cyan", "tab:orange", "tab:olive"]
+    if any(("secure", "produce") in panel for panel in panels.values()):
+        bars += [("secure", "produce"), ("secure", "fetch")]
+        colours += ["tab:purple", "tab:pink"]
     width = 0.8 / len(bars)
     fig, ax = plt.subplots(figsize=(10, 4.5))
     for i, (bar, colour) in enumerate(zip(bars, colours, strict=True)):
@@ -560,6 +651,22 @@ def table(figures: dict[str, PathFigures]) -> list[str]:
     return lines
 
 
+def secure_table(figures: dict[str, PathFigures]) -> list[str]:
+    """The secure broker's native path over the plain broker's, per op, against the goal."""
+
+    def mib(results: list[Result]) -> float:
+        return _median([r.mib_per_s for r in results])
+
+    plain, secure = figures["native"], figures["secure"]
+    lines = [
+        "| native path, TLS + Basic vs plain | produce | fetch | goal |",
+        "| --- | ---: | ---: | ---: |",
+        f"| secure / native (MiB/s) | {mib(secure.produce) / mib(plain.produce):.2f} "
+        f"| {mib(secure.fetch) / mib(plain.fetch):.2f} | >= {SECURE_GOAL} |",
+    ]
+    return lines
+
+
 def _cpu_pressure() -> str:
     """Linux's 5-minute CPU pressure ("some"), a measure of how contended the machine was."""
     try:
@@ -592,8 +699,10 @@ async def main(args: argparse.Namespace) -> str:
         "",
     ]
     for clients in counts:
-        figures = await measure(clients, seconds, rounds, Path(args.data_root))
+        figures = await measure(clients, seconds, rounds, Path(args.data_root), args.secure)
         rows = table(figures)
+        if args.secure:
+            rows += ["", *secure_table(figures)]
         panels[f"{clients} concurrent client{'s' if clients > 1 else ''}"] = ratios(figures)
         print(f"{clients} client(s)\n" + "\n".join(rows))
         sections += [f"### {clients} concurrent client{'s' if clients > 1 else ''}", "", *rows, ""]
@@ -635,8 +744,11 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         "--plot", default="docs/benchmarks-http.png", help="where to save the ratio plot (PNG)"
     )
     parser.add_argument("--data-root", default=tempfile.gettempdir(), help="where the servers keep data")
-    parser.add_argument("--serve", choices=("broker", "baseline"), help=argparse.SUPPRESS)
-    parser.add_argument("--client", nargs=3, help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--secure", action="store_true", help="also measure the native path with TLS and Basic authentication"
+    )
+    parser.add_argument("--serve", choices=("broker", "baseline", "secure"), help=argparse.SUPPRESS)
+    parser.add_argument("--client", nargs=4, help=argparse.SUPPRESS)
     parser.add_argument("--data-dir", help=argparse.SUPPRESS)
     return parser.parse_args(argv)
 
@@ -646,8 +758,8 @@ if __name__ == "__main__":
     if arguments.serve:
         run_server(arguments.serve, Path(arguments.data_dir), int(arguments.clients))
     elif arguments.client:
-        ceiling_url, broker_url, partition = arguments.client
-        asyncio.run(run_client(ceiling_url, broker_url, int(partition)))
+        ceiling_url, broker_url, partition, secure = arguments.client
+        asyncio.run(run_client(ceiling_url, broker_url, int(partition), "" if secure == "-" else secure))
     else:
         page = asyncio.run(main(arguments))
         if arguments.output:
