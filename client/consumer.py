@@ -14,7 +14,8 @@ were when ``poll`` was last called: asking for more records acknowledges the pre
 redelivers at most what was being processed (at-least-once).
 
 All methods must run on one event loop and are not safe to call from several tasks at once, except
-``commit_async`` and ``position``-style reads. ``close`` is idempotent.
+``commit_async`` and ``position``-style reads. ``close`` is idempotent. TLS and credentials are the
+``security_protocol``, ``ssl_*`` and ``sasl_*`` options (:mod:`tierlog.client.security`), as for the producer.
 """
 
 from __future__ import annotations

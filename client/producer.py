@@ -15,6 +15,11 @@ shared codec and sends each to its partition's leader (:class:`~tierlog.client.r
 With ``enable_idempotence`` (the default) the producer gets a producer id from the cluster when it starts and
 stamps every batch with it and a per-partition sequence, so retries never store a record twice (design note
 0011). Once another instance fences the id (``ProducerFencedError``), every later ``send`` raises that error.
+
+A secured broker takes aiokafka's options (:mod:`tierlog.client.security`)::
+
+    AsyncProducer(bootstrap_servers="broker:8443", security_protocol="SASL_SSL", ssl_cafile="ca.pem",
+                  sasl_plain_username="alice", sasl_plain_password=password)
 """
 
 from __future__ import annotations
