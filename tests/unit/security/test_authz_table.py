@@ -8,15 +8,8 @@ import pytest
 
 from tierlog.service.app import create_app
 from tierlog.service.config import build_settings
-from tierlog.service.security.authz import (
-    HANDLER,
-    OPEN,
-    ROUTE_ACTIONS,
-    Marker,
-    Need,
-    redact_userinfo,
-    without_userinfo,
-)
+from tierlog.service.security.authz import HANDLER, OPEN, ROUTE_ACTIONS, Marker, Need
+from tierlog.service.security.redact import redact_userinfo, without_userinfo
 
 
 def _routes(tmp_path: Path, overrides: dict[str, str]) -> set[tuple[str, str]]:
