@@ -79,10 +79,11 @@ class AsyncAdmin:
             await self._router.close()
 
     async def cluster_id(self) -> str:
-        """The broker's cluster id (cached). Idempotent."""
+        """The broker's cluster id (cached), from the native metadata, which any authenticated caller may
+        read (``GET /v3/clusters`` needs Describe on the Cluster). Idempotent."""
         if self._cluster_id is None:
-            answer = await self._broker.json("GET", "/v3/clusters")
-            self._cluster_id = str(answer["data"][0]["cluster_id"])
+            answer = await self._broker.json("GET", "/native/v1/metadata")
+            self._cluster_id = str(answer["cluster_id"])
         return self._cluster_id
 
     async def _topics_path(self, topic: str | None = None) -> str:

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, NoReturn
 from aiohttp import web
 
 from tierlog.service.config import SETTINGS_TABLE, Settings, SettingsError, env_name, flag_name, load_settings
-from tierlog.service.connections import ConnectionGuard, GuardedSite
+from tierlog.service.connections import GuardedSite
 from tierlog.service.security.tls import TlsError, reload_certificate, server_context
 
 if TYPE_CHECKING:
@@ -90,35 +90,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     return asyncio.run(serve(settings, tls))
 
 
-class _Site(GuardedSite):
-    """A :class:`GuardedSite` that speaks TLS with ``ssl_context`` (plaintext when None)."""
-
-    def __init__(
-        self,
-        runner: web.BaseRunner,
-        host: str,
-        port: int,
-        guard: ConnectionGuard,
-        ssl_context: ssl.SSLContext | None,
-    ) -> None:
-        super().__init__(runner, host, port, guard)
-        self._tls = ssl_context
-
-    async def start(self) -> None:
-        await web.BaseSite.start(self)
-        server = self._runner.server
-        assert server is not None
-        self._server = await asyncio.get_running_loop().create_server(
-            self._guard.wrap(server),
-            self._host,
-            self._port,
-            ssl=self._tls,
-            backlog=self._backlog,
-            reuse_address=self._reuse_address,
-            reuse_port=self._reuse_port,
-        )
-
-
 async def serve(settings: Settings, tls: ssl.SSLContext | None = None) -> int:
     """Serve until SIGTERM or SIGINT. Returns 0 after a clean shutdown, 1 when start-up fails.
 
@@ -163,7 +134,7 @@ async def serve(settings: Settings, tls: ssl.SSLContext | None = None) -> int:
         listeners.append((settings.host, settings.security.plaintext_port, None))
     for host, wanted, context in listeners:
         try:
-            await _Site(runner, host, wanted, app[CONNECTIONS], context).start()
+            await GuardedSite(runner, host, wanted, app[CONNECTIONS], context).start()
         except OSError as err:
             log.error("cannot listen on %s:%d: %s", host, wanted, err.strerror or err)
             await runner.cleanup()

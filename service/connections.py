@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import ssl
 import time
 from collections.abc import Callable
 from typing import Any
@@ -188,11 +189,20 @@ class ConnectionGuard:
 
 
 class GuardedSite(web.TCPSite):
-    """A :class:`aiohttp.web.TCPSite` whose connections go through a :class:`ConnectionGuard`."""
+    """A :class:`aiohttp.web.TCPSite` whose connections go through a :class:`ConnectionGuard`; it speaks
+    TLS with ``ssl_context`` (plaintext when None)."""
 
-    def __init__(self, runner: web.BaseRunner, host: str, port: int, guard: ConnectionGuard) -> None:
-        super().__init__(runner, host, port)
+    def __init__(
+        self,
+        runner: web.BaseRunner,
+        host: str,
+        port: int,
+        guard: ConnectionGuard,
+        ssl_context: ssl.SSLContext | None = None,
+    ) -> None:
+        super().__init__(runner, host, port, ssl_context=ssl_context)
         self._guard = guard
+        self._tls = ssl_context
 
     async def start(self) -> None:
         await web.BaseSite.start(self)
@@ -203,6 +213,7 @@ class GuardedSite(web.TCPSite):
             self._guard.wrap(server),
             self._host,
             self._port,
+            ssl=self._tls,
             backlog=self._backlog,
             reuse_address=self._reuse_address,
             reuse_port=self._reuse_port,
