@@ -27,7 +27,7 @@ from aiohttp import web
 
 from tierlog.service.config import SETTINGS_TABLE, Settings, SettingsError, env_name, flag_name, load_settings
 from tierlog.service.connections import GuardedSite
-from tierlog.service.security.tls import TlsError, reload_certificate, server_context
+from tierlog.service.security.tls import ServerTls, TlsError, server_context
 
 if TYPE_CHECKING:
     from tierlog.service.broker import Broker
@@ -94,13 +94,15 @@ async def serve(settings: Settings, tls: ssl.SSLContext | None = None) -> int:
     """Serve until SIGTERM or SIGINT. Returns 0 after a clean shutdown, 1 when start-up fails.
 
     ``tls`` is the listener's SSL context (:func:`~tierlog.service.security.tls.server_context`); None
-    builds it here when ``settings`` ask for TLS.
+    builds it here when ``settings`` ask for TLS. SIGHUP builds a new one from the same files and serves
+    new handshakes with it (:class:`~tierlog.service.security.tls.ServerTls`).
 
     Raises:
         TlsError: ``tls`` is None and the certificate files cannot be used.
     """
     if tls is None and settings.security.tls:
         tls = await asyncio.to_thread(server_context, settings.security)
+    served = ServerTls(tls) if tls is not None else None
     from tierlog.service.app import CONNECTIONS, OPEN_TASK, create_app
     from tierlog.service.connections import install_accept_error_handler
     from tierlog.service.state import BROKER, METRICS
@@ -155,7 +157,8 @@ async def serve(settings: Settings, tls: ssl.SSLContext | None = None) -> int:
         loop.add_signal_handler(signum, stop.set)
     reloads: set[asyncio.Task[None]] = set()
     if tls is not None:
-        loop.add_signal_handler(signal.SIGHUP, _start_reload, tls, settings, reloads)
+        assert served is not None
+        loop.add_signal_handler(signal.SIGHUP, _start_reload, served, settings, reloads)
     opening = app[OPEN_TASK]
     stopper = asyncio.create_task(stop.wait())
     try:
@@ -219,23 +222,24 @@ def _log_ready(broker: Broker) -> None:
     )
 
 
-def _start_reload(context: ssl.SSLContext, settings: Settings, reloads: set[asyncio.Task[None]]) -> None:
+def _start_reload(tls: ServerTls, settings: Settings, reloads: set[asyncio.Task[None]]) -> None:
     """SIGHUP: reload the certificate in a worker thread, one reload at a time (a second SIGHUP during
     one is skipped: the running reload reads the files after it)."""
     if reloads:
         log.info("SIGHUP: a certificate reload is already running")
         return
-    task = asyncio.get_running_loop().create_task(_reload(context, settings))
+    task = asyncio.get_running_loop().create_task(_reload(tls, settings))
     reloads.add(task)
     task.add_done_callback(reloads.discard)
 
 
-async def _reload(context: ssl.SSLContext, settings: Settings) -> None:
+async def _reload(tls: ServerTls, settings: Settings) -> None:
     try:
-        await asyncio.to_thread(reload_certificate, context, settings.security)
+        context = await asyncio.to_thread(server_context, settings.security)
     except TlsError as err:
         log.error("SIGHUP: kept the old certificate: %s", err)
         return
+    tls.install(context)
     log.info("SIGHUP: reloaded the TLS certificate from %s", settings.security.ssl_certfile)
 
 

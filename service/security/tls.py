@@ -2,10 +2,13 @@
 identity for calls to other brokers.
 
 :func:`server_context` builds one ``ssl.SSLContext`` for the listener (TLS 1.2 or newer; client certificates
-none, requested or required as ``ssl.client.auth`` says). :func:`reload_certificate` loads the certificate and
-key again into that same context: handshakes that start afterwards present the new certificate, connections
-already open keep theirs. :func:`broker_client_security` is what the broker presents when it calls another
-broker: it trusts ``ssl.cafile``, presents its own certificate when client certificates matter, and sends
+none, requested or required as ``ssl.client.auth`` says). :class:`ServerTls` holds the listening socket's
+context and the one new handshakes use: on SIGHUP a new context is built off the event loop
+(:func:`server_context` again) and :meth:`ServerTls.install` makes it current; the listening context's
+``sni_callback`` (called for every ClientHello, with or without SNI) hands each handshake the current one.
+No context is changed while handshakes use it; connections already open keep their certificate.
+:func:`broker_client_security` is what the broker presents when it calls another broker: it trusts
+``ssl.cafile``, presents its own certificate when client certificates matter, and sends
 ``inter.broker.username`` with Basic when that is set.
 
 All of these read PEM files: call them off the event loop (``asyncio.to_thread``) once the loop serves.
@@ -23,7 +26,7 @@ from tierlog.service.security.settings import SecuritySettings
 if TYPE_CHECKING:
     from tierlog.service.config import Settings
 
-__all__ = ["TlsError", "broker_client_security", "reload_certificate", "server_context"]
+__all__ = ["ServerTls", "TlsError", "broker_client_security", "server_context"]
 
 _VERIFY_MODE = {"none": ssl.CERT_NONE, "requested": ssl.CERT_OPTIONAL, "required": ssl.CERT_REQUIRED}
 
@@ -57,19 +60,25 @@ def server_context(security: SecuritySettings) -> ssl.SSLContext:
     return context
 
 
-def reload_certificate(context: ssl.SSLContext, security: SecuritySettings) -> None:
-    """Load ``ssl.certfile`` and ``ssl.keyfile`` again into ``context`` (SIGHUP). New handshakes present the
-    new certificate; open connections are untouched. On an error the context keeps the old certificate.
-    Reads files (blocking); do not run two reloads of one context at once.
+class ServerTls:
+    """The listener's TLS: the context its socket was opened with and the one new handshakes get.
 
-    Raises:
-        TlsError: as :func:`server_context` for the certificate and key.
+    Use from the event loop only (handshakes run there too, so a swap never races one). Not thread-safe.
     """
-    if security.ssl_certfile is None or security.ssl_keyfile is None:
-        raise TlsError("TLS needs ssl.certfile and ssl.keyfile")
-    # validate on a scratch context first, so a bad pair never half-replaces the served one
-    _load_chain(ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER), security.ssl_certfile, security.ssl_keyfile)
-    _load_chain(context, security.ssl_certfile, security.ssl_keyfile)
+
+    def __init__(self, context: ssl.SSLContext) -> None:
+        self.listening = context
+        self.current = context
+        context.sni_callback = self._select
+
+    def _select(self, connection: ssl.SSLObject, server_name: str | None, context: ssl.SSLContext) -> None:
+        current = self.current
+        if connection.context is not current:
+            connection.context = current
+
+    def install(self, context: ssl.SSLContext) -> None:
+        """Serve every handshake from now on with ``context`` (built by :func:`server_context`)."""
+        self.current = context
 
 
 def _load_chain(context: ssl.SSLContext, certfile: Path, keyfile: Path) -> None:

@@ -22,7 +22,7 @@ from tierlog.client.security import (
 )
 from tierlog.service.config import Settings, load_settings
 from tierlog.service.security.settings import SecuritySettings
-from tierlog.service.security.tls import TlsError, broker_client_security, reload_certificate, server_context
+from tierlog.service.security.tls import ServerTls, TlsError, broker_client_security, server_context
 from tierlog.tiering.errors import InvalidRequestError
 
 
@@ -263,7 +263,6 @@ def test_server_context_flags(pems: Pems, client_auth: str, mode: ssl.VerifyMode
     context = server_context(security)
     assert context.verify_mode == mode
     assert context.minimum_version == ssl.TLSVersion.TLSv1_2
-    reload_certificate(context, security)
 
 
 @pytest.mark.parametrize(
@@ -284,12 +283,21 @@ def test_server_context_errors_name_the_setting(pems: Pems, change: str, named: 
         server_context(SecuritySettings(**files))  # type: ignore[arg-type]
 
 
-def test_a_failed_reload_keeps_the_context_usable(pems: Pems) -> None:
+def test_a_reload_serves_new_handshakes_from_a_new_context(pems: Pems) -> None:
     good = SecuritySettings(ssl_certfile=pems.cert, ssl_keyfile=pems.key)
-    context = server_context(good)
+    listening = server_context(good)
+    tls = ServerTls(listening)
     with pytest.raises(TlsError):
-        reload_certificate(context, SecuritySettings(ssl_certfile=pems.cert, ssl_keyfile=pems.other_key))
-    reload_certificate(context, good)
+        server_context(SecuritySettings(ssl_certfile=pems.cert, ssl_keyfile=pems.other_key))
+    assert tls.current is listening
+    fresh = server_context(good)
+    tls.install(fresh)
+    incoming, outgoing = ssl.MemoryBIO(), ssl.MemoryBIO()
+    connection = listening.wrap_bio(incoming, outgoing, server_side=True)
+    select = listening.sni_callback
+    assert select is not None
+    select(connection, None, listening)  # type: ignore[arg-type]  # typeshed: OpenSSL passes None without SNI
+    assert connection.context is fresh
 
 
 def _settings(security: SecuritySettings | None = None) -> Settings:
