@@ -17,7 +17,6 @@ from tierlog.service.setting_spec import SettingSpec, bool_value, int_range, pat
 __all__ = [
     "AUTH_METHODS",
     "CLIENT_AUTH",
-    "SECRET_SETTINGS",
     "SECURITY_TABLE",
     "SecuritySettings",
     "security_settings",
@@ -204,9 +203,6 @@ SECURITY_TABLE: tuple[SettingSpec[Any], ...] = (
     METADATA_SSL_KEYFILE,
 )
 
-#: Settings whose values are secrets: never logged, never shown by an API or an error message.
-SECRET_SETTINGS = frozenset({INTER_BROKER_PASSWORD.name})
-
 
 @dataclass(frozen=True, slots=True)
 class SecuritySettings:
@@ -300,6 +296,16 @@ def _check(s: SecuritySettings) -> None:
         raise ValueError("authentication.methods=mtls needs ssl.client.auth=requested or required")
     if "bearer" in s.authentication_methods and not s.bearer_jwks:
         raise ValueError("authentication.methods=bearer needs authentication.bearer.jwks")
+    if "bearer" in s.authentication_methods and not s.bearer_audience:
+        raise ValueError(
+            "authentication.methods=bearer needs authentication.bearer.audience (without it a token the "
+            "issuer made for any other service would be accepted)"
+        )
+    if s.bearer_jwks and "://" in s.bearer_jwks and not s.bearer_jwks.lower().startswith("https://"):
+        raise ValueError(
+            "authentication.bearer.jwks must be a file path or an https:// URL (keys fetched over plaintext "
+            "could be replaced on the way)"
+        )
     if (s.inter_broker_username is None) != (s.inter_broker_password is None):
         raise ValueError("inter.broker.username and inter.broker.password are set together")
     if (s.metadata_ssl_certfile is None) != (s.metadata_ssl_keyfile is None):
