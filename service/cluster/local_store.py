@@ -438,9 +438,10 @@ def _read_file(path: Path) -> Any:
 
 def _write_atomically(path: Path, text: str) -> None:
     """Replace ``path`` with ``text``: temporary file, fsync, rename, directory fsync. Blocking. Raises
-    OSError."""
+    OSError. The file is readable by its owner only (it may hold credential hashes)."""
     tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as out:
+    with open(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb") as out:
+        os.fchmod(out.fileno(), 0o600)
         out.write(text.encode())
         out.flush()
         os.fsync(out.fileno())
@@ -457,7 +458,7 @@ def _lock_file(path: Path) -> int:
     Blocking I/O. Raises MetadataStoreError when another process holds it, or it cannot be opened."""
     lock = path.with_name(path.name + ".lock")
     try:
-        fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o600)
     except OSError as err:
         raise MetadataStoreError(f"cannot open {lock}: {err}") from err
     try:

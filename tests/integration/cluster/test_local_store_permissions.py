@@ -1,0 +1,22 @@
+"""The local metadata file and its lock are private to the broker's user: the security store keeps SCRAM
+credential hashes in one (``tierlog-security.json``), which must not be readable by other local users."""
+
+from __future__ import annotations
+
+import stat
+from pathlib import Path
+
+from tierlog.service.cluster.local_store import LocalMetadataStore
+from tierlog.service.cluster.store import Put
+
+
+async def test_the_metadata_file_and_its_lock_are_owner_only(tmp_path: Path) -> None:
+    path = tmp_path / "tierlog-security.json"
+    store = LocalMetadataStore(path)
+    await store.start()
+    try:
+        assert await store.commit([], [Put("security/users/alice", b"{}")]) is not None
+    finally:
+        await store.close()
+    for written in (path, path.with_name(path.name + ".lock")):
+        assert stat.S_IMODE(written.stat().st_mode) == 0o600, written
