@@ -11,6 +11,7 @@ import asyncio
 import base64
 import json
 import ssl
+import statistics
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
@@ -31,7 +32,7 @@ from tierlog.service.app import create_app
 from tierlog.service.cluster.local_store import LocalMetadataStore
 from tierlog.service.metrics import AUTHENTICATION_FAILURES, AUTHENTICATION_THROTTLED
 from tierlog.service.security.acl import validate_binding
-from tierlog.service.security.authn import FORWARDED_HOST, FORWARDED_PRINCIPAL
+from tierlog.service.security.authn import FAILED_BASIC_FLOOR_S, FORWARDED_HOST, FORWARDED_PRINCIPAL
 from tierlog.service.security.model import AclBinding
 from tierlog.service.security.scram import make_credential
 from tierlog.service.security.store import SECURITY_STORE, SecurityStore
@@ -113,7 +114,12 @@ async def test_missing_credentials_get_the_challenges_of_the_listed_methods(
     key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
     jwks = tmp_path / "jwks.json"
     jwks.write_text(json.dumps({"keys": [{**json.loads(RSAAlgorithm.to_jwk(key.public_key())), "kid": "k"}]}))
-    settings = {**BASIC, "authentication.methods": "basic,bearer", "authentication.bearer.jwks": str(jwks)}
+    settings = {
+        **BASIC,
+        "authentication.methods": "basic,bearer",
+        "authentication.bearer.jwks": str(jwks),
+        "authentication.bearer.audience": "tierlog",
+    }
     async with serve(data_dir, settings) as broker:
         status, headers, body = await broker.get("/topics")
         assert status == 401
@@ -140,6 +146,31 @@ async def test_unknown_user_and_wrong_password_get_the_same_answer(data_dir: Pat
             assert body == wrong[2]
         assert b"alice" not in wrong[2] and b"nobody" not in unknown[2]
         assert broker.app[METRICS].value(AUTHENTICATION_FAILURES, method="basic") == 3
+
+
+async def test_an_unknown_user_is_refused_as_slowly_as_the_dearest_credential(data_dir: Path) -> None:
+    await bootstrap(data_dir, {})
+    store = SecurityStore.embedded(data_dir)
+    await store.start()
+    try:
+        await store.put_user("dear", make_credential("dear-pw", "SCRAM-SHA-512", 16384))
+    finally:
+        await store.close()
+    async with serve(data_dir, {**BASIC, "authentication.failure.limit": "1000"}) as broker:
+
+        async def refusal_s(user: str) -> float:
+            started = time.perf_counter()
+            status, _, _ = await broker.get("/topics", basic(user, "not-it"))
+            assert status == 401
+            return time.perf_counter() - started
+
+        wrong, unknown = [], []
+        for _ in range(5):
+            wrong.append(await refusal_s("dear"))
+            unknown.append(await refusal_s("nobody"))
+        # unfloored, SHA-512/16384 costs ~25 ms more than the dummy's SHA-256/4096 on the CI machine
+        assert abs(statistics.median(wrong) - statistics.median(unknown)) < 0.010, (wrong, unknown)
+        assert min(wrong + unknown) >= FAILED_BASIC_FLOOR_S
 
 
 async def test_failed_attempts_are_throttled_per_host(data_dir: Path) -> None:

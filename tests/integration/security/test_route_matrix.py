@@ -26,6 +26,7 @@ from aiohttp import web
 from tests.integration.broker import RunningBroker, broker_settings, start_broker
 from tierlog.service.groups.state import COORDINATOR
 from tierlog.service.security.acl import validate_binding
+from tierlog.service.security.authn import AUTHENTICATOR
 from tierlog.service.security.authz import AUTHENTICATED, HANDLER, OPEN, ROUTE_ACTIONS, Row
 from tierlog.service.security.scram import make_credential
 from tierlog.service.security.store import SECURITY_STORE, SecurityStore
@@ -137,6 +138,7 @@ async def matrix(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Matr
     data_dir.mkdir()
     await _bootstrap(data_dir)
     running = await start_broker(broker_settings(data_dir, SETTINGS), wait_groups=True)
+    running.app[AUTHENTICATOR].failed_basic_floor_s = 0.0  # "wrong" fails on every route; timing not measured
     try:
         m = Matrix(running, running.broker.cluster_id)
         for who in CALLERS:
