@@ -9,6 +9,12 @@ At-least-once with ``auto.commit.enable``: an automatic commit only ever covers 
 commits in ``poll``. Deleting an instance commits everything it returned. An instance idle for longer than
 ``consumer.instance.timeout.ms`` is deleted by :meth:`ConsumerManager.tick`, without committing.
 
+With security on, a ``topic_pattern`` is resolved here, over the topics the instance's principal may Read
+(``ConsumerInstance.may_read``), and the group gets the resolved topics, as Kafka's consumer subscribes to
+what its pattern matches in the metadata it may see: a topic the principal may not Describe is never
+matched, so its name is never answered. :meth:`ConsumerManager.refresh` resolves again (new topics, changed
+ACLs). With security off the coordinator resolves the pattern itself.
+
 Everything here runs on the event loop; partition reads go through the broker, which keeps file I/O off it.
 """
 
@@ -19,7 +25,7 @@ import contextlib
 import inspect
 import logging
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from tierlog.service.groups.consumer_config import ConsumerSettings
@@ -27,6 +33,7 @@ from tierlog.service.groups.coordination import Coordination
 from tierlog.service.groups.coordinator import Clock
 from tierlog.service.groups.instance import ConsumerInstance, PartitionReader, ReadLike, TopicPartition
 from tierlog.service.rest_v2.convert import consumer_records
+from tierlog.service.security.model import Principal
 from tierlog.tiering.codec.batch import iter_records
 from tierlog.tiering.codec.header import iter_batches
 from tierlog.tiering.errors import (
@@ -43,6 +50,8 @@ from tierlog.tiering.errors import (
 __all__ = ["ConsumerManager", "ConsumerInstance", "PartitionReader", "ReadLike"]
 
 log = logging.getLogger(__name__)
+
+NO_TOPIC = "(?!)"  # the group subscription of a resolved pattern that matches no topic the principal may Read
 
 
 class ConsumerManager:
@@ -72,9 +81,19 @@ class ConsumerManager:
     # -- lifecycle ------------------------------------------------------------------------------------
 
     def create(
-        self, group: str, name: str | None, settings: ConsumerSettings, base_url: str
+        self,
+        group: str,
+        name: str | None,
+        settings: ConsumerSettings,
+        base_url: str,
+        *,
+        principal: Principal | None = None,
+        client_host: str | None = None,
+        may_read: Callable[[str], bool] | None = None,
     ) -> ConsumerInstance:
-        """Create an instance; an absent name gets a generated one.
+        """Create an instance; an absent name gets a generated one. ``principal`` and ``client_host`` are
+        the creating request's; ``may_read(topic)`` tells whether that principal may Read ``topic`` now
+        (None, with security off: every topic).
 
         Raises:
             ConsumerInstanceExistsError: (40902) an instance of that name exists in the group.
@@ -90,7 +109,16 @@ class ConsumerManager:
                 f"Consumer with specified consumer ID already exists in the specified consumer group: {name}"
             )
         base_uri = f"{base_url.rstrip('/')}/consumers/{group}/instances/{name}"
-        instance = ConsumerInstance(group, name, settings, base_uri, self._clock.now_ms())
+        instance = ConsumerInstance(
+            group,
+            name,
+            settings,
+            base_uri,
+            self._clock.now_ms(),
+            principal=principal,
+            client_host=client_host,
+            may_read=may_read,
+        )
         instance.last_auto_commit_ms = instance.last_used_ms
         self._instances[(group, name)] = instance
         return instance
@@ -160,7 +188,8 @@ class ConsumerManager:
     # -- subscription and assignment ----------------------------------------------------------------
 
     async def subscribe(self, instance: ConsumerInstance, topics: list[str], pattern: str | None) -> None:
-        """Subscribe to topics (or a pattern) with group management, replacing any earlier subscription.
+        """Subscribe to topics (or a pattern) with group management, replacing any earlier subscription. A
+        pattern of an instance with ``may_read`` is resolved over the topics it allows (see the module).
 
         Raises:
             IllegalStateError: (40903) the instance has manually assigned partitions, or both topics and a
@@ -172,6 +201,42 @@ class ConsumerManager:
             raise IllegalStateError("Subscription to topics, partitions and pattern are mutually exclusive.")
         if not topics and pattern is None:
             raise InvalidConsumerConfigError("give exactly one of topics and topic_pattern")
+        resolved = None
+        if pattern is not None and instance.may_read is not None:
+            resolved = self._resolve(_compile(pattern), instance.may_read)
+            await self._join(instance, resolved, None)
+        else:
+            await self._join(instance, topics, pattern)
+        instance.topics, instance.pattern, instance.resolved = list(topics), pattern, resolved
+        instance.changed.set()
+
+    async def refresh(self, instance: ConsumerInstance) -> None:
+        """Resolve the instance's pattern again when it is resolved here (``may_read``) and give the group
+        what changed: topics created or deleted, ACLs granted or revoked. Never waits for other members of
+        the group: the group gets the new subscription at once and the rebalance completes in the
+        background when some member must rejoin first (the next refresh sees it done). A no-op for other
+        instances. Not safe to call concurrently for one instance.
+
+        Raises:
+            UnknownMemberError: the instance lost its group membership.
+            UnavailableError: this broker stopped coordinating the group.
+        """
+        if instance.pattern is None or instance.may_read is None or not instance.subscribed:
+            return
+        resolved = self._resolve(_compile(instance.pattern), instance.may_read)
+        if resolved == instance.resolved:
+            return
+        try:
+            async with asyncio.timeout(0):
+                await self._join(instance, resolved, None)
+        except TimeoutError:
+            return  # the group has it; recorded by a later refresh once the rebalance completed
+        instance.resolved = resolved
+        instance.changed.set()
+
+    async def _join(self, instance: ConsumerInstance, topics: Sequence[str], pattern: str | None) -> None:
+        if not topics and pattern is None:
+            pattern = NO_TOPIC
         result = await self._coordinator.join(
             instance.group,
             instance.member_id,
@@ -181,14 +246,20 @@ class ConsumerManager:
             auto_rejoin=True,
         )
         instance.member_id = result.member_id
-        instance.topics, instance.pattern = list(topics), pattern
-        instance.changed.set()
+
+    def _resolve(self, pattern: re.Pattern[str], may_read: Callable[[str], bool]) -> list[str]:
+        """The topics ``pattern`` matches that ``may_read`` allows, sorted (internal topics never)."""
+        return sorted(
+            t
+            for t in self._broker.partition_counts()
+            if pattern.fullmatch(t) and not t.startswith("__") and may_read(t)
+        )
 
     async def unsubscribe(self, instance: ConsumerInstance) -> None:
         """Drop the subscription (and leave the group) or the manual assignment. Idempotent."""
         if instance.member_id:
             self._coordinator.leave(instance.group, instance.member_id)
-        instance.member_id, instance.topics, instance.pattern = "", [], None
+        instance.member_id, instance.topics, instance.pattern, instance.resolved = "", [], None, None
         instance.manual = []
         instance.positions.clear()
         instance.acknowledged.clear()
@@ -213,22 +284,25 @@ class ConsumerManager:
         instance.changed.set()
 
     def assignment(self, instance: ConsumerInstance) -> list[TopicPartition]:
-        """The instance's current partitions: its manual ones, or what the group gave it."""
+        """The instance's current partitions: its manual ones, or what the group gave it. For a pattern
+        resolved here, only those of topics ``may_read`` still allows (the group may not have caught up
+        with a revoked ACL yet)."""
         if not instance.subscribed:
             return list(instance.manual)
         for member in self._coordinator.describe(instance.group).members:
             if member.member_id == instance.member_id:
-                return list(member.assignment)
+                may_read = instance.may_read if instance.pattern is not None else None
+                if may_read is None:
+                    return list(member.assignment)
+                allowed = {t: may_read(t) for t in {t for t, _ in member.assignment}}
+                return [tp for tp in member.assignment if allowed[tp[0]]]
         return []
 
     def subscription(self, instance: ConsumerInstance) -> list[str]:
-        """The subscribed topics; for a pattern, the topics it matches now."""
+        """The subscribed topics; for a pattern, the topics it matches now (those ``may_read`` allows)."""
         if instance.pattern is None:
             return list(instance.topics)
-        pattern = re.compile(instance.pattern)
-        return sorted(
-            t for t in self._broker.partition_counts() if pattern.fullmatch(t) and not t.startswith("__")
-        )
+        return self._resolve(re.compile(instance.pattern), instance.may_read or _every_topic)
 
     # -- positions ------------------------------------------------------------------------------------
 
@@ -532,6 +606,18 @@ class ConsumerManager:
             raise UnknownTopicError(f"Topic not found. ({topic})")
         if not 0 <= partition < counts[topic]:
             raise UnknownPartitionError(f"Partition not found. (partition {partition} of topic {topic})")
+
+
+def _every_topic(topic: str) -> bool:
+    return True
+
+
+def _compile(pattern: str) -> re.Pattern[str]:
+    """Raises InvalidRequestError for a malformed pattern (as the coordinator does)."""
+    try:
+        return re.compile(pattern)
+    except re.error as err:
+        raise InvalidRequestError(f"invalid topic pattern {pattern!r}: {err}") from err
 
 
 def _committed_json(stored: Mapping[TopicPartition, int]) -> list[dict[str, Any]]:

@@ -2,16 +2,21 @@
 
 Pure declarations: the instance's state lives here, :class:`~tierlog.service.groups.consumers.ConsumerManager`
 changes it.
+
+With security on, an instance remembers who created it (principal and client host) and how to ask whether
+that principal may Read a topic now (``may_read``): a ``topic_pattern`` subscription is resolved only over
+the topics it may Read, as Kafka resolves a pattern only over the topics the principal may see.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
 from tierlog.service.groups.consumer_config import ConsumerSettings
+from tierlog.service.security.model import Principal
 
 __all__ = ["ConsumerInstance", "PartitionReader", "ReadLike", "TopicPartition"]
 
@@ -63,6 +68,10 @@ class ConsumerInstance:
     acknowledged: dict[TopicPartition, int] = field(default_factory=dict)
     last_auto_commit_ms: int = 0
     changed: asyncio.Event = field(default_factory=asyncio.Event)
+    principal: Principal | None = None  # the creating request's (None with security off)
+    client_host: str | None = None
+    may_read: Callable[[str], bool] | None = field(default=None, repr=False)  # None: every topic
+    resolved: list[str] | None = None  # what a pattern resolved to when the group last got it
 
     @property
     def subscribed(self) -> bool:

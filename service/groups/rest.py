@@ -6,12 +6,17 @@ clients work unchanged. The v1 API shares the v2 routes (create, delete, commit)
 the first read) and returns its records. Request bodies may come as any REST Proxy media type, v1 or v2,
 format-specific or not, or as ``application/json``; an empty or ``null`` body means "no fields".
 Handlers parse, call one :class:`~tierlog.service.groups.consumers.ConsumerManager` method and serialise.
+
+With security on, an instance remembers its creator's principal and client host: its ``topic_pattern`` is
+resolved only over the topics that principal may Read, so ``/subscription``, ``/assignments`` and the
+records never name a topic it may not Describe. Every request on the instance is still checked for its own
+principal (the route's ACLs, and Read on the topics it names or reads).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from datetime import datetime
 from typing import Any
 
@@ -28,6 +33,7 @@ from tierlog.service.rest_v2.media import (
     response_offers,
 )
 from tierlog.service.security import authz
+from tierlog.service.security.authn import CLIENT_HOST, PRINCIPAL
 from tierlog.service.security.model import Operation, ResourceType
 from tierlog.tiering.errors import (
     BadRequestError,
@@ -111,13 +117,34 @@ async def create_instance(request: web.Request) -> web.Response:
         raise InvalidConsumerConfigError("name must be a string")
     settings = ConsumerSettings.from_request(body)
     base_url = base_url_of(request)
-    instance = _manager(request).create(request.match_info["group"], name, settings, base_url)
+    enabled = authz.is_enabled(request)
+    instance = _manager(request).create(
+        request.match_info["group"],
+        name,
+        settings,
+        base_url,
+        principal=request[PRINCIPAL] if enabled else None,
+        client_host=request[CLIENT_HOST] if enabled else None,
+        may_read=_reader(request) if enabled else None,
+    )
     return _reply(request, {"instance_id": instance.name, "base_uri": instance.base_uri})
 
 
 async def delete_instance(request: web.Request) -> web.Response:
     await _manager(request).delete(request.match_info["group"], request.match_info["instance"])
     return _no_content()
+
+
+def _reader(request: web.Request) -> Callable[[str], bool]:
+    """Whether the request's principal, from its client host, may Read a topic, asked anew (current
+    ACLs) on every call, also after the request has ended."""
+    authorizer = request.app[authz.AUTHORIZER]
+    principal, host = request[PRINCIPAL], request[CLIENT_HOST]
+
+    def may_read(topic: str) -> bool:
+        return authorizer.current().authorize(principal, host, Operation.READ, ResourceType.TOPIC, topic)
+
+    return may_read
 
 
 def _instance(request: web.Request) -> Any:
@@ -137,7 +164,8 @@ def _authorize_topics(request: web.Request, operation: Operation, topics: Iterab
 
 
 async def subscribe(request: web.Request) -> web.Response:
-    """Subscribe to ``topics`` (Read on each) or ``topic_pattern``. Raises AuthorizationError (40301)."""
+    """Subscribe to ``topics`` (Read on each) or ``topic_pattern`` (with security on, matching only the
+    topics the instance's creator may Read). Raises AuthorizationError (40301) for a topic of ``topics``."""
     instance = _instance(request)
     body = await _body(request, optional=True)
     topics = body.get("topics") or []
@@ -172,7 +200,9 @@ async def assign(request: web.Request) -> web.Response:
 
 async def get_assignments(request: web.Request) -> web.Response:
     instance = _instance(request)
-    partitions = _manager(request).assignment(instance)
+    manager = _manager(request)
+    await manager.refresh(instance)
+    partitions = manager.assignment(instance)
     return _reply(request, {"partitions": [{"topic": t, "partition": p} for t, p in partitions]})
 
 
@@ -248,6 +278,7 @@ async def _read(request: web.Request, *, topic: str | None) -> web.Response:
     max_bytes = _query_int(request, "max_bytes")
     budget = max_bytes or DEFAULT_MAX_BYTES
     manager = _manager(request)
+    await manager.refresh(instance)
     _authorize_topics(request, Operation.READ, (t for t, _ in manager.assignment(instance)))
     out = await manager.poll(instance, timeout, budget, topic=topic)
     return web.json_response(out, content_type=offer.response_type)
