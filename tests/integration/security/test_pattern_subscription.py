@@ -137,6 +137,26 @@ async def test_a_pattern_matches_only_the_topics_the_creator_may_read(data_dir: 
         assert all(SECRET not in body for body in eve.bodies), [b for b in eve.bodies if SECRET in b]
 
 
+async def test_a_new_match_never_makes_a_request_wait_for_other_members_to_rejoin(data_dir: Path) -> None:
+    await bootstrap(data_dir, USERS, _eve_acls())
+    async with serve(data_dir, {**BASIC, "auto.create.topics.enable": "false"}) as broker:
+        await _ready(broker.app)
+        admin, eve = Caller(broker.client, "admin"), Caller(broker.client, "eve")
+        await admin.create_topic("public-a")
+        await eve.subscribe_everything()
+        native = {"member_id": "", "topics": ["public-a"], "client_id": "native"}
+        member_id = (await admin.call("POST", "/native/v1/groups/g/join", native))["member_id"]
+
+        await admin.create_topic("public-b")
+        await admin.produce("public-b", "public-b-1")
+        assert await eve.call("GET", INSTANCE + "/records?timeout=0", accept=BINARY) == []
+        assert "public-b" not in await eve.assigned_topics()  # the group waits for the native member
+
+        await admin.call("POST", "/native/v1/groups/g/join", {**native, "member_id": member_id})
+        assert "public-b" in await eve.assigned_topics()
+        assert await eve.read(1) == [("public-b", "public-b-1")]
+
+
 async def test_explicit_topics_the_creator_may_not_read_are_still_refused(data_dir: Path) -> None:
     await bootstrap(data_dir, USERS, _eve_acls())
     async with serve(data_dir, {**BASIC, "auto.create.topics.enable": "false"}) as broker:
