@@ -40,6 +40,7 @@ __all__ = [
     "WILDCARD_PRINCIPAL",
     "AclAuthorizer",
     "AclSnapshot",
+    "canonical_host",
     "implied_by",
     "matches",
     "validate_binding",
@@ -79,14 +80,22 @@ def _principal(value: object) -> str:
     return str(Principal.parse(_text(value, "principal")))
 
 
-def _host(value: object) -> str:
-    text = _text(value, "host")
-    if text == WILDCARD_HOST:
-        return text
+def canonical_host(text: str) -> str:
+    """``text`` as ACLs and the authorizer compare hosts: an IP address in its canonical form (``ipaddress``),
+    an IPv4-mapped IPv6 address (``::ffff:127.0.0.1``, how a dual-stack listener shows an IPv4 client) as the
+    IPv4 address; anything else (``*``, a name) stripped and otherwise unchanged. Pure."""
+    text = text.strip()
     try:
-        return str(ipaddress.ip_address(text))
+        address = ipaddress.ip_address(text)
     except ValueError:
         return text
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        return str(address.ipv4_mapped)
+    return str(address)
+
+
+def _host(value: object) -> str:
+    return canonical_host(_text(value, "host"))
 
 
 def _resource_type(value: object) -> ResourceType:

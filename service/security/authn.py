@@ -43,6 +43,7 @@ from aiohttp.typedefs import Handler, Middleware
 
 from tierlog.service import metrics as metric_names
 from tierlog.service.security import scram
+from tierlog.service.security.acl import canonical_host
 from tierlog.service.security.model import ANONYMOUS, Principal
 from tierlog.service.security.principal_rules import PrincipalMapper, subject_name
 from tierlog.service.security.throttle import FailureThrottle, TooManyFailuresError
@@ -71,7 +72,8 @@ log = logging.getLogger("tierlog.security")
 
 #: The authenticated principal of a request (``User:ANONYMOUS`` when authentication is off).
 PRINCIPAL: web.RequestKey[Principal] = web.RequestKey("tierlog.principal", Principal)
-#: The host the request comes from, as ACLs name it (the forwarding broker's client's, when forwarded).
+#: The host the request comes from, as ACLs name it (:func:`~tierlog.service.security.acl.canonical_host`; the
+#: forwarding broker's client's, when forwarded).
 CLIENT_HOST: web.RequestKey[str] = web.RequestKey("tierlog.client_host", str)
 #: Set by a broker that forwards a client's request: the client's principal (``User:alice``).
 FORWARDED_PRINCIPAL = "Tierlog-Forwarded-Principal"
@@ -326,15 +328,14 @@ def authn_middleware(security: SecuritySettings) -> Middleware:
         @web.middleware
         async def anonymous(request: web.Request, handler: Handler) -> web.StreamResponse:
             request[PRINCIPAL] = ANONYMOUS
-            request[CLIENT_HOST] = request.remote or ""
+            request[CLIENT_HOST] = canonical_host(request.remote or "")
             return await handler(request)
 
         return anonymous
 
     @web.middleware
     async def authenticated(request: web.Request, handler: Handler) -> web.StreamResponse:
-        host = request.remote or ""
-        request[CLIENT_HOST] = host
+        host = request[CLIENT_HOST] = canonical_host(request.remote or "")
         authenticator = request.app[AUTHENTICATOR]
         if authenticator.is_open(request.path):
             request[PRINCIPAL] = ANONYMOUS

@@ -25,7 +25,7 @@ from aiohttp import web
 from aiohttp.typedefs import Handler, Middleware
 
 from tierlog.service.metrics import AUTHORIZATION_DENIED, describe_security_metrics
-from tierlog.service.security.acl import AclAuthorizer, AclSnapshot
+from tierlog.service.security.acl import AclAuthorizer, AclSnapshot, canonical_host
 from tierlog.service.security.authn import CLIENT_HOST, FORWARDED_HOST, FORWARDED_PRINCIPAL, PRINCIPAL
 from tierlog.service.security.model import CLUSTER_NAME, Operation, Principal, ResourceType
 from tierlog.service.state import BROKER, METRICS
@@ -319,7 +319,7 @@ def _forwarded(request: web.Request, decider: AclAuthorizer) -> None:
         request[PRINCIPAL] = Principal.parse(forwarded)
     except InvalidRequestError:
         return
-    request[CLIENT_HOST] = request.headers.get(FORWARDED_HOST, host)
+    request[CLIENT_HOST] = canonical_host(request.headers.get(FORWARDED_HOST, host))
 
 
 async def _route_path(request: web.Request) -> str | None:

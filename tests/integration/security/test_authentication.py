@@ -86,9 +86,10 @@ async def serve(
     *,
     auth_clock: Callable[[], float] | None = None,
     ssl_context: ssl.SSLContext | None = None,
+    host: str = "127.0.0.1",
 ) -> AsyncIterator[Served]:
     app = create_app(broker_settings(data_dir, overrides), auth_clock=auth_clock)
-    server = TestServer(app, host="127.0.0.1")
+    server = TestServer(app, host=host)
     client: TestClient[web.Request, web.Application] = TestClient(server)
     try:
         await server.start_server(ssl=ssl_context)
@@ -265,6 +266,32 @@ async def test_a_forwarded_principal_is_honoured_only_from_a_cluster_actor(data_
         as_admin = {FORWARDED_PRINCIPAL: "User:admin"}
         status, _, _ = await broker.get("/topics/secret", {**basic("alice", "alice-pw"), **as_admin})
         assert status == 403  # alice may not act for others: the header is ignored
+
+
+async def test_a_host_scoped_deny_applies_to_an_ipv4_client_of_a_dual_stack_listener(data_dir: Path) -> None:
+    acls = [
+        validate_binding("TOPIC", "*", "LITERAL", "User:alice", "*", "DESCRIBE", "ALLOW"),
+        validate_binding("TOPIC", "secret", "LITERAL", "User:alice", "127.0.0.1", "DESCRIBE", "DENY"),
+    ]
+    await bootstrap(data_dir, USERS, acls)
+    async with serve(data_dir, {**BASIC, "auto.create.topics.enable": "false"}, host="::") as broker:
+        await broker.app[BROKER].create_topic("open", 1)
+        await broker.app[BROKER].create_topic("secret", 1)
+        port = broker.client.server.port
+        ipv4 = f"http://127.0.0.1:{port}"  # the listener sees this client as ::ffff:127.0.0.1
+        async with broker.client.session.get(
+            ipv4 + "/topics/secret", headers=basic("alice", "alice-pw")
+        ) as resp:
+            assert resp.status == 403
+        async with broker.client.session.get(
+            ipv4 + "/topics/open", headers=basic("alice", "alice-pw")
+        ) as resp:
+            assert resp.status == 200
+        forwarded = {FORWARDED_PRINCIPAL: "User:alice", FORWARDED_HOST: "::ffff:127.0.0.1"}
+        async with broker.client.session.get(
+            f"http://[::1]:{port}/topics/secret", headers={**basic("admin", "admin-pw"), **forwarded}
+        ) as resp:
+            assert resp.status == 403  # alice's forwarded host is the IPv4 one the DENY names
 
 
 async def test_client_certificates_map_to_principals(data_dir: Path, tmp_path: Path) -> None:

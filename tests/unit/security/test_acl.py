@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 from tierlog.service.security.acl import (
     AclAuthorizer,
     AclSnapshot,
+    canonical_host,
     implied_by,
     matches,
     validate_binding,
@@ -240,6 +241,34 @@ def test_hosts_and_wildcard_principal() -> None:
     auth = authorizer(acl("t", "READ", principal="User:*", host=HOST))
     assert auth.authorize(BOB, HOST, Operation.READ, ResourceType.TOPIC, "t")
     assert not auth.authorize(BOB, "10.9.9.9", Operation.READ, ResourceType.TOPIC, "t")
+
+
+@pytest.mark.parametrize(
+    ("text", "canonical"),
+    [
+        ("::ffff:127.0.0.1", "127.0.0.1"),
+        ("::FFFF:10.0.0.1", "10.0.0.1"),
+        (" 10.0.0.1 ", "10.0.0.1"),
+        ("0:0::1", "::1"),
+        ("2001:DB8::0:1", "2001:db8::1"),
+        ("*", "*"),
+        ("broker-1.example", "broker-1.example"),
+        ("", ""),
+    ],
+)
+def test_canonical_host(text: str, canonical: str) -> None:
+    assert canonical_host(text) == canonical
+
+
+def test_a_host_scoped_deny_matches_an_ipv4_client_seen_through_a_dual_stack_listener() -> None:
+    deny = acl("t", "READ", "DENY", host="::ffff:127.0.0.1")
+    assert deny.host == "127.0.0.1"
+    auth = authorizer(acl("t", "READ"), deny)
+    assert not auth.authorize(
+        ALICE, canonical_host("::ffff:127.0.0.1"), Operation.READ, ResourceType.TOPIC, "t"
+    )
+    assert auth.authorize(ALICE, canonical_host("::ffff:127.0.0.2"), Operation.READ, ResourceType.TOPIC, "t")
+    assert validate_filter(host="::ffff:127.0.0.1").host == "127.0.0.1"
 
 
 def test_authorize_any_for_idempotent_write() -> None:
