@@ -43,6 +43,7 @@ from tierlog.tiering.errors import (
     InvalidConsumerConfigError,
     InvalidRequestError,
     OffsetOutOfRangeError,
+    RebalanceInProgressError,
     UnknownPartitionError,
     UnknownTopicError,
 )
@@ -215,7 +216,7 @@ class ConsumerManager:
         what changed: topics created or deleted, ACLs granted or revoked. Never waits for other members of
         the group: the group gets the new subscription at once and the rebalance completes in the
         background when some member must rejoin first (the next refresh sees it done). A no-op for other
-        instances. Not safe to call concurrently for one instance.
+        instances. Concurrent calls for one instance give the group the same subscription.
 
         Raises:
             UnknownMemberError: the instance lost its group membership.
@@ -229,8 +230,8 @@ class ConsumerManager:
         try:
             async with asyncio.timeout(0):
                 await self._join(instance, resolved, None)
-        except TimeoutError:
-            return  # the group has it; recorded by a later refresh once the rebalance completed
+        except (TimeoutError, RebalanceInProgressError):
+            return  # the group has it (or a newer join of ours); a later refresh records it once stable
         instance.resolved = resolved
         instance.changed.set()
 
