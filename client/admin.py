@@ -17,7 +17,7 @@ from tierlog.client.router import Requester, Router
 from tierlog.client.security import ClientSecurity
 from tierlog.client.transport import PartitionInfo, TopicMetadata, segment
 from tierlog.client.types import TopicPartition
-from tierlog.tiering.errors import UnavailableError, UnknownTopicError
+from tierlog.tiering.errors import NoSuchRouteError, UnavailableError, UnknownTopicError
 
 __all__ = ["AsyncAdmin", "TopicConfig"]
 
@@ -82,8 +82,12 @@ class AsyncAdmin:
         """The broker's cluster id (cached), from the native metadata, which any authenticated caller may
         read (``GET /v3/clusters`` needs Describe on the Cluster). Idempotent."""
         if self._cluster_id is None:
-            answer = await self._broker.json("GET", "/native/v1/metadata")
-            self._cluster_id = str(answer["cluster_id"])
+            try:
+                answer = await self._broker.json("GET", "/native/v1/metadata")
+                self._cluster_id = str(answer["cluster_id"])
+            except NoSuchRouteError:  # a broker older than the native metadata route
+                answer = await self._broker.json("GET", "/v3/clusters")
+                self._cluster_id = str(answer["data"][0]["cluster_id"])
         return self._cluster_id
 
     async def _topics_path(self, topic: str | None = None) -> str:

@@ -29,7 +29,7 @@ import aiohttp
 
 from tierlog.client.errors import BrokerUnavailableError, RequestTimeoutError, error_from_response
 from tierlog.client.security import ClientSecurity
-from tierlog.tiering.errors import UnauthorizedError
+from tierlog.tiering.errors import InvalidRequestError, UnauthorizedError
 
 __all__ = ["BATCHES_TYPE", "BrokerClient", "FetchAnswer", "PartitionInfo", "TopicMetadata"]
 
@@ -110,6 +110,13 @@ class BrokerClient:
         self.base_url = base_url.rstrip("/")
         self.request_timeout_ms = request_timeout_ms
         self.security = ClientSecurity() if security is None else security
+        if self.security.tls and not self.base_url.lower().startswith("https://"):
+            # a broker learned from metadata (its advertised.url) must not receive credentials in plaintext
+            raise InvalidRequestError(
+                f"broker {self.base_url} is not an https:// URL but security_protocol="
+                f"{self.security.security_protocol}: refusing to connect in plaintext (check that broker's "
+                "advertised.url)"
+            )
         self._connections = connections
         self._session: aiohttp.ClientSession | None = None
 

@@ -20,6 +20,7 @@ from tierlog.client.security import (
     add_security_arguments,
     security_from_args,
 )
+from tierlog.client.transport import BrokerClient
 from tierlog.service.config import Settings, load_settings
 from tierlog.service.security.settings import SecuritySettings
 from tierlog.service.security.tls import ServerTls, TlsError, broker_client_security, server_context
@@ -326,3 +327,12 @@ def test_broker_client_security(pems: Pems) -> None:
     assert own.headers()["Authorization"].startswith("Basic ")
     basic_only = SecuritySettings(inter_broker_username="broker", inter_broker_password="pw")
     assert broker_client_security(_settings(basic_only)).security_protocol == "SASL_PLAINTEXT"
+
+
+def test_a_tls_client_refuses_a_plaintext_broker_url() -> None:
+    # a broker learned from metadata that advertises http:// would get the credentials in the clear
+    secured = ClientSecurity(security_protocol="SASL_SSL", sasl_plain_username="u", sasl_plain_password="p")
+    with pytest.raises(InvalidRequestError, match=r"advertised\.url"):
+        BrokerClient("http://127.0.0.1:8082", security=secured)
+    assert BrokerClient("https://127.0.0.1:8082", security=secured).base_url == "https://127.0.0.1:8082"
+    assert BrokerClient("http://127.0.0.1:8082").base_url == "http://127.0.0.1:8082"
