@@ -36,7 +36,7 @@ from tierlog.service.cluster.store import (
     Put,
     WatchEvent,
 )
-from tierlog.service.security.acl import AclSnapshot, matches, validate_binding
+from tierlog.service.security.acl import AclSnapshot, matches
 from tierlog.service.security.model import AclBinding, AclFilter
 from tierlog.service.security.scram import ScramCredential, decode_user, encode_user
 from tierlog.service.security.store_format import (
@@ -46,8 +46,8 @@ from tierlog.service.security.store_format import (
     USERS_PREFIX,
     acl_key,
     binding_order,
+    bindings_by_key,
     check_user_name,
-    check_utf8,
     decode_acls,
     encode_acls,
     parse_acl_key,
@@ -220,8 +220,9 @@ class SecurityStore:
     # writes
 
     async def put_user(self, name: str, credential: ScramCredential) -> bool:
-        """Set ``name``'s credential for ``credential.mechanism``, keeping its other mechanisms; whether the
-        user is new. Idempotent; safe to call concurrently (conflicting writes are retried).
+        """Make ``credential`` the only credential of ``name`` (HTTP Basic has one password: a credential of
+        another mechanism, made from an older password, is dropped); whether the user is new. Idempotent;
+        safe to call concurrently (conflicting writes are retried).
 
         Raises:
             InvalidRequestError: an invalid user name.
@@ -231,12 +232,12 @@ class SecurityStore:
         """
         key = user_key(name)
 
+        value = encode_user({credential.mechanism: credential})
+
         def change(current: Mapping[str, KeyValue | None]) -> tuple[list[Op], bool]:
             kv = current[key]
-            credentials = (_decode_user_or_none(key, kv.value) if kv is not None else None) or {}
-            created = not credentials
-            credentials[credential.mechanism] = credential
-            return [Put(key, encode_user(credentials))], created
+            created = kv is None or _decode_user_or_none(key, kv.value) is None
+            return [Put(key, value)], created
 
         return await self._update([key], change)
 
@@ -266,22 +267,7 @@ class SecurityStore:
                 text that is not valid Unicode).
             ConflictError, MetadataStoreError, UnavailableError: as :meth:`put_user`.
         """
-        wanted: dict[str, set[AclBinding]] = {}
-        for b in bindings:
-            checked = validate_binding(
-                b.resource_type,
-                b.resource_name,
-                b.pattern_type,
-                b.principal,
-                b.host,
-                b.operation,
-                b.permission,
-            )
-            for text, what in ((checked.resource_name, "resource name"), (checked.principal, "principal"),
-                               (checked.host, "host")):  # fmt: skip
-                check_utf8(text, what)
-            key = acl_key(checked.resource_type, checked.pattern_type, checked.resource_name)
-            wanted.setdefault(key, set()).add(checked)
+        wanted = bindings_by_key(bindings)
 
         def change(current: Mapping[str, KeyValue | None]) -> tuple[list[Op], None]:
             ops: list[Op] = []

@@ -30,6 +30,7 @@ __all__ = [
     "USERS_PREFIX",
     "acl_key",
     "binding_order",
+    "bindings_by_key",
     "check_user_name",
     "check_utf8",
     "decode_acls",
@@ -110,6 +111,26 @@ def binding_order(binding: AclBinding) -> tuple[str, ...]:
         b.resource_type.name, b.pattern_type.name, b.resource_name, b.principal, b.host,
         b.operation.name, b.permission.name,
     )  # fmt: skip
+
+
+def bindings_by_key(bindings: Iterable[AclBinding]) -> dict[str, set[AclBinding]]:
+    """``bindings``, each checked again, grouped by the ACL key that holds it. Pure.
+
+    Raises:
+        InvalidRequestError: a binding is invalid (a filter-only pattern, operation or permission, or text
+            that is not valid Unicode).
+    """
+    grouped: dict[str, set[AclBinding]] = {}
+    for b in bindings:
+        checked = validate_binding(
+            b.resource_type, b.resource_name, b.pattern_type, b.principal, b.host, b.operation, b.permission
+        )
+        for text, what in ((checked.resource_name, "resource name"), (checked.principal, "principal"),
+                           (checked.host, "host")):  # fmt: skip
+            check_utf8(text, what)
+        key = acl_key(checked.resource_type, checked.pattern_type, checked.resource_name)
+        grouped.setdefault(key, set()).add(checked)
+    return grouped
 
 
 def encode_acls(bindings: Iterable[AclBinding]) -> bytes:

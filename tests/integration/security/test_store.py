@@ -22,7 +22,13 @@ from tierlog.service.cluster.store import MetadataStore, Put
 from tierlog.service.config import parse_metadata_uri
 from tierlog.service.security.acl import validate_binding, validate_filter
 from tierlog.service.security.model import AclBinding
-from tierlog.service.security.scram import ScramCredential, make_credential, verify
+from tierlog.service.security.scram import (
+    ScramCredential,
+    decode_user,
+    encode_user,
+    make_credential,
+    verify,
+)
 from tierlog.service.security.store import (
     SECURITY_FILE,
     SecurityStore,
@@ -144,17 +150,34 @@ async def test_two_stores_see_each_others_users(pair: Pair, alice_credential: Sc
     assert seen is not None and verify(seen["SCRAM-SHA-256"], ALICE_PASSWORD)
 
     other = make_credential("alice-512", "SCRAM-SHA-512", 8192)
-    assert await pair.b.put_user("alice", other) is False  # a second mechanism keeps the first
+    assert await pair.b.put_user("alice", other) is False  # a new password replaces the old one
     await pair.settle()
-    both = pair.a.user("alice")
-    assert both is not None and sorted(both) == ["SCRAM-SHA-256", "SCRAM-SHA-512"]
-    assert both["SCRAM-SHA-512"].iterations == 8192
+    replaced = pair.a.user("alice")
+    assert replaced is not None and list(replaced) == ["SCRAM-SHA-512"]
+    assert replaced["SCRAM-SHA-512"].iterations == 8192
 
     await pair.b.remove_user("alice")
     await pair.settle()
     assert pair.a.user("alice") is None and pair.a.user_names() == []
     with pytest.raises(NotFoundError):
         await pair.a.remove_user("alice")
+
+
+async def test_a_password_replaces_every_mechanism_of_a_kafka_shaped_user(pair: Pair) -> None:
+    old = {m: make_credential("old-pw", m) for m in ("SCRAM-SHA-256", "SCRAM-SHA-512")}
+    await pair.raw.commit([], [Put(user_key("alice"), encode_user(old))])  # as another tool may write it
+    await pair.settle()
+    assert sorted(pair.a.user("alice") or {}) == ["SCRAM-SHA-256", "SCRAM-SHA-512"]
+
+    new = make_credential("new-pw", "SCRAM-SHA-512")
+    assert await pair.a.put_user("alice", new) is False
+    await pair.settle()
+    for store in (pair.a, pair.b):
+        held = store.user("alice")
+        assert held is not None and list(held) == ["SCRAM-SHA-512"]
+        assert verify(held["SCRAM-SHA-512"], "new-pw") and not verify(held["SCRAM-SHA-512"], "old-pw")
+    stored = await pair.raw.get(user_key("alice"))
+    assert stored is not None and list(decode_user(stored.value)) == ["SCRAM-SHA-512"]
 
 
 async def test_two_stores_see_each_others_acls(pair: Pair) -> None:
