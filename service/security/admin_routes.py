@@ -7,6 +7,7 @@
     DELETE /v3/clusters/{cluster_id}/acls?<filter>                      -> 200 {"data": [deleted KafkaAcl]}
     GET    /v3/clusters/{cluster_id}/users                              -> 200 KafkaUserList
     PUT    /v3/clusters/{cluster_id}/users/{name}  {"password", "mechanism", "iterations"} -> 201 new / 200
+                                          (replaces the user's password: its one credential)
     DELETE /v3/clusters/{cluster_id}/users/{name}                       -> 204, 404 unknown user
 
 ACL enums are answered in upper case (``TOPIC``, ``PREFIXED``, ``DESCRIBE_CONFIGS``) and accepted in any
@@ -32,19 +33,12 @@ from tierlog.service.admin_v3.routes import _body, _broker, _field, _Urls
 from tierlog.service.broker import Broker
 from tierlog.service.security.acl import validate_binding, validate_filter
 from tierlog.service.security.model import AclBinding, AclFilter
-from tierlog.service.security.scram import (
-    DEFAULT_ITERATIONS,
-    MIN_ITERATIONS,
-    ScramCredential,
-    make_credential,
-)
+from tierlog.service.security.scram import DEFAULT_ITERATIONS, ScramCredential, make_credential
 from tierlog.service.security.store import SECURITY_STORE, SecurityStore, check_user_name
 from tierlog.tiering.errors import BadRequestError, InvalidRequestError, UnavailableError
 
-__all__ = ["ACL_FIELDS", "MAX_ITERATIONS", "ROUTES", "acl_json", "setup_routes", "user_json"]
+__all__ = ["ACL_FIELDS", "ROUTES", "acl_json", "setup_routes", "user_json"]
 
-#: Kafka's upper bound on SCRAM iterations (``ScramMechanism.maxIterations``).
-MAX_ITERATIONS = 16384
 DEFAULT_MECHANISM = "SCRAM-SHA-256"
 ACL_FIELDS = (
     "resource_type",
@@ -178,34 +172,28 @@ async def list_users(request: web.Request) -> web.Response:
     return _list(broker, "KafkaUserList", "/users", data)
 
 
-def _iterations(doc: dict[str, Any]) -> int:
-    iterations = _field(doc, "iterations", int)
-    if iterations is None:
-        return DEFAULT_ITERATIONS
-    if not MIN_ITERATIONS <= iterations <= MAX_ITERATIONS:
-        raise InvalidRequestError(f"iterations must be {MIN_ITERATIONS}-{MAX_ITERATIONS}, got {iterations}")
-    return int(iterations)
-
-
 async def put_user(request: web.Request) -> web.Response:
-    """``PUT .../users/{name}``: set the user's credential for one mechanism (its other mechanisms stay);
-    201 for a new user, else 200. Idempotent in effect (a new salt each time)."""
+    """``PUT .../users/{name}``: replace the user's password: its credential becomes the one of
+    ``mechanism`` (a credential of another mechanism is dropped, so an older password stops working); 201
+    for a new user, else 200. Idempotent in effect (a new salt each time)."""
     broker, store = _security(request)
     name = check_user_name(request.match_info["name"])
     doc = await _body(request)
     password = _field(doc, "password", str, required=True)
     mechanism = _field(doc, "mechanism", str) or DEFAULT_MECHANISM
-    iterations = _iterations(doc)
+    iterations = _field(doc, "iterations", int)
     if not password:
         raise InvalidRequestError("the password may not be empty")
     try:
         password.encode("utf-8")
     except UnicodeEncodeError:
         raise InvalidRequestError("the password is not valid Unicode text") from None
-    credential = await asyncio.to_thread(make_credential, password, mechanism, iterations)
+    credential = await asyncio.to_thread(
+        make_credential, password, mechanism, DEFAULT_ITERATIONS if iterations is None else iterations
+    )
     del password, doc
     created = await store.put_user(name, credential)
-    answer = store.user(name) or {credential.mechanism: credential}
+    answer = {credential.mechanism: credential}
     return web.json_response(user_json(broker, name, answer), status=201 if created else 200)
 
 

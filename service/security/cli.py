@@ -22,7 +22,8 @@ Each command works on one target:
   password in ``$TIERLOG_PASSWORD``, ...).
 
 The password of ``users add`` is read from stdin (one trailing newline removed; on a terminal it is asked
-twice without echo), never from the command line.
+twice without echo), never from the command line. ``users add`` on an existing user replaces its password:
+the user keeps one credential, of ``--mechanism``.
 Exit codes: 0 success, 1 an error (one line on stderr), 2 a usage error.
 """
 
@@ -59,7 +60,7 @@ from tierlog.service.security.model import (
     Operation,
     ResourceType,
 )
-from tierlog.service.security.scram import DEFAULT_ITERATIONS, MECHANISMS
+from tierlog.service.security.scram import DEFAULT_ITERATIONS, MAX_ITERATIONS, MECHANISMS, MIN_ITERATIONS
 from tierlog.tiering.errors import InvalidRequestError, TierlogError
 
 __all__ = ["build_parser", "main"]
@@ -163,13 +164,30 @@ def build_parser() -> argparse.ArgumentParser:
 
     users = commands.add_parser("users", help="SCRAM users")
     actions = users.add_subparsers(dest="action", metavar="ACTION", required=True, parser_class=_Parser)
-    add = actions.add_parser("add", parents=[common], help="add a user, or set a password of one")
+    add = actions.add_parser(
+        "add",
+        parents=[common],
+        help="add a user, or replace its password (its one credential, of --mechanism)",
+        description="Add a user, or replace its password: the user keeps one SCRAM credential, of "
+        "--mechanism; a credential of another mechanism (an older password) is dropped.",
+    )
     add.add_argument("name")
     add.add_argument(
         "--password-stdin", action="store_true", required=True, help="read the password from stdin"
     )
-    add.add_argument("--mechanism", choices=MECHANISMS, default=MECHANISMS[0], type=str.upper)
-    add.add_argument("--iterations", type=int, default=DEFAULT_ITERATIONS)
+    add.add_argument(
+        "--mechanism",
+        choices=MECHANISMS,
+        default=MECHANISMS[0],
+        type=str.upper,
+        help=f"the SCRAM mechanism (default {MECHANISMS[0]}); replaces the user's other one",
+    )
+    add.add_argument(
+        "--iterations",
+        type=int,
+        default=DEFAULT_ITERATIONS,
+        help=f"PBKDF2 iterations, {MIN_ITERATIONS}-{MAX_ITERATIONS} (default {DEFAULT_ITERATIONS})",
+    )
     remove = actions.add_parser("remove", parents=[common], help="remove a user")
     remove.add_argument("name")
     listing = actions.add_parser("list", parents=[common], help="every user and its mechanisms")
@@ -308,7 +326,7 @@ async def _run_users(args: argparse.Namespace, target: Target) -> int:
         return EXIT_OK
     password = await asyncio.to_thread(_read_password)
     created = await target.put_user(args.name, password, args.mechanism, args.iterations)
-    what = "created user" if created else "set the password of user"
+    what = "created user" if created else "replaced the password of user"
     _print(f"{what} {args.name} ({args.mechanism}, {args.iterations} iterations)")
     return EXIT_OK
 

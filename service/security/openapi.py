@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from tierlog.service.security.admin_routes import MAX_ITERATIONS
 from tierlog.service.security.model import Operation, PatternType, Permission, ResourceType
-from tierlog.service.security.scram import MECHANISMS, MIN_ITERATIONS
+from tierlog.service.security.scram import DEFAULT_ITERATIONS, MAX_ITERATIONS, MECHANISMS, MIN_ITERATIONS
 
 __all__ = ["OPENAPI_COMPONENTS", "OPENAPI_PATHS"]
 
@@ -134,7 +133,7 @@ OPENAPI_COMPONENTS: dict[str, Any] = {
                     "type": "integer",
                     "minimum": MIN_ITERATIONS,
                     "maximum": MAX_ITERATIONS,
-                    "default": MIN_ITERATIONS,
+                    "default": DEFAULT_ITERATIONS,
                     "nullable": True,
                     "description": "null: the default",
                 },
@@ -247,13 +246,16 @@ OPENAPI_PATHS: dict[str, Any] = {
         "put": {
             **_op(
                 "putUser",
-                "Set a user's password for one SCRAM mechanism (its other mechanisms stay)",
+                "Create a user, or replace its password and mechanism",
                 "200",
                 "KafkaUser",
                 body="PutUserRequest",
                 errors=_WRITE,
                 extra={"201": "The user is new"},
             ),
+            "description": "HTTP Basic has one password: the user's credential becomes the one of `password` "
+            "and `mechanism`, and a credential of another mechanism is dropped, so the old password stops "
+            "working whatever mechanism held it.",
             "parameters": [_USER_NAME],
         },
         "delete": {

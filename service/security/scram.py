@@ -18,6 +18,9 @@ The store keeps one JSON document per user (``security/users/<name>``)::
 
     {"format": 1, "credentials": {"SCRAM-SHA-256": {"salt": "<base64>", "iterations": 4096,
                                                     "stored_key": "<base64>", "server_key": "<base64>"}}}
+
+The ``credentials`` map keeps Kafka's shape (a credential per mechanism), but our writers always store
+exactly one: HTTP Basic has one password, so setting it replaces the whole document.
 """
 
 from __future__ import annotations
@@ -52,8 +55,10 @@ __all__ = [
 
 MECHANISMS = ("SCRAM-SHA-256", "SCRAM-SHA-512")
 DEFAULT_ITERATIONS = 4096
+#: Kafka's bounds on SCRAM iterations (``ScramMechanism.minIterations`` / ``maxIterations``): the one
+#: range every writer (the users API, ``tierlog users``) and every stored credential is held to.
 MIN_ITERATIONS = 4096
-MAX_ITERATIONS = 2**20
+MAX_ITERATIONS = 16384
 SALT_BYTES = 32
 #: The version of the stored JSON document.
 FORMAT = 1

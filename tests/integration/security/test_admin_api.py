@@ -3,6 +3,8 @@ security off (the API is open; the authorization of these routes is tested with 
 
 from __future__ import annotations
 
+import asyncio
+import base64
 import json
 import logging
 from collections.abc import Iterator
@@ -25,10 +27,14 @@ from schemathesis.checks import (
 
 from tests.integration.broker import Brokers, BrokerThread, RunningBroker, broker_settings
 from tierlog.service.openapi import build_document
-from tierlog.service.security.scram import verify
+from tierlog.service.security.scram import MAX_ITERATIONS, MIN_ITERATIONS, make_credential, verify
 from tierlog.service.security.store import SECURITY_FILE, SECURITY_STORE, SecurityStore
 
 PASSWORD = "correct horse battery staple"
+
+
+def basic(user: str, password: str) -> dict[str, str]:
+    return {"Authorization": "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()}
 
 
 def acl_body(**overrides: str) -> dict[str, str]:
@@ -184,18 +190,15 @@ async def test_users_put_list_and_delete(api: Api, data_dir: Path, caplog: pytes
     }
     body = {"password": PASSWORD + "!", "mechanism": "SCRAM-SHA-512", "iterations": 8192}
     again = await api.call("PUT", "/users/alice", 200, json=body)
-    assert again["mechanisms"] == [
-        {"mechanism": "SCRAM-SHA-256", "iterations": 4096},
-        {"mechanism": "SCRAM-SHA-512", "iterations": 8192},
-    ]
+    assert again["mechanisms"] == [{"mechanism": "SCRAM-SHA-512", "iterations": 8192}]  # replaced
     await api.call("PUT", "/users/bob%40corp", 201, json={"password": "other"})
 
     listed = await api.call("GET", "/users", 200)
     assert [u["name"] for u in listed["data"]] == ["alice", "bob@corp"]
     credentials = api.store.user("alice")
-    assert credentials is not None
-    assert verify(credentials["SCRAM-SHA-256"], PASSWORD)
+    assert credentials is not None and list(credentials) == ["SCRAM-SHA-512"]
     assert verify(credentials["SCRAM-SHA-512"], PASSWORD + "!")
+    assert not verify(credentials["SCRAM-SHA-512"], PASSWORD)
     stored = (data_dir / SECURITY_FILE).read_text()
     assert PASSWORD not in stored
 
@@ -214,7 +217,8 @@ async def test_users_put_list_and_delete(api: Api, data_dir: Path, caplog: pytes
         ({"password": "\ud800"}, 422),
         ({"password": "x", "mechanism": "MD5"}, 422),
         ({"password": "x", "iterations": 1000}, 422),
-        ({"password": "x", "iterations": 16385}, 422),
+        ({"password": "x", "iterations": MIN_ITERATIONS - 1}, 422),
+        ({"password": "x", "iterations": MAX_ITERATIONS + 1}, 422),
         ({"password": "x", "iterations": "4096"}, 400),
         ({"password": "x", "iterations": True}, 400),
     ],
@@ -222,6 +226,46 @@ async def test_users_put_list_and_delete(api: Api, data_dir: Path, caplog: pytes
 async def test_invalid_user_requests_are_refused(api: Api, body: dict[str, Any], status: int) -> None:
     await api.call("PUT", "/users/carol", status, json=body)
     assert api.store.user_names() == []
+
+
+async def test_a_new_password_replaces_the_old_one_of_every_mechanism(
+    brokers: Brokers, data_dir: Path
+) -> None:
+    """HTTP Basic has one password: after a change the old one is refused, whatever mechanism held it."""
+    await asyncio.to_thread(data_dir.mkdir, parents=True, exist_ok=True)
+    offline = SecurityStore.embedded(data_dir)
+    await offline.start()
+    try:
+        await offline.put_user("admin", make_credential("admin-pw"))
+    finally:
+        await offline.close()
+    running = await brokers.start({"authentication.methods": "basic", "super.users": "User:admin"})
+    await running.app[SECURITY_STORE].wait_loaded()
+    users = f"/v3/clusters/{running.broker.cluster_id}/users"
+
+    async def status(method: str, path: str, user: str, password: str, body: Any = None) -> tuple[int, Any]:
+        async with running.client.request(method, path, headers=basic(user, password), json=body) as resp:
+            text = await resp.text()
+            assert "old-pw" not in text and "new-pw" not in text
+            return resp.status, json.loads(text) if text else None
+
+    first = {"password": "old-pw", "mechanism": "SCRAM-SHA-512"}
+    assert (await status("PUT", users + "/two", "admin", "admin-pw", first))[0] == 201
+    assert (await status("GET", "/topics", "two", "old-pw"))[0] == 200  # verified, and cached
+
+    changed = await status("PUT", users + "/two", "admin", "admin-pw", {"password": "new-pw"})
+    assert changed == (
+        200,
+        {**changed[1], "mechanisms": [{"mechanism": "SCRAM-SHA-256", "iterations": 4096}]},
+    )
+    assert (await status("GET", "/topics", "two", "old-pw"))[0] == 401
+    assert (await status("GET", "/topics", "two", "new-pw"))[0] == 200
+    code, listed = await status("GET", users, "admin", "admin-pw")
+    assert code == 200
+    assert [(u["name"], u["mechanisms"]) for u in listed["data"]] == [
+        ("admin", [{"mechanism": "SCRAM-SHA-256", "iterations": 4096}]),
+        ("two", [{"mechanism": "SCRAM-SHA-256", "iterations": 4096}]),
+    ]
 
 
 async def test_invalid_user_names_are_refused(api: Api) -> None:

@@ -94,10 +94,22 @@ def test_offline_users_then_a_secured_broker_accepts_them(
                                          "SCRAM-SHA-512(8192)", "bob", "SCRAM-SHA-256(4096)"]  # fmt: skip
     assert requests.get(f"{broker.url}/v3/clusters", auth=("bob", "bob-pass"), timeout=10).status_code == 403
 
+    # a new password (default mechanism) replaces alice's SCRAM-SHA-512 credential: the old one stops working
+    feed_stdin(monkeypatch, b"alice-new-pass\n")
+    code, out, err = run(capsys, "users", "add", "alice", "--password-stdin", *online)
+    assert code == 0 and "replaced the password of user alice (SCRAM-SHA-256, 4096 iterations)" in out
+    assert "alice-new-pass" not in out + err
+    code, out, _ = run(capsys, "users", "list", *online)
+    assert code == 0 and out.split() == ["NAME", "MECHANISMS", "admin", "SCRAM-SHA-256(4096)", "alice",
+                                         "SCRAM-SHA-256(4096)", "bob", "SCRAM-SHA-256(4096)"]  # fmt: skip
+    old = requests.get(f"{broker.url}/v3/clusters", auth=("alice", ALICE_PASSWORD), timeout=10)
+    assert old.status_code == 401
+    assert users_of(broker.url, auth=("alice", "alice-new-pass")) == ["admin", "alice", "bob"]
+
     monkeypatch.setenv(PASSWORD_ENV, "wrong")
     code, _, err = run(capsys, "users", "list", *online)
     assert code == 1 and "(error code 40101)" in err and "wrong" not in err
-    monkeypatch.setenv(PASSWORD_ENV, ALICE_PASSWORD)
+    monkeypatch.setenv(PASSWORD_ENV, "alice-new-pass")
     code, _, err = run(
         capsys, "users", "remove", "bob", "--bootstrap-server", broker.url, "--username", "alice"
     )

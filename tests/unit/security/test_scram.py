@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from tierlog.service.security.scram import (
     MAX_ITERATIONS,
     MECHANISMS,
+    MIN_ITERATIONS,
     SALT_BYTES,
     ScramCredential,
     decode_user,
@@ -83,14 +84,22 @@ def test_repr_shows_no_keys() -> None:
     [
         ("", "SCRAM-SHA-256", 4096, None),
         ("pw", "SCRAM-SHA-1", 4096, None),
-        ("pw", "SCRAM-SHA-256", 4095, None),
+        ("pw", "SCRAM-SHA-256", MIN_ITERATIONS - 1, None),
         ("pw", "SCRAM-SHA-256", MAX_ITERATIONS + 1, None),
+        ("pw", "SCRAM-SHA-256", 2**20, None),
         ("pw", "SCRAM-SHA-256", 4096, b""),
     ],
 )
 def test_make_credential_rejects(password: str, mechanism: str, iterations: int, salt: bytes | None) -> None:
     with pytest.raises(InvalidRequestError):
         make_credential(password, mechanism, iterations, salt)
+
+
+def test_the_iteration_bounds_are_kafkas() -> None:
+    assert (MIN_ITERATIONS, MAX_ITERATIONS) == (4096, 16384)
+    for iterations in (MIN_ITERATIONS, MAX_ITERATIONS):
+        credential = make_credential("pw", "SCRAM-SHA-512", iterations, b"s")
+        assert credential.iterations == iterations and verify(credential, "pw")
 
 
 @settings(max_examples=10)
@@ -150,6 +159,7 @@ def _corruptions() -> list[bytes]:
         ("server_key", None),
         ("iterations", "4096"),
         ("iterations", 1),
+        ("iterations", MAX_ITERATIONS + 1),
         ("iterations", True),
         ("iterations", None),
     ):
