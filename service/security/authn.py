@@ -21,8 +21,8 @@ Until the security store has loaded, authenticated routes answer 503 (50301, ret
 
 The request keys the rest of the broker reads (:data:`PRINCIPAL`, :data:`CLIENT_HOST`) and the headers a
 broker forwarding a client's request to another broker sets (:data:`FORWARDED_PRINCIPAL`,
-:data:`FORWARDED_HOST`) live here; :mod:`~tierlog.service.security.authz` decides whether those headers are
-honoured.
+:data:`FORWARDED_HOST`) live here; :mod:`~tierlog.service.security.authz` honours those headers only from a
+super user (a broker).
 """
 
 from __future__ import annotations

@@ -8,8 +8,10 @@ runs and refuses a route that has none (403: fail closed). Handlers then call :f
 their body names, and :func:`allowed` to filter listings, always before any side effect.
 
 A request forwarded by another broker carries the client's principal (``Tierlog-Forwarded-Principal``); the
-middleware acts as that principal only when the forwarding caller may ClusterAction the Cluster (brokers are
-super users), as Kafka's forwarding envelope (KIP-590) does; otherwise the headers are ignored.
+middleware acts as that principal only when the forwarding caller is a broker, that is a super user
+(``super.users``), as Kafka's forwarding envelope (KIP-590) does; otherwise the headers are ignored. Neither
+``allow.everyone.if.no.acl.found`` nor an ALLOW ClusterAction ACL makes a caller a broker: either would let an
+ordinary user act as anyone, a super user included.
 
 With authentication off, :func:`authorize` and :func:`allowed` are no-ops and no middleware is installed.
 """
@@ -106,6 +108,10 @@ class Authorizer:
             )
             self._snapshot = snapshot
         return self._decider
+
+    def is_broker(self, principal: Principal) -> bool:
+        """Whether ``principal`` may speak for others (forwarded principals): a super user. Pure."""
+        return str(principal) in self._super_users
 
 
 AUTHORIZER: web.AppKey[Authorizer] = web.AppKey("tierlog.authorizer", Authorizer)
@@ -308,18 +314,15 @@ ROUTE_ACTIONS: dict[tuple[str, str], Row] = {
 }
 
 
-def _forwarded(request: web.Request, decider: AclAuthorizer) -> None:
+def _forwarded(request: web.Request) -> None:
     forwarded = request.headers.get(FORWARDED_PRINCIPAL)
-    if forwarded is None:
-        return
-    caller, host = request[PRINCIPAL], request[CLIENT_HOST]
-    if not decider.authorize(caller, host, Operation.CLUSTER_ACTION, _CLUSTER, CLUSTER_NAME):
+    if forwarded is None or not request.app[AUTHORIZER].is_broker(request[PRINCIPAL]):
         return
     try:
         request[PRINCIPAL] = Principal.parse(forwarded)
     except InvalidRequestError:
         return
-    request[CLIENT_HOST] = canonical_host(request.headers.get(FORWARDED_HOST, host))
+    request[CLIENT_HOST] = canonical_host(request.headers.get(FORWARDED_HOST, request[CLIENT_HOST]))
 
 
 async def _route_path(request: web.Request) -> str | None:
@@ -356,12 +359,12 @@ def authz_middleware(security: SecuritySettings) -> Middleware | None:
         row = ROUTE_ACTIONS.get((request.method, path))
         if isinstance(row, Marker):
             if row is not OPEN:
-                _forwarded(request, request.app[AUTHORIZER].current())
+                _forwarded(request)
             return await handler(request)
         if row is None:
             request.app[METRICS].inc(AUTHORIZATION_DENIED, 1.0, resource_type="ROUTE")
             raise AuthorizationError(f"Not authorized: {request.method} {path} has no access rule")
-        _forwarded(request, request.app[AUTHORIZER].current())
+        _forwarded(request)
         for need in row:
             authorize(request, need.operation, need.resource_type, need.name(request))
         return await handler(request)

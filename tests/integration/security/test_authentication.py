@@ -252,7 +252,7 @@ async def test_bearer_tokens_against_a_jwks_file(data_dir: Path, tmp_path: Path)
         assert status == 401  # basic is not listed
 
 
-async def test_a_forwarded_principal_is_honoured_only_from_a_cluster_actor(data_dir: Path) -> None:
+async def test_a_forwarded_principal_is_honoured_from_a_super_user(data_dir: Path) -> None:
     acls = [validate_binding("TOPIC", "open", "LITERAL", "User:alice", "*", "DESCRIBE", "ALLOW")]
     await bootstrap(data_dir, USERS, acls)
     async with serve(data_dir, {**BASIC, "auto.create.topics.enable": "false"}) as broker:
@@ -266,6 +266,36 @@ async def test_a_forwarded_principal_is_honoured_only_from_a_cluster_actor(data_
         as_admin = {FORWARDED_PRINCIPAL: "User:admin"}
         status, _, _ = await broker.get("/topics/secret", {**basic("alice", "alice-pw"), **as_admin})
         assert status == 403  # alice may not act for others: the header is ignored
+
+
+@pytest.mark.parametrize(
+    ("everyone", "cluster_acls"),
+    [
+        ("true", []),  # nothing names the Cluster: everyone may ClusterAction it
+        ("false", [("User:alice", "CLUSTER_ACTION")]),  # an ALLOW ClusterAction ACL for alice
+    ],
+    ids=["allow-everyone", "cluster-action-acl"],
+)
+async def test_only_a_super_user_may_forward_a_principal(
+    data_dir: Path, everyone: str, cluster_acls: list[tuple[str, str]]
+) -> None:
+    acls = [validate_binding("TOPIC", "secret", "LITERAL", "User:bob", "*", "DESCRIBE", "ALLOW")]
+    acls += [
+        validate_binding("CLUSTER", "kafka-cluster", "LITERAL", p, "*", op, "ALLOW") for p, op in cluster_acls
+    ]
+    await bootstrap(data_dir, USERS, acls)
+    settings = {**BASIC, "auto.create.topics.enable": "false", "allow.everyone.if.no.acl.found": everyone}
+    async with serve(data_dir, settings) as broker:
+        await broker.app[BROKER].create_topic("secret", 1)
+        as_admin = {**basic("alice", "alice-pw"), FORWARDED_PRINCIPAL: "User:admin"}
+        status, _, _ = await broker.get("/topics/secret", as_admin)
+        assert status == 403  # alice as herself: only bob may describe it
+        if cluster_acls:  # the Cluster is named and alice may not Alter it: as admin she could
+            url = f"/v3/clusters/{broker.app[BROKER].cluster_id}/users/admin"
+            async with broker.client.put(url, json={"password": "taken-over"}, headers=as_admin) as resp:
+                assert resp.status == 403
+            status, _, _ = await broker.get("/topics/secret", basic("admin", "admin-pw"))
+            assert status == 200
 
 
 async def test_a_host_scoped_deny_applies_to_an_ipv4_client_of_a_dual_stack_listener(data_dir: Path) -> None:
