@@ -11,12 +11,14 @@ read. See docs/groups.md for the full reference.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from typing import Any
 
 from aiohttp import web
 
 from tierlog.service.groups.consumer_config import parse_partitions
+from tierlog.service.groups.consumers import NO_TOPIC
 from tierlog.service.groups.coordination import Coordination
 from tierlog.service.groups.coordinator import JoinResult
 from tierlog.service.groups.lag import group_lag
@@ -24,6 +26,7 @@ from tierlog.service.groups.routing import from_other_brokers, group_route
 from tierlog.service.groups.state import CONSUMERS, COORDINATOR, require_ready
 from tierlog.service.security import authz
 from tierlog.service.security.model import Operation, ResourceType
+from tierlog.service.state import BROKER
 from tierlog.tiering.errors import BadRequestError, InvalidRequestError
 
 __all__ = ["setup_routes", "OPENAPI_PATHS"]
@@ -85,6 +88,8 @@ async def join(request: web.Request) -> web.Response:
     strategy = body.get("strategy")
     if strategy is not None and not isinstance(strategy, str):
         raise InvalidRequestError("strategy must be a string")
+    if pattern is not None and authz.is_enabled(request):
+        topics, pattern = _readable_matches(request, pattern)
     result = await _coordinator(request).join(
         request.match_info["group"],
         _field(body, "member_id", str, ""),
@@ -96,6 +101,27 @@ async def join(request: web.Request) -> web.Response:
         strategy=strategy,
     )
     return web.json_response(_join_body(result))
+
+
+def _readable_matches(request: web.Request, pattern: str) -> tuple[list[str], str | None]:
+    """With security on, a pattern subscription resolved here over the topics the caller may Read (Kafka
+    resolves patterns only over authorized topics), so an assignment never names a topic the member may not
+    see: the topics, and the pattern to pass on (one matching nothing when no topic matches).
+
+    Raises InvalidRequestError for a malformed pattern."""
+    try:
+        compiled = re.compile(pattern)
+    except re.error as err:
+        raise InvalidRequestError(f"invalid topic pattern {pattern!r}: {err}") from err
+    names = request.app[BROKER].cluster_view().partitions
+    readable = [
+        name
+        for name in sorted(names)
+        if compiled.fullmatch(name)
+        and not name.startswith("__")
+        and authz.allowed(request, Operation.READ, ResourceType.TOPIC, name)
+    ]
+    return (readable, None) if readable else ([], NO_TOPIC)
 
 
 async def sync(request: web.Request) -> web.Response:

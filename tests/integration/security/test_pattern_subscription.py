@@ -179,3 +179,28 @@ async def test_with_security_off_a_pattern_matches_every_topic(data_dir: Path) -
         assert await anyone.subscription() == ["public-a", "secret-hr"]
         assert await anyone.assigned_topics() == {"public-a", "secret-hr"}
         assert await anyone.read(2) == [("public-a", "public-a-1"), ("secret-hr", "secret-hr-1")]
+
+
+async def test_a_native_member_joining_by_pattern_is_assigned_only_readable_topics(data_dir: Path) -> None:
+    await bootstrap(data_dir, USERS, _eve_acls())
+    async with serve(data_dir, {**BASIC, "auto.create.topics.enable": "false"}) as broker:
+        await _ready(broker.app)
+        admin, eve = Caller(broker.client, "admin"), Caller(broker.client, "eve")
+        for topic in ("secret-hr", "public-a"):
+            await admin.create_topic(topic)
+        joined = await eve.call(
+            "POST",
+            "/native/v1/groups/g/join",
+            {"pattern": ".*"},
+            content_type="application/json",
+            accept="application/json",
+        )
+        synced = await eve.call(
+            "POST",
+            "/native/v1/groups/g/sync",
+            {"member_id": joined["member_id"], "generation": joined["generation"], "assignment": []},
+            content_type="application/json",
+            accept="application/json",
+        )
+        assert {entry["topic"] for entry in synced["assignment"]} == {"public-a"}
+        assert all(SECRET not in body for body in eve.bodies)
