@@ -19,7 +19,7 @@ With authentication off, :func:`authorize` and :func:`allowed` are no-ops and no
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -80,8 +80,9 @@ class Need:
     resource_type: ResourceType
     key: str | None = None
 
-    def name(self, request: web.Request) -> str:
-        return CLUSTER_NAME if self.key is None else request.match_info[self.key]
+    def name(self, match_info: Mapping[str, str]) -> str:
+        """The resource's name, read from the path parameters of the route the request reaches."""
+        return CLUSTER_NAME if self.key is None else match_info[self.key]
 
 
 Row = Marker | tuple[Need, ...]
@@ -325,20 +326,24 @@ def _forwarded(request: web.Request) -> None:
     request[CLIENT_HOST] = canonical_host(request.headers.get(FORWARDED_HOST, request[CLIENT_HOST]))
 
 
-async def _route_path(request: web.Request) -> str | None:
-    """The canonical path of the route ``request`` reaches (after the trailing-slash rule), None for none."""
+async def _route(request: web.Request) -> tuple[str, Mapping[str, str]] | None:
+    """The canonical path and the path parameters of the route ``request`` reaches, None for none.
+    ``/path/`` without a route of its own reaches ``/path``'s, re-resolved as
+    :func:`~tierlog.service.routing.trailing_slash_middleware` does: the parameters are the stripped path's
+    (the request's own match is the 404's, with none)."""
     match_info = request.match_info
     if match_info.http_exception is None:
-        return match_info.route.resource.canonical if match_info.route.resource is not None else None
+        resource = match_info.route.resource
+        return None if resource is None else (resource.canonical, match_info)
     path = request.rel_url.path
     if len(path) < 2 or not path.endswith("/"):
         return None
     stripped = await request.app.router.resolve(
-        request.clone(rel_url=request.rel_url.with_path(path.rstrip("/")))
+        request.clone(rel_url=request.rel_url.with_path(path.rstrip("/") or "/"))
     )
     if stripped.http_exception is not None or stripped.route.resource is None:
         return None
-    return stripped.route.resource.canonical
+    return stripped.route.resource.canonical, stripped
 
 
 def authz_middleware(security: SecuritySettings) -> Middleware | None:
@@ -353,9 +358,10 @@ def authz_middleware(security: SecuritySettings) -> Middleware | None:
 
     @web.middleware
     async def middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
-        path = await _route_path(request)
-        if path is None:
+        route = await _route(request)
+        if route is None:
             return await handler(request)  # no route: the 404 or 405 answer
+        path, match_info = route
         row = ROUTE_ACTIONS.get((request.method, path))
         if isinstance(row, Marker):
             if row is not OPEN:
@@ -366,7 +372,7 @@ def authz_middleware(security: SecuritySettings) -> Middleware | None:
             raise AuthorizationError(f"Not authorized: {request.method} {path} has no access rule")
         _forwarded(request)
         for need in row:
-            authorize(request, need.operation, need.resource_type, need.name(request))
+            authorize(request, need.operation, need.resource_type, need.name(match_info))
         return await handler(request)
 
     return middleware

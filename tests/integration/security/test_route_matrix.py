@@ -351,3 +351,20 @@ async def test_route(matrix: Matrix, who: str, route: tuple[str, str]) -> None:
         assert _state(matrix.running.app) == before, f"{who} {method} {url} was refused but changed state"
     if who == "mallory" and _listing(method, path, ROUTE_ACTIONS[route]):
         assert "mx-mallory" not in text, f"{method} {url} lists what mallory may not describe"
+
+
+SLASHED = [(method, path) for method, path in ROUTES if method == "GET" and "{" in path]
+
+
+@pytest.mark.asyncio(loop_scope="module")
+@pytest.mark.parametrize("route", SLASHED, ids=[f"{m} {p}/" for m, p in SLASHED])
+@pytest.mark.parametrize("who", ("alice", "mallory"))
+async def test_a_trailing_slash_gets_the_answer_of_the_path_without_it(
+    matrix: Matrix, who: str, route: tuple[str, str]
+) -> None:
+    method, path = route
+    url, kwargs = _request(who, method, path, matrix.cluster_id)
+    plain, _ = await matrix.call(who, method, url, **kwargs)
+    bare, mark, query = url.partition("?")
+    slashed, text = await matrix.call(who, method, f"{bare}/{mark}{query}", **kwargs)
+    assert slashed == plain, (who, method, url, plain, slashed, text)
