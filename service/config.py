@@ -190,6 +190,8 @@ def _remote_uri(raw: str | None, data_dir: Path) -> RemoteUri:
     parts = urlsplit(raw)
     if parts.scheme == "s3":
         bucket = parts.netloc
+        if "@" in bucket:  # never echo what may be credentials
+            raise ValueError("an s3:// URI takes no credentials: use the AWS_* environment or a profile")
         if not _S3_BUCKET.match(bucket) or ".." in bucket:
             raise ValueError(f"invalid S3 bucket name {bucket!r}")
         if parts.query or parts.fragment:
@@ -229,7 +231,8 @@ def build_settings(values: Mapping[str, object], sources: Mapping[str, str] | No
         remote = _remote_uri(raw_remote, data_dir)
     except ValueError as err:
         origin = _origin(sources.get(t.REMOTE_URI.name))
-        raise SettingsError(f"invalid value {raw_remote!r} for remote.uri{origin}: {err}") from None
+        shown = without_userinfo(raw_remote or "")
+        raise SettingsError(f"invalid value {shown!r} for remote.uri{origin}: {err}") from None
     endpoint = optional(t.S3_ENDPOINT_URL)
     if endpoint is None and os.environ.get("AWS_ENDPOINT_URL"):
         try:

@@ -9,7 +9,7 @@ from aiohttp import web
 
 from tierlog.service.metrics import metrics_handler
 from tierlog.service.security.redact import redact_userinfo
-from tierlog.service.state import BROKER
+from tierlog.service.state import BROKER, SETTINGS
 
 __all__ = ["OPENAPI_PATHS", "setup_routes"]
 
@@ -38,7 +38,10 @@ async def health(request: web.Request) -> web.Response:
 async def ready(request: web.Request) -> web.Response:
     """``GET /ready``: 200 once every partition log is open, 503 before that, while shutting down and while
     a partition is offline after an I/O failure (``offline_partitions`` says which and why). In a cluster
-    also 503 (``NOT_REGISTERED``) while the broker's session in the cluster is lost."""
+    also 503 (``NOT_REGISTERED``) while the broker's session in the cluster is lost.
+
+    The route needs no credentials, so with authentication on it names no topic and no reason: only how
+    many partitions are offline or cannot upload (the broker's log and metrics say which)."""
     broker = request.app[BROKER]
     node = broker.cluster
     if broker.ready and node is not None and not node.registered:
@@ -46,6 +49,10 @@ async def ready(request: web.Request) -> web.Response:
         return web.json_response(body, status=503)
     if broker.ready:
         offline = broker.offline_partitions()
+        secured = request.app[SETTINGS].security.enabled
+        if offline and secured:
+            body = {"status": "DEGRADED", "error_code": 50301, "offline_partitions_count": len(offline)}
+            return web.json_response(body, status=503)
         if offline:
             body = {
                 "status": "DEGRADED",
@@ -59,7 +66,9 @@ async def ready(request: web.Request) -> web.Response:
             return web.json_response(body, status=503)
         body = {"status": "READY", "cluster_id": broker.cluster_id}
         remote_problems = broker.remote.problems()
-        if remote_problems:  # still serving: readiness holds, but say loudly why uploads stopped
+        if remote_problems and secured:
+            body["remote_tier_problems_count"] = len(remote_problems)
+        elif remote_problems:  # still serving: readiness holds, but say loudly why uploads stopped
             body["remote_tier_problems"] = [
                 {"topic": topic, "partition": index, "reason": redact_userinfo(reason)}
                 for topic, index, reason in remote_problems

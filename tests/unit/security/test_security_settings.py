@@ -63,3 +63,10 @@ def test_a_complete_secured_setup_resolves() -> None:
     assert security.authentication_methods == ("basic", "mtls", "bearer")
     assert security.super_users == frozenset({"User:admin", "User:broker"})
     assert "s3cret" not in repr(security)
+
+
+def test_a_remote_uri_with_credentials_is_refused_without_echoing_them() -> None:
+    with pytest.raises(SettingsError) as caught:
+        build_settings({"remote.uri": "s3://AKIAEXAMPLE:very-secret@bucket/prefix"})
+    assert "very-secret" not in str(caught.value) and "AKIAEXAMPLE" not in str(caught.value)
+    assert "credentials" in str(caught.value)
