@@ -13,7 +13,10 @@ count (up to SCRAM-SHA-512 at 16384) cost more than the dummy's, and the floor h
 refusal tells nothing about whether the user exists.
 
 A host that failed ``authentication.failure.limit`` times within the window is answered 429 (42901) without
-its credentials being looked at (:mod:`~tierlog.service.security.throttle`). A successful Basic verification
+its credentials being looked at (:mod:`~tierlog.service.security.throttle`); a Basic verification in flight
+counts toward that limit, so a burst of concurrent guesses from one host costs at most ``limit`` PBKDF2s. They
+run on the authenticator's own small thread pool (:data:`PBKDF2_THREADS`), never on the default executor the
+log's file I/O uses, so a flood of bad passwords cannot starve it. A successful Basic verification
 is cached under an HMAC of the header (a per-process random key: the cache never holds a password), bounded,
 and dropped when that user's credentials change, so a client pays the PBKDF2 once, not per request.
 
@@ -30,13 +33,14 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
+import concurrent.futures
 import hashlib
 import hmac
 import logging
 import secrets
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from aiohttp import web
 from aiohttp.typedefs import Handler, Middleware
@@ -62,6 +66,7 @@ __all__ = [
     "FORWARDED_HOST",
     "FORWARDED_PRINCIPAL",
     "OPEN_PATHS",
+    "PBKDF2_THREADS",
     "PRINCIPAL",
     "Authenticator",
     "authn_middleware",
@@ -85,12 +90,16 @@ OPEN_PATHS = frozenset({"/health", "/ready", "/openapi.json"})
 METRICS_PATH = "/metrics"
 CACHE_SIZE = 10_000
 
+_T = TypeVar("_T")
+
 REFUSED = "authentication failed: missing or invalid credentials"
 
 #: The least time a failed Basic verification takes to answer, from its start. Above the dearest credential
 #: the users API allows: SCRAM-SHA-512 at 16384 iterations measured 30 ms idle (37 ms worst of 10) on the
 #: 2-core CI machine, SCRAM-SHA-256 at 4096 (the dummy) 6 ms; 150 ms leaves room for a loaded host.
 FAILED_BASIC_FLOOR_S = 0.15
+#: Threads of the authenticator's PBKDF2 pool: at most this many verifications use CPU at once.
+PBKDF2_THREADS = 2
 
 
 def challenges(methods: Sequence[str]) -> list[str]:
@@ -164,7 +173,8 @@ class Authenticator:
     """Checks a request's credentials; one per application, used from its event loop only.
 
     ``clock`` (milliseconds) drives the failure window; tests inject one. ``bearer`` is started and closed by
-    :meth:`start`/:meth:`close` (the application's cleanup context). :attr:`failed_basic_floor_s` (from
+    :meth:`start`/:meth:`close` (the application's cleanup context), as is the PBKDF2 thread pool (its
+    threads start with the first verification). :attr:`failed_basic_floor_s` (from
     :data:`FAILED_BASIC_FLOOR_S`) may be lowered by tests that make many failed attempts and do not measure
     their timing.
     """
@@ -192,20 +202,28 @@ class Authenticator:
         self._bearer = bearer
         self._dummy: list[scram.ScramCredential] | None = None
         self.failed_basic_floor_s = FAILED_BASIC_FLOOR_S
+        self._hashing = concurrent.futures.ThreadPoolExecutor(
+            PBKDF2_THREADS, thread_name_prefix="tierlog-pbkdf2"
+        )
         store.on_user_change(self._cache.drop_user)
         metric_names.describe_security_metrics(metrics)
 
     async def start(self) -> None:
         """Start the bearer verifier (loads its JWKS) and make the dummy credential. Raises what
         :meth:`BearerVerifier.start` raises."""
-        self._dummy = [await asyncio.to_thread(scram.dummy_credential)]
+        self._dummy = [await self._in_pool(scram.dummy_credential)]
         if self._bearer is not None:
             await self._bearer.start()
 
     async def close(self) -> None:
-        """Close the bearer verifier. Idempotent."""
+        """Close the bearer verifier and the PBKDF2 pool: queued verifications are cancelled, running ones
+        finish in their threads without being waited for. Idempotent."""
+        self._hashing.shutdown(wait=False, cancel_futures=True)
         if self._bearer is not None:
             await self._bearer.close()
+
+    async def _in_pool(self, fn: Callable[..., _T], *args: object) -> _T:
+        return await asyncio.get_running_loop().run_in_executor(self._hashing, fn, *args)
 
     def is_open(self, path: str) -> bool:
         """Whether ``path`` is served without credentials. Pure."""
@@ -215,7 +233,8 @@ class Authenticator:
         """The principal ``request`` proves it is.
 
         Raises:
-            TooManyFailuresError: (42901) ``host`` is over the failure limit; nothing was checked.
+            TooManyFailuresError: (42901) ``host`` is over the failure limit (its failures in the window,
+                and for Basic its verifications in flight); nothing was checked.
             UnavailableError: (50301) the security store has not loaded yet.
             UnauthorizedError: (40101) no credentials of a listed method, or credentials that do not verify.
         """
@@ -253,12 +272,18 @@ class Authenticator:
         cached = self._cache.get(digest)
         if cached is not None:
             return Principal.user(cached)
+        self._throttle.reserve(host)
         started = asyncio.get_running_loop().time()
-        verified = await self._verify_basic(value)
+        verified = None
+        try:
+            verified = await self._verify_basic(value)
+        finally:
+            # a cancelled attempt counts as failed: its PBKDF2 may still be running
+            self._throttle.settle(host, failed=verified is None)
         if verified is None:
-            error = self._failed("basic", host)
+            self._metrics.inc(metric_names.AUTHENTICATION_FAILURES, 1.0, method="basic")
             await self._hold_until(started + self.failed_basic_floor_s)
-            raise error
+            raise UnauthorizedError(REFUSED)
         name, generation = verified
         self._cache.put(digest, name, generation)
         return Principal.user(name)
@@ -266,7 +291,7 @@ class Authenticator:
     async def _verify_basic(self, value: str) -> tuple[str, int] | None:
         """The user ``value`` (``base64(name:password)``) proves it is, with the cache generation of that
         user's credentials when the check began; None when it proves nothing. Every well-formed attempt, for
-        a known user or not, costs one PBKDF2 in a thread."""
+        a known user or not, costs one PBKDF2 in the pool."""
         try:
             decoded = base64.b64decode(value, validate=True).decode("utf-8")
         except (binascii.Error, UnicodeDecodeError):
@@ -278,10 +303,10 @@ class Authenticator:
         credentials = _credentials(self._store.user(name))
         if not credentials:
             if self._dummy is None:
-                self._dummy = [await asyncio.to_thread(scram.dummy_credential)]
-            await asyncio.to_thread(_verify_any, self._dummy, password)
+                self._dummy = [await self._in_pool(scram.dummy_credential)]
+            await self._in_pool(_verify_any, self._dummy, password)
             return None
-        if not await asyncio.to_thread(_verify_any, credentials, password):
+        if not await self._in_pool(_verify_any, credentials, password):
             return None
         return name, generation
 

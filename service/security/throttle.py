@@ -4,6 +4,11 @@ A host that failed ``limit`` authentications within the last ``window_ms`` is re
 ``Retry-After``) before its credentials are looked at, until its oldest failure in the window ages out; a
 success does not reset the count (a guesser with one valid account must not reset its own window). Memory is
 bounded: at most ``max_hosts`` hosts are tracked, the least recently failing one forgotten first.
+
+An attempt whose verification costs something (a Basic password's PBKDF2) first reserves a place
+(:meth:`FailureThrottle.reserve`): attempts in flight count toward the limit, so a burst of concurrent guesses
+from one host starts at most ``limit`` verifications, not one per request. :meth:`FailureThrottle.settle`
+releases the place on success or turns it into a recorded failure.
 """
 
 from __future__ import annotations
@@ -50,6 +55,7 @@ class FailureThrottle:
         self._clock = clock or _monotonic_ms
         self._max_hosts = max_hosts
         self._failures: OrderedDict[str, deque[float]] = OrderedDict()
+        self._in_flight: dict[str, int] = {}
 
     def _recent(self, host: str, now: float) -> deque[float] | None:
         times = self._failures.get(host)
@@ -64,18 +70,47 @@ class FailureThrottle:
         return times
 
     def check(self, host: str) -> None:
-        """Refuse ``host`` when it is over the limit.
+        """Refuse ``host`` when its recorded failures reach the limit (attempts in flight are not counted:
+        a request whose credentials cost nothing to check, such as a cached one, is not held back by them).
 
         Raises:
             TooManyFailuresError: ``limit`` failures or more within the window; ``retry_after_s`` is when
                 the oldest of them leaves it (at least 1 s).
         """
+        self._refuse_over(host, 0)
+
+    def reserve(self, host: str) -> None:
+        """Reserve a place for one attempt of ``host``: refused when its failures in the window plus its
+        attempts in flight reach the limit. Every successful call must be followed by one :meth:`settle`.
+
+        Raises:
+            TooManyFailuresError: over the limit; ``retry_after_s`` is when the oldest failure leaves the
+                window, or 1 s when attempts in flight fill the limit.
+        """
+        in_flight = self._in_flight.get(host, 0)
+        self._refuse_over(host, in_flight)
+        self._in_flight[host] = in_flight + 1
+
+    def settle(self, host: str, *, failed: bool) -> None:
+        """End an attempt :meth:`reserve` admitted: release its place, recording a failure when ``failed``."""
+        left = self._in_flight.get(host, 0) - 1
+        if left > 0:
+            self._in_flight[host] = left
+        else:
+            self._in_flight.pop(host, None)
+        if failed:
+            self.failed(host)
+
+    def _refuse_over(self, host: str, in_flight: int) -> None:
         now = self._clock()
         times = self._recent(host, now)
-        if times is None or len(times) < self._limit:
+        failures = 0 if times is None else len(times)
+        if failures + in_flight < self._limit:
             return
-        wait_ms = times[-self._limit] + self._window_ms - now
-        retry_after_s = max(1, math.ceil(wait_ms / 1000))
+        retry_after_s = 1
+        if times is not None and failures >= self._limit:
+            wait_ms = times[-self._limit] + self._window_ms - now
+            retry_after_s = max(1, math.ceil(wait_ms / 1000))
         raise TooManyFailuresError(
             f"too many failed authentication attempts; retry after {retry_after_s} s", retry_after_s
         )

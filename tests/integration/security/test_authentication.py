@@ -12,6 +12,7 @@ import base64
 import json
 import ssl
 import statistics
+import threading
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
@@ -32,7 +33,12 @@ from tierlog.service.app import create_app
 from tierlog.service.cluster.local_store import LocalMetadataStore
 from tierlog.service.metrics import AUTHENTICATION_FAILURES, AUTHENTICATION_THROTTLED
 from tierlog.service.security.acl import validate_binding
-from tierlog.service.security.authn import FAILED_BASIC_FLOOR_S, FORWARDED_HOST, FORWARDED_PRINCIPAL
+from tierlog.service.security.authn import (
+    FAILED_BASIC_FLOOR_S,
+    FORWARDED_HOST,
+    FORWARDED_PRINCIPAL,
+    PBKDF2_THREADS,
+)
 from tierlog.service.security.model import AclBinding
 from tierlog.service.security.scram import make_credential
 from tierlog.service.security.store import SECURITY_STORE, SecurityStore
@@ -195,6 +201,24 @@ async def test_failed_attempts_are_throttled_per_host(data_dir: Path) -> None:
         assert status == 200
         status, _, _ = await broker.get("/health")
         assert status == 200
+
+
+async def test_a_burst_of_guesses_from_one_host_starts_at_most_limit_verifications(data_dir: Path) -> None:
+    await bootstrap(data_dir, USERS)
+    settings = {**BASIC, "authentication.failure.limit": "3", "authentication.failure.window.ms": "60000"}
+    earlier = set(threading.enumerate())
+    async with serve(data_dir, settings, auth_clock=Clock()) as broker:
+        burst = [broker.get("/topics", basic("alice", f"guess-{i}")) for i in range(11)]
+        statuses = sorted(status for status, _, _ in await asyncio.gather(*burst))
+        assert statuses == [401] * 3 + [429] * 8  # the guesses in flight filled the limit
+        metrics = broker.app[METRICS]
+        assert metrics.value(AUTHENTICATION_FAILURES, method="basic") == 3
+        assert metrics.value(AUTHENTICATION_THROTTLED) == 8
+        pool = [t for t in set(threading.enumerate()) - earlier if t.name.startswith("tierlog-pbkdf2")]
+        assert 1 <= len(pool) <= PBKDF2_THREADS  # the authenticator's own pool, not the default executor
+    for thread in pool:
+        await asyncio.to_thread(thread.join, 10)
+        assert not thread.is_alive()  # closing the app shut the pool down
 
 
 async def test_a_password_change_drops_the_cached_verification(data_dir: Path) -> None:
