@@ -18,7 +18,7 @@ from tierlog.service.groups.lag import group_lag
 from tierlog.service.groups.routing import from_other_brokers, group_route
 from tierlog.service.groups.state import CONSUMERS, COORDINATOR, require_ready
 from tierlog.service.security import authz
-from tierlog.service.security.model import Operation, ResourceType
+from tierlog.service.security.model import CLUSTER_NAME, Operation, ResourceType
 
 __all__ = ["setup_routes", "OPENAPI_PATHS"]
 
@@ -48,14 +48,17 @@ def _group(urls: _Urls, description: GroupDescription, coordinator_id: int) -> d
 
 
 async def list_groups(request: web.Request) -> web.Response:
-    """The groups of the cluster the principal may Describe."""
+    """The groups of the cluster the principal may Describe (all of them with Describe on the Cluster, as
+    Kafka's ListGroups)."""
     broker = _broker(request)
     coordinator = _coordinator(request)
     urls = _Urls(broker)
     data = [_group(urls, coordinator.describe(g), broker.broker_id) for g in coordinator.group_ids()]
     for answer in await from_other_brokers(request):
         data.extend(answer["data"])
-    if authz.is_enabled(request):
+    if authz.is_enabled(request) and not authz.allowed(
+        request, Operation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME
+    ):
         data = [
             g
             for g in data

@@ -25,7 +25,7 @@ from tierlog.service.groups.lag import group_lag
 from tierlog.service.groups.routing import from_other_brokers, group_route
 from tierlog.service.groups.state import CONSUMERS, COORDINATOR, require_ready
 from tierlog.service.security import authz
-from tierlog.service.security.model import Operation, ResourceType
+from tierlog.service.security.model import CLUSTER_NAME, Operation, ResourceType
 from tierlog.service.state import BROKER
 from tierlog.tiering.errors import BadRequestError, InvalidRequestError
 
@@ -192,12 +192,14 @@ async def fetch_committed(request: web.Request) -> web.Response:
 
 async def list_groups(request: web.Request) -> web.Response:
     """Every group of the cluster the principal may Describe: this broker's, and those each other live
-    broker coordinates."""
+    broker coordinates. Describe on the Cluster lists every group (Kafka's ListGroups)."""
     coordinator = _coordinator(request)
     groups = [{"group_id": g, "state": coordinator.describe(g).state} for g in coordinator.group_ids()]
     for answer in await from_other_brokers(request):
         groups.extend(answer["groups"])
-    if authz.is_enabled(request):
+    if authz.is_enabled(request) and not authz.allowed(
+        request, Operation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME
+    ):
         groups = [
             g
             for g in groups
