@@ -156,12 +156,20 @@ async def list_topics(request: web.Request) -> web.Response:
 
 
 async def get_topic(request: web.Request) -> web.Response:
-    """Name, configs and partitions of one topic. Raises UnknownTopicError (40401), 406, 400."""
+    """Name, configs and partitions of one topic. Raises UnknownTopicError (40401), 406, 400.
+
+    With authentication on, ``configs`` is empty unless the principal may DescribeConfigs the topic (the
+    route itself needs Describe; Kafka answers configs only with DescribeConfigs)."""
     content_type = _metadata_type(request)
     broker = _broker(request)
     topic = broker.topic(topic_name(request))
     partitions = [_partition_json(p) for p in _partition_views(broker, topic.name)]
-    return _json({"name": topic.name, "configs": topic.configs(), "partitions": partitions}, content_type)
+    configs = (
+        topic.configs()
+        if authz.allowed(request, Operation.DESCRIBE_CONFIGS, ResourceType.TOPIC, topic.name)
+        else {}
+    )
+    return _json({"name": topic.name, "configs": configs, "partitions": partitions}, content_type)
 
 
 async def list_partitions(request: web.Request) -> web.Response:
