@@ -454,10 +454,13 @@ def _write_atomically(path: Path, text: str) -> None:
 
 
 def _lock_file(path: Path) -> int:
-    """Hold an exclusive lock on ``<path>.lock`` for this process: one store (one broker) per metadata file.
-    Blocking I/O. Raises MetadataStoreError when another process holds it, or it cannot be opened."""
+    """Hold an exclusive lock on ``<path>.lock`` for this process: one store (one broker) per metadata file;
+    its directory is made if missing. Blocking I/O. Raises MetadataStoreError when another process holds
+    it, or it cannot be opened."""
     lock = path.with_name(path.name + ".lock")
     try:
+        # the directory may not exist yet (a broker's data directory is made while its logs open)
+        path.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o600)
     except OSError as err:
         raise MetadataStoreError(f"cannot open {lock}: {err}") from err

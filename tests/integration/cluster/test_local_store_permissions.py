@@ -20,3 +20,15 @@ async def test_the_metadata_file_and_its_lock_are_owner_only(tmp_path: Path) -> 
         await store.close()
     for written in (path, path.with_name(path.name + ".lock")):
         assert stat.S_IMODE(written.stat().st_mode) == 0o600, written
+
+
+async def test_a_metadata_file_in_a_directory_not_made_yet_is_created(tmp_path: Path) -> None:
+    # a broker's security store starts while its logs open, which is what makes the data directory
+    path = tmp_path / "data" / "tierlog-security.json"
+    store = LocalMetadataStore(path)
+    await store.start()
+    try:
+        assert await store.commit([], [Put("security/users/alice", b"{}")]) is not None
+    finally:
+        await store.close()
+    assert path.is_file()
