@@ -172,11 +172,12 @@ async def test_an_unknown_user_is_refused_as_slowly_as_the_dearest_credential(da
             return time.perf_counter() - started
 
         wrong, unknown = [], []
-        for _ in range(5):
+        for _ in range(7):  # alternating, so load drifts hit both alike
             wrong.append(await refusal_s("dear"))
             unknown.append(await refusal_s("nobody"))
-        # unfloored, SHA-512/16384 costs ~25 ms more than the dummy's SHA-256/4096 on the CI machine
-        assert abs(statistics.median(wrong) - statistics.median(unknown)) < 0.010, (wrong, unknown)
+        # unfloored, SHA-512/16384 costs 25-35 ms more than the dummy's SHA-256/4096 on the CI machine; with
+        # the floor both answer at it, apart from scheduling jitter
+        assert abs(statistics.median(wrong) - statistics.median(unknown)) < 0.015, (wrong, unknown)
         assert min(wrong + unknown) >= FAILED_BASIC_FLOOR_S
 
 
