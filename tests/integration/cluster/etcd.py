@@ -78,7 +78,17 @@ class EtcdServer:
 
     @property
     def client_url(self) -> str:
-        return f"http://{self.endpoint}"
+        return f"{self.scheme}://{self.endpoint}"
+
+    scheme = "http"
+
+    def _extra_args(self) -> list[str]:
+        """Command-line arguments a variant adds (TLS files)."""
+        return []
+
+    def _health_opener(self) -> urllib.request.OpenerDirector:
+        """How ``/health`` is read while waiting for the start."""
+        return _NO_PROXY
 
     @property
     def running(self) -> bool:
@@ -107,6 +117,7 @@ class EtcdServer:
             f"--initial-cluster=tierlog-test={peer_url}",
             "--initial-cluster-state=new",
             f"--initial-cluster-token=tierlog-test-{self.client_port}",
+            *self._extra_args(),
             "--log-level=warn",
             # the tests stop processes, never the machine: the page cache keeps what a SIGKILL interrupts
             "--unsafe-no-fsync",
@@ -151,6 +162,7 @@ class EtcdServer:
             process.wait(timeout=STOP_TIMEOUT_S)
 
     def _wait_healthy(self) -> None:
+        opener = self._health_opener()
         deadline = time.monotonic() + START_TIMEOUT_S
         last_error = "no answer yet"
         while time.monotonic() < deadline:
@@ -161,7 +173,7 @@ class EtcdServer:
                     f"etcd exited with {code} while starting; see {self.log_path}:\n{self._log_tail()}"
                 )
             try:
-                with _NO_PROXY.open(f"{self.client_url}/health", timeout=1.0) as response:
+                with opener.open(f"{self.client_url}/health", timeout=1.0) as response:
                     if json.loads(response.read()).get("health") == "true":
                         return
                     last_error = "health is not true"
