@@ -13,13 +13,30 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
-__all__ = ["DEADLINE_S", "BrokerProcess", "clean_env", "run_cli"]
+__all__ = ["DEADLINE_S", "BrokerProcess", "clean_env", "run_cli", "wait_for"]
 
 DEADLINE_S = 60.0  # bound on every wait for another process; a readiness deadline, never a timing assertion
 LISTENING = re.compile(r"listening on (http://127\.0\.0\.1:\d+)")
 READY = re.compile(r"ready: cluster")
+
+
+T = TypeVar("T")
+
+
+def wait_for(what: str, probe: Callable[[], T | None], deadline_s: float = DEADLINE_S) -> T:
+    """Poll ``probe`` until it answers neither None nor False; AssertionError at the deadline."""
+    deadline = time.monotonic() + deadline_s
+    while True:
+        value = probe()
+        if value is not None and value is not False:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not within {deadline_s:.0f} s: {what}")
+        time.sleep(0.1)  # polling other processes; not followed by an assertion on timing
 
 
 def clean_env() -> dict[str, str]:

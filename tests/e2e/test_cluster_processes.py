@@ -25,14 +25,14 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
 
-from tests.e2e.process import DEADLINE_S, BrokerProcess, run_cli
+from tests.e2e.process import DEADLINE_S, BrokerProcess, run_cli, wait_for
 from tests.integration.cluster.etcd import EtcdServer
 from tierlog.client.errors import DeliveryTimeoutError
 from tierlog.client.sync_producer import Producer
@@ -58,18 +58,6 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
-
-
-def wait_for(what: str, probe: Callable[[], T | None], deadline_s: float = DEADLINE_S) -> T:
-    """Poll ``probe`` until it answers neither None nor False; AssertionError at the deadline."""
-    deadline = time.monotonic() + deadline_s
-    while True:
-        value = probe()
-        if value is not None and value is not False:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not within {deadline_s:.0f} s: {what}")
-        time.sleep(0.1)  # polling other processes; not followed by an assertion on timing
 
 
 @dataclass

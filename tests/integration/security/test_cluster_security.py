@@ -30,10 +30,9 @@ import socket
 import ssl
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -41,7 +40,7 @@ from typing import Any, TypeVar
 import pytest
 import trustme
 
-from tests.e2e.process import DEADLINE_S, BrokerProcess, clean_env, run_cli
+from tests.e2e.process import DEADLINE_S, BrokerProcess, clean_env, run_cli, wait_for
 from tests.integration.cluster.etcd import EtcdServer
 from tierlog.client.sync_producer import Producer
 from tierlog.service.groups.hashing import coordinator_partition
@@ -67,18 +66,6 @@ PASSWORDS = {
 LISTENING = re.compile(r"listening on (https://127\.0\.0\.1:\d+)")
 READY = re.compile(r"ready: cluster")
 T = TypeVar("T")
-
-
-def wait_for(what: str, probe: Callable[[], T | None], deadline_s: float = DEADLINE_S) -> T:
-    """Poll ``probe`` until it answers neither None nor False; AssertionError at the deadline."""
-    deadline = time.monotonic() + deadline_s
-    while True:
-        value = probe()
-        if value is not None and value is not False:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not within {deadline_s:.0f} s: {what}")
-        time.sleep(0.1)  # polling other processes; not followed by an assertion on timing
 
 
 @dataclass
