@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tests.e2e.process import BrokerProcess
+from tests.e2e.process import BrokerProcess, wait_for
 from tests.e2e.test_cluster_processes import (
     BATCHES,
     FAILOVER_DEADLINE_S,
@@ -31,7 +31,6 @@ from tests.e2e.test_cluster_processes import (
     Cluster,
     free_port,
     http,
-    wait_for,
 )
 from tierlog.tiering.codec.batch import build_batch, iter_records
 from tierlog.tiering.codec.header import LOG_OVERHEAD
