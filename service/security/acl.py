@@ -98,38 +98,6 @@ def _host(value: object) -> str:
     return canonical_host(_text(value, "host"))
 
 
-def _resource_type(value: object) -> ResourceType:
-    if isinstance(value, ResourceType):
-        return value
-    parsed = ResourceType.parse(value, "resource type")
-    assert isinstance(parsed, ResourceType)
-    return parsed
-
-
-def _pattern_type(value: object) -> PatternType:
-    if isinstance(value, PatternType):
-        return value
-    parsed = PatternType.parse(value, "pattern type")
-    assert isinstance(parsed, PatternType)
-    return parsed
-
-
-def _operation(value: object) -> Operation:
-    if isinstance(value, Operation):
-        return value
-    parsed = Operation.parse(value, "operation")
-    assert isinstance(parsed, Operation)
-    return parsed
-
-
-def _permission(value: object) -> Permission:
-    if isinstance(value, Permission):
-        return value
-    parsed = Permission.parse(value, "permission")
-    assert isinstance(parsed, Permission)
-    return parsed
-
-
 def validate_binding(
     resource_type: ResourceType | str,
     resource_name: str,
@@ -148,17 +116,17 @@ def validate_binding(
             empty resource name or host; a CLUSTER resource not named ``kafka-cluster``; a principal that is
             not ``Type:name``.
     """
-    kind = _resource_type(resource_type)
+    kind = ResourceType.parse(resource_type, "resource type")
     name = _text(resource_name, "resource name")
-    pattern = _pattern_type(pattern_type)
+    pattern = PatternType.parse(pattern_type, "pattern type")
     if pattern not in (PatternType.LITERAL, PatternType.PREFIXED):
         raise InvalidRequestError(f"invalid pattern type {pattern.name}: an ACL is LITERAL or PREFIXED")
     if kind is ResourceType.CLUSTER and name != CLUSTER_NAME:
         raise InvalidRequestError(f"invalid cluster resource name {name!r}: the cluster is {CLUSTER_NAME!r}")
-    op = _operation(operation)
+    op = Operation.parse(operation, "operation")
     if op is Operation.ANY:
         raise InvalidRequestError("invalid operation ANY: an ACL names one operation (or ALL)")
-    perm = _permission(permission)
+    perm = Permission.parse(permission, "permission")
     if perm is Permission.ANY:
         raise InvalidRequestError("invalid permission ANY: an ACL is ALLOW or DENY")
     return AclBinding(kind, name, pattern, _principal(principal), _host(host), op, perm)
@@ -181,13 +149,13 @@ def validate_filter(
     """
     kind: ResourceType | None = None
     if resource_type is not None and not (isinstance(resource_type, str) and _is_any(resource_type)):
-        kind = _resource_type(resource_type)
-    op = None if operation is None else _operation(operation)
-    perm = None if permission is None else _permission(permission)
+        kind = ResourceType.parse(resource_type, "resource type")
+    op = None if operation is None else Operation.parse(operation, "operation")
+    perm = None if permission is None else Permission.parse(permission, "permission")
     return AclFilter(
         resource_type=kind,
         resource_name=None if resource_name is None else _text(resource_name, "resource name"),
-        pattern_type=None if pattern_type is None else _pattern_type(pattern_type),
+        pattern_type=None if pattern_type is None else PatternType.parse(pattern_type, "pattern type"),
         principal=None if principal is None else _principal(principal),
         host=None if host is None else _host(host),
         operation=None if op is Operation.ANY else op,

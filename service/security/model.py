@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
+from typing import Self
 
 from tierlog.tiering.errors import InvalidRequestError
 
@@ -45,12 +46,15 @@ class _Parsed(enum.Enum):
     (``DESCRIBE_CONFIGS``)."""
 
     @classmethod
-    def parse(cls, text: object, what: str) -> _Parsed:
-        """The member ``text`` names, case-insensitively, with or without ``_``. Pure.
+    def parse(cls, text: object, what: str) -> Self:
+        """The member ``text`` names, case-insensitively, with or without ``_`` (a member of this enum is
+        answered as it is). Pure.
 
         Raises:
             InvalidRequestError: ``text`` names no member (the message lists the valid names).
         """
+        if isinstance(text, cls):
+            return text
         if isinstance(text, str):
             wanted = _canonical(text).replace("_", "")
             for member in cls:
