@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, NoReturn
 
 from aiohttp import web
 
+from tierlog.service import allocator
 from tierlog.service.config import SETTINGS_TABLE, Settings, SettingsError, env_name, flag_name, load_settings
 from tierlog.service.connections import GuardedSite
 from tierlog.service.security.tls import ServerTls, TlsError, server_context
@@ -87,6 +88,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         stream=sys.stderr,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
+    allocator.tune()
     return asyncio.run(serve(settings, tls))
 
 

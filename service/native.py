@@ -38,12 +38,14 @@ from typing import IO, TYPE_CHECKING, Any, cast
 
 from aiohttp import web
 
+from tierlog.service.body_buffers import BODY_BUFFERS, BodyBuffers
 from tierlog.service.budget import ACKS0_BUDGET, ByteBudget
 from tierlog.service.errors import json_error
 from tierlog.service.metadata import topic_name_problem
 from tierlog.service.producer_routes import setup_routes as setup_producer_routes
 from tierlog.service.rest_v2.convert import dump_json
 from tierlog.service.rest_v2.http import (
+    check_body_size,
     count,
     describe_metrics,
     int_param,
@@ -103,6 +105,9 @@ LATEST = -1
 # Bytes read per worker call when sendfile cannot serve a fetch (TLS): one read and one write per fetch of
 # up to 4 MiB (fewer thread hand-overs and drains; the TLS record layer splits it anyway).
 CHUNK = 4 * 1024 * 1024
+# Produce bodies from this size on are read into a reused buffer (service/body_buffers.py); smaller ones
+# cost little to read either way.
+POOLED_BODY_BYTES = 64 * 1024
 _ACKS = {"0": 0, "1": 1, "all": -1, "-1": -1}
 _BATCH_OFFERS = (Offer(BATCHES_TYPE, 1.0),)
 _JSON_OFFERS = (Offer("application/json", 1.0),)
@@ -112,6 +117,7 @@ def setup_routes(app: web.Application) -> None:
     """Register the native routes on ``app`` (before it starts). Not idempotent: call once per app."""
     describe_metrics(app)
     app[ACKS0_BUDGET] = ByteBudget("queued.max.request.bytes", app[SETTINGS].queued_max_request_bytes)
+    app[BODY_BUFFERS] = BodyBuffers()
     base = "/native/v1/topics/{topic}"
     app.router.add_post(base + "/partitions/{partition}/batches", produce_batches)
     app.router.add_get(base + "/partitions/{partition}/batches", fetch_batches, allow_head=False)
@@ -141,7 +147,7 @@ def _acks(request: web.Request) -> int:
     return _ACKS[raw]
 
 
-def _scan(body: bytes, *, max_size: int) -> tuple[int, int]:
+def _scan(body: bytes | memoryview, *, max_size: int) -> tuple[int, int]:
     """Validate every batch of ``body`` and every record in it; return ``(batch_count, record_count)``.
 
     Each batch must pass :func:`~tierlog.tiering.codec.validate.validate_batch` (CRC, codec, producer
@@ -170,7 +176,7 @@ def _scan(body: bytes, *, max_size: int) -> tuple[int, int]:
     return batches, records
 
 
-def _base_offset(body: bytes, pos: int) -> int | str:
+def _base_offset(body: bytes | memoryview, pos: int) -> int | str:
     if len(body) - pos < 8:
         return "unknown"
     return int.from_bytes(body[pos : pos + 8], "big", signed=True)
@@ -207,12 +213,29 @@ async def produce_batches(request: web.Request) -> web.Response:
     )
     name = topic_name(request)
     index = partition_index(request)
-    body = await read_body(request)
+    declared = request.content_length
+    if acks == 0 or declared is None or declared < POOLED_BODY_BYTES:
+        return await _produce(request, await read_body(request), name, index, acks, timeout_ms)
+    check_body_size(request, declared)
+    lease = await request.app[BODY_BUFFERS].read(request, declared)
+    try:
+        return await _produce(request, lease.view, name, index, acks, timeout_ms)
+    except asyncio.CancelledError:
+        lease.abandon()  # the append's worker may still be reading the buffer
+        raise
+    finally:
+        lease.close()  # the append's worker call has ended (or never started)
+
+
+async def _produce(
+    request: web.Request, body: bytes | memoryview, name: str, index: int, acks: int, timeout_ms: int
+) -> web.Response:
     topic = await authz.ensure_topic(request, name)
     partition = topic.partition(index)
     max_size = partition.config.max_message_bytes
     count(request, "tierlog_http_body_bytes_total", len(body), api="native", direction="in", topic=name)
     if acks == 0:
+        assert isinstance(body, bytes)  # acks=0 bodies outlive the request: never a pooled buffer
         batches, records = await offload(len(body), lambda: _scan(body, max_size=max_size))
         _append_in_background(request.app[ACKS0_BUDGET], partition, body)
         return _json(_produced(name, index, batches, records, acks=0), status=202)

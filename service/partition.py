@@ -175,7 +175,7 @@ class Partition:
 
     async def append(
         self,
-        batches: bytes,
+        batches: bytes | memoryview,
         *,
         acks: int = 1,
         timeout_ms: int = 30_000,
@@ -587,7 +587,7 @@ class Partition:
         return self.high_watermark, self.log_start_offset, self.log_end_offset
 
     def _append_and_measure(
-        self, batches: bytes, epoch: int | None, check: Callable[[], object] | None = None
+        self, batches: bytes | memoryview, epoch: int | None, check: Callable[[], object] | None = None
     ) -> tuple[AppendInfo, int, int]:
         if check is not None:
             check()

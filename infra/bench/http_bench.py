@@ -37,6 +37,7 @@ from pathlib import Path
 import aiohttp
 from aiohttp import web
 
+from tierlog.service import allocator
 from tierlog.tiering.codec.batch import build_batch
 from tierlog.tiering.codec.header import iter_batches
 from tierlog.tiering.codec.records import Record
@@ -121,7 +122,11 @@ def _baseline_app(data_dir: Path, partitions: int) -> web.Application:
 
 
 def run_server(kind: str, data_dir: Path, partitions: int) -> None:
-    """Child-process entry: serve ``kind`` on a free loopback port, print it, run until SIGTERM."""
+    """Child-process entry: serve ``kind`` on a free loopback port, print it, run until SIGTERM.
+
+    Every server, the ceilings too, runs with the allocator settings ``tierlog serve`` applies
+    (:mod:`tierlog.service.allocator`), so that the ratios compare the code, not the allocator."""
+    allocator.tune()
     if kind in ("baseline", "baseline-tls"):
         context = None
         if kind == "baseline-tls":

@@ -23,6 +23,7 @@ __all__ = [
     "partition_index",
     "int_param",
     "read_body",
+    "check_body_size",
     "offload",
     "count",
     "describe_metrics",
@@ -103,8 +104,8 @@ async def read_body(request: web.Request, held: Hold | None = None) -> bytes:
     """
     limit = request.app[SETTINGS].max_request_size
     declared = request.content_length
-    if declared is not None and declared > limit:
-        raise RecordTooLargeError(f"request body of {declared} bytes exceeds max.request.size={limit}")
+    if declared is not None:
+        check_body_size(request, declared)
     if held is None:
         return await request.read()
     if declared is not None:
@@ -117,6 +118,17 @@ async def read_body(request: web.Request, held: Hold | None = None) -> bytes:
         held.resize(len(body) + len(chunk))
         body += chunk
     return bytes(body)
+
+
+def check_body_size(request: web.Request, declared: int) -> None:
+    """Refuse a declared ``Content-Length`` over ``max.request.size`` before any of the body is read.
+
+    Raises:
+        RecordTooLargeError: (41301) the body is too large.
+    """
+    limit = request.app[SETTINGS].max_request_size
+    if declared > limit:
+        raise RecordTooLargeError(f"request body of {declared} bytes exceeds max.request.size={limit}")
 
 
 async def offload(size: int, fn: Callable[[], T]) -> T:

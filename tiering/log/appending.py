@@ -32,7 +32,7 @@ _PREFIX = struct.Struct(">qii")  # base_offset, batch_length, partition_leader_e
 
 @dataclass
 class PreparedAppend:
-    data: bytes | bytearray
+    data: bytes | bytearray | memoryview
     headers: list[tuple[int, BatchHeader]]
     append_time: int
     record_count: int
@@ -71,8 +71,9 @@ def prepare(
 ) -> PreparedAppend:
     """Validate every batch (CRC, magic, framing, size) and stamp LogAppendTime if configured.
 
-    A mutable buffer is copied first so that what is written is what was validated; ``bytes`` are used
-    as they are (copied only to stamp LogAppendTime). LogAppendTime is stamped only with
+    A mutable buffer is copied first so that what is written is what was validated; ``bytes`` and
+    read-only views are used as they are (copied only to stamp LogAppendTime): the caller of a read-only
+    view keeps the memory under it unchanged until the append returns. LogAppendTime is stamped only with
     ``assign_offsets``: batches appended as they are (a follower copying its leader) keep the leader's
     bytes. ``leader_epoch`` is stamped into every batch when it is written (see :func:`assign`), not here.
     Pure; thread-safe.
@@ -87,7 +88,8 @@ def prepare(
     """
     if leader_epoch is not None and not 0 <= leader_epoch <= 0x7FFFFFFF:
         raise InvalidRequestError(f"invalid leader epoch {leader_epoch}")
-    data: bytes | bytearray = batches if isinstance(batches, bytes) else bytes(batches)
+    stable = isinstance(batches, bytes) or (isinstance(batches, memoryview) and batches.readonly)
+    data: bytes | bytearray | memoryview = batches if stable else bytes(batches)
     headers = list(iter_batches(data, verify=True, max_size=config.max_message_bytes))
     if not headers:
         raise InvalidRequestError("an append needs at least one record batch")
