@@ -14,17 +14,16 @@ and the heap keeps up to :data:`TRIM_THRESHOLD` of free memory at its top instea
 blocks are then reused with their pages mapped. The cost is memory that stays mapped after a burst: at
 most about :data:`TRIM_THRESHOLD` above what is in use, per allocator arena.
 
-Operators who set ``MALLOC_MMAP_THRESHOLD_`` or ``MALLOC_TRIM_THRESHOLD_`` in the environment keep their
-values (glibc reads them at start; :func:`tune` then changes nothing). Other C libraries are left alone.
+Operators who set ``MALLOC_MMAP_THRESHOLD_`` or ``MALLOC_TRIM_THRESHOLD_`` in the environment, or either
+threshold in ``GLIBC_TUNABLES``, keep their values (glibc reads them at start; :func:`tune` then changes
+nothing). Other C libraries are left alone.
 """
 
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import logging
 import os
-import platform
 
 __all__ = ["MMAP_THRESHOLD", "TRIM_THRESHOLD", "tune"]
 
@@ -35,28 +34,32 @@ TRIM_THRESHOLD = 64 * 1024 * 1024
 _M_TRIM_THRESHOLD = -1  # glibc's malloc.h
 _M_MMAP_THRESHOLD = -3
 _ENVIRONMENT = ("MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_")
+_TUNABLES = ("glibc.malloc.mmap_threshold", "glibc.malloc.trim_threshold")
 
 
 def tune(environ: dict[str, str] | None = None) -> bool:
     """Set glibc's mmap and trim thresholds for this process, unless the environment sets either.
 
     Returns True when both were set; False on another C library, when ``environ`` (default
-    ``os.environ``) names either threshold, or when glibc refuses. Never raises.
+    ``os.environ``) sets either threshold (``MALLOC_*_THRESHOLD_`` or ``GLIBC_TUNABLES``), or when glibc
+    refuses. Never raises.
     """
     env = os.environ if environ is None else environ
-    if any(name in env for name in _ENVIRONMENT):
-        return False
-    if platform.libc_ver()[0] != "glibc":
+    tunables = env.get("GLIBC_TUNABLES", "")
+    if any(name in env for name in _ENVIRONMENT) or any(name in tunables for name in _TUNABLES):
         return False
     try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-        mallopt = libc.mallopt
-    except (OSError, AttributeError):
+        if not os.confstr("CS_GNU_LIBC_VERSION"):
+            return False
+        mallopt = ctypes.CDLL(None).mallopt  # the C library this process already runs on
+    except (OSError, ValueError, AttributeError):
         return False
     mallopt.argtypes = (ctypes.c_int, ctypes.c_int)
     mallopt.restype = ctypes.c_int
-    done = bool(mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD) == 1)
-    done = done and bool(mallopt(_M_TRIM_THRESHOLD, TRIM_THRESHOLD) == 1)
-    if not done:
-        log.warning("glibc refused the allocator thresholds; running with its defaults")
-    return done
+    if mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD) != 1:
+        log.warning("glibc refused the mmap threshold; its allocator keeps its defaults")
+        return False
+    if mallopt(_M_TRIM_THRESHOLD, TRIM_THRESHOLD) != 1:
+        log.warning("glibc refused the trim threshold; only the mmap threshold is set")
+        return False
+    return True

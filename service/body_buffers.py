@@ -15,22 +15,28 @@ call has ended. A handler cancelled while a worker may still read the buffer cal
 :meth:`Lease.abandon` instead: the buffer is then never reused and goes away with its last reference.
 
 Bounds: buffers are kept for bodies up to :data:`LARGEST` bytes, at most :data:`KEEP_BYTES` of them in
-total (free ones; leased ones belong to their requests, whose bodies ``max.request.size`` and
-``max.connections`` bound as before). A larger body gets a buffer of its own that is not kept.
-A pool lives on the event loop: not thread-safe.
+total. A larger body gets a buffer of its own that is not kept. A buffer is allocated whole when a
+request's headers arrive, before its body: so at most :data:`LEASE_BYTES` are leased at once, and
+:meth:`BodyBuffers.read` answers None beyond that (the caller reads the body the ordinary way, whose
+memory grows only with the bytes that arrive), so that clients sending headers alone cannot make the
+broker hold ``max.connections`` times ``max.request.size``. A pool lives on the event loop: not
+thread-safe.
 """
 
 from __future__ import annotations
+
+import asyncio
 
 from aiohttp import web
 
 from tierlog.tiering.errors import BadRequestError
 
-__all__ = ["BODY_BUFFERS", "KEEP_BYTES", "LARGEST", "BodyBuffers", "Lease"]
+__all__ = ["BODY_BUFFERS", "KEEP_BYTES", "LARGEST", "LEASE_BYTES", "BodyBuffers", "Lease"]
 
 LARGEST = 16 * 1024 * 1024  # bodies larger than this get a buffer that is not kept
 KEEP_BYTES = 32 * 1024 * 1024  # free buffers kept, in bytes of capacity
-_GRAIN = 1024 * 1024  # capacities are whole MiB, so that bodies of similar sizes share buffers
+LEASE_BYTES = 64 * 1024 * 1024  # buffers leased at once, in bytes of capacity
+_GRAIN = 256 * 1024  # capacities are multiples of this, so that bodies of similar sizes share buffers
 
 
 class Lease:
@@ -42,28 +48,40 @@ class Lease:
         self._pool: BodyBuffers | None = pool
         self._buffer = buffer
         self.view = memoryview(buffer)[:size].toreadonly()
+        pool.leased(len(buffer))
 
     def close(self) -> None:
         """Give the buffer back for reuse. Only when nothing reads ``view`` any more. Idempotent."""
         pool, self._pool = self._pool, None
         if pool is not None:
+            pool.returned(len(self._buffer))
             pool.give(self._buffer)
 
     def abandon(self) -> None:
-        """Never reuse the buffer (a worker thread may still read it); it is freed with its last reference."""
-        self._pool = None
+        """Never reuse the buffer (a worker thread may still read it); it is freed with its last reference.
+        Idempotent; ``close`` afterwards does nothing."""
+        pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.returned(len(self._buffer))
 
 
 class BodyBuffers:
     """Free buffers, largest capacity last; see the module docstring."""
 
-    def __init__(self, *, largest: int = LARGEST, keep_bytes: int = KEEP_BYTES) -> None:
+    def __init__(
+        self, *, largest: int = LARGEST, keep_bytes: int = KEEP_BYTES, lease_bytes: int = LEASE_BYTES
+    ) -> None:
         self.largest = largest
         self.keep_bytes = keep_bytes
         self._free: list[bytearray] = []
         self._free_bytes = 0
+        self.lease_bytes = lease_bytes
+        self.leased_bytes = 0  # capacity of the buffers leased now
+        self.idle = asyncio.Event()  # set while no buffer is leased
+        self.idle.set()
         self.reused = 0  # leases served from a kept buffer
         self.fresh = 0  # leases that needed a new buffer
+        self.declined = 0  # bodies left to the ordinary read: the leased bytes were at their bound
 
     def take(self, size: int) -> bytearray:
         """A buffer of at least ``size`` bytes: the smallest kept one that fits, else a new one."""
@@ -85,14 +103,27 @@ class BodyBuffers:
         self._free.sort(key=len)
         self._free_bytes += size
 
-    async def read(self, request: web.Request, size: int) -> Lease:
-        """Read the ``size``-byte body of ``request`` (its declared ``Content-Length``) into a buffer.
+    def leased(self, size: int) -> None:
+        self.leased_bytes += size
+        self.idle.clear()
+
+    def returned(self, size: int) -> None:
+        self.leased_bytes -= size
+        if not self.leased_bytes:
+            self.idle.set()
+
+    async def read(self, request: web.Request, size: int) -> Lease | None:
+        """Read the ``size``-byte body of ``request`` (its declared ``Content-Length``, not encoded) into
+        a buffer; None, reading nothing, when the leased buffers already hold :attr:`lease_bytes`.
 
         On any failure the buffer is given back (nothing else has seen it).
 
         Raises:
             BadRequestError: (40001) the body ended early.
         """
+        if self.leased_bytes and self.leased_bytes + size > self.lease_bytes:
+            self.declined += 1
+            return None
         buffer = self.take(size)
         lease = Lease(self, buffer, size)
         try:

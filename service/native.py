@@ -34,6 +34,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+from collections.abc import Callable
 from typing import IO, TYPE_CHECKING, Any, cast
 
 from aiohttp import web
@@ -214,21 +215,31 @@ async def produce_batches(request: web.Request) -> web.Response:
     name = topic_name(request)
     index = partition_index(request)
     declared = request.content_length
-    if acks == 0 or declared is None or declared < POOLED_BODY_BYTES:
+    encoded = request.headers.get("Content-Encoding", "identity").strip().lower() != "identity"
+    lease = None
+    if acks != 0 and declared is not None and declared >= POOLED_BODY_BYTES and not encoded:
+        check_body_size(request, declared)
+        lease = await request.app[BODY_BUFFERS].read(request, declared)
+    if lease is None:
         return await _produce(request, await read_body(request), name, index, acks, timeout_ms)
-    check_body_size(request, declared)
-    lease = await request.app[BODY_BUFFERS].read(request, declared)
     try:
-        return await _produce(request, lease.view, name, index, acks, timeout_ms)
-    except asyncio.CancelledError:
-        lease.abandon()  # the append's worker may still be reading the buffer
+        return await _produce(request, lease.view, name, index, acks, timeout_ms, lease.close)
+    except BaseException as err:
+        if not isinstance(err, Exception):  # cancelled: the append's worker may still read the buffer
+            lease.abandon()
         raise
     finally:
         lease.close()  # the append's worker call has ended (or never started)
 
 
 async def _produce(
-    request: web.Request, body: bytes | memoryview, name: str, index: int, acks: int, timeout_ms: int
+    request: web.Request,
+    body: bytes | memoryview,
+    name: str,
+    index: int,
+    acks: int,
+    timeout_ms: int,
+    written: Callable[[], None] | None = None,
 ) -> web.Response:
     topic = await authz.ensure_topic(request, name)
     partition = topic.partition(index)
@@ -247,6 +258,7 @@ async def _produce(
             acks=acks,
             timeout_ms=timeout_ms,
             check=lambda: scanned.append(_scan(body, max_size=max_size)),
+            written=written,
         )
     except CorruptRecordError as err:
         raise CorruptBatchError(f"rejected, nothing appended: {err.message}") from None

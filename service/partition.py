@@ -180,12 +180,15 @@ class Partition:
         acks: int = 1,
         timeout_ms: int = 30_000,
         check: Callable[[], object] | None = None,
+        written: Callable[[], None] | None = None,
     ) -> AppendInfo:
         """Validate and append whole v2 batches, assigning offsets; wake long-polling readers.
 
         ``check`` (the native route's record-by-record validation) runs in the same worker thread right
         before the log append, outside the log's lock: one hand-over to a worker per request instead of
-        two. Whatever it raises fails the append before anything is written.
+        two. Whatever it raises fails the append before anything is written. ``written`` is called on the
+        event loop once the log has stored the batches and no longer reads ``batches`` (before an
+        ``acks=all`` append waits for its replicas); not when the append fails.
 
         Leader only. ``acks`` 1 (and 0, see :meth:`append_in_background`) answers after the local append
         and the flush the topic's policy requires. ``acks`` -1 (all): in a cluster the ISR must hold at
@@ -232,6 +235,8 @@ class Partition:
                 self._leader_appends -= 1
                 if not self._leader_appends:
                     self._leader_appends_done.set()
+            if written is not None:
+                written()
             duplicate = info.duplicate
             if remote is not None and not duplicate:
                 remote.note_append(info.base_offset, size, end)

@@ -2,20 +2,23 @@
 
 from __future__ import annotations
 
+from typing import cast
+
 import pytest
+from aiohttp import web
 
 from tierlog.service.body_buffers import BodyBuffers, Lease
 
 MiB = 1024 * 1024
 
 
-def test_a_new_buffer_is_whole_mib_and_a_kept_one_is_reused_smallest_first() -> None:
+def test_a_new_buffer_is_whole_grains_and_a_kept_one_is_reused_smallest_first() -> None:
     pool = BodyBuffers()
     big, small = pool.take(3 * MiB - 5), pool.take(100)
-    assert (len(big), len(small), pool.fresh, pool.reused) == (3 * MiB, MiB, 2, 0)
+    assert (len(big), len(small), pool.fresh, pool.reused) == (3 * MiB, 256 * 1024, 2, 0)
     pool.give(big)
     pool.give(small)
-    assert pool.take(MiB) is small  # the smallest that fits
+    assert pool.take(200 * 1024) is small  # the smallest that fits
     assert pool.take(2 * MiB) is big
     assert pool.take(10) is not small  # nothing left: a new one
     assert (pool.fresh, pool.reused) == (3, 2)
@@ -55,3 +58,16 @@ def test_an_abandoned_lease_never_returns_its_buffer() -> None:
     lease.abandon()
     lease.close()
     assert pool.take(10) is not buffer
+
+
+async def test_past_the_lease_bound_a_body_is_left_to_the_ordinary_read() -> None:
+    pool = BodyBuffers(lease_bytes=2 * MiB)
+    untouched = cast(web.Request, object())  # declined before the request is read at all
+    first = Lease(pool, pool.take(MiB), MiB)
+    assert (pool.leased_bytes, pool.idle.is_set()) == (MiB, False)
+    assert await pool.read(untouched, 2 * MiB) is None
+    assert pool.declined == 1
+    second = Lease(pool, pool.take(MiB), MiB)
+    second.abandon()
+    first.close()
+    assert (pool.leased_bytes, pool.idle.is_set()) == (0, True)
