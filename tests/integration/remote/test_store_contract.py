@@ -254,7 +254,11 @@ async def test_manifest_commits_conflict_on_the_same_base(store: ObjectStore) ->
 
 
 async def test_blocking_io_stays_off_the_loop(store: ObjectStore, tmp_path: Path) -> None:
-    """A loop-lag probe: the event loop keeps turning while a large object is written and read."""
+    """A loop-lag probe: the event loop keeps turning while a large object is written and read.
+
+    The ticker sleeps a millisecond between ticks: a ticker spinning on ``sleep(0)`` holds the GIL
+    whenever the loop runs, so every step of the store's worker thread waited a switch interval for it
+    (a 4 MiB round trip took 50-70 s). A store blocking the loop would let it tick only at its awaits."""
     data = os.urandom(4 << 20)
     ticks = 0
     stop = asyncio.Event()
@@ -263,7 +267,7 @@ async def test_blocking_io_stays_off_the_loop(store: ObjectStore, tmp_path: Path
         nonlocal ticks
         while not stop.is_set():
             ticks += 1
-            await asyncio.sleep(0)
+            await asyncio.sleep(0.001)
 
     task = asyncio.create_task(ticker())
     try:
