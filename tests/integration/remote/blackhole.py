@@ -37,6 +37,7 @@ class BlackholeProxy:
         self._server: asyncio.Server | None = None
         self._connections: set[_Connection] = set()
         self._tasks: set[asyncio.Task[None]] = set()
+        self._writers: set[asyncio.StreamWriter] = set()  # accepted connections not yet closed
 
     @property
     def endpoint_url(self) -> str:
@@ -56,6 +57,10 @@ class BlackholeProxy:
         for task in list(self._tasks):
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
+        # a task cancelled before its first step never ran its ``finally``: close its connection here (left
+        # open, it was collected after the test's loop had closed: "loop is closed" / "unclosed transport")
+        for writer in list(self._writers):
+            await _close(writer)
         await self._server.wait_closed()
 
     def blackhole(self) -> None:
@@ -69,6 +74,7 @@ class BlackholeProxy:
         self.blackholed = False
 
     def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self._writers.add(writer)
         task = asyncio.create_task(self._serve(reader, writer))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
@@ -91,11 +97,16 @@ class BlackholeProxy:
             pass  # a peer went away: the connection ends, as a real network path's would
         finally:
             self._connections.discard(connection)
+            self._writers.discard(writer)
             for w in (writer, upstream_writer):
                 if w is not None:
-                    w.close()
-                    with contextlib.suppress(OSError):
-                        await w.wait_closed()
+                    await _close(w)
+
+
+async def _close(writer: asyncio.StreamWriter) -> None:
+    writer.close()
+    with contextlib.suppress(OSError):
+        await writer.wait_closed()
 
 
 async def _drain_forever(reader: asyncio.StreamReader) -> None:
