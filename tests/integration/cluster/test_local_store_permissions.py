@@ -10,14 +10,19 @@ from tierlog.service.cluster.local_store import LocalMetadataStore
 from tierlog.service.cluster.store import Put
 
 
-async def test_the_metadata_file_and_its_lock_are_owner_only(tmp_path: Path) -> None:
-    path = tmp_path / "tierlog-security.json"
+async def _write_one_key(path: Path) -> None:
+    """Open a local store at ``path``, commit one key, close it."""
     store = LocalMetadataStore(path)
     await store.start()
     try:
         assert await store.commit([], [Put("security/users/alice", b"{}")]) is not None
     finally:
         await store.close()
+
+
+async def test_the_metadata_file_and_its_lock_are_owner_only(tmp_path: Path) -> None:
+    path = tmp_path / "tierlog-security.json"
+    await _write_one_key(path)
     for written in (path, path.with_name(path.name + ".lock")):
         assert stat.S_IMODE(written.stat().st_mode) == 0o600, written
 
@@ -25,10 +30,5 @@ async def test_the_metadata_file_and_its_lock_are_owner_only(tmp_path: Path) -> 
 async def test_a_metadata_file_in_a_directory_not_made_yet_is_created(tmp_path: Path) -> None:
     # a broker's security store starts while its logs open, which is what makes the data directory
     path = tmp_path / "data" / "tierlog-security.json"
-    store = LocalMetadataStore(path)
-    await store.start()
-    try:
-        assert await store.commit([], [Put("security/users/alice", b"{}")]) is not None
-    finally:
-        await store.close()
+    await _write_one_key(path)
     assert path.is_file()
