@@ -172,12 +172,17 @@ def test_deep_nesting_is_a_bad_request_not_a_crash() -> None:
         (b'{"value":null}', EmbeddedFormat.JSON),
         (b'{"key":"a2V5","value":"dmFsdWU="}', EmbeddedFormat.BINARY),
         (b'{"value":{"a":[1,2,3]},"partition":0}', EmbeddedFormat.JSON),
+        # 1 KiB values, parsed whole (the binary fast path) and walked (a leading space declines it)
+        (b'{"key":null,"value":"' + b"QUJD" * 341 + b'YQ=="}', EmbeddedFormat.BINARY),
+        (b' {"key":null,"value":"' + b"QUJD" * 341 + b'YQ=="}', EmbeddedFormat.BINARY),
     ],
 )
 def test_conversion_memory_stays_within_the_estimate(one: bytes, fmt: EmbeddedFormat) -> None:
     """The records a parse keeps, with their partitions and answer lines, fit the per-record estimate."""
-    count = 50_000
+    count = 50_000 if len(one) < 100 else 5_000
     body = b'{"records":[' + b",".join([one] * count) + b"]}"
+    if one.startswith(b" "):
+        body = b" " + body
     tracemalloc.start()
     try:
         records = parse_produce_rows(body, fmt)

@@ -1,0 +1,191 @@
+"""The whole-body fast path of ``binary`` produce bodies (msgspec) against the record-by-record walk.
+
+The fast path may only ever answer what the walk answers: for any body it gives the walk's records or
+declines (None), and then the walk gives the error. The base64 decoder it shares with the walk accepts and
+decodes exactly as ``base64.b64decode(validate=True)``.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tierlog.service.rest_v2 import produce_body
+from tierlog.service.rest_v2.convert import parse_produce_rows
+from tierlog.service.rest_v2.media import EmbeddedFormat
+from tierlog.service.rest_v2.produce_body import FAST_PATH_MAX_BYTES, ProduceColumns, _fast_binary_rows
+from tierlog.tiering.errors import BadRequestError, InvalidBodyError, TierlogError
+
+BINARY = EmbeddedFormat.BINARY
+Row = tuple[bytes | None, bytes | None, int | None]
+
+
+def walked(body: bytes, max_records: int | None = None) -> list[Row] | tuple[type, int, str]:
+    """The walk's answer (the fast path skipped): the records, or the error's kind, code and message."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(produce_body, "_fast_binary_rows", lambda body, max_records: None)
+        return answered(body, max_records)
+
+
+def answered(body: bytes, max_records: int | None = None) -> list[Row] | tuple[type, int, str]:
+    try:
+        return list(parse_produce_rows(body, BINARY, max_records=max_records))
+    except TierlogError as err:
+        return (type(err), err.code, err.message)
+
+
+def strict(text: str) -> bytes | None:
+    try:
+        return binascii.a2b_base64(text, strict_mode=True)
+    except (binascii.Error, ValueError):
+        return None
+
+
+def validated(text: str) -> bytes | None:
+    try:
+        return base64.b64decode(text, validate=True)
+    except (binascii.Error, ValueError):
+        return None
+
+
+base64_texts = st.one_of(
+    st.text(alphabet="AQgw+/=", max_size=12),
+    st.text(alphabet="ABab09+/= \n\t-_é\x00", max_size=12),
+    st.binary(max_size=20).map(lambda raw: base64.b64encode(raw).decode()),
+    st.builds(
+        lambda raw, at, junk: (lambda s: s[:at] + junk + s[at:])(base64.b64encode(raw).decode()),
+        st.binary(max_size=12),
+        st.integers(0, 16),
+        st.sampled_from(["=", "==", " ", "\n", "-", "_", "A", "AA", "é"]),
+    ),
+)
+
+
+@settings(max_examples=2000, deadline=None)
+@given(base64_texts)
+def test_the_strict_decoder_accepts_and_decodes_as_b64decode_validate(text: str) -> None:
+    assert strict(text) == validated(text)
+
+
+scalars = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-3, 2**70),
+    st.floats(allow_nan=False, allow_infinity=False),
+    base64_texts,
+)
+records = st.one_of(
+    st.dictionaries(st.sampled_from(["key", "value", "partition", "valur"]), scalars, max_size=3),
+    scalars,
+    st.lists(scalars, max_size=2),
+)
+bodies = st.dictionaries(
+    st.sampled_from(["records", "key_schema", "value_schema_id", "extra"]),
+    st.one_of(st.lists(records, max_size=12), scalars, st.dictionaries(st.just("a"), scalars)),
+    max_size=3,
+)
+
+
+@settings(max_examples=600, deadline=None)
+@given(
+    bodies,
+    st.sampled_from([None, 1, 3, 100]),
+    st.sampled_from([None, 0]),
+    st.sampled_from(["", ' "records": [], ', "\\u0030", "1e400", "NaN", "\ufeff", "  "]),
+    st.integers(0, 200),
+)
+def test_the_fast_path_answers_as_the_walk_or_declines(
+    body: dict[str, object], max_records: int | None, indent: int | None, insert: str, at: int
+) -> None:
+    text = json.dumps(body, indent=indent, ensure_ascii=False)
+    if insert:
+        at = min(at, len(text))
+        text = text[:at] + insert + text[at:]
+    data = text.encode()
+    fast = _fast_binary_rows(data, max_records)
+    reference = walked(data, max_records)
+    if fast is not None:
+        assert list(fast) == reference
+    assert answered(data, max_records) == reference
+
+
+def _body(*records: str, extra: str = "") -> bytes:
+    return ('{"records":[' + ",".join(records) + "]" + extra + "}").encode()
+
+
+VALID = '{"key":"a2V5","value":"dmFsdWU=","partition":2}'
+
+
+@pytest.mark.parametrize(
+    ("name", "body", "max_records"),
+    [
+        # a repeated "records": the first array passes max_records, the last one is short
+        ("repeated records", _body(*["{}"] * 5, extra=',"records":[' + VALID + "]"), 3),
+        ("escaped key", _body(VALID, extra=',"rec\\u006frds":[' + VALID + "]"), 3),
+        ("escaped value", _body('{"value":"YQ\\u003d\\u003d"}'), None),
+        ("lone surrogate", _body('{"value":"YQ=="}', extra=',"key_schema":"\\ud800"'), None),
+        ("utf-8 BOM", b"\xef\xbb\xbf" + _body(VALID), None),
+        ("utf-16", _body(VALID).decode().encode("utf-16"), None),
+        ("infinity as 1e400", _body(VALID, extra=',"key_schema":1e400'), None),
+        ("big integer partition", _body('{"value":null,"partition":18446744073709551616}'), None),
+        ("float partition", _body('{"value":null,"partition":1.0}'), None),
+        ("negative partition", _body('{"value":null,"partition":-1}'), None),
+        ("bool partition", _body('{"value":null,"partition":true}'), None),
+        ("deep schema", _body(VALID, extra=',"key_schema":' + "[" * 600 + "]" * 600), None),
+        ("too many", _body(*[VALID] * 4), 3),
+        ("bad base64", _body(VALID, '{"value":"YQ="}', '{"value":"a b"}'), None),
+        ("non-ascii base64", _body('{"value":"é"}'), None),
+        ("not a string", _body('{"key":5}'), None),
+        ("unknown record field", _body(VALID, '{"valur":"YQ=="}'), None),
+        ("record not an object", _body(VALID, "[1]"), None),
+        ("unknown body field", _body(VALID, extra=',"extra":1'), None),
+        ("empty records", _body(), None),
+        ("NaN", _body('{"value":null}', extra=',"key_schema":NaN'), None),
+        ("bad JSON after", _body(VALID) + b"x", None),
+        ("repeated key in a record", _body('{"value":"!!","value":"YQ=="}'), None),
+        ("duplicate key, last bad", _body('{"value":"YQ==","value":"!!"}'), None),
+        ("DEL in a string", _body('{"value":null}', extra=',"key_schema":"\x7f"'), None),
+        ("valid", _body(VALID, '{"value":null}', '{"key":"","partition":0}', extra=',"key_schema":"s"'), 3),
+    ],
+)
+def test_each_difference_of_msgspec_and_the_walk_is_left_to_the_walk(
+    name: str, body: bytes, max_records: int | None
+) -> None:
+    reference = walked(body, max_records)
+    fast = _fast_binary_rows(body, max_records)
+    if fast is not None:
+        assert list(fast) == reference, name
+    assert answered(body, max_records) == reference, name
+
+
+def test_a_valid_body_takes_the_fast_path() -> None:
+    body = _body(VALID, '{"key":null,"value":"YQ=="}')
+    fast = _fast_binary_rows(body, 2)
+    assert isinstance(fast, ProduceColumns)
+    assert list(fast) == [(b"key", b"value", 2), (None, b"a", None)]
+
+
+@pytest.mark.parametrize(
+    ("body", "error"),
+    [
+        (_body(*[VALID] * 4), InvalidBodyError),
+        (_body('{"value":"YQ="}'), BadRequestError),
+    ],
+)
+def test_the_fast_path_declines_what_the_walk_refuses(body: bytes, error: type[TierlogError]) -> None:
+    assert _fast_binary_rows(body, 3) is None
+    with pytest.raises(error):
+        parse_produce_rows(body, BINARY, max_records=3)
+
+
+def test_a_body_over_the_bound_is_walked() -> None:
+    one = '{"value":"' + base64.b64encode(b"x" * 3000).decode() + '"}'
+    body = _body(*[one] * (FAST_PATH_MAX_BYTES // len(one) + 1))
+    assert len(body) > FAST_PATH_MAX_BYTES
+    assert _fast_binary_rows(body, None) is None
+    assert len(parse_produce_rows(body, BINARY)) == FAST_PATH_MAX_BYTES // len(one) + 1
