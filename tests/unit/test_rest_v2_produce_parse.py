@@ -219,3 +219,25 @@ def test_a_full_disk_is_50701_per_record() -> None:
     assert [o["error_code"] for o in offsets] == [50701, 50701]
     retriable = produce_offsets(1, [(0, [0], UnavailableError("slow"))])
     assert retriable[0]["error_code"] == 50003
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.integers(0, 3), min_size=1, max_size=40),
+    st.dictionaries(
+        st.integers(0, 3),
+        st.one_of(st.integers(0, 2**40), st.sampled_from([UnavailableError("gone"), InternalError("bug é")])),
+        min_size=4,
+        max_size=4,
+    ),
+    st.integers(0, 9000),
+)
+def test_the_answer_text_is_the_offsets_dump_for_any_runs(
+    partitions: list[int], outcomes: dict[int, int | TierlogError], long_run: int
+) -> None:
+    """Runs of one partition are formatted a slice at a time: runs of any length, longer than a slice."""
+    partitions = partitions + [partitions[-1]] * long_run
+    grouped = [(p, [i for i, q in enumerate(partitions) if q == p], o) for p, o in outcomes.items()]
+    offsets = produce_offsets(len(partitions), grouped)
+    expected = dump_json({"offsets": offsets, "key_schema_id": None, "value_schema_id": None})
+    assert bytes(produce_answer(partitions, outcomes)) == expected
