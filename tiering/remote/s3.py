@@ -10,17 +10,23 @@ botocore's own retries are off by default (``total_max_attempts=1``): retrying i
 it. Request checksums are computed only when an operation requires them, which every S3-compatible
 service accepts.
 
-Large files go up as a multipart upload: parts of ``part_size`` bytes are read from disk with ``pread`` in a
-worker thread and uploaded by at most ``upload_concurrency`` tasks (so at most that many parts are held in
-memory); any failure aborts the upload, so no half-written object or orphaned parts are left behind.
+The two requests that move bulk bytes go through a plain, threaded botocore client instead of
+aiobotocore: ranged reads (:meth:`S3ObjectStore.get_range`, the remote read path's only request) and the
+parts of multipart uploads. On the S3-compatible servers measured (moto, LocalStack) aiobotocore's aiohttp
+path reached 0.44-0.79x of botocore's throughput for GETs and about 0.7x for 8 MiB parts
+(``docs/benchmarks-tiering.md``). The client is built from the same endpoint, credentials, region,
+timeouts, retry and checksum settings; GETs run on at most ``read_threads`` worker threads the store owns,
+parts on at most ``upload_threads`` others. A GET's body is read to the end in its worker, so the event
+loop only ever sees finished bytes; a part is read from disk (``pread``) in the worker that sends it, so at
+most ``upload_threads`` parts are held in memory across every upload of the store. Errors are translated
+by the same :func:`~tierlog.tiering.remote.translate.translating` as every other call.
 
-Ranged reads (:meth:`S3ObjectStore.get_range`, the remote read path's only request) go through a plain,
-threaded botocore client instead: on the S3-compatible servers measured (moto, LocalStack) aiobotocore's
-aiohttp GET path reached only 0.44-0.79x of botocore's throughput (``docs/benchmarks-tiering.md``). The
-client is built from the same endpoint, credentials, region, timeouts, retry and checksum settings, and
-its calls run on at most ``read_threads`` worker threads the store owns; the body is read to the end in
-the worker, so the event loop only ever sees finished bytes. Errors are translated by the same
-:func:`~tierlog.tiering.remote.translate.translating` as every other call.
+Large files go up as a multipart upload: parts of ``part_size`` bytes, at most ``upload_concurrency`` of
+one file in flight at once. Any failure or cancellation aborts the upload at once, so no half-written
+object is left behind. A part already running in a worker thread cannot be stopped: it ends on its own
+(bounded by the timeouts; S3 refuses a part of an aborted upload), and once every such part has ended the
+store aborts the upload again, as S3 asks (a part in flight during an abort may still be stored), so no
+orphaned parts are left either. :meth:`S3ObjectStore.close` waits for those follow-up aborts.
 """
 
 from __future__ import annotations
@@ -49,12 +55,14 @@ __all__ = [
     "DEFAULT_PART_SIZE",
     "DEFAULT_MULTIPART_THRESHOLD",
     "DEFAULT_READ_THREADS",
+    "DEFAULT_UPLOAD_THREADS",
     "endpoint_from_env",
 ]
 
 DEFAULT_PART_SIZE = 8 * 1024 * 1024
 DEFAULT_MULTIPART_THRESHOLD = 16 * 1024 * 1024
 DEFAULT_READ_THREADS = 8  # ranged GETs in flight at once (Kafka's remote.log.reader.threads is 10)
+DEFAULT_UPLOAD_THREADS = 8  # multipart parts in flight (and in memory) at once, across all uploads
 _DELETE_BATCH = 1000  # DeleteObjects accepts at most 1000 keys
 
 
@@ -63,15 +71,20 @@ def endpoint_from_env() -> str | None:
     return os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL") or None
 
 
-class _ThreadedReads:
-    """A plain botocore S3 client and the bounded pool of worker threads that run its ranged GETs.
+class _Threaded:
+    """A plain botocore S3 client and the two bounded pools of worker threads that run its requests:
+    ranged GETs on one, multipart parts on the other (so uploads never wait behind reads, nor reads behind
+    uploads).
 
     botocore clients are safe to share between threads. Owned by one :class:`S3ObjectStore`.
     """
 
-    def __init__(self, client: Any, threads: int) -> None:
+    def __init__(self, client: Any, read_threads: int, upload_threads: int) -> None:
         self.client = client
-        self.executor = concurrent.futures.ThreadPoolExecutor(threads, thread_name_prefix="tierlog-s3-read")
+        self.reads = concurrent.futures.ThreadPoolExecutor(read_threads, thread_name_prefix="tierlog-s3-read")
+        self.uploads = concurrent.futures.ThreadPoolExecutor(
+            upload_threads, thread_name_prefix="tierlog-s3-upload"
+        )
 
     def _get(self, bucket: str, key: str, header: str) -> tuple[bytes, dict[str, Any]]:
         resp: dict[str, Any] = self.client.get_object(Bucket=bucket, Key=key, Range=header)
@@ -84,17 +97,48 @@ class _ThreadedReads:
         errors (the caller translates them), :class:`InvalidRequestError` once closed. Cancelling the
         caller does not stop a GET already running.
         """
-        loop = asyncio.get_running_loop()
         try:
-            future = loop.run_in_executor(self.executor, self._get, bucket, key, header)
+            future = self.reads.submit(self._get, bucket, key, header)
         except RuntimeError as err:  # the executor is shut down: the store was closed meanwhile
             raise InvalidRequestError("S3 object store is closed") from err
-        return await future
+        return await asyncio.wrap_future(future)
+
+    def _upload_part(self, fd: int, offset: int, length: int, params: dict[str, Any]) -> str:
+        try:
+            body = os.pread(fd, length, offset)
+        finally:
+            os.close(fd)
+        if len(body) != length:
+            raise InvalidRequestError(f"file for {params['Key']!r} changed size during upload")
+        resp: dict[str, Any] = self.client.upload_part(Body=body, **params)
+        return str(resp["ETag"])
+
+    def upload_part(
+        self, fd: int, offset: int, length: int, params: dict[str, Any]
+    ) -> concurrent.futures.Future[str]:
+        """Queue one ``UploadPart`` of ``length`` bytes of ``fd`` from ``offset``: its future, whose result
+        is the part's ETag. The caller hands ``fd`` over (a descriptor of its own, e.g. a ``dup``): the
+        worker closes it after reading, or the future's cancellation before the worker started does.
+        Raises :class:`InvalidRequestError` once closed (``fd`` is closed then too).
+        """
+        try:
+            future = self.uploads.submit(self._upload_part, fd, offset, length, params)
+        except RuntimeError as err:
+            os.close(fd)
+            raise InvalidRequestError("S3 object store is closed") from err
+
+        def never_started(done: concurrent.futures.Future[str]) -> None:
+            if done.cancelled():
+                os.close(fd)
+
+        future.add_done_callback(never_started)
+        return future
 
     def close(self) -> None:
-        """Drop queued GETs, wait for running ones (each bounded by the client's timeouts), close the
+        """Drop queued requests, wait for running ones (each bounded by the client's timeouts), close the
         client. Blocking: call it from a thread."""
-        self.executor.shutdown(wait=True, cancel_futures=True)
+        self.reads.shutdown(wait=True, cancel_futures=True)
+        self.uploads.shutdown(wait=True, cancel_futures=True)
         self.client.close()
 
 
@@ -121,7 +165,8 @@ class S3ObjectStore:
     The clients are created lazily on first use (so construction does no I/O) and released by
     :meth:`close`. All methods are safe to call concurrently; ``max_pool_connections`` bounds the
     HTTP connections of the aiobotocore client, ``read_threads`` the ranged GETs (:meth:`get_range`)
-    running at once on the threaded client (see the module docstring). ``page_size`` is the ``MaxKeys``
+    and ``upload_threads`` the multipart parts running at once on the threaded client (see the module
+    docstring). ``page_size`` is the ``MaxKeys``
     of each listing request. ``event_handlers`` are ``(event name, handler)`` pairs registered on both
     clients' event systems (for request customisation, and for tests that make a real client see a
     failure); on the threaded client a handler runs in a worker thread, and a coroutine it returns is
@@ -151,13 +196,14 @@ class S3ObjectStore:
         event_handlers: Sequence[tuple[str, Callable[..., Any]]] = (),
         conditional_writes: bool = True,
         read_threads: int = DEFAULT_READ_THREADS,
+        upload_threads: int = DEFAULT_UPLOAD_THREADS,
     ) -> None:
         if not bucket:
             raise InvalidRequestError("S3 bucket name is empty")
         if part_size <= 0 or multipart_threshold < 0 or upload_concurrency <= 0 or page_size <= 0:
             raise InvalidRequestError("S3 part size, threshold, concurrency and page size must be positive")
-        if read_threads <= 0:
-            raise InvalidRequestError("S3 read threads must be positive")
+        if read_threads <= 0 or upload_threads <= 0:
+            raise InvalidRequestError("S3 read and upload threads must be positive")
         self.bucket = bucket
         self.endpoint_url = endpoint_url or endpoint_from_env()
         self.path_style = (self.endpoint_url is not None) if path_style is None else path_style
@@ -176,6 +222,7 @@ class S3ObjectStore:
         self.upload_concurrency = upload_concurrency
         self.page_size = page_size
         self.read_threads = read_threads
+        self.upload_threads = upload_threads
         settings: dict[str, Any] = {
             "s3": {"addressing_style": "path" if self.path_style else "auto"},
             "retries": {"total_max_attempts": botocore_max_attempts, "mode": "standard"},
@@ -185,7 +232,9 @@ class S3ObjectStore:
             "response_checksum_validation": "when_required",
         }
         self._config = AioConfig(max_pool_connections=max_pool_connections, **settings)
-        self._read_config = botocore.config.Config(max_pool_connections=read_threads, **settings)
+        self._threaded_config = botocore.config.Config(
+            max_pool_connections=read_threads + upload_threads, **settings
+        )
         self._event_handlers = tuple(event_handlers)
         self.conditional_writes = conditional_writes
         # aiobotocore's S3 client: its operations are generated at runtime from botocore's service model
@@ -193,7 +242,9 @@ class S3ObjectStore:
         # stubs would give it one).
         self._client: Any = None
         self._exit_stack: contextlib.AsyncExitStack | None = None
-        self._reads: _ThreadedReads | None = None
+        self._threaded: _Threaded | None = None
+        # the follow-up aborts of uploads whose parts were still running when they failed (see _multipart)
+        self._follow_ups: set[asyncio.Task[None]] = set()
         self._lock = asyncio.Lock()
         self._closed = False
 
@@ -207,8 +258,8 @@ class S3ObjectStore:
             if self._closed:
                 raise InvalidRequestError("S3 object store is closed")
             if self._client is None:
-                if self._reads is None:  # made with the other client, so a warm-up call warms both
-                    self._reads = await self._create_reads()
+                if self._threaded is None:  # made with the other client, so a warm-up call warms both
+                    self._threaded = await self._create_threaded()
                 stack = contextlib.AsyncExitStack()
                 with translating("connect", self.bucket):
                     creator = get_session().create_client(
@@ -225,43 +276,46 @@ class S3ObjectStore:
                 self._exit_stack = stack
         return self._client
 
-    async def _get_reads(self) -> _ThreadedReads:
-        reads = self._reads
-        if reads is None:
+    async def _get_threaded(self) -> _Threaded:
+        threaded = self._threaded
+        if threaded is None:
             await self._get_client()
-            reads = self._reads
-            if reads is None:  # closed meanwhile
+            threaded = self._threaded
+            if threaded is None:  # closed meanwhile
                 raise InvalidRequestError("S3 object store is closed")
-        return reads
+        return threaded
 
-    async def _create_reads(self) -> _ThreadedReads:
+    async def _create_threaded(self) -> _Threaded:
         with translating("connect", self.bucket):
             # creating a client loads botocore's service model from disk: not on the loop
-            client = await asyncio.to_thread(self._create_read_client)
+            client = await asyncio.to_thread(self._create_threaded_client)
         loop = asyncio.get_running_loop()
         for event, handler in self._event_handlers:
             client.meta.events.register(event, _bridged(handler, loop))
-        return _ThreadedReads(client, self.read_threads)
+        return _Threaded(client, self.read_threads, self.upload_threads)
 
-    def _create_read_client(self) -> Any:
+    def _create_threaded_client(self) -> Any:
         return botocore.session.get_session().create_client(
             "s3",
             endpoint_url=self.endpoint_url,
             region_name=self._region,
-            config=self._read_config,
+            config=self._threaded_config,
             **self._credentials,
         )
 
     async def close(self) -> None:
-        """Close both HTTP clients and the read threads (waiting for GETs still running in them, each
-        bounded by the connect and read timeouts). Idempotent.
+        """Wait for the follow-up aborts of failed uploads (see the module docstring), then close both
+        HTTP clients and the worker threads (waiting for requests still running in them, each bounded by
+        the connect and read timeouts). Idempotent.
         """
         async with self._lock:
             self._closed = True
             stack, self._exit_stack, self._client = self._exit_stack, None, None
-            reads, self._reads = self._reads, None
-        if reads is not None:
-            await asyncio.to_thread(reads.close)
+            threaded, self._threaded = self._threaded, None
+        while self._follow_ups:
+            await asyncio.gather(*self._follow_ups, return_exceptions=True)
+        if threaded is not None:
+            await asyncio.to_thread(threaded.close)
         if stack is not None:
             await stack.aclose()
 
@@ -320,33 +374,36 @@ class S3ObjectStore:
             await self.put(key, data)
             return
         client = await self._get_client()
+        threaded = await self._get_threaded()
         with translating("put_file", key):
             fd = await asyncio.to_thread(os.open, path, os.O_RDONLY)
         try:
-            await self._multipart(client, key, fd, size)
+            await self._multipart(client, threaded, key, fd, size)
         finally:
             os.close(fd)  # never blocks, and must run even if this task is being cancelled
 
-    async def _multipart(self, client: Any, key: str, fd: int, size: int) -> None:
+    async def _multipart(self, client: Any, threaded: _Threaded, key: str, fd: int, size: int) -> None:
+        """Create, upload ``upload_concurrency`` parts at a time on the upload threads, complete; on any
+        failure or cancellation abort at once, and again once the parts still running have ended."""
         with translating("create_multipart_upload", key):
             created = await client.create_multipart_upload(Bucket=self.bucket, Key=key)
         upload_id: str = created["UploadId"]
         part_count = (size + self.part_size - 1) // self.part_size
         etags: dict[int, str] = {}
         next_part = iter(range(1, part_count + 1))
+        sent: list[concurrent.futures.Future[str]] = []
 
         async def worker() -> None:
             for number in next_part:  # a shared iterator: each part is taken by exactly one worker
                 offset = (number - 1) * self.part_size
                 length = min(self.part_size, size - offset)
+                params = {"Bucket": self.bucket, "Key": key, "UploadId": upload_id, "PartNumber": number}
                 with translating("upload_part", key):
-                    body = await asyncio.to_thread(os.pread, fd, length, offset)
-                    if len(body) != length:
-                        raise InvalidRequestError(f"file for {key!r} changed size during upload")
-                    resp = await client.upload_part(
-                        Bucket=self.bucket, Key=key, UploadId=upload_id, PartNumber=number, Body=body
-                    )
-                etags[number] = resp["ETag"]
+                    # each part reads through a descriptor of its own: ``fd`` is closed when put_file
+                    # returns, which may be before a part still running in its thread has read
+                    part = threaded.upload_part(os.dup(fd), offset, length, params)
+                    sent.append(part)
+                    etags[number] = await asyncio.wrap_future(part)
 
         try:
             async with asyncio.TaskGroup() as group:
@@ -358,7 +415,14 @@ class S3ObjectStore:
                     Bucket=self.bucket, Key=key, UploadId=upload_id, MultipartUpload={"Parts": parts}
                 )
         except BaseException as err:
+            for part in sent:
+                part.cancel()  # the queued ones never start
             await asyncio.shield(self._abort(client, key, upload_id))
+            running = [part for part in sent if not part.done()]
+            if running:
+                follow_up = asyncio.create_task(self._abort_after(running, client, key, upload_id))
+                self._follow_ups.add(follow_up)
+                follow_up.add_done_callback(self._follow_ups.discard)
             if isinstance(err, BaseExceptionGroup):
                 # TaskGroup wraps worker failures; surface the first one as the tierlog kind it already is.
                 first = err.exceptions[0]
@@ -368,6 +432,17 @@ class S3ObjectStore:
     async def _abort(self, client: Any, key: str, upload_id: str) -> None:
         with contextlib.suppress(Exception):
             await client.abort_multipart_upload(Bucket=self.bucket, Key=key, UploadId=upload_id)
+
+    async def _abort_after(
+        self, running: list[concurrent.futures.Future[str]], client: Any, key: str, upload_id: str
+    ) -> None:
+        """Abort ``upload_id`` again once its ``running`` parts have ended (owned by :meth:`close`)."""
+        ended = [asyncio.wrap_future(part) for part in running]
+        await asyncio.wait(ended)
+        for part in ended:  # their errors were the upload's to report, and it has ended
+            if not part.cancelled():
+                part.exception()
+        await self._abort(client, key, upload_id)
 
     # -- reads -----------------------------------------------------------------------------------
 
@@ -393,10 +468,10 @@ class S3ObjectStore:
         if end is not None and end == start:
             return b""
         header = f"bytes={start}-" if end is None else f"bytes={start}-{end - 1}"
-        reads = await self._get_reads()
+        threaded = await self._get_threaded()
         try:
             with translating("get_range", key):
-                data, resp = await reads.get(self.bucket, key, header)
+                data, resp = await threaded.get(self.bucket, key, header)
         except Exception as err:
             cause = err.__cause__
             if isinstance(cause, ClientError) and s3_error_code(cause)[0] == "InvalidRange":

@@ -6,7 +6,10 @@ client, endpoint discovery, the URI factory. Failures are injected with botocore
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import os
 import random
+import threading
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -58,6 +61,16 @@ def fake_response(code: str, status: int) -> Any:
     return handler
 
 
+def open_descriptors(path: Path) -> int:
+    """How many of this process's file descriptors are open on ``path``."""
+    fds = Path("/proc/self/fd")
+    count = 0
+    for entry in fds.iterdir():
+        with contextlib.suppress(OSError):  # closed since listed
+            count += os.readlink(entry) == str(path)
+    return count
+
+
 async def test_failed_multipart_upload_is_aborted(server: S3Server, tmp_path: Path) -> None:
     bucket = await create_bucket(server)
     part = max(server.min_part_size, 64 * 1024)
@@ -88,6 +101,7 @@ async def test_failed_multipart_upload_is_aborted(server: S3Server, tmp_path: Pa
         assert await pending_uploads(server, bucket) == []
     finally:
         await store.close()
+    assert open_descriptors(path) == 0  # every part's descriptor, queued ones included, is closed
 
 
 @pytest.mark.parametrize(
@@ -207,15 +221,24 @@ async def test_single_writer_fallback_without_conditional_writes(server: S3Serve
 
 
 async def test_cancelled_multipart_upload_is_aborted(server: S3Server, tmp_path: Path) -> None:
+    """Cancelling put_file aborts the upload at once, though its second part is still running in a worker
+    thread (parts cannot be stopped there); once that part ends the store aborts again, and close waits
+    for it: no upload, object or part is left."""
     bucket = await create_bucket(server)
     part = max(server.min_part_size, 64 * 1024)
     second_part_started = asyncio.Event()
-    never = asyncio.Event()
+    release = asyncio.Event()
+    released_parts: list[int] = []
+    aborts: list[str] = []
+
+    def count_abort(params: dict[str, Any], **kwargs: Any) -> None:
+        aborts.append(params["UploadId"])
 
     async def stall_second_part(params: dict[str, Any], **kwargs: Any) -> None:
         if params["PartNumber"] == 2:
             second_part_started.set()
-            await never.wait()
+            await release.wait()
+            released_parts.append(2)
 
     store = S3ObjectStore(
         bucket,
@@ -223,7 +246,10 @@ async def test_cancelled_multipart_upload_is_aborted(server: S3Server, tmp_path:
         part_size=part,
         multipart_threshold=part,
         upload_concurrency=1,
-        event_handlers=[("before-parameter-build.s3.UploadPart", stall_second_part)],
+        event_handlers=[
+            ("before-parameter-build.s3.UploadPart", stall_second_part),
+            ("before-parameter-build.s3.AbortMultipartUpload", count_abort),
+        ],
     )
     path = tmp_path / "seg.log"
     path.write_bytes(random.Random(2).randbytes(part * 3))
@@ -234,8 +260,57 @@ async def test_cancelled_multipart_upload_is_aborted(server: S3Server, tmp_path:
         upload.cancel()
         with pytest.raises(asyncio.CancelledError):
             await upload
+        assert await pending_uploads(server, bucket) == []  # aborted while part 2 still runs
+        assert released_parts == [] and len(aborts) == 1
+        assert open_descriptors(path) == 0  # put_file's is closed; the running part read and closed its own
+        release.set()
+        await store.close()  # waits for part 2 to end and for the second abort
+        assert released_parts == [2]
+        assert len(aborts) == 2 and aborts[0] == aborts[1]
+        assert open_descriptors(path) == 0
         assert await pending_uploads(server, bucket) == []
+        store = S3ObjectStore(bucket, endpoint_url=server.endpoint_url)
         with pytest.raises(NotFoundError):
             await store.head("t/0/seg.log")
     finally:
+        release.set()
         await store.close()
+
+
+async def test_concurrent_uploads_share_at_most_upload_threads(server: S3Server, tmp_path: Path) -> None:
+    """Two files of three parts each, two parts of each in flight: every part is sent by one of the two
+    upload threads (which also bounds the parts held in memory), and both objects are whole."""
+    bucket = await create_bucket(server)
+    part = max(server.min_part_size, 64 * 1024)
+    threads: set[threading.Thread] = set()
+
+    def record(**kwargs: Any) -> None:
+        threads.add(threading.current_thread())
+
+    store = S3ObjectStore(
+        bucket,
+        endpoint_url=server.endpoint_url,
+        part_size=part,
+        multipart_threshold=part,
+        upload_concurrency=2,
+        upload_threads=2,
+        event_handlers=[("before-send.s3.UploadPart", record)],
+    )
+    data = {name: random.Random(name).randbytes(part * 3 - 7) for name in ("a", "b")}
+    for name, payload in data.items():
+        (tmp_path / name).write_bytes(payload)
+    try:
+        await asyncio.gather(*(store.put_file(f"t/{name}", tmp_path / name) for name in data))
+        for name, payload in data.items():
+            assert await store.get(f"t/{name}") == payload
+    finally:
+        await store.close()
+    assert 1 <= len(threads) <= 2
+    assert all(t.name.startswith("tierlog-s3-upload") for t in threads)
+    assert not any(t.is_alive() for t in threads)
+    assert open_descriptors(tmp_path / "a") == open_descriptors(tmp_path / "b") == 0
+
+
+def test_upload_threads_must_be_positive() -> None:
+    with pytest.raises(InvalidRequestError, match="upload threads"):
+        S3ObjectStore("b", upload_threads=0)
