@@ -33,7 +33,7 @@ from aiohttp import web
 from tierlog.service.budget import CONVERSION_BUDGET, ByteBudget
 from tierlog.service.cluster.proxy import RoutedPartition, routed_partition, setup_proxy
 from tierlog.service.rest_v2.convert import (
-    ProduceRow,
+    ProduceColumns,
     assign_partitions,
     conversion_estimate,
     dump_json,
@@ -64,10 +64,10 @@ from tierlog.service.rest_v2.openapi import OPENAPI_PATHS
 from tierlog.service.security import authz
 from tierlog.service.security.model import Operation, ResourceType
 from tierlog.service.state import BROKER, SETTINGS
-from tierlog.tiering.codec.batch import build_batch
+from tierlog.tiering.codec.batch import build_batch_columns
 from tierlog.tiering.codec.compression import Compression
 from tierlog.tiering.codec.header import HEADER_SIZE
-from tierlog.tiering.codec.records import MIN_RECORD_SIZE, Record
+from tierlog.tiering.codec.records import MIN_RECORD_SIZE
 from tierlog.tiering.errors import (
     NotAcceptableError,
     RecordTooLargeError,
@@ -223,16 +223,30 @@ def _compression(config: LogConfig) -> Compression:
     return Compression.NONE if name == "producer" else Compression.from_name(name)
 
 
-def _build_batches(
-    records: Sequence[ProduceRow], partitions: Sequence[int], compression: Compression, max_bytes: int
-) -> dict[int, tuple[list[int], bytes]]:
+def _groups(partitions: Sequence[int]) -> dict[int, list[int]]:
+    """The request positions of each partition's records, in order."""
+    if partitions and partitions.count(partitions[0]) == len(partitions):
+        return {partitions[0]: list(range(len(partitions)))}  # one partition: no loop per record
     groups: dict[int, list[int]] = {}
     for position, partition in enumerate(partitions):
         groups.setdefault(partition, []).append(position)
+    return groups
+
+
+def _columns(records: ProduceColumns, positions: list[int]) -> tuple[list[bytes | None], list[bytes | None]]:
+    """The keys and values at ``positions`` (all of them without a copy when that is every record)."""
+    if len(positions) == len(records):
+        return records.keys, records.values
+    keys, values = records.keys, records.values
+    return [keys[i] for i in positions], [values[i] for i in positions]
+
+
+def _build_batches(
+    records: ProduceColumns, partitions: Sequence[int], compression: Compression, max_bytes: int
+) -> dict[int, tuple[list[int], bytes]]:
     built: dict[int, tuple[list[int], bytes]] = {}
-    for partition, positions in groups.items():
-        rows = [records[i] for i in positions]
-        batch = build_batch([Record(key, value) for key, value, _ in rows], compression=compression)
+    for partition, positions in _groups(partitions).items():
+        batch = build_batch_columns(*_columns(records, positions), compression=compression)
         if len(batch) > max_bytes:
             raise RecordTooLargeError(
                 f"the batch of {len(positions)} records for partition {partition} is {len(batch)} bytes, "
@@ -243,17 +257,16 @@ def _build_batches(
 
 
 def _check_fit(
-    records: Sequence[ProduceRow], partitions: Sequence[int], compression: Compression, max_bytes: int
+    records: ProduceColumns, partitions: Sequence[int], compression: Compression, max_bytes: int
 ) -> None:
     """Refuse before building when an uncompressed batch could not fit: each record takes at least
     ``MIN_RECORD_SIZE`` bytes plus its key and value, each batch ``HEADER_SIZE``."""
     if compression != Compression.NONE:
         return
-    least: dict[int, int] = {}
-    for (key, value, _), partition in zip(records, partitions, strict=True):
-        size = MIN_RECORD_SIZE + len(key or b"") + len(value or b"")
-        least[partition] = least.get(partition, HEADER_SIZE) + size
-    for partition, size in least.items():
+    for partition, positions in _groups(partitions).items():
+        keys, values = _columns(records, positions)
+        size = HEADER_SIZE + MIN_RECORD_SIZE * len(positions)
+        size += sum(map(len, filter(None, keys))) + sum(map(len, filter(None, values)))
         if size > max_bytes:
             raise RecordTooLargeError(
                 f"the records for partition {partition} need at least {size} bytes as a batch, "

@@ -58,6 +58,19 @@ class Native(Protocol):
         base_sequence: int,
         /,
     ) -> bytes: ...
+    def build_uncompressed_columns(
+        self,
+        keys: Sequence[Buffer | None],
+        values: Sequence[Buffer | None],
+        now: int,
+        base_offset: int,
+        partition_leader_epoch: int,
+        attributes: int,
+        producer_id: int,
+        producer_epoch: int,
+        base_sequence: int,
+        /,
+    ) -> bytes: ...
     def decode_columns(
         self, sections: Sequence[tuple[Buffer, int, int, int, int | None]], /
     ) -> tuple[Any, ...]: ...

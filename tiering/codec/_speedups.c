@@ -1020,18 +1020,98 @@ put_be(char *p, uint64_t v, int size)
     }
 }
 
-static PyObject *
-py_build_uncompressed(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+/* Write the records of the columns `keys` and `values` (sequences of equal length, each item a buffer or
+ * None) into out, each record timestamped `now` without headers: the records section encode_body writes
+ * for Record(key, value) objects of timestamp -1. */
+static int
+encode_columns_body(PyObject *keys, PyObject *values, PyObject *now_obj, gbuf *out, int64_t *base_ts,
+                    int64_t *max_ts)
 {
-    /* records, now, base_offset, partition_leader_epoch, attributes, producer_id, producer_epoch,
-       base_sequence: the integers already range-checked by batch.build_batch */
-    if (nargs != 8) {
-        PyErr_SetString(PyExc_TypeError, "build_uncompressed() takes 8 arguments");
-        return NULL;
+    int64_t now;
+    if (as_int64(now_obj, &now) < 0) {
+        return -1;
     }
+    PyObject *kseq = PySequence_Fast(keys, "keys must be a sequence");
+    if (kseq == NULL) {
+        return -1;
+    }
+    PyObject *vseq = PySequence_Fast(values, "values must be a sequence");
+    if (vseq == NULL) {
+        Py_DECREF(kseq);
+        return -1;
+    }
+    int rc = -1;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(kseq);
+    if (PySequence_Fast_GET_SIZE(vseq) != n) {
+        PyErr_SetString(PyExc_ValueError, "keys and values differ in length");
+        goto done;
+    }
+    if (n == 0) {
+        PyErr_SetString(InvalidRequestError, "a record batch needs at least one record");
+        goto done;
+    }
+    if (now < 0) {
+        PyErr_Format(InvalidRequestError, "negative record timestamp %lld", (long long)now);
+        goto done;
+    }
+    Py_ssize_t estimate = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *k = PySequence_Fast_GET_ITEM(kseq, i), *v = PySequence_Fast_GET_ITEM(vseq, i);
+        estimate += 32 + (PyBytes_CheckExact(k) ? PyBytes_GET_SIZE(k) : 0) +
+                    (PyBytes_CheckExact(v) ? PyBytes_GET_SIZE(v) : 0);
+    }
+    if (gb_reserve(out, estimate) < 0) {
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        field_t k = {1}, v = {1};
+        if (field_get(PySequence_Fast_GET_ITEM(kseq, i), &k) < 0) {
+            goto done;
+        }
+        if (field_get(PySequence_Fast_GET_ITEM(vseq, i), &v) < 0) {
+            field_release(&k);
+            goto done;
+        }
+        Py_ssize_t body = 1 + varsize(0) + varsize(i) + field_size(&k) + field_size(&v) + varsize(0);
+        if (body > INT32_MAX) {
+            PyErr_Format(InvalidRequestError, "varint out of int32 range: %zd", body);
+        }
+        else if (gb_reserve(out, body + 5) == 0) {
+            char *p = out->data + out->len;
+            p = put_var(p, body);
+            *p++ = 0; /* attributes */
+            p = put_var(p, 0);
+            p = put_var(p, i);
+            p = field_put(p, &k);
+            p = field_put(p, &v);
+            p = put_var(p, 0); /* no headers */
+            out->len = p - out->data;
+        }
+        field_release(&k);
+        field_release(&v);
+        if (PyErr_Occurred()) {
+            goto done;
+        }
+    }
+    *base_ts = *max_ts = now;
+    rc = 0;
+done:
+    Py_DECREF(vseq);
+    Py_DECREF(kseq);
+    return rc;
+}
+
+/* The batch of `args` (build_uncompressed's, or build_uncompressed_columns' with the values column
+ * inserted after the keys: `columns` says which): the header filled in, the CRC set. */
+static PyObject *
+build_uncompressed_batch(PyObject *const *args, int columns)
+{
+    /* args[columns + 1] is now, then base_offset, partition_leader_epoch, attributes, producer_id,
+       producer_epoch, base_sequence: the integers already range-checked by batch.build_batch */
+    PyObject *now_obj = args[columns + 1];
     int64_t ints[6];
     for (int i = 0; i < 6; i++) {
-        if (as_int64(args[i + 2], &ints[i]) < 0) {
+        if (as_int64(args[columns + i + 2], &ints[i]) < 0) {
             return NULL;
         }
     }
@@ -1047,12 +1127,17 @@ py_build_uncompressed(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     out.len = HEADER_SIZE;
     int64_t base_ts, max_ts;
     Py_ssize_t count = PyObject_Length(args[0]);
-    if (count < 0 || encode_body(args[0], args[1], &out, &base_ts, &max_ts) < 0) {
+    int failed = count < 0;
+    if (!failed) {
+        failed = columns ? encode_columns_body(args[0], args[1], now_obj, &out, &base_ts, &max_ts)
+                         : encode_body(args[0], now_obj, &out, &base_ts, &max_ts);
+    }
+    if (failed) {
         scratch_give(&out, mine);
         return NULL;
     }
     if (attributes & 0x08) {
-        as_int64(args[1], &max_ts); /* LogAppendTime: max_timestamp is the append time */
+        as_int64(now_obj, &max_ts); /* LogAppendTime: max_timestamp is the append time */
     }
     Py_ssize_t batch_length = out.len - 12;
     if (batch_length > INT32_MAX) {
@@ -1086,6 +1171,26 @@ py_build_uncompressed(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     PyObject *result = PyBytes_FromStringAndSize(out.data, out.len);
     scratch_give(&out, mine);
     return result;
+}
+
+static PyObject *
+py_build_uncompressed(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 8) {
+        PyErr_SetString(PyExc_TypeError, "build_uncompressed() takes 8 arguments");
+        return NULL;
+    }
+    return build_uncompressed_batch(args, 0);
+}
+
+static PyObject *
+py_build_uncompressed_columns(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 9) {
+        PyErr_SetString(PyExc_TypeError, "build_uncompressed_columns() takes 9 arguments");
+        return NULL;
+    }
+    return build_uncompressed_batch(args, 1);
 }
 
 /* ---------------------------------------------------------------- decode_columns */
@@ -1340,6 +1445,8 @@ static PyMethodDef methods[] = {
     {"validate_records", (PyCFunction)(void (*)(void))py_validate_records, METH_FASTCALL, NULL},
     {"encode_records", (PyCFunction)(void (*)(void))py_encode_records, METH_FASTCALL, NULL},
     {"build_uncompressed", (PyCFunction)(void (*)(void))py_build_uncompressed, METH_FASTCALL, NULL},
+    {"build_uncompressed_columns", (PyCFunction)(void (*)(void))py_build_uncompressed_columns, METH_FASTCALL,
+     NULL},
     {"decode_columns", py_decode_columns, METH_O, NULL},
     {"set_record_type", py_set_record_type, METH_O, NULL},
     {NULL, NULL, 0, NULL},

@@ -46,6 +46,7 @@ __all__ = [
     "DEFAULT_MAX_UNCOMPRESSED",
     "DecodedBatch",
     "build_batch",
+    "build_batch_columns",
     "decode_batch",
     "iter_decoded_batches",
     "iter_records",
@@ -150,6 +151,35 @@ def build_batch(
     out[HEADER_SIZE:] = payload
     _UINT32.pack_into(out, CRC_OFFSET, crc32c(memoryview(out)[ATTRIBUTES_OFFSET:]))
     return bytes(out)
+
+
+def build_batch_columns(
+    keys: Sequence[bytes | None],
+    values: Sequence[bytes | None],
+    *,
+    base_offset: int = 0,
+    compression: Compression = Compression.NONE,
+    now_ms: int | None = None,
+) -> bytes:
+    """:func:`build_batch` of ``Record(key, value)`` for each key and value (timestamp "now", no headers),
+    the same bytes, without a Record object per record where the compiled core builds an uncompressed
+    batch. Pure and thread-safe.
+
+    Raises:
+        InvalidRequestError: as :func:`build_batch`.
+        ValueError: ``keys`` and ``values`` differ in length.
+    """
+    native = _accel.native
+    if native is None or compression != Compression.NONE or not keys:
+        records = [Record(key, value) for key, value in zip(keys, values, strict=True)]
+        return build_batch(records, base_offset=base_offset, compression=compression, now_ms=now_ms)
+    now = int(time.time() * 1000) if now_ms is None else now_ms
+    _check_range("base_offset", base_offset, 0, INT64_MAX)
+    _check_range("record count", len(keys), 1, INT32_MAX)
+    _check_range("last offset", base_offset + len(keys) - 1, 0, INT64_MAX)
+    return native.build_uncompressed_columns(
+        keys, values, now, base_offset, -1, int(compression), -1, -1, -1
+    )  # fmt: skip
 
 
 def _encode_records(records: Sequence[Record], now: int) -> tuple[bytes, int, int]:
