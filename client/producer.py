@@ -30,7 +30,14 @@ import time
 from collections.abc import Iterable
 from typing import Any
 
-from tierlog.client.accumulator import Callback, DeliveryFuture, PendingRecord, RecordAccumulator, record_size
+from tierlog.client.accumulator import (
+    RECORD_OVERHEAD,
+    Callback,
+    DeliveryFuture,
+    PendingRecord,
+    RecordAccumulator,
+    record_size,
+)
 from tierlog.client.admin import AsyncAdmin
 from tierlog.client.backoff import backoff_seconds
 from tierlog.client.config import ProducerConfig
@@ -96,8 +103,12 @@ class AsyncProducer:
         self._router = Router.from_config(self.config)
         self._admin = AsyncAdmin.over(self._router.any)
         self._sticky = StickyPartitioner()
-        self._sticky_current: dict[str, int] = {}
+        self._sticky_current: dict[str, TopicPartition] = {}
+        # every TopicPartition this producer sent to, by topic and index: one object per partition, not per
+        # record (a record's enqueue looks its partition up here)
+        self._partitions: dict[str, list[TopicPartition]] = {}
         self._max_block = self.config.max_block_ms / 1000
+        self._record_limit = min(self.config.max_request_size, self.config.buffer_memory)
         self._metadata_locks: dict[str, asyncio.Lock] = {}
         self._acc: RecordAccumulator | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -170,8 +181,37 @@ class AsyncProducer:
             await self.start()
         assert self._loop is not None
         future: asyncio.Future[RecordMetadata] = self._loop.create_future()
-        await self.enqueue(topic, record, size, future, partition, callback)
+        if not self._enqueue_now(topic, record, size, future, partition, callback):
+            await self.enqueue(topic, record, size, future, partition, callback)
         return future
+
+    def _enqueue_now(
+        self,
+        topic: str,
+        record: Record,
+        size: int,
+        future: DeliveryFuture,
+        partition: int | None,
+        callback: Callback | None,
+    ) -> bool:
+        """:meth:`enqueue` when nothing needs a wait or an error: the topic's partition count is known,
+        the partition (if given) valid, buffer room free, the producer healthy. Answers whether the record
+        was queued; False changes nothing (:meth:`enqueue` then does the whole work). The common case of
+        every send, without a coroutine of its own."""
+        acc, sender, meta = self._acc, self._sender, self._router.snapshot
+        if acc is None or meta is None or (sender is not None and sender.fatal is not None):
+            return False
+        count = meta.partition_count(topic)
+        if count is None or (partition is not None and not 0 <= partition < count):
+            return False
+        if not acc.try_reserve(size):
+            return False
+        if partition is None:
+            tp = self._choose_partition(topic, record.key, count)
+        else:
+            tp = self._partition(topic, partition, count)
+        acc.append(tp, PendingRecord(record, size, future, callback))
+        return True
 
     def build_record(
         self, value: Any, key: Any = None, headers: HeadersArg = None, timestamp: int | None = None
@@ -181,14 +221,25 @@ class AsyncProducer:
         Pure apart from reading the wall clock; runs the configured serializers, so it may be called from any
         thread. Raises TypeError (unserializable key, value or header) and RecordTooLargeError.
         """
-        key_bytes = to_bytes(self.config.key_serializer(key) if self.config.key_serializer else key, "key")
-        value_bytes = to_bytes(
-            self.config.value_serializer(value) if self.config.value_serializer else value, "value"
-        )
+        config = self.config
         stamp = int(time.time() * 1000) if timestamp is None else timestamp
-        record = Record(key_bytes, value_bytes, to_headers(headers), stamp)
-        size = record_size(record)
-        if size > min(self.config.max_request_size, self.config.buffer_memory):
+        if (
+            headers is None
+            and type(value) is bytes
+            and (key is None or type(key) is bytes)
+            and config.key_serializer is None
+            and config.value_serializer is None
+        ):  # the common case, without the general conversions: the same record and size
+            record = Record(key, value, (), stamp)
+            size = RECORD_OVERHEAD + len(value) + (0 if key is None else len(key))
+        else:
+            key_bytes = to_bytes(config.key_serializer(key) if config.key_serializer else key, "key")
+            value_bytes = to_bytes(
+                config.value_serializer(value) if config.value_serializer else value, "value"
+            )
+            record = Record(key_bytes, value_bytes, to_headers(headers), stamp)
+            size = record_size(record)
+        if size > self._record_limit:
             raise RecordTooLargeError(
                 f"a record of about {size} bytes exceeds max_request_size={self.config.max_request_size} "
                 f"or buffer_memory={self.config.buffer_memory}"
@@ -219,11 +270,13 @@ class AsyncProducer:
         if count is None:
             count = await self._partition_count(topic, deadline)
         if partition is None:
-            partition = self._choose_partition(topic, record.key, count)
+            tp = self._choose_partition(topic, record.key, count)
         elif not 0 <= partition < count:
             raise UnknownPartitionError(
                 f"topic {topic} has {count} partitions; partition {partition} is invalid"
             )
+        else:
+            tp = self._partition(topic, partition, count)
         if not self._acc.try_reserve(size):
             await self._acc.reserve(size, deadline)
         if self._closed:
@@ -232,7 +285,7 @@ class AsyncProducer:
         if self._sender is not None and self._sender.fatal is not None:
             await self._acc.release(size)
             raise self._sender.fatal
-        self._acc.append(TopicPartition(topic, partition), PendingRecord(record, size, future, callback))
+        self._acc.append(tp, PendingRecord(record, size, future, callback))
 
     @property
     def producer_identity(self) -> tuple[int, int] | None:
@@ -258,17 +311,20 @@ class AsyncProducer:
         future = await self.send(topic, value, key, **kwargs)
         return await future
 
-    def _choose_partition(self, topic: str, key: bytes | None, count: int) -> int:
+    def _partition(self, topic: str, index: int, count: int) -> TopicPartition:
+        """The one TopicPartition object of ``topic``'s partition ``index`` (of ``count``)."""
+        known = self._partitions.get(topic)
+        if known is None or len(known) < count:  # new, or the topic grew
+            known = self._partitions[topic] = [TopicPartition(topic, i) for i in range(count)]
+        return known[index]
+
+    def _choose_partition(self, topic: str, key: bytes | None, count: int) -> TopicPartition:
         if key is not None:
-            return partition_for_key(key, count)
+            return self._partition(topic, partition_for_key(key, count), count)
         assert self._acc is not None
         current = self._sticky_current.get(topic)
-        if (
-            current is None
-            or current >= count
-            or not self._acc.has_open_batch(TopicPartition(topic, current))
-        ):
-            current = self._sticky.next_partition(topic, count)
+        if current is None or current.partition >= count or not self._acc.has_open_batch(current):
+            current = self._partition(topic, self._sticky.next_partition(topic, count), count)
             self._sticky_current[topic] = current
         return current
 

@@ -33,12 +33,13 @@ class TopicPartition(NamedTuple):
     partition: int
 
 
-@dataclass(frozen=True, slots=True)
-class RecordMetadata:
+class RecordMetadata(NamedTuple):
     """Where a produced record was stored.
 
     ``offset`` is -1 with ``acks=0`` (the broker answers before it assigns offsets). ``timestamp`` is the
-    record's create time, or the broker's append time for a LogAppendTime topic.
+    record's create time, or the broker's append time for a LogAppendTime topic. A named tuple, as in
+    kafka-python and aiokafka: immutable, and a third of the cost of a frozen dataclass to build (the
+    producer builds one per acknowledged record).
     """
 
     topic: str
