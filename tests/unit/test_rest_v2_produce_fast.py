@@ -1,16 +1,18 @@
 """The whole-body fast path of ``binary`` produce bodies (msgspec) against the record-by-record walk.
 
 The fast path may only ever answer what the walk answers: for any body it gives the walk's records or
-declines (None), and then the walk gives the error. The base64 decoder it shares with the walk accepts and
-decodes exactly as ``base64.b64decode(validate=True)``.
+declines (None), and then the walk gives the error. Both base64 decoders (msgspec's in the fast path,
+binascii's strict mode in the walk) accept and decode exactly as ``base64.b64decode(validate=True)``.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
+import itertools
 import json
 
+import msgspec
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -18,7 +20,12 @@ from hypothesis import strategies as st
 from tierlog.service.rest_v2 import produce_body
 from tierlog.service.rest_v2.convert import parse_produce_rows
 from tierlog.service.rest_v2.media import EmbeddedFormat
-from tierlog.service.rest_v2.produce_body import FAST_PATH_MAX_BYTES, ProduceColumns, _fast_binary_rows
+from tierlog.service.rest_v2.produce_body import (
+    FAST_PATH_MAX_BYTES,
+    ProduceColumns,
+    _fast_binary_rows,
+    _Record,
+)
 from tierlog.tiering.errors import BadRequestError, InvalidBodyError, TierlogError
 
 BINARY = EmbeddedFormat.BINARY
@@ -66,10 +73,34 @@ base64_texts = st.one_of(
 )
 
 
+def fast_decoded(text: str) -> bytes | None:
+    """The key of a record as the fast path's msgspec struct decodes it."""
+    try:
+        return _RECORD_DECODER.decode(json.dumps({"key": text}).encode()).key
+    except (msgspec.MsgspecError, ValueError):
+        return None
+
+
+_RECORD_DECODER = msgspec.json.Decoder(_Record)
+
+
 @settings(max_examples=2000, deadline=None)
 @given(base64_texts)
-def test_the_strict_decoder_accepts_and_decodes_as_b64decode_validate(text: str) -> None:
+def test_both_base64_decoders_accept_and_decode_as_b64decode_validate(text: str) -> None:
+    """The walk's (binascii, strict mode) exactly; the fast path's (msgspec) refuses a few more (padding
+    after a whole quad, ``AAAA=``: the walk then decides), and decodes what it accepts the same."""
     assert strict(text) == validated(text)
+    decoded = fast_decoded(text)
+    assert decoded is None or decoded == validated(text)
+
+
+def test_msgspec_agrees_on_every_short_text() -> None:
+    """Every text of up to five characters over the alphabet's edges (padding, bits past the end)."""
+    for size in range(6):
+        for chars in itertools.product("AQw=+/ é", repeat=size):
+            text = "".join(chars)
+            decoded = fast_decoded(text)
+            assert decoded is None or decoded == validated(text), text
 
 
 scalars = st.one_of(
@@ -148,6 +179,13 @@ VALID = '{"key":"a2V5","value":"dmFsdWU=","partition":2}'
         ("NaN", _body('{"value":null}', extra=',"key_schema":NaN'), None),
         ("bad JSON after", _body(VALID) + b"x", None),
         ("repeated key in a record", _body('{"value":"!!","value":"YQ=="}'), None),
+        (
+            "repeated key, both good",
+            _body('{"value":"YQ==","value":"Yg==","partition":1,"partition":0}'),
+            None,
+        ),
+        ("trailing bits", _body('{"value":"YR=="}'), None),
+        ("padding after a whole quad", _body('{"value":"AAAA="}'), None),
         ("duplicate key, last bad", _body('{"value":"YQ==","value":"!!"}'), None),
         ("DEL in a string", _body('{"value":null}', extra=',"key_schema":"\x7f"'), None),
         ("valid", _body(VALID, '{"value":null}', '{"key":"","partition":0}', extra=',"key_schema":"s"'), 3),
