@@ -19,6 +19,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from itertools import groupby
 from typing import Any
 
+import msgspec
+
 from tierlog.service.rest_v2.json_stream import dump_json, load_json
 from tierlog.service.rest_v2.media import EmbeddedFormat
 from tierlog.service.rest_v2.produce_body import (
@@ -328,7 +330,9 @@ def records_body(
     "partition", "offset"}``; records of control batches are left out, as a consumer never sees them.
     With ``json`` a key or value is checked to be one valid JSON value and embedded as stored. The batches
     are decoded into columns (:func:`~tierlog.tiering.codec.columns.decode_columns`, no object per record)
-    and the text is assembled directly as bytes: per record a slice, its base64 and one ``%`` format.
+    and msgspec writes the text (base64 included) from one struct per record holding views of the columns,
+    256 records per C call into one buffer, the GIL handed over between calls; the text is the one the
+    record-by-record renderer made, byte for byte.
     The batches decoded are those :func:`~tierlog.tiering.codec.batch.iter_records` would reach: up to the
     first data batch holding an offset at or past ``max(start_offset, high_watermark)``. Pure.
 
@@ -337,67 +341,91 @@ def records_body(
         InvalidRequestError: (42201) with ``json``, a key that is not valid JSON; InvalidValueError (42202) a
             value.
     """
-    head = b'{"topic":' + json.dumps(topic).encode() + b',"key":'
-    tail = b',"partition":%d,"offset":' % partition
-    parts: list[bytes] = []
-    for first, last, columns in _data_runs(data, start_offset, high_watermark):
-        offsets = memoryview(columns.offsets).cast("q").tolist()
-        low = bisect_left(offsets, start_offset, first, last)
-        high = bisect_left(offsets, high_watermark, low, last)
-        parts += _render(columns, offsets, low, high, fmt, head, tail)
+    topic_json = msgspec.Raw(json.dumps(topic).encode())
+    out = bytearray(b"[]")
+    count = 0
+    found = _data_runs(data, start_offset, high_watermark)
+    if found is None:
+        return 0, b"[]"
+    columns, runs = found
+    view = _ColumnsView(columns)
+    for first, last in runs:
+        low = bisect_left(view.offsets, start_offset, first, last)
+        high = bisect_left(view.offsets, high_watermark, low, last)
+        for start in range(low, high, _RENDER_SLICE):
+            rows = _rows(view, start, min(start + _RENDER_SLICE, high), fmt, topic_json, partition)
+            at = len(out) - 1 if count else 0  # the slice's '[' replaces the closing ']' (then a comma)
+            _ENCODER.encode_into(rows, out, at)
+            if count:
+                out[at] = 0x2C
+            count += len(rows)
+            time.sleep(0)  # the GIL to the event loop, if it waits (see YIELD_MASK)
         if high < last:
             break
-    if not parts:
-        return 0, b"[]"
-    parts[0] = b"[" + parts[0]  # rather than one more copy of the whole text
-    parts[-1] += b"]"
-    return len(parts), b",".join(parts)
+    return count, bytes(out)
 
 
-def _render(
-    columns: RecordColumns,
-    offsets: list[int],
-    low: int,
-    high: int,
-    fmt: EmbeddedFormat,
-    head: bytes,
-    tail: bytes,
-) -> list[bytes]:
-    """The JSON objects of rows ``[low, high)`` of ``columns``. Raises as :func:`records_body`."""
-    key_ends = memoryview(columns.key_offsets).cast("i").tolist()
-    value_ends = memoryview(columns.value_offsets).cast("i").tolist()
-    key_data, value_data = columns.key_data, columns.value_data
-    key_valid, value_valid = columns.key_validity, columns.value_validity
-    with_value = head + b'%b,"value":%b' + tail + b"%d}"
-    if fmt is EmbeddedFormat.BINARY:
-        with_value = head + b'%b,"value":"%b"' + tail + b"%d}"
-    without_value = head + b'%b,"value":null' + tail + b"%d}"
-    encode = binascii.b2a_base64
+class _Fetched(msgspec.Struct, gc=False):
+    """One record of a records array, its fields in the answer's order. msgspec writes a key or value
+    that is a buffer as its base64 string and a ``msgspec.Raw`` as the JSON text it holds."""
+
+    topic: msgspec.Raw
+    key: Any
+    value: Any
+    partition: int
+    offset: int
+
+
+_ENCODER = msgspec.json.Encoder()
+# Records rendered per C call: about 0.7 ms for 1 KiB records on the development machine, as YIELD_MASK.
+_RENDER_SLICE = 256
+
+
+class _ColumnsView:
+    """The columns of decoded batches as :func:`_rows` reads them: offsets as lists, data as views."""
+
+    def __init__(self, columns: RecordColumns) -> None:
+        self.columns = columns
+        self.offsets: list[int] = memoryview(columns.offsets).cast("q").tolist()
+        self.key_ends: list[int] = memoryview(columns.key_offsets).cast("i").tolist()
+        self.value_ends: list[int] = memoryview(columns.value_offsets).cast("i").tolist()
+        self.key_data, self.value_data = memoryview(columns.key_data), memoryview(columns.value_data)
+
+
+def _rows(
+    view: _ColumnsView, low: int, high: int, fmt: EmbeddedFormat, topic: msgspec.Raw, partition: int
+) -> list[_Fetched]:
+    """The records of rows ``[low, high)``, keys and values as views of the columns. Raises as
+    :func:`records_body`."""
+    columns, offsets = view.columns, view.offsets
+    key_ends, value_ends, key_data, value_data = (
+        view.key_ends,
+        view.value_ends,
+        view.key_data,
+        view.value_data,
+    )
     if fmt is EmbeddedFormat.BINARY and columns.key_nulls == columns.count and not columns.value_nulls:
-        # keyless records with values, the common case: one format per record, no branch
-        template = head + b'null,"value":"%b"' + tail + b"%d}"
+        # keyless records with values, the common case: no branch per record
         ends = value_ends[low : high + 1]
         return [
-            template % (encode(value_data[start:end], newline=False), offset)
+            _Fetched(topic, None, value_data[start:end], partition, offset)
             for start, end, offset in zip(ends[:-1], ends[1:], offsets[low:high], strict=True)
         ]
-    out: list[bytes] = []
-    append = out.append
+    key_valid, value_valid = columns.key_validity, columns.value_validity
+    binary = fmt is EmbeddedFormat.BINARY
+    out: list[_Fetched] = []
     for i in range(low, high):
-        if not key_valid[i >> 3] >> (i & 7) & 1:
-            key = b"null"
-        elif fmt is EmbeddedFormat.BINARY:
-            key = b'"' + encode(key_data[key_ends[i] : key_ends[i + 1]], newline=False) + b'"'
-        else:
-            key = _embed_json(key_data[key_ends[i] : key_ends[i + 1]], "key", offsets[i])
-        if not value_valid[i >> 3] >> (i & 7) & 1:
-            append(without_value % (key, offsets[i]))
-            continue
-        value = value_data[value_ends[i] : value_ends[i + 1]]
-        if fmt is EmbeddedFormat.BINARY:
-            append(with_value % (key, encode(value, newline=False), offsets[i]))
-        else:
-            append(with_value % (key, _embed_json(value, "value", offsets[i]), offsets[i]))
+        key: memoryview | msgspec.Raw | None = None
+        value: memoryview | msgspec.Raw | None = None
+        if key_valid[i >> 3] >> (i & 7) & 1:
+            key = key_data[key_ends[i] : key_ends[i + 1]]
+            if not binary:
+                key = msgspec.Raw(_embed_json(bytes(key), "key", offsets[i]))
+        if value_valid[i >> 3] >> (i & 7) & 1:
+            value = value_data[value_ends[i] : value_ends[i + 1]]
+            if not binary:
+                value = msgspec.Raw(_embed_json(bytes(value), "value", offsets[i]))
+        out.append(_Fetched(topic, key, value, partition, offsets[i]))
     return out
 
 
@@ -410,22 +438,20 @@ def _embed_json(data: bytes, what: str, offset: int) -> bytes:
 
 def _data_runs(
     data: bytes, start_offset: int, high_watermark: int
-) -> Iterator[tuple[int, int, RecordColumns]]:
+) -> tuple[RecordColumns, list[tuple[int, int]]] | None:
     """The records of ``data``'s batches as columns, and the ``[first, last)`` row ranges of its data
-    (not control) batches. Decodes the batches :func:`_visible` reaches, all at once, CRCs checked.
-    Raises CorruptRecordError."""
+    (not control) batches; None without batches. Decodes the batches :func:`_visible` reaches, all at
+    once, CRCs checked. Raises CorruptRecordError."""
     stop = max(start_offset, high_watermark)
-    ranges: list[tuple[int, int, bool]] = []
+    runs: list[tuple[int, int]] = []
     rows = end = 0
     for pos, header in iter_batches(data, verify=False):
-        ranges.append((rows, rows + header.records_count, header.is_control))
+        if not header.is_control and header.records_count:
+            runs.append((rows, rows + header.records_count))
         rows += header.records_count
         end = pos + header.size
         if not header.is_control and header.records_count and header.last_offset >= stop:
             break
-    if not ranges:
-        return
-    columns = decode_columns(memoryview(data)[:end])
-    for first, last, control in ranges:
-        if not control and first < last:
-            yield first, last, columns
+    if not end:
+        return None
+    return decode_columns(memoryview(data)[:end]), runs
