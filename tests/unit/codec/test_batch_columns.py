@@ -1,6 +1,7 @@
 """``build_batch_columns`` (a batch from key and value columns, no Record per record in the compiled core)
-against ``build_batch`` of ``Record(key, value)`` objects: the same bytes from both codec implementations,
-and the same errors."""
+against ``build_batch`` of ``Record(key, value)`` objects: the same bytes and the same errors. Like every
+module of this folder it runs once per codec implementation (conftest.py), and the golden bytes tie the
+two together."""
 
 from __future__ import annotations
 
@@ -10,18 +11,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tierlog.tiering.codec import Compression, Record, _accel, build_batch, decode_batch
+from tierlog.tiering.codec import Compression, Record, build_batch, decode_batch
 from tierlog.tiering.codec.batch import build_batch_columns
 from tierlog.tiering.errors import InvalidRequestError
 
-IMPLEMENTATIONS = ["pure"] + (["compiled"] if _accel.available is not None else [])
 NOW = 1_750_000_000_000
 
 maybe_bytes = st.none() | st.binary(max_size=30) | st.binary(min_size=1, max_size=2).map(lambda b: b * 150)
 pairs = st.lists(st.tuples(maybe_bytes, maybe_bytes), min_size=1, max_size=200)
 
 
-@pytest.mark.parametrize("implementation", IMPLEMENTATIONS)
 @settings(max_examples=300, deadline=None)
 @given(
     rows=pairs,
@@ -30,7 +29,6 @@ pairs = st.lists(st.tuples(maybe_bytes, maybe_bytes), min_size=1, max_size=200)
     now=st.integers(0, 2**42) | st.just(0),
 )
 def test_the_columns_batch_is_the_records_batch(
-    implementation: str,
     rows: list[tuple[bytes | None, bytes | None]],
     codec: Compression,
     base_offset: int,
@@ -40,8 +38,7 @@ def test_the_columns_batch_is_the_records_batch(
     expected = build_batch(
         [Record(k, v) for k, v in rows], base_offset=base_offset, compression=codec, now_ms=now
     )
-    with _accel.use(implementation):
-        got = build_batch_columns(keys, values, base_offset=base_offset, compression=codec, now_ms=now)
+    got = build_batch_columns(keys, values, base_offset=base_offset, compression=codec, now_ms=now)
     assert got == expected
     decoded = decode_batch(got).records
     assert [(r.key, r.value, r.timestamp) for r in decoded] == [(k, v, now) for k, v in rows]
@@ -56,13 +53,10 @@ def test_the_golden_batch() -> None:
         "0e" "00" "00" "00" "01" "02" "76" "00"  # record 0: no key, value "v", no headers
         "0e" "00" "00" "02" "02" "6b" "01" "00"  # record 1: key "k", no value
     )  # fmt: skip
-    for implementation in IMPLEMENTATIONS:
-        with _accel.use(implementation):
-            batch = build_batch_columns([None, b"k"], [b"v", None], base_offset=5, now_ms=1000)
-        assert batch.hex() == golden
+    batch = build_batch_columns([None, b"k"], [b"v", None], base_offset=5, now_ms=1000)
+    assert batch.hex() == golden
 
 
-@pytest.mark.parametrize("implementation", IMPLEMENTATIONS)
 @pytest.mark.parametrize(
     ("call", "error"),
     [
@@ -74,7 +68,7 @@ def test_the_golden_batch() -> None:
     ],
 )
 def test_the_columns_batch_refuses_what_the_records_batch_refuses(
-    implementation: str, call: Callable[[], bytes], error: type[Exception]
+    call: Callable[[], bytes], error: type[Exception]
 ) -> None:
-    with _accel.use(implementation), pytest.raises(error):
+    with pytest.raises(error):
         call()
