@@ -356,9 +356,9 @@ def parse_produce_rows(body: bytes, fmt: EmbeddedFormat, *, max_records: int | N
 
 
 class _Record(msgspec.Struct, forbid_unknown_fields=True, gc=False):
-    """A record of a ``binary`` body as the fast path reads it: base64 decoded by msgspec (it accepts and
-    decodes exactly as ``base64.b64decode(validate=True)``, a test checks it), no bool for an int. Holds no
-    container, so the garbage collector does not track it."""
+    """A record of a ``binary`` body as the fast path reads it: base64 decoded by msgspec (what it accepts
+    it decodes as ``base64.b64decode(validate=True)``; it refuses a little more, a test checks both), no
+    bool for an int. Holds no container, so the garbage collector does not track it."""
 
     key: bytes | None = None
     value: bytes | None = None
@@ -386,14 +386,19 @@ def _fast_binary_rows(body: bytes, max_records: int | None) -> ProduceColumns | 
     Taken only where msgspec and the walk agree on everything: a UTF-8 body of at most
     :data:`FAST_PATH_MAX_BYTES` that starts with ``{`` (no BOM, not UTF-16/32), holds no backslash (no
     escapes, so no key spelled two ways, no lone surrogate) and names ``"records"`` once (no repeated array
-    that could pass ``max_records`` before the last one). msgspec refuses NaN, the infinities and numbers
-    beyond a double (the stdlib reads ``1e400`` as infinity: then the walk decides), every other body field
-    that is not a scalar (the walk recurses into containers and may run out of stack where msgspec does
-    not), a record with an unknown field, a key or value that is not a base64 string or null, a partition
-    that is not a non-negative integer, and a repeated field whose first value is bad (the walk keeps the
-    last one). The records come out as structs the garbage collector does not track, their columns are
-    taken a slice of :data:`YIELD_MASK` + 1 at a time with the GIL handed over between slices."""
+    that could pass ``max_records`` before the last one), and has at most ``max_records`` records going by
+    its ``{`` (every record a struct comes from opens with one: so no more structs are built than
+    :func:`conversion_estimate` counts, and too many records cost no decoding). msgspec refuses NaN, the
+    infinities and numbers beyond a double (the stdlib reads ``1e400`` as infinity: then the walk decides),
+    every other body field that is not a scalar (the walk recurses into containers and may run out of
+    stack where msgspec does not), a record with an unknown field, a key or value that is not a base64
+    string or null, a partition that is not a non-negative integer, and a repeated field whose first value
+    is bad (the walk keeps the last one). The records come out as structs the garbage collector does not
+    track; their columns are taken a slice of :data:`YIELD_MASK` + 1 at a time with the GIL handed over
+    between slices."""
     if len(body) > FAST_PATH_MAX_BYTES or body[:1] != b"{" or b"\\" in body or body.count(b'"records"') != 1:
+        return None
+    if max_records is not None and body.count(b"{") - 1 > max_records:
         return None
     try:
         records = _DECODER.decode(body).records

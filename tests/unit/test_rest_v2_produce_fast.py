@@ -221,6 +221,13 @@ def test_the_fast_path_declines_what_the_walk_refuses(body: bytes, error: type[T
         parse_produce_rows(body, BINARY, max_records=3)
 
 
+def test_too_many_records_are_left_to_the_walk_before_decoding(monkeypatch: pytest.MonkeyPatch) -> None:
+    """More records than rest.produce.max.records (going by their braces) build no struct at all."""
+    monkeypatch.setattr(produce_body, "_DECODER", None)  # decoding would fail the test
+    assert _fast_binary_rows(_body(*["{}"] * 11), 10) is None
+    assert _fast_binary_rows(_body(VALID, extra=',"key_schema":"{{{"'), 1) is None  # a schema's braces too
+
+
 def test_a_body_over_the_bound_is_walked() -> None:
     one = '{"value":"' + base64.b64encode(b"x" * 3000).decode() + '"}'
     body = _body(*[one] * (FAST_PATH_MAX_BYTES // len(one) + 1))
