@@ -412,27 +412,41 @@ def _rows(
             for start, end, offset in zip(ends[:-1], ends[1:], offsets[low:high], strict=True)
         ]
     key_valid, value_valid = columns.key_validity, columns.value_validity
-    binary = fmt is EmbeddedFormat.BINARY
+    if fmt is not EmbeddedFormat.BINARY:
+        return _json_rows(view, low, high, topic, partition)
     out: list[_Fetched] = []
     for i in range(low, high):
-        key: memoryview | msgspec.Raw | None = None
-        value: memoryview | msgspec.Raw | None = None
-        if key_valid[i >> 3] >> (i & 7) & 1:
-            key = key_data[key_ends[i] : key_ends[i + 1]]
-            if not binary:
-                key = msgspec.Raw(_embed_json(bytes(key), "key", offsets[i]))
-        if value_valid[i >> 3] >> (i & 7) & 1:
-            value = value_data[value_ends[i] : value_ends[i + 1]]
-            if not binary:
-                value = msgspec.Raw(_embed_json(bytes(value), "value", offsets[i]))
+        key = key_data[key_ends[i] : key_ends[i + 1]] if key_valid[i >> 3] >> (i & 7) & 1 else None
+        value = value_data[value_ends[i] : value_ends[i + 1]] if value_valid[i >> 3] >> (i & 7) & 1 else None
         out.append(_Fetched(topic, key, value, partition, offsets[i]))
+    return out
+
+
+def _json_rows(view: _ColumnsView, low: int, high: int, topic: msgspec.Raw, partition: int) -> list[_Fetched]:
+    """:func:`_rows` for the ``json`` format: each key and value checked, then embedded as stored."""
+    columns, offsets, key_ends, value_ends = view.columns, view.offsets, view.key_ends, view.value_ends
+    key_data, value_data = columns.key_data, columns.value_data
+    key_valid, value_valid = columns.key_validity, columns.value_validity
+    raw = msgspec.Raw
+    out: list[_Fetched] = []
+    for i in range(low, high):
+        offset = offsets[i]
+        key = value = None
+        if key_valid[i >> 3] >> (i & 7) & 1:
+            key = raw(_embed_json(key_data[key_ends[i] : key_ends[i + 1]], "key", offset))
+        if value_valid[i >> 3] >> (i & 7) & 1:
+            value = raw(_embed_json(value_data[value_ends[i] : value_ends[i + 1]], "value", offset))
+        out.append(_Fetched(topic, key, value, partition, offset))
     return out
 
 
 def _embed_json(data: bytes, what: str, offset: int) -> bytes:
     """A stored key or value as JSON text: its bytes as they are, once checked to be one JSON value.
     Raises as :func:`_embed`."""
-    _embed(data, EmbeddedFormat.JSON, what=what, offset=offset)
+    try:
+        load_json(data.decode("utf-8"))
+    except ValueError:
+        _embed(data, EmbeddedFormat.JSON, what=what, offset=offset)  # raises the error of the record
     return data
 
 

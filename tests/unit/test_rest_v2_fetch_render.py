@@ -11,13 +11,14 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tierlog.service.rest_v2.convert import records_body
+from tierlog.service.rest_v2.json_stream import load_json
 from tierlog.service.rest_v2.media import EmbeddedFormat
 from tierlog.tiering.codec import _accel
 from tierlog.tiering.codec.batch import build_batch, iter_records
@@ -156,3 +157,24 @@ def test_batches_past_the_one_that_reaches_the_high_watermark_are_not_decoded() 
     )
     assert count == 1
     assert json.loads(text)[0]["offset"] == 0
+
+
+@pytest.mark.parametrize(
+    "text",
+    ['{"a": [1, 2.5e3]}', "\ufeff1", "NaN", "-Infinity", "[1,", "1 2", '"\\ud800"', "  null ", ""],
+)
+@pytest.mark.parametrize("as_bytes", [False, True])
+def test_load_json_answers_as_json_loads(text: str, as_bytes: bool) -> None:
+    """The shared decoder answers every text as ``json.loads(..., parse_constant=...)`` does."""
+    data: str | bytes = text.encode("utf-8", "surrogatepass") if as_bytes else text
+
+    def rejecting(name: str) -> object:
+        raise ValueError(f"{name} is not valid JSON")
+
+    def answer(load: Callable[[str | bytes], object]) -> object:
+        try:
+            return ("ok", load(data))
+        except ValueError as err:
+            return (type(err), str(err))
+
+    assert answer(load_json) == answer(lambda d: json.loads(d, parse_constant=rejecting))
