@@ -35,9 +35,10 @@ from tierlog.service.rest_v2.produce_body import (
 )
 from tierlog.tiering.codec.batch import iter_records
 from tierlog.tiering.codec.columns import RecordColumns, decode_columns
-from tierlog.tiering.codec.header import iter_batches
+from tierlog.tiering.codec.header import CONTROL_BIT, HEADER, HEADER_SIZE, LOG_OVERHEAD, MAGIC, decode_header
 from tierlog.tiering.codec.records import Record
 from tierlog.tiering.errors import (
+    CorruptRecordError,
     InsufficientStorageError,
     InternalError,
     InvalidRequestError,
@@ -342,27 +343,38 @@ def records_body(
             value.
     """
     topic_json = msgspec.Raw(json.dumps(topic).encode())
-    out = bytearray(b"[]")
-    count = 0
     found = _data_runs(data, start_offset, high_watermark)
     if found is None:
         return 0, b"[]"
     columns, runs = found
     view = _ColumnsView(columns)
+    out = bytearray(b"[]")
+    count = 0
+    pending: list[_Fetched] = []
     for first, last in runs:
         low = bisect_left(view.offsets, start_offset, first, last)
         high = bisect_left(view.offsets, high_watermark, low, last)
         for start in range(low, high, _RENDER_SLICE):
-            rows = _rows(view, start, min(start + _RENDER_SLICE, high), fmt, topic_json, partition)
-            at = len(out) - 1 if count else 0  # the slice's '[' replaces the closing ']' (then a comma)
-            _ENCODER.encode_into(rows, out, at)
-            if count:
-                out[at] = 0x2C
-            count += len(rows)
-            time.sleep(0)  # the GIL to the event loop, if it waits (see YIELD_MASK)
+            pending += _rows(view, start, min(start + _RENDER_SLICE, high), fmt, topic_json, partition)
+            if len(pending) >= _RENDER_SLICE:
+                count = _write(out, count, pending)
+                pending = []
         if high < last:
             break
+    if pending:
+        count = _write(out, count, pending)
     return count, bytes(out)
+
+
+def _write(out: bytearray, count: int, rows: list[_Fetched]) -> int:
+    """Append ``rows`` to the array ``out`` holding ``count`` records; answers the new count. Hands the
+    GIL over afterwards (see YIELD_MASK)."""
+    at = len(out) - 1 if count else 0  # the rows' '[' replaces the closing ']', then becomes a comma
+    _ENCODER.encode_into(rows, out, at)
+    if count:
+        out[at] = 0x2C
+    time.sleep(0)
+    return count + len(rows)
 
 
 class _Fetched(msgspec.Struct, gc=False):
@@ -454,17 +466,32 @@ def _data_runs(
     data: bytes, start_offset: int, high_watermark: int
 ) -> tuple[RecordColumns, list[tuple[int, int]]] | None:
     """The records of ``data``'s batches as columns, and the ``[first, last)`` row ranges of its data
-    (not control) batches; None without batches. Decodes the batches :func:`_visible` reaches, all at
-    once, CRCs checked. Raises CorruptRecordError."""
+    (not control) batches, adjacent ones merged; None without batches. Decodes the batches :func:`_visible`
+    reaches, all at once, CRCs checked (the walk here reads header fields only, as tuples; every batch it
+    passes is checked whole by ``decode_columns``). Raises CorruptRecordError."""
     stop = max(start_offset, high_watermark)
     runs: list[tuple[int, int]] = []
     rows = end = 0
-    for pos, header in iter_batches(data, verify=False):
-        if not header.is_control and header.records_count:
-            runs.append((rows, rows + header.records_count))
-        rows += header.records_count
-        end = pos + header.size
-        if not header.is_control and header.records_count and header.last_offset >= stop:
+    unpack, size = HEADER.unpack_from, len(data)
+    while end < size:
+        fields = unpack(data, end) if size - end >= HEADER_SIZE else None
+        if fields is None or fields[3] != MAGIC or fields[1] < HEADER_SIZE - LOG_OVERHEAD:
+            decode_header(data, end)  # raises the error of this header
+            raise CorruptRecordError(f"malformed batch header at position {end}")
+        base_offset, batch_length, attributes, last_delta, count = (
+            fields[0], fields[1], fields[5], fields[6], fields[12]
+        )  # fmt: skip
+        if end + batch_length + LOG_OVERHEAD > size:
+            raise CorruptRecordError(f"truncated batch at position {end}")
+        data_batch = not attributes & CONTROL_BIT and count > 0
+        if data_batch:
+            if runs and runs[-1][1] == rows:  # no control batch in between: one run
+                runs[-1] = (runs[-1][0], rows + count)
+            else:
+                runs.append((rows, rows + count))
+        rows += count
+        end += batch_length + LOG_OVERHEAD
+        if data_batch and base_offset + last_delta >= stop:
             break
     if not end:
         return None

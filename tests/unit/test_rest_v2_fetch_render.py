@@ -178,3 +178,31 @@ def test_load_json_answers_as_json_loads(text: str, as_bytes: bool) -> None:
             return (type(err), str(err))
 
     assert answer(load_json) == answer(lambda d: json.loads(d, parse_constant=rejecting))
+
+
+def _corrupt(how: str) -> bytes:
+    good = build_batch([Record(None, b"abc"), Record(b"k", None)], now_ms=1)
+    second = bytearray(build_batch([Record(None, b"d")], base_offset=2, now_ms=1))
+    if how == "header cut":
+        return good + bytes(second[:30])
+    if how == "batch cut":
+        return good + bytes(second[:-1])
+    if how == "bad magic":
+        second[16] = 1
+    elif how == "length too small":
+        second[8:12] = (10).to_bytes(4, "big")
+    elif how == "crc":
+        second[-1] ^= 1
+    return good + bytes(second)
+
+
+@pytest.mark.parametrize("how", ["header cut", "batch cut", "bad magic", "length too small", "crc"])
+def test_a_corrupt_batch_fails_as_the_record_walk_fails(how: str) -> None:
+    data = _corrupt(how)
+    options = {"topic": "t", "partition": 0, "fmt": EmbeddedFormat.BINARY}
+    expected = outcome(reference, data, start=0, hw=10, **options)
+    assert expected == (CorruptRecordError, CorruptRecordError.code)
+    assert outcome(records_body, data, start_offset=0, high_watermark=10, **options) == expected
+    # past the high watermark the record walk stopped before the second batch: so does the render
+    count, _ = records_body(data, start_offset=0, high_watermark=1, **options)  # type: ignore[arg-type]
+    assert count == 1
