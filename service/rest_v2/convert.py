@@ -154,6 +154,7 @@ def produce_offsets(
 
 
 _ANSWER_SLICE = 4096
+_SHORT_RUN = 16
 
 
 def produce_answer(partitions: Sequence[int], outcomes: Mapping[int, int | TierlogError]) -> bytearray:
@@ -172,21 +173,30 @@ def produce_answer(partitions: Sequence[int], outcomes: Mapping[int, int | Tierl
     }
     next_offset = {p: o for p, o in outcomes.items() if not isinstance(o, TierlogError)}
     out = bytearray(b'{"offsets":[')
-    # A run of records of one partition at a time (all of them for a partition-scoped produce), formatted
-    # by one C call per slice of _ANSWER_SLICE records (a millisecond or two holding the GIL, handed over
-    # after it), not one by one: every line starts with a comma, the first one's is taken out at the end.
+    # A run of records of one partition at a time (all of them for a partition-scoped produce): a long run
+    # is formatted by one C call per slice of _ANSWER_SLICE records, not line by line; every line starts
+    # with a comma, the first one's is taken out at the end. The GIL is handed over every _ANSWER_SLICE
+    # records.
+    written = 0
     for partition, run in groupby(partitions):
         size = len(list(run))
         line = failed.get(partition)
         if line is not None:
             out += (b"," + line) * size
-            continue
-        offset = next_offset[partition]
-        next_offset[partition] = offset + size
-        template = b',{"partition":%d,"offset":%%d,"error_code":null,"error":null}' % partition
-        for low in range(offset, offset + size, _ANSWER_SLICE):
-            high = min(low + _ANSWER_SLICE, offset + size)
-            out += template * (high - low) % tuple(range(low, high))
+        else:
+            offset = next_offset[partition]
+            next_offset[partition] = offset + size
+            template = b',{"partition":%d,"offset":%%d,"error_code":null,"error":null}' % partition
+            if size < _SHORT_RUN:  # keyed records spread over partitions: runs of a record or two
+                for one in range(offset, offset + size):
+                    out += template % one
+            else:
+                for low in range(offset, offset + size, _ANSWER_SLICE):
+                    high = min(low + _ANSWER_SLICE, offset + size)
+                    out += template * (high - low) % tuple(range(low, high))
+        written += size
+        if written >= _ANSWER_SLICE:
+            written = 0
             time.sleep(0)  # the GIL to the event loop, if it waits (see YIELD_MASK)
     if partitions:
         del out[len(b'{"offsets":[')]
