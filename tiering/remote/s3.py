@@ -137,8 +137,10 @@ class _Threaded:
     def close(self) -> None:
         """Drop queued requests, wait for running ones (each bounded by the client's timeouts), close the
         client. Blocking: call it from a thread."""
-        self.reads.shutdown(wait=True, cancel_futures=True)
-        self.uploads.shutdown(wait=True, cancel_futures=True)
+        for pool in (self.reads, self.uploads):  # both stop taking work, then both are waited for
+            pool.shutdown(wait=False, cancel_futures=True)
+        for pool in (self.reads, self.uploads):
+            pool.shutdown(wait=True)
         self.client.close()
 
 
@@ -304,18 +306,19 @@ class S3ObjectStore:
         )
 
     async def close(self) -> None:
-        """Wait for the follow-up aborts of failed uploads (see the module docstring), then close both
-        HTTP clients and the worker threads (waiting for requests still running in them, each bounded by
-        the connect and read timeouts). Idempotent.
+        """Close the worker threads (dropping queued requests, waiting for running ones, each bounded by
+        the connect and read timeouts), wait for the follow-up aborts of failed uploads (see the module
+        docstring), then close both HTTP clients. An upload whose queued parts close dropped fails.
+        Idempotent.
         """
         async with self._lock:
             self._closed = True
             stack, self._exit_stack, self._client = self._exit_stack, None, None
             threaded, self._threaded = self._threaded, None
-        while self._follow_ups:
-            await asyncio.gather(*self._follow_ups, return_exceptions=True)
-        if threaded is not None:
+        if threaded is not None:  # first: an upload failing meanwhile schedules its aborts before the drain
             await asyncio.to_thread(threaded.close)
+        while self._follow_ups:  # on the aiobotocore client, still open
+            await asyncio.gather(*self._follow_ups, return_exceptions=True)
         if stack is not None:
             await stack.aclose()
 
@@ -403,12 +406,22 @@ class S3ObjectStore:
                     # returns, which may be before a part still running in its thread has read
                     part = threaded.upload_part(os.dup(fd), offset, length, params)
                     sent.append(part)
-                    etags[number] = await asyncio.wrap_future(part)
+                    try:
+                        etags[number] = await asyncio.wrap_future(part)
+                    except asyncio.CancelledError:
+                        task = asyncio.current_task()
+                        if task is not None and task.cancelling():
+                            raise  # this upload is cancelled
+                        # the part was dropped from the queue by close(): a failure, not a cancellation
+                        # (the task group would ignore a worker that ends cancelled)
+                        raise InvalidRequestError("S3 object store is closed") from None
 
         try:
             async with asyncio.TaskGroup() as group:
                 for _ in range(min(self.upload_concurrency, part_count)):
                     group.create_task(worker())
+            if len(etags) != part_count:  # never completes an object with a part missing
+                raise InvalidRequestError(f"{part_count - len(etags)} parts of {key!r} were not uploaded")
             parts = [{"PartNumber": n, "ETag": etags[n]} for n in sorted(etags)]
             with translating("complete_multipart_upload", key):
                 await client.complete_multipart_upload(
@@ -417,12 +430,12 @@ class S3ObjectStore:
         except BaseException as err:
             for part in sent:
                 part.cancel()  # the queued ones never start
-            await asyncio.shield(self._abort(client, key, upload_id))
-            running = [part for part in sent if not part.done()]
-            if running:
-                follow_up = asyncio.create_task(self._abort_after(running, client, key, upload_id))
-                self._follow_ups.add(follow_up)
-                follow_up.add_done_callback(self._follow_ups.discard)
+            running = [part for part in sent if not part.done()]  # before the abort: in flight during it
+            aborted = asyncio.ensure_future(self._abort(client, key, upload_id))
+            follow_up = asyncio.create_task(self._abort_after(aborted, running, client, key, upload_id))
+            self._follow_ups.add(follow_up)  # owns the first abort too, should this wait be cancelled
+            follow_up.add_done_callback(self._follow_ups.discard)
+            await asyncio.shield(aborted)
             if isinstance(err, BaseExceptionGroup):
                 # TaskGroup wraps worker failures; surface the first one as the tierlog kind it already is.
                 first = err.exceptions[0]
@@ -434,9 +447,19 @@ class S3ObjectStore:
             await client.abort_multipart_upload(Bucket=self.bucket, Key=key, UploadId=upload_id)
 
     async def _abort_after(
-        self, running: list[concurrent.futures.Future[str]], client: Any, key: str, upload_id: str
+        self,
+        first: asyncio.Future[None],
+        running: list[concurrent.futures.Future[str]],
+        client: Any,
+        key: str,
+        upload_id: str,
     ) -> None:
-        """Abort ``upload_id`` again once its ``running`` parts have ended (owned by :meth:`close`)."""
+        """Once the ``first`` abort of ``upload_id`` has ended, wait for the parts that were ``running`` when
+        the upload failed and, if there were any, abort again (a part in flight during an abort may still
+        be stored). Owned by :meth:`close`."""
+        await first
+        if not running:
+            return
         ended = [asyncio.wrap_future(part) for part in running]
         await asyncio.wait(ended)
         for part in ended:  # their errors were the upload's to report, and it has ended

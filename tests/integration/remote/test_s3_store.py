@@ -87,6 +87,7 @@ async def test_failed_multipart_upload_is_aborted(server: S3Server, tmp_path: Pa
         part_size=part,
         multipart_threshold=part,
         upload_concurrency=2,
+        upload_threads=1,  # a part waits in the queue when part 3 fails
         event_handlers=[("before-parameter-build.s3.UploadPart", fail_third_part)],
     )
     path = tmp_path / "seg.log"
@@ -283,9 +284,18 @@ async def test_concurrent_uploads_share_at_most_upload_threads(server: S3Server,
     bucket = await create_bucket(server)
     part = max(server.min_part_size, 64 * 1024)
     threads: set[threading.Thread] = set()
+    lock = threading.Lock()
+    in_flight = [0, 0]  # now, most at once
 
-    def record(**kwargs: Any) -> None:
-        threads.add(threading.current_thread())
+    def sending(**kwargs: Any) -> None:
+        with lock:
+            threads.add(threading.current_thread())
+            in_flight[0] += 1
+            in_flight[1] = max(in_flight)
+
+    def answered(**kwargs: Any) -> None:
+        with lock:
+            in_flight[0] -= 1
 
     store = S3ObjectStore(
         bucket,
@@ -294,7 +304,10 @@ async def test_concurrent_uploads_share_at_most_upload_threads(server: S3Server,
         multipart_threshold=part,
         upload_concurrency=2,
         upload_threads=2,
-        event_handlers=[("before-send.s3.UploadPart", record)],
+        event_handlers=[
+            ("before-send.s3.UploadPart", sending),
+            ("after-call.s3.UploadPart", answered),
+        ],
     )
     data = {name: random.Random(name).randbytes(part * 3 - 7) for name in ("a", "b")}
     for name, payload in data.items():
@@ -305,10 +318,65 @@ async def test_concurrent_uploads_share_at_most_upload_threads(server: S3Server,
             assert await store.get(f"t/{name}") == payload
     finally:
         await store.close()
-    assert 1 <= len(threads) <= 2
+    assert 1 <= in_flight[1] <= 2  # not 4: the two uploads share the threads
+    assert in_flight[0] == 0
     assert all(t.name.startswith("tierlog-s3-upload") for t in threads)
     assert not any(t.is_alive() for t in threads)
     assert open_descriptors(tmp_path / "a") == open_descriptors(tmp_path / "b") == 0
+
+
+async def test_close_during_an_upload_fails_it_without_storing_part_of_it(
+    server: S3Server, tmp_path: Path
+) -> None:
+    """close() drops the parts still queued: the upload fails (it never completes with a part missing),
+    is aborted, and close waits for the part that was running."""
+    bucket = await create_bucket(server)
+    part = max(server.min_part_size, 64 * 1024)
+    first_part_started = asyncio.Event()
+    release = asyncio.Event()
+    aborts: list[str] = []
+
+    async def stall_first_part(params: dict[str, Any], **kwargs: Any) -> None:
+        if params["PartNumber"] == 1:
+            first_part_started.set()
+            await release.wait()
+
+    def count_abort(params: dict[str, Any], **kwargs: Any) -> None:
+        aborts.append(params["UploadId"])
+
+    store = S3ObjectStore(
+        bucket,
+        endpoint_url=server.endpoint_url,
+        part_size=part,
+        multipart_threshold=part,
+        upload_concurrency=2,
+        upload_threads=1,  # part 2 waits in the queue behind part 1
+        event_handlers=[
+            ("before-parameter-build.s3.UploadPart", stall_first_part),
+            ("before-parameter-build.s3.AbortMultipartUpload", count_abort),
+        ],
+    )
+    path = tmp_path / "seg.log"
+    path.write_bytes(random.Random(3).randbytes(part * 2))
+    upload = asyncio.create_task(store.put_file("t/0/seg.log", path))
+    await first_part_started.wait()
+    closing = asyncio.create_task(store.close())
+    try:
+        with pytest.raises(InvalidRequestError, match="closed"):
+            await upload  # failed as soon as close dropped part 2, while part 1 still runs
+        assert len(aborts) == 1
+    finally:
+        release.set()
+        await closing
+    assert len(aborts) == 2  # again once part 1 had ended
+    assert await pending_uploads(server, bucket) == []
+    reader = S3ObjectStore(bucket, endpoint_url=server.endpoint_url)
+    try:
+        with pytest.raises(NotFoundError):
+            await reader.head("t/0/seg.log")
+    finally:
+        await reader.close()
+    assert open_descriptors(path) == 0
 
 
 def test_upload_threads_must_be_positive() -> None:
