@@ -13,7 +13,6 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-import time
 from bisect import bisect_left
 from collections.abc import Iterator, Mapping, Sequence
 from itertools import groupby
@@ -30,6 +29,7 @@ from tierlog.service.rest_v2.produce_body import (
     ProduceRow,
     conversion_estimate,
     drop,
+    hand_over,
     parse_produce_body,
     parse_produce_rows,
 )
@@ -197,7 +197,7 @@ def produce_answer(partitions: Sequence[int], outcomes: Mapping[int, int | Tierl
         written += size
         if written >= _ANSWER_SLICE:
             written = 0
-            time.sleep(0)  # the GIL to the event loop, if it waits (see YIELD_MASK)
+            hand_over()
     if partitions:
         del out[len(b'{"offsets":[')]
     out += b'],"key_schema_id":null,"value_schema_id":null}'
@@ -353,23 +353,26 @@ def records_body(
             value.
     """
     topic_json = msgspec.Raw(json.dumps(topic).encode())
-    found = _data_runs(data, start_offset, high_watermark)
-    if found is None:
-        return 0, b"[]"
-    columns, runs = found
-    view = _ColumnsView(columns)
     out = bytearray(b"[]")
     count = 0
     pending: list[_Fetched] = []
-    for first, last in runs:
-        low = bisect_left(view.offsets, start_offset, first, last)
-        high = bisect_left(view.offsets, high_watermark, low, last)
-        for start in range(low, high, _RENDER_SLICE):
-            pending += _rows(view, start, min(start + _RENDER_SLICE, high), fmt, topic_json, partition)
-            if len(pending) >= _RENDER_SLICE:
-                count = _write(out, count, pending)
-                pending = []
-        if high < last:
+    for group, (columns, runs) in enumerate(_data_groups(data, start_offset, high_watermark)):
+        if group:
+            hand_over()  # between decodes (each one C call over about _DECODE_GROUP_BYTES)
+        view = _ColumnsView(columns)
+        past = False
+        for first, last in runs:
+            low = bisect_left(view.offsets, start_offset, first, last)
+            high = bisect_left(view.offsets, high_watermark, low, last)
+            for start in range(low, high, _RENDER_SLICE):
+                pending += _rows(view, start, min(start + _RENDER_SLICE, high), fmt, topic_json, partition)
+                if len(pending) >= _RENDER_SLICE:
+                    count = _write(out, count, pending)
+                    pending = []
+            if high < last:
+                past = True  # at the high watermark: nothing further is delivered
+                break
+        if past:
             break
     if pending:
         count = _write(out, count, pending)
@@ -378,12 +381,13 @@ def records_body(
 
 def _write(out: bytearray, count: int, rows: list[_Fetched]) -> int:
     """Append ``rows`` to the array ``out`` holding ``count`` records; answers the new count. Hands the
-    GIL over afterwards (see YIELD_MASK)."""
+    GIL over first when ``out`` already holds records (between writes; see :func:`hand_over`)."""
     at = len(out) - 1 if count else 0  # the rows' '[' replaces the closing ']', then becomes a comma
+    if count:
+        hand_over()
     _ENCODER.encode_into(rows, out, at)
     if count:
         out[at] = 0x2C
-    time.sleep(0)
     return count + len(rows)
 
 
@@ -472,16 +476,22 @@ def _embed_json(data: bytes, what: str, offset: int) -> bytes:
     return data
 
 
-def _data_runs(
+# Batches decoded per decode_columns call when rendering a fetch: one C call, the GIL held, per group.
+_DECODE_GROUP_BYTES = 1 << 20
+
+
+def _data_groups(
     data: bytes, start_offset: int, high_watermark: int
-) -> tuple[RecordColumns, list[tuple[int, int]]] | None:
-    """The records of ``data``'s batches as columns, and the ``[first, last)`` row ranges of its data
-    (not control) batches, adjacent ones merged; None without batches. Decodes the batches :func:`_visible`
-    reaches, all at once, CRCs checked (the walk here reads header fields only, as tuples; every batch it
-    passes is checked whole by ``decode_columns``). Raises CorruptRecordError."""
+) -> Iterator[tuple[RecordColumns, list[tuple[int, int]]]]:
+    """The records of ``data``'s batches as columns, a group of whole batches of about
+    :data:`_DECODE_GROUP_BYTES` at a time (one ``decode_columns`` call each, so a large fetch never holds
+    the GIL in one long call), each with the ``[first, last)`` row ranges of its data (not control)
+    batches, adjacent ones merged, rows counted from the group's first. Decodes the batches
+    :func:`_visible` reaches, CRCs checked (the walk here reads header fields only, as tuples; every batch
+    it passes is checked whole by ``decode_columns``). Raises CorruptRecordError."""
     stop = max(start_offset, high_watermark)
     runs: list[tuple[int, int]] = []
-    rows = end = 0
+    rows = start = end = 0
     unpack, size = HEADER.unpack_from, len(data)
     while end < size:
         fields = unpack(data, end) if size - end >= HEADER_SIZE else None
@@ -503,6 +513,8 @@ def _data_runs(
         end += batch_length + LOG_OVERHEAD
         if data_batch and base_offset + last_delta >= stop:
             break
-    if not end:
-        return None
-    return decode_columns(memoryview(data)[:end]), runs
+        if end - start >= _DECODE_GROUP_BYTES:
+            yield decode_columns(memoryview(data)[start:end]), runs
+            runs, rows, start = [], 0, end
+    if end > start:
+        yield decode_columns(memoryview(data)[start:end]), runs

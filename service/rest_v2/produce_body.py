@@ -17,6 +17,7 @@ Every function here is pure and safe to call from a worker thread.
 
 from __future__ import annotations
 
+import asyncio
 import binascii
 import sys
 import time
@@ -38,6 +39,7 @@ from tierlog.tiering.errors import (
 __all__ = [
     "CONVERSION_BYTES_PER_RECORD",
     "FAST_PATH_MAX_BYTES",
+    "FAST_PATH_MAX_RECORDS",
     "MAX_REPORTED_PROBLEMS",
     "YIELD_MASK",
     "ProduceRecord",
@@ -45,6 +47,7 @@ __all__ = [
     "ProduceRow",
     "conversion_estimate",
     "drop",
+    "hand_over",
     "parse_produce_body",
     "parse_produce_rows",
 ]
@@ -64,10 +67,25 @@ CONVERSION_BYTES_PER_RECORD = 400
 # A power of two minus one: the check is one ``&`` per record.
 YIELD_MASK = 255
 
+
+def hand_over() -> None:
+    """Give the GIL to the event loop if it waits for it (``time.sleep(0)``, see :data:`YIELD_MASK`), from a
+    worker thread only. On the event loop's own thread (small bodies are converted inline,
+    :func:`~tierlog.service.rest_v2.http.offload`) it would do the opposite: hand the GIL to a busy worker
+    and wait up to a switch interval to get it back."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:  # not the loop's thread
+        time.sleep(0)
+
+
 # The largest ``binary`` body decoded whole by msgspec, base64 included: one C call holding the GIL, about
 # 2 ms per MiB on the development machine, so at most some 4 ms, under a switch interval (5 ms). Larger
 # bodies are walked record by record.
 FAST_PATH_MAX_BYTES = 2 * 2**20
+# ... and of at most this many records: decoding costs per record too, and 2 MiB of tiny records would be
+# some 100k structs built in one call. 16k records of 1 KiB are 22 MiB, past the byte bound anyway.
+FAST_PATH_MAX_RECORDS = 16_384
 
 
 class ProduceRecord(NamedTuple):
@@ -167,11 +185,11 @@ class _RecordsReader:
         limit = sys.maxsize if self.max_records is None else self.max_records
         out, binary, fields = self.out, self.fmt is EmbeddedFormat.BINARY, _RECORD_FIELDS
         append = out.append
-        mask, hand_over = YIELD_MASK, time.sleep
+        mask = YIELD_MASK
         for index, record in enumerate(cursor.objects()):
             self.count = index + 1
-            if not index & mask:
-                hand_over(0)  # the GIL to the event loop, if it waits (see YIELD_MASK)
+            if index and not index & mask:
+                hand_over()
             if index >= limit:
                 out.clear()  # here, not where the error is handled (the event loop)
                 raise InvalidBodyError(
@@ -388,7 +406,8 @@ def _fast_binary_rows(body: bytes, max_records: int | None) -> ProduceColumns | 
     escapes, so no key spelled two ways, no lone surrogate) and names ``"records"`` once (no repeated array
     that could pass ``max_records`` before the last one), and has at most ``max_records`` records going by
     its ``{`` (every record a struct comes from opens with one: so no more structs are built than
-    :func:`conversion_estimate` counts, and too many records cost no decoding). msgspec refuses NaN, the
+    :func:`conversion_estimate` counts, and too many records cost no decoding), and at most
+    :data:`FAST_PATH_MAX_RECORDS` (one C call holds the GIL a few ms at most). msgspec refuses NaN, the
     infinities and numbers beyond a double (the stdlib reads ``1e400`` as infinity: then the walk decides),
     every other body field that is not a scalar (the walk recurses into containers and may run out of
     stack where msgspec does not), a record with an unknown field, a key or value that is not a base64
@@ -398,7 +417,8 @@ def _fast_binary_rows(body: bytes, max_records: int | None) -> ProduceColumns | 
     between slices."""
     if len(body) > FAST_PATH_MAX_BYTES or body[:1] != b"{" or b"\\" in body or body.count(b'"records"') != 1:
         return None
-    if max_records is not None and body.count(b"{") - 1 > max_records:
+    braces = body.count(b"{") - 1  # at least the record count
+    if braces > FAST_PATH_MAX_RECORDS or (max_records is not None and braces > max_records):
         return None
     try:
         records = _DECODER.decode(body).records
@@ -410,7 +430,8 @@ def _fast_binary_rows(body: bytes, max_records: int | None) -> ProduceColumns | 
     keys, values, partitions = out.keys, out.values, out.partitions
     step = YIELD_MASK + 1
     for low in range(0, len(records), step):
-        time.sleep(0)  # the GIL to the event loop, if it waits (see YIELD_MASK)
+        if low:
+            hand_over()
         chunk = records[low : low + step]
         keys += [record.key for record in chunk]
         values += [record.value for record in chunk]

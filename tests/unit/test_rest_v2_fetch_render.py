@@ -12,11 +12,13 @@ import base64
 import binascii
 import json
 from collections.abc import Callable, Iterator
+from unittest import mock
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tierlog.service.rest_v2 import convert
 from tierlog.service.rest_v2.convert import records_body
 from tierlog.service.rest_v2.json_stream import load_json
 from tierlog.service.rest_v2.media import EmbeddedFormat
@@ -98,6 +100,7 @@ def _log(spec: list[tuple[list[tuple[bytes | None, bytes | None]], bool, Compres
     st.integers(0, 30),
     st.sampled_from([EmbeddedFormat.BINARY, EmbeddedFormat.JSON]),
     st.sampled_from(["t", 'quo"te é']),
+    st.sampled_from([1, 200, 1 << 20]),
 )
 def test_the_rendered_array_is_the_record_by_record_text(
     implementation: str,
@@ -106,9 +109,11 @@ def test_the_rendered_array_is_the_record_by_record_text(
     hw: int,
     fmt: EmbeddedFormat,
     topic: str,
+    group_bytes: int,
 ) -> None:
+    """Whatever the groups of batches decoded per call (one batch each, a few, all)."""
     data = b"".join(_log(spec))
-    with _accel.use(implementation):
+    with _accel.use(implementation), mock.patch.object(convert, "_DECODE_GROUP_BYTES", group_bytes):
         got = outcome(
             records_body, data, topic=topic, partition=3, start_offset=start, high_watermark=hw, fmt=fmt
         )

@@ -7,10 +7,13 @@ binascii's strict mode in the walk) accept and decode exactly as ``base64.b64dec
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import binascii
 import itertools
 import json
+import threading
+import time
 
 import msgspec
 import pytest
@@ -234,3 +237,20 @@ def test_a_body_over_the_bound_is_walked() -> None:
     assert len(body) > FAST_PATH_MAX_BYTES
     assert _fast_binary_rows(body, None) is None
     assert len(parse_produce_rows(body, BINARY)) == FAST_PATH_MAX_BYTES // len(one) + 1
+
+
+def test_the_gil_is_handed_over_from_worker_threads_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    """On the event loop's thread (small bodies run inline) a hand-over would make the loop wait for a busy
+    worker: hand_over does nothing there."""
+    calls: list[float] = []
+    monkeypatch.setattr(time, "sleep", calls.append)
+
+    async def on_the_loop() -> None:
+        produce_body.hand_over()
+
+    asyncio.run(on_the_loop())
+    assert calls == []
+    worker = threading.Thread(target=produce_body.hand_over)
+    worker.start()
+    worker.join()
+    assert calls == [0]
