@@ -113,6 +113,7 @@ class Settings:
     offsets_topic_num_partitions: int = 1
     remote_fetch_readahead_chunks: int = 4
     remote_log_reader_threads: int = 8
+    remote_upload_part_threads: int = 8
     remote_upload_batch_bytes: int = 64 * 2**20
     remote_upload_batch_segments: int = 32
     remote_upload_file_concurrency: int = 4
@@ -309,6 +310,7 @@ def build_settings(values: Mapping[str, object], sources: Mapping[str, str] | No
         offsets_topic_num_partitions=get(t.OFFSETS_TOPIC_NUM_PARTITIONS),
         remote_fetch_readahead_chunks=get(t.REMOTE_FETCH_READAHEAD_CHUNKS),
         remote_log_reader_threads=get(t.REMOTE_LOG_READER_THREADS),
+        remote_upload_part_threads=get(t.REMOTE_UPLOAD_PART_THREADS),
         remote_upload_batch_bytes=get(t.REMOTE_UPLOAD_BATCH_BYTES),
         remote_upload_batch_segments=get(t.REMOTE_UPLOAD_BATCH_SEGMENTS),
         remote_upload_file_concurrency=get(t.REMOTE_UPLOAD_FILE_CONCURRENCY),

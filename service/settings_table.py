@@ -118,6 +118,12 @@ REMOTE_LOG_READER_THREADS = SettingSpec(
     "worker threads for ranged GETs of remote segments (S3), apart from log I/O and the event loop",
     _int(1, 1024),
 )
+REMOTE_UPLOAD_PART_THREADS = SettingSpec(
+    "remote.upload.part.threads",
+    "8",
+    "worker threads sending multipart upload parts (S3): the parts in flight, and in memory, at once",
+    _int(1, 1024),
+)
 REMOTE_FETCH_READAHEAD_CHUNKS = SettingSpec(
     "remote.fetch.readahead.chunks",
     "4",
@@ -354,6 +360,7 @@ TABLE: tuple[SettingSpec[Any], ...] = (
     REMOTE_RESTORE_ON_START,
     REMOTE_FETCH_READAHEAD_CHUNKS,
     REMOTE_LOG_READER_THREADS,
+    REMOTE_UPLOAD_PART_THREADS,
     REMOTE_UPLOAD_BATCH_BYTES,
     REMOTE_UPLOAD_BATCH_SEGMENTS,
     REMOTE_UPLOAD_FILE_CONCURRENCY,

@@ -93,6 +93,7 @@ def open_remote_store(settings: Settings) -> ObjectStore:
         connect_timeout=settings.s3_connect_timeout_ms / 1000,
         read_timeout=settings.s3_read_timeout_ms / 1000,
         read_threads=settings.remote_log_reader_threads,
+        upload_threads=settings.remote_upload_part_threads,
     )
 
 
