@@ -20,7 +20,7 @@ times after a warm-up of 50. Clients alternate within each of ``--rounds`` round
 the tables show medians.
 
     .venv/bin/python infra/bench/peer_bench.py [--quick] [--seconds 3] [--rounds 3]
-        [--output docs/benchmarks-client.md --section] [--plot docs/benchmarks-client-peers.png]
+        [--output /tmp/peers.md] [--plot docs/benchmarks-client-peers.png]
 
 Not a test: it never fails on a timing.
 """
@@ -91,6 +91,7 @@ class Tansu:
                 _, writer = await asyncio.open_connection("127.0.0.1", port)
             except OSError:
                 if self._proc.returncode is not None or time.monotonic() > deadline:
+                    await self.__aexit__()
                     raise RuntimeError("Tansu did not start") from None
                 await asyncio.sleep(0.05)  # polling a child's port against a deadline, not a test
                 continue
@@ -211,6 +212,7 @@ async def aiokafka_throughput(bootstrap: str, topic: str, size: int, seconds: fl
     producer = _aiokafka_producer(bootstrap)
     await producer.start()
     try:
+        await producer.partitions_for(topic)  # the topic's metadata before the timer, as for every client
         start = time.perf_counter()
         deadline = start + seconds
         while time.perf_counter() < deadline:
@@ -279,6 +281,7 @@ def confluent_throughput(bootstrap: str, topic: str, size: int, seconds: float) 
     pool = client_bench.values(size)
     sent = 0
     producer = _confluent_producer(bootstrap)
+    producer.list_topics(topic, timeout=10)  # the topic's metadata before the timer, as for every client
     start = time.perf_counter()
     deadline = start + seconds
     while time.perf_counter() < deadline:
@@ -330,7 +333,8 @@ def confluent_latency(bootstrap: str, topic: str, count: int) -> list[float]:
     for i in range(WARM_UP_RECORDS + count):
         start = time.perf_counter()
         producer.produce(topic, value)
-        producer.flush(10)
+        if producer.flush(10):
+            raise RuntimeError("confluent-kafka did not deliver a record within 10 s")
         if i >= WARM_UP_RECORDS:
             out.append(time.perf_counter() - start)
     return out
