@@ -95,19 +95,25 @@ PRODUCER_OPTIONS: dict[str, Any] = {
 async def produce_async(
     url: str, topic: str, size: int, codec: str, seconds: float, options: dict[str, Any] | None = None
 ) -> Figure:
-    pool = values(size)
-    sent = 0
     async with AsyncProducer(url, compression_type=codec, **PRODUCER_OPTIONS, **(options or {})) as producer:
         await producer.partitions_for(topic)
-        start = time.perf_counter()
-        deadline = start + seconds
-        while time.perf_counter() < deadline:
-            for _ in range(1000):
-                await producer.send(topic, pool[sent % len(pool)])
-                sent += 1
-        await producer.flush()
-        elapsed = time.perf_counter() - start
+        sent, elapsed = await send_for(producer, topic, values(size), seconds)
     return Figure(sent, elapsed, size)
+
+
+async def send_for(producer: Any, topic: str, pool: list[bytes], seconds: float) -> tuple[int, float]:
+    """Send ``pool``'s values round-robin for ``seconds`` (awaiting each ``send``, which only queues the
+    record), then flush: the records sent and the seconds it took. For any producer with asyncio
+    ``send(topic, value)`` and ``flush()`` (tierlog's, aiokafka's)."""
+    sent = 0
+    start = time.perf_counter()
+    deadline = start + seconds
+    while time.perf_counter() < deadline:
+        for _ in range(1000):
+            await producer.send(topic, pool[sent % len(pool)])
+            sent += 1
+    await producer.flush()
+    return sent, time.perf_counter() - start
 
 
 def produce_sync(url: str, topic: str, size: int, codec: str, seconds: float) -> Figure:

@@ -207,20 +207,12 @@ async def aiokafka_throughput(bootstrap: str, topic: str, size: int, seconds: fl
     from aiokafka import AIOKafkaConsumer, TopicPartition
 
     await _kafka_topic(bootstrap, topic)
-    pool = client_bench.values(size)
-    sent = 0
     producer = _aiokafka_producer(bootstrap)
     await producer.start()
     try:
         await producer.partitions_for(topic)  # the topic's metadata before the timer, as for every client
-        start = time.perf_counter()
-        deadline = start + seconds
-        while time.perf_counter() < deadline:
-            for _ in range(1000):
-                await producer.send(topic, pool[sent % len(pool)])
-                sent += 1
-        await producer.flush()
-        produce = sent / (time.perf_counter() - start)
+        sent, elapsed = await client_bench.send_for(producer, topic, client_bench.values(size), seconds)
+        produce = sent / elapsed
     finally:
         await producer.stop()
     consumer = AIOKafkaConsumer(

@@ -20,6 +20,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.unit.test_rest_v2_produce_parse import records_of
 from tierlog.service.rest_v2 import produce_body
 from tierlog.service.rest_v2.convert import parse_produce_rows
 from tierlog.service.rest_v2.media import EmbeddedFormat
@@ -113,11 +114,7 @@ scalars = st.one_of(
     st.floats(allow_nan=False, allow_infinity=False),
     base64_texts,
 )
-records = st.one_of(
-    st.dictionaries(st.sampled_from(["key", "value", "partition", "valur"]), scalars, max_size=3),
-    scalars,
-    st.lists(scalars, max_size=2),
-)
+records = records_of(scalars)
 bodies = st.dictionaries(
     st.sampled_from(["records", "key_schema", "value_schema_id", "extra"]),
     st.one_of(st.lists(records, max_size=12), scalars, st.dictionaries(st.just("a"), scalars)),

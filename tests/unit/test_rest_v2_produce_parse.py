@@ -114,11 +114,19 @@ def outcome(fn: Any, body: bytes, fmt: EmbeddedFormat) -> object:
 scalars = st.one_of(
     st.none(), st.booleans(), st.integers(-3, 300), st.sampled_from(["YQ==", "aGk=", "not base64!", "", "é"])
 )
-records = st.one_of(
-    st.dictionaries(st.sampled_from(["key", "value", "partition", "valur"]), scalars, max_size=3),
-    scalars,
-    st.lists(scalars, max_size=2),
-)
+
+
+def records_of(scalars: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
+    """Elements of a ``records`` array: objects with the record's fields and a misspelled one, and
+    elements that are not objects."""
+    return st.one_of(
+        st.dictionaries(st.sampled_from(["key", "value", "partition", "valur"]), scalars, max_size=3),
+        scalars,
+        st.lists(scalars, max_size=2),
+    )
+
+
+records = records_of(scalars)
 bodies = st.dictionaries(
     st.sampled_from(["records", "key_schema", "value_schema_id", "extra"]),
     st.one_of(st.lists(records, max_size=14), scalars),

@@ -61,6 +61,14 @@ def fake_response(code: str, status: int) -> Any:
     return handler
 
 
+def multipart_store(server: S3Server, bucket: str, part: int, **options: Any) -> S3ObjectStore:
+    """A store on ``server`` that puts every file over ``part`` bytes as a multipart upload of ``part``
+    byte parts."""
+    return S3ObjectStore(
+        bucket, endpoint_url=server.endpoint_url, part_size=part, multipart_threshold=part, **options
+    )
+
+
 def open_descriptors(path: Path) -> int:
     """How many of this process's file descriptors are open on ``path``."""
     fds = Path("/proc/self/fd")
@@ -81,11 +89,10 @@ async def test_failed_multipart_upload_is_aborted(server: S3Server, tmp_path: Pa
         if params["PartNumber"] == 3:
             raise EndpointConnectionError(endpoint_url=server.endpoint_url)
 
-    store = S3ObjectStore(
+    store = multipart_store(
+        server,
         bucket,
-        endpoint_url=server.endpoint_url,
-        part_size=part,
-        multipart_threshold=part,
+        part,
         upload_concurrency=2,
         upload_threads=1,  # a part waits in the queue when part 3 fails
         event_handlers=[("before-parameter-build.s3.UploadPart", fail_third_part)],
@@ -241,11 +248,10 @@ async def test_cancelled_multipart_upload_is_aborted(server: S3Server, tmp_path:
             await release.wait()
             released_parts.append(2)
 
-    store = S3ObjectStore(
+    store = multipart_store(
+        server,
         bucket,
-        endpoint_url=server.endpoint_url,
-        part_size=part,
-        multipart_threshold=part,
+        part,
         upload_concurrency=1,
         event_handlers=[
             ("before-parameter-build.s3.UploadPart", stall_second_part),
@@ -297,11 +303,10 @@ async def test_concurrent_uploads_share_at_most_upload_threads(server: S3Server,
         with lock:
             in_flight[0] -= 1
 
-    store = S3ObjectStore(
+    store = multipart_store(
+        server,
         bucket,
-        endpoint_url=server.endpoint_url,
-        part_size=part,
-        multipart_threshold=part,
+        part,
         upload_concurrency=2,
         upload_threads=2,
         event_handlers=[
@@ -344,11 +349,10 @@ async def test_close_during_an_upload_fails_it_without_storing_part_of_it(
     def count_abort(params: dict[str, Any], **kwargs: Any) -> None:
         aborts.append(params["UploadId"])
 
-    store = S3ObjectStore(
+    store = multipart_store(
+        server,
         bucket,
-        endpoint_url=server.endpoint_url,
-        part_size=part,
-        multipart_threshold=part,
+        part,
         upload_concurrency=2,
         upload_threads=1,  # part 2 waits in the queue behind part 1
         event_handlers=[
