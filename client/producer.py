@@ -46,6 +46,7 @@ from tierlog.client.idempotence import IdempotenceState
 from tierlog.client.router import Router
 from tierlog.client.sender import Sender
 from tierlog.client.types import RecordMetadata, TopicPartition
+from tierlog.tiering.codec import _accel
 from tierlog.tiering.codec.records import Record
 from tierlog.tiering.errors import (
     InvalidConfigError,
@@ -230,7 +231,10 @@ class AsyncProducer:
             and config.key_serializer is None
             and config.value_serializer is None
         ):  # the common case, without the general conversions: the same record and size
-            record = Record(key, value, (), stamp)
+            native = _accel.native
+            record = (
+                Record(key, value, (), stamp) if native is None else native.make_record(key, value, (), stamp)
+            )
             size = RECORD_OVERHEAD + len(value) + (0 if key is None else len(key))
         else:
             key_bytes = to_bytes(config.key_serializer(key) if config.key_serializer else key, "key")

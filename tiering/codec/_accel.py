@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Protocol, cast
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from tierlog.tiering.codec.records import Record
+    from tierlog.tiering.codec.records import Headers, Record
 
 Buffer = bytes | bytearray | memoryview
 
@@ -74,6 +74,9 @@ class Native(Protocol):
     def decode_columns(
         self, sections: Sequence[tuple[Buffer, int, int, int, int | None]], /
     ) -> tuple[Any, ...]: ...
+    def make_record(
+        self, key: bytes | None, value: bytes | None, headers: Headers, timestamp: int, /
+    ) -> Record: ...
     def set_record_type(self, cls: type, /) -> None: ...
 
 

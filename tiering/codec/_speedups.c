@@ -1405,6 +1405,26 @@ done:
 
 /* ---------------------------------------------------------------- module */
 
+/* make_record(key, value, headers, timestamp): a Record with offset -1, as Record(key, value, headers,
+   timestamp) makes it, without the frozen dataclass's field-by-field __setattr__ (a producer makes one per
+   record sent). The fields are the caller's: a producer's bytes, None, an int and a tuple of pairs. */
+static PyObject *
+py_make_record(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 4) {
+        PyErr_SetString(PyExc_TypeError, "make_record(key, value, headers, timestamp)");
+        return NULL;
+    }
+    if (RecordType == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "set_record_type was not called");
+        return NULL;
+    }
+    PyObject *fields[5] = {
+        Py_NewRef(args[0]), Py_NewRef(args[1]), Py_NewRef(args[2]), Py_NewRef(args[3]), PyLong_FromLong(-1),
+    };
+    return new_record(fields);
+}
+
 static PyObject *
 py_set_record_type(PyObject *self, PyObject *cls)
 {
@@ -1448,6 +1468,7 @@ static PyMethodDef methods[] = {
     {"build_uncompressed_columns", (PyCFunction)(void (*)(void))py_build_uncompressed_columns, METH_FASTCALL,
      NULL},
     {"decode_columns", py_decode_columns, METH_O, NULL},
+    {"make_record", (PyCFunction)(void (*)(void))py_make_record, METH_FASTCALL, NULL},
     {"set_record_type", py_set_record_type, METH_O, NULL},
     {NULL, NULL, 0, NULL},
 };

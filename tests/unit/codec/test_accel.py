@@ -3,13 +3,17 @@ and a missing extension falls back to pure Python with exactly one warning line.
 
 from __future__ import annotations
 
+import gc
 import os
 import subprocess
 import sys
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from tierlog.tiering.codec import _accel
+from tierlog.tiering.codec.records import Headers, Record
 
 COMPARES_IMPLEMENTATIONS = True
 
@@ -61,3 +65,32 @@ def test_the_fallback_survives_warnings_turned_into_errors() -> None:
 def test_use_refuses_unknown_names() -> None:
     with pytest.raises(ValueError), _accel.use("fortran"):
         pass
+
+
+@given(
+    st.one_of(st.none(), st.binary(max_size=8)),
+    st.one_of(st.none(), st.binary(max_size=8)),
+    st.lists(st.tuples(st.text(max_size=3), st.one_of(st.none(), st.binary(max_size=3))), max_size=2).map(
+        tuple
+    ),
+    st.integers(-1, 2**63 - 1),
+)
+def test_make_record_makes_what_the_record_class_makes(
+    key: bytes | None, value: bytes | None, headers: Headers, timestamp: int
+) -> None:
+    native = _accel.available
+    if native is None:
+        pytest.skip("the compiled codec is not loaded")
+    made = native.make_record(key, value, headers, timestamp)
+    assert type(made) is Record
+    assert made == Record(key, value, headers, timestamp)
+    assert made.offset == -1
+    assert not gc.is_tracked(made)  # bytes, ints and tuples: never part of a cycle
+
+
+def test_make_record_takes_exactly_four_fields() -> None:
+    native = _accel.available
+    if native is None:
+        pytest.skip("the compiled codec is not loaded")
+    with pytest.raises(TypeError, match="make_record"):
+        native.make_record(b"k", b"v", ())  # type: ignore[call-arg]
