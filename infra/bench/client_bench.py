@@ -220,20 +220,12 @@ async def produce_variant(
     """Produce keyless ``size``-byte records to the fresh ``topic`` for ``seconds`` with the producer
     ``options`` (no compression), after one awaited warm-up record; flush, then count what was stored."""
     pool = values(size)
-    sent = 0
     begin = time.perf_counter()
     async with AsyncProducer(server.url, compression_type="none", **PRODUCER_OPTIONS, **options) as producer:
         await (await producer.send(topic, pool[0]))
         first_ack_ms = (time.perf_counter() - begin) * 1000
         client_before, broker_before = time.process_time(), server.cpu_seconds()
-        start = time.perf_counter()
-        deadline = start + seconds
-        while time.perf_counter() < deadline:
-            for _ in range(1000):
-                await producer.send(topic, pool[sent % len(pool)])
-                sent += 1
-        await producer.flush()
-        elapsed = time.perf_counter() - start
+        sent, elapsed = await send_for(producer, topic, pool, seconds)
         client_cpu, broker_cpu = time.process_time() - client_before, server.cpu_seconds() - broker_before
     described = await admin.describe_topic(topic)
     stored = sum(p.log_end_offset for p in described.partitions)
