@@ -117,6 +117,7 @@ class Settings:
     remote_upload_batch_bytes: int = 64 * 2**20
     remote_upload_batch_segments: int = 32
     remote_upload_file_concurrency: int = 4
+    remote_upload_indexes_packed: bool = True
     replica_lag_time_max_ms: int = 30_000
     replica_fetch_max_bytes: int = 2**20
     replica_fetch_wait_max_ms: int = 500
@@ -314,6 +315,7 @@ def build_settings(values: Mapping[str, object], sources: Mapping[str, str] | No
         remote_upload_batch_bytes=get(t.REMOTE_UPLOAD_BATCH_BYTES),
         remote_upload_batch_segments=get(t.REMOTE_UPLOAD_BATCH_SEGMENTS),
         remote_upload_file_concurrency=get(t.REMOTE_UPLOAD_FILE_CONCURRENCY),
+        remote_upload_indexes_packed=get(t.REMOTE_UPLOAD_INDEXES_PACKED),
         replica_lag_time_max_ms=get(t.REPLICA_LAG_TIME_MAX_MS),
         replica_fetch_max_bytes=get(t.REPLICA_FETCH_MAX_BYTES),
         replica_fetch_wait_max_ms=get(t.REPLICA_FETCH_WAIT_MAX_MS),

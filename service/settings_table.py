@@ -149,6 +149,13 @@ REMOTE_UPLOAD_FILE_CONCURRENCY = SettingSpec(
     "files of one partition's upload batch put to the object store at the same time",
     _int(1, 256),
 )
+REMOTE_UPLOAD_INDEXES_PACKED = SettingSpec(
+    "remote.upload.indexes.packed",
+    "true",
+    "upload a segment's offset and time index as one .indexes object (false: separate .index and "
+    ".timeindex objects, which brokers and Spark jobs of older releases read without scanning)",
+    _bool,
+)
 REMOTE_RESTORE_ON_START = SettingSpec(
     "remote.restore.on.start",
     "false",
@@ -364,6 +371,7 @@ TABLE: tuple[SettingSpec[Any], ...] = (
     REMOTE_UPLOAD_BATCH_BYTES,
     REMOTE_UPLOAD_BATCH_SEGMENTS,
     REMOTE_UPLOAD_FILE_CONCURRENCY,
+    REMOTE_UPLOAD_INDEXES_PACKED,
     NUM_PARTITIONS,
     AUTO_CREATE_TOPICS_ENABLE,
     MAX_REQUEST_SIZE,

@@ -2,8 +2,9 @@
 
 Only the manifests are read here (one LIST and one GET per partition); segments outside the requested
 offsets or timestamps never become tasks, so their objects are never touched. Within the segments at
-the edges of the range the executor narrows further with the uploaded ``.index`` / ``.timeindex``
-(:mod:`tierlog.client.spark.scan`).
+the edges of the range the executor narrows further with the segment's uploaded offset and time index
+(:mod:`tierlog.client.spark.scan`); a task carries the manifest entry's ``indexes`` so the executor knows
+where they are (the packed ``.indexes`` object, or the older ``.index`` / ``.timeindex`` objects).
 
 Bounds follow Spark's Kafka source: a start offset is inclusive and an end offset exclusive; a start
 timestamp means "from the first record whose timestamp is >= it" and an end timestamp "up to, not
@@ -41,7 +42,10 @@ _MANIFEST_THREADS = 8
 class SegmentTask(InputPartition):
     """One Spark task: batches of one remote segment whose start position is in ``[byte_start, byte_end)``
     and records with offsets in ``[lo, hi)``; ``start_ts`` / ``end_ts`` are the timestamp bounds of a
-    segment at the edge of a time range. Picklable; carries no credentials (those stay on the reader).
+    segment at the edge of a time range. ``indexes`` is the manifest entry's index layout
+    (``RemoteSegment.indexes``: the byte sizes of the offset and time index in the packed ``.indexes``
+    object, or ``None`` for the older separate objects). Picklable; carries no credentials (those stay
+    on the reader).
     """
 
     topic: str
@@ -56,6 +60,7 @@ class SegmentTask(InputPartition):
     hi: int
     start_ts: int | None = None
     end_ts: int | None = None
+    indexes: tuple[int, int] | None = None
 
     @property
     def whole(self) -> bool:
@@ -187,6 +192,7 @@ def plan_segments(manifest: mf.Manifest, wanted: PartitionRange, *, max_bytes: i
                     hi=min(wanted.hi, segment.last_offset + 1),
                     start_ts=start_ts,
                     end_ts=end_ts,
+                    indexes=segment.indexes,
                 )
             )
     return tasks

@@ -2,11 +2,14 @@
 yielded as Arrow record batches with the schema of Spark's Kafka source.
 
 For a task that needs only part of its segment (a byte range of a large segment, or the segment at
-the edge of an offset or time range) the uploaded ``.index`` (and ``.timeindex``) are read first to
-find where the wanted batches start and end, exactly as a Kafka broker seeks; the ``.log`` object is
-then read in ranged GETs of ``readChunkBytes``. Indexes are derived data: a missing or inconsistent
-index only costs reading more of the log, never a wrong answer, because every record is still checked
-against the task's offset and timestamp bounds.
+the edge of an offset or time range) the segment's offset index (and, for timestamp bounds, its time
+index) is read first to find where the wanted batches start and end, exactly as a Kafka broker seeks;
+the ``.log`` object is then read in ranged GETs of ``readChunkBytes``. Where an index is comes from the
+task's manifest entry (:func:`tierlog.tiering.remote.packed_indexes.index_refs`): a ranged GET of the
+packed ``.indexes`` object, or a GET of the whole ``.index`` / ``.timeindex`` object a segment uploaded
+before the packed layout has. Indexes are derived data: a missing or inconsistent index only costs
+reading more of the log, never a wrong answer, because every record is still checked against the
+task's offset and timestamp bounds.
 
 Every batch's CRC is verified (:func:`tierlog.tiering.codec.header.verify_batch`); consecutive data
 batches are decoded together, every codec (none, gzip, snappy, lz4, zstd) included, by
@@ -46,7 +49,8 @@ from tierlog.client.spark.store import ArchiveReader
 from tierlog.tiering.codec.columns import decode_columns
 from tierlog.tiering.codec.header import LOG_OVERHEAD, BatchHeader, verify_batch
 from tierlog.tiering.errors import CorruptRecordError, NotFoundError
-from tierlog.tiering.remote.layout import segment_keys
+from tierlog.tiering.remote.layout import segment_key
+from tierlog.tiering.remote.packed_indexes import IndexRef, index_refs
 
 __all__ = [
     "ARROW_SCHEMA",
@@ -97,11 +101,30 @@ def _decode_index(data: bytes, entry: struct.Struct, size_limit: int | None) -> 
     return _Index(keys, values)
 
 
-def _fetch_index(archive: ArchiveReader, key: str, entry: struct.Struct, size: int | None) -> _Index | None:
+def _fetch_index(
+    archive: ArchiveReader, ref: IndexRef, entry: struct.Struct, size: int | None
+) -> _Index | None:
+    """The index at ``ref``: a ranged GET of ``[start, end)`` (the packed layout), a whole-object GET when
+    the ref runs to the object's end (the older separate objects), no request for an empty ref. ``None``
+    (no usable index) when the object is missing, a range holds fewer bytes than the manifest entry
+    says (as the broker's reader, it is not the object the entry describes), or the entries are
+    inconsistent.
+
+    Raises:
+        UnavailableError, UnauthorizedError: the store failed.
+    """
+    if ref.empty:
+        return _decode_index(b"", entry, size)
     try:
-        return _decode_index(archive.get(key), entry, size)
+        if ref.end is None:
+            data = archive.get(ref.object_key)[ref.start :]
+        else:
+            data = archive.get_range(ref.object_key, ref.start, ref.end)
     except NotFoundError:
         return None
+    if ref.end is not None and len(data) != ref.end - ref.start:
+        return None
+    return _decode_index(data, entry, size)
 
 
 class _Bounds:
@@ -274,19 +297,23 @@ def scan_task(archive: ArchiveReader, options: ScanOptions, task: SegmentTask) -
         NotFoundError: the ``.log`` object is missing (the manifest says it was uploaded).
         UnavailableError, UnauthorizedError: the store failed.
     """
-    keys = segment_keys(task.topic, task.partition, task.base_offset, uuid.UUID(task.segment_uuid))
+    segment_uuid = uuid.UUID(task.segment_uuid)
+    log_key = segment_key(task.topic, task.partition, task.base_offset, segment_uuid)
     start, end = task.byte_start, min(task.byte_end, task.size_bytes)
     if not task.whole:
-        offsets = _fetch_index(archive, keys["index"], _OFFSET_ENTRY, task.size_bytes)
+        offset_ref, time_ref = index_refs(
+            task.topic, task.partition, task.base_offset, segment_uuid, task.indexes
+        )
+        offsets = _fetch_index(archive, offset_ref, _OFFSET_ENTRY, task.size_bytes)
         times = None
         if task.start_ts is not None or task.end_ts is not None:
-            times = _fetch_index(archive, keys["timeindex"], _TIME_ENTRY, None)
+            times = _fetch_index(archive, time_ref, _TIME_ENTRY, None)
         bounds = _Bounds(task, offsets, times)
         start, end = bounds.start, bounds.end
     try:
-        yield from _select(archive, keys["log"], task, (start, end), options)
+        yield from _select(archive, log_key, task, (start, end), options)
     except CorruptRecordError as err:
-        where = options.store.display(keys["log"])
+        where = options.store.display(log_key)
         if not options.skip_corrupt:
             raise CorruptSegmentError(f"corrupt segment object {where}: {err}") from err
         _log.warning("skipped the rest of corrupt segment object %s: %s", where, err)

@@ -47,6 +47,7 @@ ROOT = Path(__file__).resolve().parents[2]
 from tierlog.tiering.codec import Compression, Record, build_batch  # noqa: E402
 from tierlog.tiering.log import LogConfig, PartitionLog  # noqa: E402
 from tierlog.tiering.remote import manifest as mf  # noqa: E402
+from tierlog.tiering.remote import packed_indexes  # noqa: E402
 from tierlog.tiering.remote.layout import segment_keys  # noqa: E402
 
 PARTITIONS = 2
@@ -180,17 +181,17 @@ def _flush_parquet(writer: Any, columns: dict[str, list[Any]], partition: int) -
 
 
 def _archive_local(remote: Path, topic: str, partition: int, log: PartitionLog) -> None:
-    """Copy sealed segments into the bucket layout and write one manifest version listing them."""
+    """Copy sealed segments into the bucket layout the uploader writes (the ``.log`` and one packed
+    ``.indexes`` object per segment) and write one manifest version listing them."""
     segments = []
     for info in log.sealed_segments():
         segment_uuid = uuid.uuid4()
         keys = segment_keys(topic, partition, info.base_offset, segment_uuid)
-        for object_key, path in zip(
-            keys.values(), (info.log_path, info.index_path, info.timeindex_path), strict=True
-        ):
-            target = remote / object_key
-            target.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(path, target)
+        offset_index, time_index = info.index_path.read_bytes(), info.timeindex_path.read_bytes()
+        log_target, indexes_target = remote / keys["log"], remote / keys["indexes"]
+        log_target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(info.log_path, log_target)
+        indexes_target.write_bytes(packed_indexes.pack(offset_index, time_index))
         segments.append(
             mf.RemoteSegment(
                 info.base_offset,
@@ -200,6 +201,7 @@ def _archive_local(remote: Path, topic: str, partition: int, log: PartitionLog) 
                 segment_uuid,
                 mf.SegmentState.COPY_FINISHED,
                 int(time.time() * 1000),
+                indexes=(len(offset_index), len(time_index)),
             )
         )
     manifest = mf.Manifest(topic, partition, 1, 0, tuple(segments))

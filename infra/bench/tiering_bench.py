@@ -5,8 +5,9 @@ Starts its own moto_server on 127.0.0.1 (and LocalStack when an install is found
 :class:`PartitionLog`, and measures on each server, with the raw figure beside ours:
 
 * upload: raw multipart upload of the segment files (aiobotocore, the same part size and concurrency),
-  ``put_file``, and the uploader (``RemoteLog.sync``: manifest commits, ``.log``, ``.index``,
-  ``.timeindex``); then upload lag while a producer thread appends at 40% of the uploader's throughput;
+  ``put_file``, and the uploader (``RemoteLog.sync``: manifest commits, ``.log`` and the packed
+  ``.indexes``; with 4 MiB segments also with the older separate index objects); then upload lag while
+  a producer thread appends at 40% of the uploader's throughput;
 * read: raw ranged GETs of ``chunk_bytes`` over the same ``.log`` objects (one stream, and
   ``1 + readahead_chunks`` streams, the depth read-ahead gives), then a sequential replay through
   :class:`RemoteReader` with 1 MiB fetches: cold cache without and with read-ahead, then warm.
@@ -326,10 +327,13 @@ async def uploader(
     topic: str,
     name: str = "uploader (RemoteLog.sync)",
     baseline: str = "raw boto3 upload_file",
+    *,
+    pack_indexes: bool = True,
 ) -> tuple[Row, mf.Manifest]:
-    """``RemoteLog.sync`` of every sealed segment: what the broker's uploader does."""
+    """``RemoteLog.sync`` of every sealed segment: what the broker's uploader does (``pack_indexes``
+    False: the older separate index objects, ``remote.upload.indexes.packed=false``)."""
     store = backend.store(TIERED)
-    remote = RemoteLog(store, ManifestStore(store), log, topic, 0, SystemClock())
+    remote = RemoteLog(store, ManifestStore(store), log, topic, 0, SystemClock(), pack_indexes=pack_indexes)
     try:
         await warm(store)
         await remote.open(reset_local=False)
@@ -548,7 +552,15 @@ async def run_backend(
         small_row, _ = await uploader(
             backend, small_log, f"small{round_}", f"uploader (RemoteLog.sync){small}", small_boto.name
         )
-        for done in (raw, boto, put, row, small_boto, small_row):
+        separate, _ = await uploader(
+            backend,
+            small_log,
+            f"smallsep{round_}",
+            f"uploader (RemoteLog.sync){small}, separate index objects",
+            small_boto.name,
+            pack_indexes=False,
+        )
+        for done in (raw, boto, put, row, small_boto, small_row, separate):
             history[done.name].append(done)
         manifests.append(manifest)
     upload_rate = summarise({row.name: history[row.name]})[0].mib_per_s * MiB

@@ -67,6 +67,7 @@ async def _demo_archive(uri: str, topic: str, count: int) -> None:
     from tierlog.tiering.codec import Compression, Record, build_batch
     from tierlog.tiering.log import LogConfig, PartitionLog
     from tierlog.tiering.remote import manifest as mf
+    from tierlog.tiering.remote import packed_indexes
     from tierlog.tiering.remote.factory import open_object_store
     from tierlog.tiering.remote.layout import segment_keys
     from tierlog.tiering.remote.manifest_store import ManifestStore
@@ -88,6 +89,9 @@ async def _demo_archive(uri: str, topic: str, count: int) -> None:
                 log.append(build_batch(records, compression=Compression.ZSTD))
             log.roll()
             for info in log.sealed_segments():
+                # one packed .indexes object per segment, its index sizes in the manifest entry
+                offset_index = await asyncio.to_thread(info.index_path.read_bytes)
+                time_index = await asyncio.to_thread(info.timeindex_path.read_bytes)
                 segment = mf.RemoteSegment(
                     info.base_offset,
                     info.next_offset - 1,
@@ -96,12 +100,12 @@ async def _demo_archive(uri: str, topic: str, count: int) -> None:
                     uuid.uuid4(),
                     mf.SegmentState.COPY_STARTED,
                     int(time.time() * 1000),
+                    indexes=(len(offset_index), len(time_index)),
                 )
                 await manifests.update(topic, 0, functools.partial(mf.add_segment, segment=segment))
                 keys = segment_keys(topic, 0, info.base_offset, segment.segment_uuid)
                 await store.put_file(keys["log"], info.log_path)
-                await store.put_file(keys["index"], info.index_path)
-                await store.put_file(keys["timeindex"], info.timeindex_path)
+                await store.put(keys["indexes"], packed_indexes.pack(offset_index, time_index))
                 finished = functools.partial(
                     mf.transition, segment_uuid=segment.segment_uuid, state=mf.SegmentState.COPY_FINISHED
                 )

@@ -224,6 +224,7 @@ class RemoteTier:
             upload_batch_bytes=self.settings.remote_upload_batch_bytes,
             upload_batch_segments=self.settings.remote_upload_batch_segments,
             upload_file_concurrency=self.settings.remote_upload_file_concurrency,
+            pack_indexes=self.settings.remote_upload_indexes_packed,
             leading=leading,
             leader_epoch=leader_epoch,
         )

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import uuid
+from dataclasses import replace
 from typing import ClassVar
 
 import crc32c
@@ -61,11 +62,46 @@ GOLDEN_WITH_EPOCHS = (
 )
 
 
+GOLDEN_WITH_INDEXES = (
+    b'{"crc32c":3129998955,"format":1,"leader_epoch":-1,"log_start_offset":100,"partition":3,"segments":['
+    b'{"base_offset":0,"base_timestamp":1700000000000,"created_ms":1700000000500,"indexes":null,'
+    b'"last_offset":99,"leader_epochs":[],"max_timestamp":1700000000999,'
+    b'"segment_uuid":"5f0c2a8e-0000-4000-8000-000000000001","size_bytes":16384,"state":"deleted"},'
+    b'{"base_offset":100,"base_timestamp":null,"created_ms":1700000002500,"indexes":[96,144],'
+    b'"last_offset":249,"leader_epochs":[],"max_timestamp":1700000001999,'
+    b'"segment_uuid":"5f0c2a8e-0000-4000-8000-000000000002","size_bytes":32768,"state":"copy_finished"}],'
+    b'"topic":"orders","version":7}\n'
+)
+GOLDEN_PACKED = replace(
+    GOLDEN_MANIFEST,
+    segments=(GOLDEN_MANIFEST.segments[0], replace(GOLDEN_MANIFEST.segments[1], indexes=(96, 144))),
+)
+
+
 def test_golden_bytes() -> None:
-    # the leader-epoch fields are always written; a manifest written before them still decodes
-    assert mf.encode(GOLDEN_MANIFEST) == GOLDEN_WITH_EPOCHS
+    # every additive field is always written; manifests written before them still decode
+    assert mf.encode(GOLDEN_PACKED) == GOLDEN_WITH_INDEXES
+    assert mf.decode(GOLDEN_WITH_INDEXES) == GOLDEN_PACKED
     assert mf.decode(GOLDEN_WITH_EPOCHS) == GOLDEN_MANIFEST
     assert mf.decode(GOLDEN) == GOLDEN_MANIFEST
+    assert b'"indexes":null' in mf.encode(GOLDEN_MANIFEST)
+
+
+@pytest.mark.parametrize("value", ["[1]", "[1,2,3]", '"packed"', "[true,1]", "[1.5,2]", "{}"])
+def test_decode_rejects_a_malformed_indexes_field(value: str) -> None:
+    obj = json.loads(GOLDEN_WITH_INDEXES)
+    obj["segments"][1]["indexes"] = json.loads(value)
+    del obj["crc32c"]
+    canonical = json.dumps(obj, sort_keys=True, separators=(",", ":")).encode()
+    obj["crc32c"] = crc32c.crc32c(canonical)
+    with pytest.raises(CorruptRecordError, match="indexes"):
+        mf.decode(json.dumps(obj).encode())
+
+
+@pytest.mark.parametrize("sizes", [(-1, 0), (0, 2**32)])
+def test_index_sizes_are_checked(sizes: tuple[int, int]) -> None:
+    with pytest.raises(InvalidRequestError, match="index sizes"):
+        replace(GOLDEN_MANIFEST.segments[1], indexes=sizes)
 
 
 def test_golden_checksum_covers_the_body_without_itself() -> None:
@@ -104,6 +140,7 @@ def manifests(draw: st.DrawFn) -> mf.Manifest:
                 state,
                 draw(st.integers(0, 2**45)),
                 base_ts,
+                indexes=draw(st.none() | st.tuples(st.integers(0, 2**32 - 1), st.integers(0, 2**32 - 1))),
             )
         )
         base = last + 1 + draw(st.integers(0, 100))

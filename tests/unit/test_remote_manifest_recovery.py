@@ -17,6 +17,7 @@ from tierlog.tiering.remote.layout import manifest_key, segment_keys
 from tierlog.tiering.remote.local import LocalObjectStore
 from tierlog.tiering.remote.manifest_recovery import derive_segment, recover_manifest
 from tierlog.tiering.remote.manifest_store import ManifestStore
+from tierlog.tiering.remote.packed_indexes import pack
 
 
 @pytest.fixture
@@ -38,19 +39,41 @@ def segment_bytes(base: int, count: int) -> bytes:
     return bytes(out)
 
 
+OFFSET_INDEX = b"\x00\x00\x00\x00\x00\x00\x00\x00"  # one 8-byte entry: relative offset 0 at 0
+TIME_INDEX = b"\x00\x00\x00\x00\x00\x00\x03\xe8\x00\x00\x00\x00"  # one 12-byte entry
+
+
 async def put_segment(
-    store: LocalObjectStore, base: int, count: int, *, log: bytes | None = None
+    store: LocalObjectStore,
+    base: int,
+    count: int,
+    *,
+    log: bytes | None = None,
+    packed: bool = True,
+    indexes: bytes | None = None,
 ) -> uuid.UUID:
+    """A segment's objects as an upload writes them: ``.log`` and ``.indexes`` (``indexes``: other bytes
+    for it), or with ``packed=False`` the older ``.log``, ``.index`` and ``.timeindex``."""
     chosen = uuid.uuid4()
     keys = segment_keys("t", 0, base, chosen)
     await store.put(keys["log"], segment_bytes(base, count) if log is None else log)
-    await store.put(keys["index"], b"")
-    await store.put(keys["timeindex"], b"")
+    if packed:
+        await store.put(keys["indexes"], pack(OFFSET_INDEX, TIME_INDEX) if indexes is None else indexes)
+    else:
+        await store.put(keys["index"], OFFSET_INDEX)
+        await store.put(keys["timeindex"], TIME_INDEX)
     return chosen
 
 
-def entry(base: int, last: int, chosen: uuid.UUID, size: int) -> mf.RemoteSegment:
-    return mf.RemoteSegment(base, last, 1000 + last, size, chosen, mf.SegmentState.COPY_STARTED, 5)
+PACKED = (len(OFFSET_INDEX), len(TIME_INDEX))  # the index sizes of put_segment's packed objects
+
+
+def entry(
+    base: int, last: int, chosen: uuid.UUID, size: int, indexes: tuple[int, int] | None = PACKED
+) -> mf.RemoteSegment:
+    return mf.RemoteSegment(
+        base, last, 1000 + last, size, chosen, mf.SegmentState.COPY_STARTED, 5, indexes=indexes
+    )
 
 
 async def test_load_verified_skips_damaged_versions(local: LocalObjectStore) -> None:
@@ -84,7 +107,7 @@ async def test_recovery_rederives_the_uploaded_segments_the_fallback_lacks(local
     second = await put_segment(local, 10, 10)
     await store.update("t", 0, lambda m: mf.add_segment(m, entry(10, 19, second, size)))  # version 3
     await put_segment(local, 10, 10)  # an abandoned duplicate upload of the same range
-    third = await put_segment(local, 20, 5)  # never listed at all
+    third = await put_segment(local, 20, 5, packed=False)  # never listed at all; the older layout
     after_gap = await put_segment(local, 30, 5)
     await local.put(manifest_key("t", 0, 4), b"garbage")  # the version that finished ``second``
 
@@ -95,6 +118,7 @@ async def test_recovery_rederives_the_uploaded_segments_the_fallback_lacks(local
     readable = mf.readable_segments(recovery.manifest)
     assert [s.segment_uuid for s in readable] == [first, second, third]  # not the one after the gap
     assert after_gap not in {s.segment_uuid for s in recovery.manifest.segments}
+    assert [s.indexes for s in recovery.derived] == [PACKED, None]
     committed = await store.commit(recovery.manifest, recovery.manifest)
     assert committed.version == 5
     assert await store.load("t", 0) == committed
@@ -117,6 +141,33 @@ async def test_a_damaged_segment_object_is_never_derived(local: LocalObjectStore
 async def test_derive_reads_offsets_timestamps_and_size(local: LocalObjectStore) -> None:
     chosen = await put_segment(local, 40, 15)
     derived = await derive_segment(local, "t", 0, 40, chosen, now_ms=9)
-    assert derived is not None
+    assert derived is not None and derived.indexes == PACKED
     assert (derived.base_offset, derived.last_offset, derived.max_timestamp) == (40, 54, 1054)
     assert derived.size_bytes == len(segment_bytes(40, 15)) and derived.created_ms == 9
+
+
+@pytest.mark.parametrize(
+    "indexes",
+    [b"", b"TLIX", pack(OFFSET_INDEX, TIME_INDEX)[:-1], b"XLIX" + pack(OFFSET_INDEX, TIME_INDEX)[4:]],
+    ids=["empty", "short-header", "short-body", "bad-magic"],
+)
+async def test_a_segment_with_an_unsound_packed_index_object_is_never_derived(
+    local: LocalObjectStore, indexes: bytes
+) -> None:
+    chosen = await put_segment(local, 0, 10, indexes=indexes)
+    assert await derive_segment(local, "t", 0, 0, chosen, now_ms=1) is None
+    store = ManifestStore(local)
+    await store.update("t", 0, lambda m: mf.set_log_start_offset(m, 0))
+    await local.put(manifest_key("t", 0, 2), b"garbage")
+    recovery = await recover_manifest(local, store, "t", 0, now_ms=7)
+    assert recovery is not None and recovery.derived == ()
+
+
+async def test_a_segment_missing_its_index_objects_is_never_derived(local: LocalObjectStore) -> None:
+    chosen = await put_segment(local, 0, 10, packed=False)
+    await local.delete(segment_keys("t", 0, 0, chosen)["timeindex"])
+    store = ManifestStore(local)
+    await store.update("t", 0, lambda m: mf.set_log_start_offset(m, 0))
+    await local.put(manifest_key("t", 0, 2), b"garbage")
+    recovery = await recover_manifest(local, store, "t", 0, now_ms=7)
+    assert recovery is not None and recovery.derived == ()

@@ -18,6 +18,7 @@ from tierlog.tiering.remote.faults import FaultInjectingStore
 from tierlog.tiering.remote.instrumented import InstrumentedStore
 from tierlog.tiering.remote.local import LocalObjectStore
 from tierlog.tiering.remote.manifest import RemoteSegment, SegmentState
+from tierlog.tiering.remote.packed_indexes import IndexRef, index_refs, pack
 from tierlog.tiering.remote.read_cache import ChunkCache
 from tierlog.tiering.remote.read_errors import ReadStats, RemoteObjectCorruptError, RemoteObjectMissingError
 from tierlog.tiering.remote.read_index_cache import IndexCache
@@ -230,8 +231,8 @@ def index_segment() -> RemoteSegment:
 async def test_index_cache_loads_once_and_falls_back_without_caching_a_transient_failure(
     store: InstrumentedStore,
 ) -> None:
-    key = "t/0/seg.index"
-    await store.put(key, struct.pack(">ii", 10, 1000) + struct.pack(">ii", 40, 4000))
+    key = IndexRef("t/0/seg.index", "t/0/seg.index")
+    await store.put(key.object_key, struct.pack(">ii", 10, 1000) + struct.pack(">ii", 40, 4000))
     store.reset()
     stats = ReadStats()
     cache = IndexCache(store, max_entries=8, max_bytes=1 << 20, stats=stats)
@@ -254,10 +255,63 @@ async def test_index_cache_caches_a_missing_index_and_stays_bounded(store: Instr
     cache = IndexCache(store, max_entries=2, max_bytes=1 << 20, stats=stats)
     try:
         for _ in range(3):
-            assert (await cache.offset_index("t/0/absent.index", index_segment())).missing
+            assert (
+                await cache.offset_index(IndexRef("t/0/absent.index", "t/0/absent.index"), index_segment())
+            ).missing
         assert stats.index_missing == 1  # looked up once, then the stand-in is cached
         for n in range(4):
-            await cache.time_index(f"t/0/absent-{n}.timeindex", index_segment())
+            absent = f"t/0/absent-{n}.timeindex"
+            await cache.time_index(IndexRef(absent, absent), index_segment())
         assert len(cache) == 2
+    finally:
+        await cache.close()
+
+
+async def test_index_cache_reads_each_index_of_a_packed_object_by_range(store: InstrumentedStore) -> None:
+    offsets = struct.pack(">ii", 10, 1000) + struct.pack(">ii", 40, 4000)
+    times = struct.pack(">qi", 3, 20) + struct.pack(">qi", 5, 60)
+    segment = index_segment()
+    offset_ref, time_ref = index_refs("t", 0, segment.base_offset, segment.segment_uuid, (16, 24))
+    await store.put(offset_ref.object_key, pack(offsets, times))
+    store.reset()
+    stats = ReadStats()
+    cache = IndexCache(store, max_entries=8, max_bytes=1 << 20, stats=stats)
+    try:
+        offset_index = await cache.offset_index(offset_ref, segment)
+        assert not offset_index.missing and offset_index.lookup(150) == (140, 4000)
+        time_index = await cache.time_index(time_ref, segment)
+        assert not time_index.missing and (time_index.lookup(4), time_index.lookup(5)) == (120, 160)
+        assert store.requests("get_range") == 2 and store.requests("get") == 0  # one range each
+        assert stats.remote_bytes == len(offsets) + len(times) and stats.index_loads == 2
+        await cache.offset_index(offset_ref, segment)
+        assert store.requests("get_range") == 2 and stats.index_hits == 1
+    finally:
+        await cache.close()
+
+
+async def test_index_cache_needs_no_request_for_an_empty_packed_index(store: InstrumentedStore) -> None:
+    segment = index_segment()
+    offset_ref, time_ref = index_refs("t", 0, segment.base_offset, segment.segment_uuid, (0, 0))
+    await store.put(offset_ref.object_key, pack(b"", b""))
+    store.reset()
+    cache = IndexCache(store, max_entries=8, max_bytes=1 << 20, stats=ReadStats())
+    try:
+        offset_index = await cache.offset_index(offset_ref, segment)
+        assert not offset_index.missing and offset_index.lookup(150) == (100, 0)  # no entry: the start
+        assert not (await cache.time_index(time_ref, segment)).missing
+        assert store.requests("get_range") == 0 and store.requests("get") == 0
+    finally:
+        await cache.close()
+
+
+async def test_index_cache_falls_back_when_a_packed_range_is_short(store: InstrumentedStore) -> None:
+    segment = index_segment()
+    offset_ref, _ = index_refs("t", 0, segment.base_offset, segment.segment_uuid, (16, 24))
+    await store.put(offset_ref.object_key, pack(struct.pack(">ii", 10, 1000), b""))  # shorter than listed
+    stats = ReadStats()
+    cache = IndexCache(store, max_entries=8, max_bytes=1 << 20, stats=stats)
+    try:
+        assert (await cache.offset_index(offset_ref, segment)).missing
+        assert stats.index_invalid == 1
     finally:
         await cache.close()

@@ -11,16 +11,17 @@ import pytest
 
 from tierlog.tiering.codec.batch import build_batch
 from tierlog.tiering.codec.records import Record
-from tierlog.tiering.errors import UnavailableError
+from tierlog.tiering.errors import NotFoundError, UnavailableError
 from tierlog.tiering.log import LogConfig, ManualClock, PartitionLog
 from tierlog.tiering.remote import manifest as mf
+from tierlog.tiering.remote import packed_indexes
 from tierlog.tiering.remote.faults import FaultInjectingStore
 from tierlog.tiering.remote.inventory import check
 from tierlog.tiering.remote.layout import segment_keys
 from tierlog.tiering.remote.local import LocalObjectStore
 from tierlog.tiering.remote.manifest_store import ManifestStore
 from tierlog.tiering.remote.remote_log import RemoteLog, UploadEvent
-from tierlog.tiering.remote.uploader import clean_unfinished, delete_segments, upload_segment
+from tierlog.tiering.remote.uploader import clean_unfinished, delete_segments, upload_segment, upload_segments
 
 START = 1_700_000_000_000
 
@@ -49,9 +50,13 @@ def fill(plog: PartitionLog, count: int) -> None:
         plog.append(build_batch([Record(b"k", bytes([n % 256]) * 50, timestamp=START + n)]))
 
 
-async def test_upload_puts_three_objects_then_commits_copy_finished(
-    plog: PartitionLog, faulty: FaultInjectingStore, clock: ManualClock
+async def test_upload_puts_the_log_and_packed_indexes_then_commits_copy_finished(
+    tmp_path: Path, faulty: FaultInjectingStore, clock: ManualClock
 ) -> None:
+    config = LogConfig(
+        segment_bytes=1024, index_interval_bytes=1
+    )  # an entry per batch: both indexes hold some
+    plog = PartitionLog.open(tmp_path / "dense", config, clock=clock, topic="t")
     fill(plog, 40)
     info = plog.sealed_segments()[0]
     manifests = ManifestStore(faulty)
@@ -63,9 +68,19 @@ async def test_upload_puts_three_objects_then_commits_copy_finished(
     )
     keys = segment_keys("t", 0, info.base_offset, result.segment.segment_uuid)
     assert await faulty.get(keys["log"]) == info.log_path.read_bytes()
-    assert (await faulty.head(keys["index"])).size == info.index_path.stat().st_size
+    offset_index, time_index = info.index_path.read_bytes(), info.timeindex_path.read_bytes()
+    assert offset_index and time_index
+    assert packed_indexes.unpack(await faulty.get(keys["indexes"])) == (offset_index, time_index)
+    assert result.segment.indexes == (len(offset_index), len(time_index))
+    assert result.bytes_uploaded == info.size_bytes + packed_indexes.HEADER_SIZE + len(
+        offset_index + time_index
+    )
     assert (await manifests.load("t", 0)) == result.manifest
-    assert faulty.calls["put_file"] == 3
+    assert faulty.calls["put_file"] == 1
+    for kind in ("index", "timeindex"):  # the older layout's objects are not written
+        with pytest.raises(NotFoundError):
+            await faulty.head(keys[kind])
+    plog.close()
 
 
 @pytest.mark.parametrize("after", [False, True], ids=["refused", "lost-response"])
@@ -188,10 +203,10 @@ async def test_check_lists_unreferenced_objects_and_missing_ones(
     await faulty.put(stray, b"x")
     await faulty.put("u/3/" + stray.split("/")[-1], b"y")  # a partition without any manifest
     keys = segment_keys("t", 0, done.segment.base_offset, done.segment.segment_uuid)
-    await faulty.delete(keys["timeindex"])
+    await faulty.delete(keys["indexes"])
     report = await check(faulty, manifests)
     assert [info.key for info in report.leaks] == sorted([stray, "u/3/" + stray.split("/")[-1]])
-    assert report.missing == [keys["timeindex"]]
+    assert report.missing == [keys["indexes"]]
     assert not report.clean
 
 
@@ -214,3 +229,22 @@ async def test_idle_roll_judges_the_active_segment_not_an_older_backlog(
     clock.advance(5_000)
     assert await remote.sync(idle_roll_ms=5_000) == 1
     assert remote.remote_next_offset == first + 1
+
+
+async def test_upload_without_packing_writes_the_older_separate_index_objects(
+    plog: PartitionLog, faulty: FaultInjectingStore, clock: ManualClock
+) -> None:
+    fill(plog, 40)
+    infos = plog.sealed_segments()[:2]
+    manifests = ManifestStore(faulty)
+    result = await upload_segments(faulty, manifests, "t", 0, infos, clock, pack_indexes=False)
+    assert result.error is None and [s.indexes for s in result.segments] == [None, None]
+    for info, segment in zip(infos, result.segments, strict=True):
+        keys = segment_keys("t", 0, info.base_offset, segment.segment_uuid)
+        assert await faulty.get(keys["timeindex"]) == info.timeindex_path.read_bytes()
+        assert await faulty.get(keys["index"]) == info.index_path.read_bytes()
+        with pytest.raises(NotFoundError):
+            await faulty.head(keys["indexes"])
+    assert (await check(faulty, manifests)).clean
+    await delete_segments(faulty, manifests, "t", 0, [s.segment_uuid for s in result.segments])
+    assert [i.key async for i in faulty.list("t/0/") if "manifest" not in i.key] == []

@@ -7,8 +7,9 @@ each partition's newest manifest:
   (an upload abandoned and never cleaned, a deletion interrupted after its entry was pruned, a topic
   deleted while the store was down), a segment object of a partition with no manifest at all, or a
   key that is not part of the layout;
-* a **missing** object is one a ``copy_finished`` entry needs (``.log``, ``.index``, ``.timeindex``)
-  that is not in the bucket: data loss, which the reader reports as an error.
+* a **missing** object is one a ``copy_finished`` entry needs (``.log`` and ``.indexes``, or ``.log``,
+  ``.index`` and ``.timeindex`` in the older layout) that is not in the bucket: data loss, which the
+  reader reports as an error.
 
 Entries in ``copy_started``/``delete_started`` reference their objects (the owning broker cleans them on
 its next pass), so an upload in flight is never reported as a leak.
@@ -21,8 +22,9 @@ from dataclasses import dataclass, field
 
 from tierlog.tiering.errors import NotFoundError
 from tierlog.tiering.remote import manifest as mf
-from tierlog.tiering.remote.layout import manifest_key, parse_manifest_key, parse_segment_key, segment_keys
+from tierlog.tiering.remote.layout import manifest_key, parse_manifest_key, parse_segment_key
 from tierlog.tiering.remote.manifest_store import ManifestStore
+from tierlog.tiering.remote.packed_indexes import segment_object_keys
 from tierlog.tiering.remote.store import ObjectInfo, ObjectStore
 
 __all__ = ["Inventory", "CheckReport", "inventory", "check", "remove_leaks"]
@@ -151,9 +153,7 @@ def _referenced_keys(manifest: mf.Manifest) -> dict[str, bool]:
     keys: dict[str, bool] = {}
     for segment in manifest.segments:
         needed = segment.state is mf.SegmentState.COPY_FINISHED
-        for key in segment_keys(
-            manifest.topic, manifest.partition, segment.base_offset, segment.segment_uuid
-        ).values():
+        for key in segment_object_keys(manifest.topic, manifest.partition, segment):
             keys[key] = needed
     return keys
 

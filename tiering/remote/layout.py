@@ -3,8 +3,9 @@
 ::
 
     <prefix>/<topic>/<partition>/<base offset, 20 digits>-<segment uuid>.log        segment data
-    <prefix>/<topic>/<partition>/<base offset, 20 digits>-<segment uuid>.index      offset index
-    <prefix>/<topic>/<partition>/<base offset, 20 digits>-<segment uuid>.timeindex  time index
+    <prefix>/<topic>/<partition>/<base offset, 20 digits>-<segment uuid>.indexes    offset and time index
+    <prefix>/<topic>/<partition>/<base offset, 20 digits>-<segment uuid>.index      offset index (older)
+    <prefix>/<topic>/<partition>/<base offset, 20 digits>-<segment uuid>.timeindex  time index (older)
     <prefix>/<topic>/<partition>/manifest/<version, 20 digits>.json                 manifest versions
 
 Example: ``archive/orders/3/00000000000000012345-5f0c...e1.log``. The 20-digit zero-padded base offset
@@ -12,6 +13,10 @@ makes a plain listing sort segments by offset, as Kafka's file names do; the UUI
 dashes) makes every upload attempt a fresh key, so a retried or concurrent upload never overwrites
 bytes a reader may be using. ``<prefix>`` is the store's prefix (``s3://bucket/<prefix>``) and is not
 part of the keys built here.
+
+A segment's indexes are either one packed ``.indexes`` object (see :mod:`.packed_indexes`; what uploads
+write) or the ``.index`` and ``.timeindex`` objects that uploads before it wrote; its manifest entry says
+which (``RemoteSegment.indexes``).
 """
 
 from __future__ import annotations
@@ -26,6 +31,8 @@ from tierlog.tiering.topic_names import topic_name_problem
 
 __all__ = [
     "SEGMENT_SUFFIXES",
+    "PACKED_OBJECTS",
+    "SEPARATE_OBJECTS",
     "SegmentKind",
     "SegmentObjectKey",
     "partition_prefix",
@@ -38,8 +45,11 @@ __all__ = [
     "validate_topic",
 ]
 
-SegmentKind = Literal["log", "index", "timeindex"]
-SEGMENT_SUFFIXES: tuple[SegmentKind, ...] = ("log", "index", "timeindex")
+SegmentKind = Literal["log", "index", "timeindex", "indexes"]
+SEGMENT_SUFFIXES: tuple[SegmentKind, ...] = ("log", "index", "timeindex", "indexes")
+# The objects of one complete upload, in either index layout.
+PACKED_OBJECTS: frozenset[SegmentKind] = frozenset({"log", "indexes"})
+SEPARATE_OBJECTS: frozenset[SegmentKind] = frozenset({"log", "index", "timeindex"})
 OFFSET_DIGITS = 20
 MAX_OFFSET = 2**63 - 1
 
@@ -47,7 +57,7 @@ MAX_OFFSET = 2**63 - 1
 _TOPIC = re.compile(r"[A-Za-z0-9._-]{1,249}")
 _SEGMENT_NAME = re.compile(
     r"(?P<base>\d{20})-(?P<uuid>[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})"
-    r"\.(?P<kind>log|index|timeindex)"
+    r"\.(?P<kind>log|index|timeindex|indexes)"
 )
 _MANIFEST_NAME = re.compile(r"(?P<version>\d{20})\.json")
 
@@ -103,7 +113,8 @@ def segment_key(
 def segment_keys(
     topic: str, partition: int, base_offset: int, segment_uuid: uuid.UUID
 ) -> dict[SegmentKind, str]:
-    """The keys of a segment's ``.log``, ``.index`` and ``.timeindex`` objects."""
+    """The keys of every object a segment may have: ``.log``, ``.indexes`` and the older ``.index`` and
+    ``.timeindex`` (deleting all four is right in either layout)."""
     return {kind: segment_key(topic, partition, base_offset, segment_uuid, kind) for kind in SEGMENT_SUFFIXES}
 
 

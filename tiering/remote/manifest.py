@@ -28,9 +28,15 @@ integers in decimal, one trailing newline::
       leader_epochs              list    ``[epoch, start offset]`` pairs: the leader epochs of the segment's
                                          batches, from the one in force at base_offset (its start given as
                                          base_offset) on, both strictly ascending; [] when unknown
+      indexes                    list|null  ``[offset index bytes, time index bytes]``: the segment's indexes
+                                         are one packed ``.indexes`` object holding that many bytes of
+                                         each (see packed_indexes); null: separate ``.index`` and
+                                         ``.timeindex`` objects (uploads before the packed layout)
 
-``leader_epoch`` and ``leader_epochs`` are additive fields of format 1: always written (so the canonical
-form of a manifest does not depend on who wrote it), read as -1 and [] when absent (older writers).
+``leader_epoch``, ``leader_epochs`` and ``indexes`` are additive fields of format 1: always written (so the
+canonical form of a manifest does not depend on who wrote it), read as -1, [] and null when absent (older
+writers). A reader that does not know ``indexes`` finds no ``.index`` object for a packed segment and
+scans it from its start: slower, still correct.
 
 Segment states follow Kafka's KIP-405: ``copy_started`` is written *before* the objects go up (so an
 orphan can be found and deleted after a crash), ``copy_finished`` after all three objects exist (only
@@ -74,6 +80,7 @@ __all__ = [
 
 FORMAT_VERSION = 1
 NO_TIMESTAMP = -1
+_MAX_INDEX_BYTES = 2**32 - 1  # what the packed object's header can hold
 
 
 class SegmentState(enum.StrEnum):
@@ -108,6 +115,7 @@ class RemoteSegment:
     created_ms: int
     base_timestamp: int | None = None
     leader_epochs: tuple[tuple[int, int], ...] = ()
+    indexes: tuple[int, int] | None = None
 
     def __post_init__(self) -> None:
         if not 0 <= self.base_offset <= self.last_offset <= MAX_OFFSET:
@@ -123,6 +131,10 @@ class RemoteSegment:
         for (epoch, start), (next_epoch, next_start) in itertools.pairwise(self.leader_epochs):
             if next_epoch <= epoch or next_start <= start:
                 raise InvalidRequestError("segment leader epochs are not strictly ascending")
+        if self.indexes is not None and (
+            len(self.indexes) != 2 or not all(0 <= n <= _MAX_INDEX_BYTES for n in self.indexes)
+        ):
+            raise InvalidRequestError(f"segment index sizes {self.indexes!r} are invalid")
 
     def contains(self, offset: int) -> bool:
         """Whether ``offset`` falls in ``[base_offset, last_offset]``."""
@@ -188,6 +200,7 @@ def _segment_dict(s: RemoteSegment) -> dict[str, Any]:
         "state": s.state.value,
         "created_ms": s.created_ms,
         "leader_epochs": [[epoch, start] for epoch, start in s.leader_epochs],
+        "indexes": None if s.indexes is None else list(s.indexes),
     }
 
 
@@ -240,6 +253,19 @@ def _leader_epochs(raw: dict[str, Any]) -> tuple[tuple[int, int], ...]:
     return tuple(pairs)
 
 
+def _indexes(raw: dict[str, Any]) -> tuple[int, int] | None:
+    value = raw.get("indexes")
+    if value is None:
+        return None
+    if (
+        not isinstance(value, list)
+        or len(value) != 2
+        or not all(isinstance(n, int) and not isinstance(n, bool) for n in value)
+    ):
+        raise CorruptRecordError("manifest field 'indexes' is not null or [offset bytes, time bytes]")
+    return value[0], value[1]
+
+
 def _decode_segment(raw: Any) -> RemoteSegment:
     if not isinstance(raw, dict):
         raise CorruptRecordError("manifest segment entry is not an object")
@@ -259,6 +285,7 @@ def _decode_segment(raw: Any) -> RemoteSegment:
             state=state,
             created_ms=_int(raw, "created_ms"),
             leader_epochs=_leader_epochs(raw),
+            indexes=_indexes(raw),
         )
     except InvalidRequestError as err:
         raise CorruptRecordError(f"manifest segment entry is invalid: {err}") from err

@@ -5,9 +5,10 @@ never used, and never silently treated as "no remote data": that would move the 
 the local one and make consumers from ``earliest`` skip everything below it. Instead
 :func:`recover_manifest` starts from the newest version that passes, then re-derives what that version
 lacks from the segment objects themselves. The upload protocol (:mod:`.uploader`) writes a segment's
-``.log``, ``.index`` and ``.timeindex`` objects *before* a manifest lists it ``copy_finished``, so a segment
-whose three objects exist and whose ``.log`` object is an unbroken run of CRC-valid batches starting at its
-base offset holds exactly what a listed one would. Segments are re-derived in offset order, each one
+``.log`` and ``.indexes`` objects (or, before the packed index layout, ``.log``, ``.index`` and
+``.timeindex``) *before* a manifest lists it ``copy_finished``, so a segment whose objects all exist, whose
+``.indexes`` header is sound and whose ``.log`` object is an unbroken run of CRC-valid batches starting at
+its base offset holds exactly what a listed one would. Segments are re-derived in offset order, each one
 starting where the previous ends; a gap or an object that fails its check stops the chain (what lies
 beyond stays local until uploaded again, and local retention keeps it: it is not covered).
 
@@ -24,7 +25,15 @@ from dataclasses import dataclass, replace
 from tierlog.tiering.codec.header import HEADER_SIZE, decode_header, verify_batch
 from tierlog.tiering.errors import CorruptRecordError, NotFoundError
 from tierlog.tiering.remote import manifest as mf
-from tierlog.tiering.remote.layout import SEGMENT_SUFFIXES, parse_segment_key, partition_prefix, segment_key
+from tierlog.tiering.remote import packed_indexes
+from tierlog.tiering.remote.layout import (
+    PACKED_OBJECTS,
+    SEPARATE_OBJECTS,
+    SegmentKind,
+    parse_segment_key,
+    partition_prefix,
+    segment_key,
+)
 from tierlog.tiering.remote.manifest_store import ManifestStore
 from tierlog.tiering.remote.store import ObjectStore
 
@@ -70,7 +79,7 @@ async def recover_manifest(
         return None
     fallback = manifest.version
     manifest = replace(manifest, version=newest)
-    objects: dict[tuple[int, uuid.UUID], set[str]] = {}
+    objects: dict[tuple[int, uuid.UUID], set[SegmentKind]] = {}
     async for info in store.list(partition_prefix(topic, partition)):
         parsed = parse_segment_key(info.key)
         if parsed is not None and (parsed.topic, parsed.partition) == (topic, partition):
@@ -82,7 +91,9 @@ async def recover_manifest(
     # in offset order; of two uploads of one range the one the manifest lists (copy_started) first
     for base, segment_uuid in sorted(objects, key=lambda k: (k[0], k[1] not in known, k[1])):
         listed = known.get(segment_uuid)
-        if objects[(base, segment_uuid)] != set(SEGMENT_SUFFIXES):
+        kinds = objects[(base, segment_uuid)]
+        packed = kinds >= PACKED_OBJECTS
+        if not packed and not kinds >= SEPARATE_OBJECTS:
             continue  # an upload that never finished writing its objects
         if listed is not None and listed.state is not mf.SegmentState.COPY_STARTED:
             continue
@@ -90,8 +101,12 @@ async def recover_manifest(
             if base > next_offset:
                 break  # a gap: nothing after it can be chained
             continue  # already covered (an abandoned duplicate upload)
-        entry = await derive_segment(store, topic, partition, base, segment_uuid, now_ms=now_ms)
-        if entry is None or (listed is not None and listed.last_offset != entry.last_offset):
+        entry = await derive_segment(
+            store, topic, partition, base, segment_uuid, now_ms=now_ms, packed=packed
+        )
+        if entry is None or (
+            listed is not None and (listed.last_offset, listed.indexes) != (entry.last_offset, entry.indexes)
+        ):
             continue
         if listed is None:
             manifest = mf.add_segment(manifest, entry)
@@ -102,16 +117,28 @@ async def recover_manifest(
 
 
 async def derive_segment(
-    store: ObjectStore, topic: str, partition: int, base: int, segment_uuid: uuid.UUID, *, now_ms: int
+    store: ObjectStore,
+    topic: str,
+    partition: int,
+    base: int,
+    segment_uuid: uuid.UUID,
+    *,
+    now_ms: int,
+    packed: bool = True,
 ) -> mf.RemoteSegment | None:
     """The ``copy_started`` manifest entry for the segment whose ``.log`` object is at ``base`` /
     ``segment_uuid``, read from the object (every batch CRC-checked, offsets contiguous from ``base``),
     or ``None`` if the object is missing, empty or fails a check. Reads the object in chunks of
-    ``_CHUNK`` bytes (plus at most one batch). Idempotent.
+    ``_CHUNK`` bytes (plus at most one batch). ``packed``: the segment's indexes are a ``.indexes`` object,
+    whose header gives the entry's index sizes (``None`` if it is missing or unsound); else the older
+    separate objects. Idempotent.
 
     Raises:
         UnavailableError: the store failed.
     """
+    indexes = await _packed_sizes(store, topic, partition, base, segment_uuid) if packed else None
+    if packed and indexes is None:
+        return None
     key = segment_key(topic, partition, base, segment_uuid, "log")
     try:
         size = (await store.head(key)).size
@@ -149,4 +176,18 @@ async def derive_segment(
         state=mf.SegmentState.COPY_STARTED,
         created_ms=max(0, now_ms),
         base_timestamp=base_timestamp,
+        indexes=indexes,
     )
+
+
+async def _packed_sizes(
+    store: ObjectStore, topic: str, partition: int, base: int, segment_uuid: uuid.UUID
+) -> tuple[int, int] | None:
+    """The index sizes in a ``.indexes`` object's header, if the object is as long as it says."""
+    key = segment_key(topic, partition, base, segment_uuid, "indexes")
+    try:
+        size = (await store.head(key)).size
+        sizes = packed_indexes.unpack_header(await store.get_range(key, 0, packed_indexes.HEADER_SIZE))
+    except (CorruptRecordError, NotFoundError):
+        return None
+    return sizes if size == packed_indexes.HEADER_SIZE + sum(sizes) else None

@@ -1,6 +1,7 @@
-"""The index cache of the remote read path: decoded ``.index`` / ``.timeindex`` objects in an
-:class:`~tierlog.tiering.remote.lru.LruCache` bounded by count and by bytes, each loaded by one shared GET
-(single-flight) owned by the cache.
+"""The index cache of the remote read path: decoded offset and time indexes (byte ranges of a packed
+``.indexes`` object, or the older whole ``.index`` / ``.timeindex`` objects; see
+:class:`~tierlog.tiering.remote.packed_indexes.IndexRef`) in an :class:`~tierlog.tiering.remote.lru.LruCache`
+bounded by count and by bytes, each loaded by one shared GET (single-flight) owned by the cache.
 
 A missing index object (``NotFoundError``) or one that fails its checks (:class:`IndexInvalid`) is
 replaced by an empty stand-in marked ``missing``: lookups then start at position 0 and the reader scans
@@ -19,6 +20,7 @@ from typing import TypeVar
 from tierlog.tiering.errors import InvalidRequestError, NotFoundError, UnavailableError
 from tierlog.tiering.remote.lru import CacheListener, LruCache, Uncached
 from tierlog.tiering.remote.manifest import RemoteSegment
+from tierlog.tiering.remote.packed_indexes import IndexRef
 from tierlog.tiering.remote.read_errors import ReadStats
 from tierlog.tiering.remote.read_index import (
     IndexInvalid,
@@ -70,11 +72,11 @@ class IndexCache:
     def __len__(self) -> int:
         return len(self._lru)
 
-    async def offset_index(self, key: str, segment: RemoteSegment) -> RemoteOffsetIndex:
-        """The offset index object ``key`` of ``segment`` (or the empty stand-in). Idempotent."""
+    async def offset_index(self, ref: IndexRef, segment: RemoteSegment) -> RemoteOffsetIndex:
+        """The offset index at ``ref`` of ``segment`` (or the empty stand-in). Idempotent."""
 
         return await self._get(
-            key, RemoteOffsetIndex, self._offset_decoder(segment), self._offset_stand_in(segment)
+            ref, RemoteOffsetIndex, self._offset_decoder(segment), self._offset_stand_in(segment)
         )
 
     @staticmethod
@@ -91,8 +93,8 @@ class IndexCache:
 
         return stand_in
 
-    async def time_index(self, key: str, segment: RemoteSegment) -> RemoteTimeIndex:
-        """The time index object ``key`` of ``segment`` (or the empty stand-in). Idempotent."""
+    async def time_index(self, ref: IndexRef, segment: RemoteSegment) -> RemoteTimeIndex:
+        """The time index at ``ref`` of ``segment`` (or the empty stand-in). Idempotent."""
 
         def decode(data: bytes) -> RemoteTimeIndex:
             return decode_time_index(data, segment.base_offset, segment.last_offset)
@@ -100,11 +102,11 @@ class IndexCache:
         def stand_in() -> RemoteTimeIndex:
             return RemoteTimeIndex(segment.base_offset, array("q"), array("q"), missing=True)
 
-        return await self._get(key, RemoteTimeIndex, decode, stand_in)
+        return await self._get(ref, RemoteTimeIndex, decode, stand_in)
 
-    def forget(self, key: str) -> None:
+    def forget(self, ref: IndexRef) -> None:
         """Drop a cached index (it disagreed with its log). Idempotent."""
-        self._lru.discard(key)
+        self._lru.discard(ref.cache_key)
 
     async def close(self) -> None:
         """Cancel and await the loads in flight and drop the cache. Idempotent."""
@@ -113,18 +115,22 @@ class IndexCache:
     # -- internals ---------------------------------------------------------------------------------
 
     async def _get(
-        self, key: str, kind: type[_I], decode: Callable[[bytes], _I], stand_in: Callable[[], _I]
+        self, ref: IndexRef, kind: type[_I], decode: Callable[[bytes], _I], stand_in: Callable[[], _I]
     ) -> _I:
-        index = await self._lru.get_or_load(key, lambda: self._load(key, decode, stand_in))
-        assert isinstance(index, kind), f"{key} is cached as a {type(index).__name__}"  # keys name the kind
+        index = await self._lru.get_or_load(ref.cache_key, lambda: self._load(ref, decode, stand_in))
+        assert isinstance(index, kind), f"{ref.cache_key} is cached as a {type(index).__name__}"  # by kind
         return index
 
     async def _load(
-        self, key: str, decode: Callable[[bytes], AnyIndex], stand_in: Callable[[], AnyIndex]
+        self, ref: IndexRef, decode: Callable[[bytes], AnyIndex], stand_in: Callable[[], AnyIndex]
     ) -> AnyIndex | Uncached[AnyIndex]:
-        self._stats.remote_requests += 1
+        key = ref.cache_key
         try:
-            data = await self.store.get(key)
+            if ref.empty:  # a packed segment without entries of this kind: nothing to fetch
+                data = b""
+            else:
+                self._stats.remote_requests += 1
+                data = await self._fetch(ref)
         except NotFoundError:
             self._stats.remote_errors += 1
             self._stats.index_missing += 1
@@ -134,6 +140,16 @@ class IndexCache:
             self._stats.remote_errors += 1
             _log.info("remote index %s unavailable (%s): scanning this time", key, err)
             return Uncached(stand_in())
+        if ref.end is not None and len(data) != ref.end - ref.start:
+            self._stats.index_invalid += 1
+            _log.warning(
+                "remote index %s is %d bytes, its manifest entry says %d: reads of its segment scan from "
+                "position 0",
+                key,
+                len(data),
+                ref.end - ref.start,
+            )
+            return stand_in()
         self._stats.remote_bytes += len(data)
         self._stats.index_loads += 1
         try:
@@ -144,3 +160,8 @@ class IndexCache:
                 "remote index %s is invalid (%s): reads of its segment scan from position 0", key, err
             )
             return stand_in()
+
+    async def _fetch(self, ref: IndexRef) -> bytes:
+        if ref.start == 0 and ref.end is None:
+            return await self.store.get(ref.object_key)
+        return await self.store.get_range(ref.object_key, ref.start, ref.end)

@@ -2,7 +2,7 @@
 
 One :class:`RemoteReader` per broker, shared by every partition. A read goes::
 
-    manifest --(segment holding the offset)--> .index object (cached) --(largest entry <= offset)-->
+    manifest --(segment holding the offset)--> offset index (cached) --(largest entry <= offset)-->
     position --(walk batch headers in cached chunks)--> batch holding the offset --(whole batches up to
     max_bytes, never past the segment's end)--> CRC check of every batch --> bytes
 
@@ -29,6 +29,7 @@ from tierlog.tiering.codec.header import HEADER_SIZE, BatchHeader, decode_header
 from tierlog.tiering.errors import CorruptRecordError, InvalidRequestError, OffsetOutOfRangeError
 from tierlog.tiering.remote import layout
 from tierlog.tiering.remote.manifest import Manifest, RemoteSegment, readable_segments
+from tierlog.tiering.remote.packed_indexes import IndexRef, segment_index_refs
 from tierlog.tiering.remote.read_cache import ChunkCache
 from tierlog.tiering.remote.read_errors import ReadStats, RemoteObjectCorruptError, RemoteObjectMissingError
 from tierlog.tiering.remote.read_index_cache import IndexCache
@@ -209,13 +210,14 @@ class RemoteReader:
             self._stats.sequential_reads += 1
             self._maybe_readahead(manifest, cursor, max_bytes)
         segment = self._segment_for(manifest, offset)
-        keys = layout.segment_keys(
+        key = layout.segment_key(
             manifest.topic, manifest.partition, segment.base_offset, segment.segment_uuid
         )
-        view = _SegmentView(self._chunks, keys["log"], segment)
+        view = _SegmentView(self._chunks, key, segment)
+        offset_ref, _ = segment_index_refs(manifest.topic, manifest.partition, segment)
         try:
             hint = cursor.end_position if cursor and cursor.segment_uuid == segment.segment_uuid else None
-            start, first = await self._locate(view, keys["index"], offset, hint)
+            start, first = await self._locate(view, offset_ref, offset, hint)
             end, headers = await self._extent(view, start, first, max_bytes)
             data = await self._batches(view, start, end, headers)
         except RemoteObjectCorruptError:
@@ -251,12 +253,13 @@ class RemoteReader:
         for segment in readable_segments(manifest):
             if segment.max_timestamp < timestamp:
                 continue
-            keys = layout.segment_keys(
+            key = layout.segment_key(
                 manifest.topic, manifest.partition, segment.base_offset, segment.segment_uuid
             )
-            view = _SegmentView(self._chunks, keys["log"], segment)
-            time_index = await self._indexes.time_index(keys["timeindex"], segment)
-            position, header = await self._locate(view, keys["index"], time_index.lookup(timestamp))
+            view = _SegmentView(self._chunks, key, segment)
+            offset_ref, time_ref = segment_index_refs(manifest.topic, manifest.partition, segment)
+            time_index = await self._indexes.time_index(time_ref, segment)
+            position, header = await self._locate(view, offset_ref, time_index.lookup(timestamp))
             while True:
                 if header.max_timestamp >= timestamp:
                     await self._batches(view, position, position + header.size, [header])
@@ -305,7 +308,7 @@ class RemoteReader:
         )
 
     async def _locate(
-        self, view: _SegmentView, index_key: str, offset: int, hint: int | None = None
+        self, view: _SegmentView, index: IndexRef, offset: int, hint: int | None = None
     ) -> tuple[int, BatchHeader]:
         """Position and header of the first batch whose last offset is >= ``offset``. Needs no index when
         ``offset`` is the segment's first or ``hint`` (where the partition's previous read ended) holds it.
@@ -316,15 +319,15 @@ class RemoteReader:
             header = await view.header(hint)
             if header.base_offset <= offset <= header.last_offset:
                 return hint, header
-        index = await self._indexes.offset_index(index_key, view.segment)
-        if index.missing:
+        offsets = await self._indexes.offset_index(index, view.segment)
+        if offsets.missing:
             self._stats.index_fallbacks += 1
-        entry_offset, position = index.lookup(offset)
+        entry_offset, position = offsets.lookup(offset)
         header = await view.header(position)
         if position and header.last_offset != entry_offset:
-            self._indexes.forget(index_key)
+            self._indexes.forget(index)
             raise RemoteObjectCorruptError(
-                index_key,
+                index.object_key,
                 f"entry ({entry_offset}, {position}) disagrees with the log: the batch at that position "
                 f"ends at offset {header.last_offset}",
             )

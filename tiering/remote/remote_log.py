@@ -118,7 +118,8 @@ class RemoteLog:
 
     Uploads go in batches of consecutive sealed segments of at most ``upload_batch_bytes`` together
     (and ``upload_batch_segments``), two manifest commits per batch, with at most
-    ``upload_file_concurrency`` files being put at once (see :func:`upload_segments`).
+    ``upload_file_concurrency`` files being put at once (see :func:`upload_segments`), each segment's
+    indexes as one packed object unless ``pack_indexes`` is False.
     """
 
     def __init__(
@@ -134,6 +135,7 @@ class RemoteLog:
         upload_batch_bytes: int = DEFAULT_UPLOAD_BATCH_BYTES,
         upload_batch_segments: int = DEFAULT_UPLOAD_BATCH_SEGMENTS,
         upload_file_concurrency: int = DEFAULT_FILE_CONCURRENCY,
+        pack_indexes: bool = True,
         leading: bool = True,
         leader_epoch: int | None = None,
     ) -> None:
@@ -141,6 +143,7 @@ class RemoteLog:
         self.upload_batch_bytes = upload_batch_bytes
         self.upload_batch_segments = max(1, upload_batch_segments)
         self.upload_file_concurrency = max(1, upload_file_concurrency)
+        self.pack_indexes = pack_indexes
         self.manifests = manifests
         self.log = partition_log
         self.topic = topic
@@ -572,6 +575,7 @@ class RemoteLog:
             result = await upload_segments(
                 self.store, self.manifests, self.topic, self.partition, batch, self._clock,
                 file_concurrency=self.upload_file_concurrency,
+                pack_indexes=self.pack_indexes,
                 leader_epoch=epoch,
                 leader_epochs=epochs,
             )  # fmt: skip

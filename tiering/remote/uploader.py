@@ -3,8 +3,9 @@
 Upload of a batch of consecutive sealed local segments (one or more)::
 
     1. manifest += {uuid, copy_started} for each (one commit: an interrupted upload is findable)
-    2. put_file .log, then .index and .timeindex (segments concurrently, files bounded; fresh uuid =>
-                                                  fresh keys; multipart when large)
+    2. put_file .log, then put .indexes          (segments concurrently, files bounded; fresh uuid =>
+                                                  fresh keys; multipart when large; .indexes packs the
+                                                  offset and time index, read before step 1)
     3. manifest: uuid -> copy_finished           (one commit, for the longest prefix of the batch whose
                                                   objects are all stored: only now do readers and local
                                                   retention see them)
@@ -38,11 +39,13 @@ import os
 import uuid
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 from tierlog.tiering.errors import ConflictError, FencedLeaderEpochError, InvalidRequestError, NotFoundError
 from tierlog.tiering.log import Clock, SegmentInfo
 from tierlog.tiering.remote import manifest as mf
-from tierlog.tiering.remote.layout import SegmentKind, segment_keys
+from tierlog.tiering.remote import packed_indexes
+from tierlog.tiering.remote.layout import segment_keys
 from tierlog.tiering.remote.manifest_store import ManifestStore
 from tierlog.tiering.remote.store import ObjectStore
 
@@ -68,8 +71,20 @@ class UploadResult:
     bytes_uploaded: int
 
 
-def _paths(info: SegmentInfo) -> dict[SegmentKind, str]:
-    return {"log": str(info.log_path), "index": str(info.index_path), "timeindex": str(info.timeindex_path)}
+def _packed_indexes(info: SegmentInfo) -> tuple[bytes, tuple[int, int]]:
+    """The ``.indexes`` object of a local segment and its index sizes. Blocking: run in a thread.
+
+    Raises:
+        NotFoundError: an index file vanished (topic deleted meanwhile).
+    """
+    try:
+        with open(info.index_path, "rb") as f:
+            offset_index = f.read()
+        with open(info.timeindex_path, "rb") as f:
+            time_index = f.read()
+    except FileNotFoundError as err:
+        raise NotFoundError(f"local index of segment {info.base_offset} vanished during its upload") from err
+    return packed_indexes.pack(offset_index, time_index), (len(offset_index), len(time_index))
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,13 +147,16 @@ async def upload_segments(
     *,
     uuids: Sequence[uuid.UUID] | None = None,
     file_concurrency: int = DEFAULT_FILE_CONCURRENCY,
+    pack_indexes: bool = True,
     leader_epoch: int | None = None,
     leader_epochs: Sequence[tuple[tuple[int, int], ...]] | None = None,
 ) -> BatchUploadResult:
     """Upload consecutive sealed, non-empty local segments (offset order) with one ``copy_started``
-    commit for all of them and one ``copy_finished`` commit for the longest prefix whose three objects
-    were all stored. At most ``file_concurrency`` files are being put at once (each may itself be a
-    multipart upload with its own part concurrency).
+    commit for all of them and one ``copy_finished`` commit for the longest prefix whose objects (``.log``
+    and the packed ``.indexes``) were all stored. At most ``file_concurrency`` objects are being put at
+    once (a ``.log`` may itself be a multipart upload with its own part concurrency). ``pack_indexes``
+    False writes the older layout instead of ``.indexes``: separate ``.index`` and ``.timeindex`` objects,
+    which releases before the packed layout read without scanning (``remote.upload.indexes.packed``).
 
     A failure after the first commit is returned in ``error`` (the prefix before the failed segment is
     committed; the failed and later entries stay ``copy_started`` for :func:`clean_unfinished`), so the
@@ -151,6 +169,7 @@ async def upload_segments(
 
     Raises (nothing is committed then):
         UnavailableError, ConflictError: the first commit failed.
+        NotFoundError: a local index file is gone (topic deleted meanwhile).
         FencedLeaderEpochError: the newest manifest carries a newer leader epoch.
         InvalidRequestError: an empty segment, or ``uuids`` or ``leader_epochs`` of the wrong length.
     """
@@ -161,6 +180,11 @@ async def upload_segments(
             "upload_segments needs one uuid (and epoch list) per segment and at least one segment"
         )
     now = max(0, clock.now_ms())
+    # Indexes are small next to their segment (about 20 bytes per 4 KiB of log) and sealed: read them
+    # first, so the entries record their sizes and each segment costs one small PUT.
+    packed: list[tuple[bytes, tuple[int, int] | None]] = [(b"", None) for _ in infos]
+    if pack_indexes:
+        packed[:] = await asyncio.to_thread(lambda: [_packed_indexes(info) for info in infos])
     entries = [
         mf.RemoteSegment(
             base_offset=info.base_offset,
@@ -171,8 +195,9 @@ async def upload_segments(
             state=mf.SegmentState.COPY_STARTED,
             created_ms=now,
             leader_epochs=e,
+            indexes=sizes,
         )
-        for info, u, e in zip(infos, chosen, epochs, strict=True)
+        for info, u, e, (_, sizes) in zip(infos, chosen, epochs, packed, strict=True)
     ]
 
     def start(m: mf.Manifest) -> mf.Manifest:
@@ -185,21 +210,26 @@ async def upload_segments(
     started = await manifests.update(topic, partition, start, leader_epoch=leader_epoch)
     limit = asyncio.Semaphore(max(1, file_concurrency))
 
-    async def put(key: str, path: str) -> None:
+    async def put_file(key: str, path: Path) -> None:
         async with limit:
-            await _put_file(store, key, path)
+            await _put_file(store, key, str(path))
 
-    async def one(info: SegmentInfo, u: uuid.UUID) -> int:
+    async def one(info: SegmentInfo, u: uuid.UUID, i: int) -> int:
         keys = segment_keys(topic, partition, info.base_offset, u)
-        paths = _paths(info)
-        await put(keys["log"], paths["log"])  # the indexes only once the data is stored
-        async with asyncio.TaskGroup() as group:
-            for kind in ("index", "timeindex"):
-                group.create_task(put(keys[kind], paths[kind]))
-        return info.size_bytes + await asyncio.to_thread(_size, paths["index"], paths["timeindex"])
+        await put_file(keys["log"], info.log_path)  # the indexes only once the data is stored
+        if not pack_indexes:
+            async with asyncio.TaskGroup() as group:
+                group.create_task(put_file(keys["index"], info.index_path))
+                group.create_task(put_file(keys["timeindex"], info.timeindex_path))
+            return info.size_bytes + await asyncio.to_thread(_size, info.index_path, info.timeindex_path)
+        data, packed[i] = packed[i][0], (b"", packed[i][1])  # held here only until it is sent
+        async with limit:
+            await store.put(keys["indexes"], data)
+        return info.size_bytes + len(data)
 
     outcomes = await asyncio.gather(
-        *(one(info, u) for info, u in zip(infos, chosen, strict=True)), return_exceptions=True
+        *(one(info, u, i) for i, (info, u) in enumerate(zip(infos, chosen, strict=True))),
+        return_exceptions=True,
     )
     done: list[int] = []
     error: BaseException | None = None
@@ -261,7 +291,7 @@ async def _drop_fenced(
             if (found := mf.find_segment(newest, u)) is None
             or found.state is not mf.SegmentState.COPY_FINISHED
             for key in segment_keys(topic, partition, info.base_offset, u).values()
-        ]
+        ]  # every kind: this batch's entries may be gone from the newest manifest
         if keys:
             await store.delete_many(keys)
     except Exception:  # best effort: the leak check reports what is left
@@ -282,7 +312,7 @@ async def _put_file(store: ObjectStore, key: str, path: str) -> None:
         raise NotFoundError(f"local file {path} vanished during its upload") from err
 
 
-def _size(*paths: str) -> int:
+def _size(*paths: Path) -> int:
     total = 0
     for path in paths:
         with contextlib.suppress(OSError):
@@ -336,7 +366,7 @@ async def delete_segments(
         key
         for u in wanted
         if (s := mf.find_segment(marked, u)) is not None
-        for key in segment_keys(topic, partition, s.base_offset, u).values()
+        for key in packed_indexes.segment_object_keys(topic, partition, s)
     ]
     if keys:
         await store.delete_many(keys)

@@ -16,6 +16,7 @@ from tierlog.tiering.codec.records import Record
 from tierlog.tiering.errors import UnavailableError
 from tierlog.tiering.log import LogConfig, ManualClock, PartitionLog
 from tierlog.tiering.remote import manifest as mf
+from tierlog.tiering.remote import packed_indexes
 from tierlog.tiering.remote.faults import FaultInjectingStore
 from tierlog.tiering.remote.inventory import check
 from tierlog.tiering.remote.layout import segment_keys
@@ -86,8 +87,8 @@ async def test_a_batch_uploads_multipart_segments_with_two_manifest_versions(
     for info, segment in zip(sealed, readable, strict=True):
         keys = segment_keys("t", 0, info.base_offset, segment.segment_uuid)
         assert await faulty.get(keys["log"]) == info.log_path.read_bytes()
-        assert await faulty.get(keys["index"]) == info.index_path.read_bytes()
-        assert await faulty.get(keys["timeindex"]) == info.timeindex_path.read_bytes()
+        indexes = (info.index_path.read_bytes(), info.timeindex_path.read_bytes())
+        assert packed_indexes.unpack(await faulty.get(keys["indexes"])) == indexes
     assert (await check(faulty, manifests)).clean
 
 

@@ -35,10 +35,13 @@ async def read_store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIte
 
 
 @pytest.fixture
-async def uploaded(read_store: InstrumentedStore, tmp_path: Path) -> AsyncIterator[Partition]:
-    """One partition of ~120 batches in ~10 sealed segments, uploaded to ``read_store``; counters reset."""
+async def uploaded(
+    request: pytest.FixtureRequest, read_store: InstrumentedStore, tmp_path: Path
+) -> AsyncIterator[Partition]:
+    """One partition of ~120 batches in ~10 sealed segments, uploaded to ``read_store``; counters reset.
+    Indexes packed, or in the older separate objects when parametrized indirectly with ``"separate"``."""
     part = await asyncio.to_thread(write_log, tmp_path / "orders-0")
-    await upload(read_store, part)
+    await upload(read_store, part, packed=getattr(request, "param", "packed") == "packed")
     read_store.reset()
     yield part
     await asyncio.to_thread(part.log.close)

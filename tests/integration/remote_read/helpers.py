@@ -1,12 +1,13 @@
 """Test helpers of the remote read path: real partition logs written with :class:`PartitionLog`, uploaded to
-a store the way the uploader lays them out (``put_file`` of the sealed ``.log``/``.index``/``.timeindex``
-under :func:`layout.segment_key`, then a manifest committed with :class:`ManifestStore`), and the list of
-produced records as the reference model.
+a store the way the uploader lays them out (``put_file`` of the sealed ``.log`` and a packed ``.indexes``
+object, or the older separate ``.index``/``.timeindex`` objects, under :func:`layout.segment_key`, then a
+manifest committed with :class:`ManifestStore`), and the list of produced records as the reference model.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import functools
 import random
 import uuid
@@ -19,6 +20,7 @@ from tierlog.tiering.codec.compression import Compression
 from tierlog.tiering.codec.records import Record
 from tierlog.tiering.log import LogConfig, PartitionLog, SegmentInfo
 from tierlog.tiering.remote import manifest as mf
+from tierlog.tiering.remote import packed_indexes
 from tierlog.tiering.remote.layout import SegmentKind, segment_keys
 from tierlog.tiering.remote.manifest_store import ManifestStore
 from tierlog.tiering.remote.reader import RemoteReader
@@ -101,12 +103,14 @@ def write_log(
     return Partition(topic, partition, log, produced)
 
 
-async def upload(store: ObjectStore, part: Partition) -> mf.Manifest:
-    """Upload every sealed segment of ``part`` and commit copy_started -> copy_finished for each."""
+async def upload(store: ObjectStore, part: Partition, *, packed: bool = True) -> mf.Manifest:
+    """Upload every sealed segment of ``part`` and commit copy_started -> copy_finished for each, its
+    indexes packed in one ``.indexes`` object, or with ``packed=False`` as separate objects."""
     manifests = ManifestStore(store)
     part.segments = await asyncio.to_thread(part.log.sealed_segments)
     manifest = mf.empty(part.topic, part.partition)
     for info in part.segments:
+        offset_index, time_index = info.index_path.read_bytes(), info.timeindex_path.read_bytes()
         segment = mf.RemoteSegment(
             base_offset=info.base_offset,
             last_offset=info.next_offset - 1,
@@ -115,18 +119,51 @@ async def upload(store: ObjectStore, part: Partition) -> mf.Manifest:
             segment_uuid=uuid.uuid4(),
             state=mf.SegmentState.COPY_STARTED,
             created_ms=BASE_TS,
+            indexes=(len(offset_index), len(time_index)) if packed else None,
         )
         keys = segment_keys(part.topic, part.partition, segment.base_offset, segment.segment_uuid)
         await manifests.update(part.topic, part.partition, functools.partial(mf.add_segment, segment=segment))
         await store.put_file(keys["log"], info.log_path)
-        await store.put_file(keys["index"], info.index_path)
-        await store.put_file(keys["timeindex"], info.timeindex_path)
+        if packed:
+            await store.put(keys["indexes"], packed_indexes.pack(offset_index, time_index))
+        else:
+            await store.put_file(keys["index"], info.index_path)
+            await store.put_file(keys["timeindex"], info.timeindex_path)
         finished = functools.partial(
             mf.transition, segment_uuid=segment.segment_uuid, state=mf.SegmentState.COPY_FINISHED
         )
         manifest = await manifests.update(part.topic, part.partition, finished)
     part.manifest = manifest
     return manifest
+
+
+async def delete_indexes(store: ObjectStore, part: Partition, segment: mf.RemoteSegment) -> None:
+    """Delete both indexes of ``segment`` in its layout."""
+    keys = part.keys(segment)
+    await store.delete_many([keys["indexes"]] if segment.indexes else [keys["index"], keys["timeindex"]])
+
+
+async def put_offset_index(
+    store: ObjectStore, part: Partition, segment: mf.RemoteSegment, data: bytes
+) -> str:
+    """Replace the offset index of ``segment`` with ``data`` in its layout; returns the key written. A
+    packed segment's manifest entry is rewritten with the new size (``part.manifest`` follows), so the
+    reader judges the entries themselves, not a length mismatch."""
+    keys = part.keys(segment)
+    if segment.indexes is None:
+        await store.put(keys["index"], data)
+        return keys["index"]
+    _, time_index = packed_indexes.unpack(await store.get(keys["indexes"]))
+    await store.put(keys["indexes"], packed_indexes.pack(data, time_index))
+    resized = dataclasses.replace(segment, indexes=(len(data), len(time_index)))
+
+    def change(m: mf.Manifest) -> mf.Manifest:
+        return dataclasses.replace(
+            m, segments=tuple(resized if s.segment_uuid == segment.segment_uuid else s for s in m.segments)
+        )
+
+    part.manifest = await ManifestStore(store).update(part.topic, part.partition, change)
+    return keys["indexes"]
 
 
 def decode(data: bytes) -> list[Produced]:

@@ -11,7 +11,15 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.remote_read.helpers import Partition, decode, replay, upload, write_log
+from tests.integration.remote_read.helpers import (
+    Partition,
+    decode,
+    delete_indexes,
+    put_offset_index,
+    replay,
+    upload,
+    write_log,
+)
 from tierlog.tiering.codec.header import ATTRIBUTES_OFFSET, HEADER_SIZE, iter_batches
 from tierlog.tiering.errors import CorruptRecordError, NotFoundError, OffsetOutOfRangeError, UnavailableError
 from tierlog.tiering.remote import manifest as mf
@@ -124,11 +132,14 @@ async def test_torn_log_object_is_a_corrupt_error(read_store: InstrumentedStore,
         await reader.close()
 
 
+LAYOUTS = pytest.mark.parametrize("uploaded", ["packed", "separate"], indirect=True)
+
+
+@LAYOUTS
 async def test_missing_index_falls_back_to_a_scan(read_store: InstrumentedStore, uploaded: Partition) -> None:
     assert uploaded.manifest is not None
     for segment in mf.readable_segments(uploaded.manifest):
-        await read_store.delete(uploaded.keys(segment)["index"])
-        await read_store.delete(uploaded.keys(segment)["timeindex"])
+        await delete_indexes(read_store, uploaded, segment)
     reader = RemoteReader(read_store, chunk_bytes=CHUNK)
     try:
         records, _ = await replay(reader, uploaded.manifest, max_bytes=900)
@@ -145,10 +156,11 @@ async def test_missing_index_falls_back_to_a_scan(read_store: InstrumentedStore,
         await reader.close()
 
 
+@LAYOUTS
 async def test_invalid_index_falls_back_to_a_scan(read_store: InstrumentedStore, uploaded: Partition) -> None:
     segment = third_segment(uploaded)
-    key = uploaded.keys(segment)["index"]
-    await read_store.put(key, struct.pack(">ii", 5, 100) + struct.pack(">ii", 3, 200))  # not increasing
+    not_increasing = struct.pack(">ii", 5, 100) + struct.pack(">ii", 3, 200)
+    await put_offset_index(read_store, uploaded, segment, not_increasing)
     assert uploaded.manifest is not None
     reader = RemoteReader(read_store, chunk_bytes=CHUNK)
     try:
@@ -161,6 +173,7 @@ async def test_invalid_index_falls_back_to_a_scan(read_store: InstrumentedStore,
         await reader.close()
 
 
+@LAYOUTS
 async def test_index_disagreeing_with_the_log_is_a_corrupt_error_naming_the_index(
     read_store: InstrumentedStore, uploaded: Partition
 ) -> None:
@@ -170,13 +183,13 @@ async def test_index_disagreeing_with_the_log_is_a_corrupt_error_naming_the_inde
     _, _, last = batches[3]
     # a well-formed entry whose position is one batch off
     wrong = struct.pack(">ii", last - segment.base_offset, batches[2][0])
-    await read_store.put(keys["index"], wrong)
+    index_key = await put_offset_index(read_store, uploaded, segment, wrong)
     assert uploaded.manifest is not None
     reader = RemoteReader(read_store, chunk_bytes=CHUNK)
     try:
         with pytest.raises(RemoteObjectCorruptError) as caught:
             await reader.read(uploaded.manifest, last + 1, 1000)
-        assert caught.value.key == keys["index"]
+        assert caught.value.key == index_key
         # reads that the entry does not steer are unaffected
         result = await reader.read(uploaded.manifest, segment.base_offset, 100)
         assert result.segment_uuid == segment.segment_uuid

@@ -5,6 +5,8 @@ backwards now and then, mixed codecs and batch sizes) is planned and scanned wit
 timestamp bounds and random byte-range splits; the union of every task's rows must be exactly what
 Kafka's semantics select from the produced list: offsets in ``[lo, hi)``, from the first record whose
 timestamp is >= the start timestamp, up to (not including) the first one whose timestamp is >= the end.
+The archive is made twice, with the indexes in the packed ``.indexes`` object and in the older separate
+``.index`` / ``.timeindex`` objects, and every test over it runs on both.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import asyncio
 import json
 import random
 import shutil
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,7 +23,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.integration.spark.archive import ArchivedPartition, open_partition
+from tests.integration.spark.archive import INDEX_LAYOUTS, ArchivedPartition, IndexLayout, open_partition
 from tierlog.client.spark.options import Bound, parse_options
 from tierlog.client.spark.plan import SegmentTask, plan_segments, resolve_range
 from tierlog.client.spark.scan import (
@@ -28,6 +31,7 @@ from tierlog.client.spark.scan import (
     _TIME_ENTRY,
     ARROW_SCHEMA,
     _Bounds,
+    _decode_index,
     _fetch_index,
     scan_task,
 )
@@ -35,17 +39,23 @@ from tierlog.client.spark.store import LocalArchive, load_manifest
 from tierlog.client.spark.stream import TierlogStreamReader, _prorate, decode_offsets, encode_offsets
 from tierlog.tiering.codec import Compression, Record
 from tierlog.tiering.errors import CorruptRecordError, InvalidRequestError
+from tierlog.tiering.log import SegmentInfo
+from tierlog.tiering.remote import manifest as mf
 from tierlog.tiering.remote.local import LocalObjectStore
 from tierlog.tiering.remote.manifest_store import ManifestStore
+from tierlog.tiering.remote.packed_indexes import IndexRef, index_refs, segment_index_refs
 
 TOPIC = "model"
 COUNT = 400
 T0 = 1_700_000_000_000
 
 
-@pytest.fixture(scope="module")
-def archived(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, ArchivedPartition]]:
-    root = tmp_path_factory.mktemp("model")
+@pytest.fixture(scope="module", params=INDEX_LAYOUTS)
+def archived(
+    tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
+) -> Iterator[tuple[Path, ArchivedPartition]]:
+    layout: IndexLayout = request.param
+    root = tmp_path_factory.mktemp(f"model-{layout}")
     rng = random.Random(5)
     records = [
         Record(
@@ -56,7 +66,7 @@ def archived(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, A
         )
         for i in range(COUNT)
     ]
-    part = open_partition(root / "logs", TOPIC, 0, segment_bytes=2048)
+    part = open_partition(root / "logs", TOPIC, 0, segment_bytes=2048, layout=layout)
     i = 0
     codecs = list(Compression)
     while i < COUNT:
@@ -66,6 +76,7 @@ def archived(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, A
     store = LocalObjectStore(root / "remote", fsync=False)
     asyncio.run(part.upload_sealed(store, ManifestStore(store)))
     assert len(part.uploaded) >= 8
+    assert all((s.indexes is not None) == (layout == "packed") for s in part.uploaded)
     yield root / "remote", part
     part.log.close()
 
@@ -81,9 +92,33 @@ def reference(
     return [r.offset for r in records if lo <= r.offset < hi]
 
 
-def scan_all(root: Path, tasks: list[SegmentTask], **extra: str) -> list[int]:
+class RecordingArchive(LocalArchive):
+    """A local archive that records its reads: ``(key, None)`` for a whole-object GET, ``(key, (start,
+    end))`` for a ranged one."""
+
+    def __init__(self, root: Path) -> None:
+        super().__init__(parse_options({"uri": str(root), "topic": TOPIC}).store)
+        self.reads: list[tuple[str, tuple[int, int] | None]] = []
+
+    def get(self, key: str) -> bytes:
+        self.reads.append((key, None))
+        return super().get(key)
+
+    def get_range(self, key: str, start: int, end: int) -> bytes:
+        self.reads.append((key, (start, end)))
+        return super().get_range(key, start, end)
+
+
+def local_segment(part: ArchivedPartition, segment: mf.RemoteSegment) -> SegmentInfo:
+    """The log engine's own segment an uploaded one was made from."""
+    return next(i for i in part.log.sealed_segments() if i.base_offset == segment.base_offset)
+
+
+def scan_all(
+    root: Path, tasks: list[SegmentTask], archive: LocalArchive | None = None, **extra: str
+) -> list[int]:
     options = parse_options({"uri": str(root), "topic": TOPIC, "maxRowsPerBatch": "7", **extra})
-    archive = LocalArchive(options.store)
+    archive = archive or LocalArchive(options.store)
     offsets: list[int] = []
     for task in tasks:
         for batch in scan_task(archive, options, task):
@@ -137,6 +172,36 @@ def test_splits_read_each_batch_once_and_only_edge_segments_need_indexes(
     assert scan_all(root, split) == list(range(COUNT))
 
 
+def test_the_indexes_are_read_where_the_manifest_entry_says(archived: tuple[Path, ArchivedPartition]) -> None:
+    root, part = archived
+    archive = RecordingArchive(root)
+    segment = part.uploaded[1]
+    offset_ref, time_ref = segment_index_refs(TOPIC, 0, segment)
+    offsets = _fetch_index(archive, offset_ref, _OFFSET_ENTRY, segment.size_bytes)
+    times = _fetch_index(archive, time_ref, _TIME_ENTRY, None)
+    # the entries of the log engine's own index files, whatever the layout
+    info = local_segment(part, segment)
+    assert offsets == _decode_index(info.index_path.read_bytes(), _OFFSET_ENTRY, segment.size_bytes)
+    assert times == _decode_index(info.timeindex_path.read_bytes(), _TIME_ENTRY, None)
+    assert offsets is not None and len(offsets.keys) >= 2 and times is not None and len(times.keys) >= 1
+    stem = f"{TOPIC}/0/{segment.base_offset:020d}-{segment.segment_uuid}"
+    if segment.indexes is None:  # the older layout: each whole object
+        assert archive.reads == [(f"{stem}.index", None), (f"{stem}.timeindex", None)]
+    else:  # one ranged GET of the packed object each, past its 16-byte header
+        o, t = segment.indexes
+        assert archive.reads == [(f"{stem}.indexes", (16, 16 + o)), (f"{stem}.indexes", (16 + o, 16 + o + t))]
+    archive.reads.clear()
+    empty = _fetch_index(
+        archive, IndexRef(f"{stem}.indexes#time", f"{stem}.indexes", 40, 40), _TIME_ENTRY, None
+    )
+    assert empty is not None and not empty.keys and not archive.reads  # no request for an empty index
+    gone = index_refs(TOPIC, 0, segment.base_offset, uuid.uuid4(), segment.indexes)
+    assert [_fetch_index(archive, ref, _OFFSET_ENTRY, None) for ref in gone] == [None, None]  # not found
+    # a range the object does not fill (shorter than the manifest entry says) is no index
+    past_end = IndexRef("past-end", time_ref.object_key, time_ref.start, (time_ref.end or 10**6) + 12)
+    assert _fetch_index(archive, past_end, _TIME_ENTRY, None) is None
+
+
 def test_the_uploaded_indexes_narrow_edge_segments_to_the_wanted_bytes(
     archived: tuple[Path, ArchivedPartition],
 ) -> None:
@@ -144,11 +209,9 @@ def test_the_uploaded_indexes_narrow_edge_segments_to_the_wanted_bytes(
     archive = LocalArchive(parse_options({"uri": str(root), "topic": TOPIC}).store)
     manifest = load_manifest(archive, TOPIC, 0)
     segment = max(part.uploaded, key=lambda s: s.last_offset - s.base_offset)
-    keys = {
-        k: f"{TOPIC}/0/{segment.base_offset:020d}-{segment.segment_uuid}.{k}" for k in ("index", "timeindex")
-    }
-    offsets = _fetch_index(archive, keys["index"], _OFFSET_ENTRY, segment.size_bytes)
-    times = _fetch_index(archive, keys["timeindex"], _TIME_ENTRY, None)
+    offset_ref, time_ref = segment_index_refs(TOPIC, 0, segment)
+    offsets = _fetch_index(archive, offset_ref, _OFFSET_ENTRY, segment.size_bytes)
+    times = _fetch_index(archive, time_ref, _TIME_ENTRY, None)
     assert offsets is not None and len(offsets.keys) >= 3 and times is not None and len(times.keys) >= 2
     middle = segment.base_offset + offsets.keys[1]  # the last offset of the second indexed batch
     (task,) = plan_segments(
@@ -156,10 +219,14 @@ def test_the_uploaded_indexes_narrow_edge_segments_to_the_wanted_bytes(
         resolve_range(manifest, Bound(middle), Bound(middle + 1), fail_on_data_loss=True),
         max_bytes=10**9,
     )
+    assert task.indexes == segment.indexes  # the executor learns the layout from the task
     bounds = _Bounds(task, offsets, None)
     # from the indexed batch holding it up to the next indexed batch
     assert (bounds.start, bounds.end) == (offsets.values[1], offsets.values[2])
-    assert scan_all(root, [task]) == [middle]
+    recording = RecordingArchive(root)
+    assert scan_all(root, [task], recording) == [middle]
+    ref = offset_ref.object_key, None if offset_ref.end is None else (offset_ref.start, offset_ref.end)
+    assert recording.reads[0] == ref and all(key.endswith(".log") for key, _ in recording.reads[1:])
 
 
 def test_option_errors_name_the_option() -> None:
@@ -221,9 +288,18 @@ def test_a_missing_or_garbled_index_costs_bytes_not_correctness(
     copy = tmp_path / "copy"
     shutil.copytree(root, copy)
     segment = part.uploaded[2]
-    stem = copy / TOPIC / "0" / f"{segment.base_offset:020d}-{segment.segment_uuid}"
-    Path(f"{stem}.index").unlink()
-    Path(f"{stem}.timeindex").write_bytes(b"\x00" * 7 + b"\xff" * 17)  # not increasing: ignored
+    offset_ref, time_ref = segment_index_refs(TOPIC, 0, segment)
+    garbage = b"\x00" * 7 + b"\xff" * 17  # not increasing: ignored
+    if segment.indexes is None:
+        (copy / offset_ref.object_key).unlink()
+        (copy / time_ref.object_key).write_bytes(garbage)
+    else:  # the packed object keeps its size: the offset index all 0xff (negative), the time index garbled
+        packed = copy / offset_ref.object_key
+        data = bytearray(packed.read_bytes())
+        assert offset_ref.end is not None and time_ref.end is not None and time_ref.end == len(data)
+        data[offset_ref.start : offset_ref.end] = b"\xff" * (offset_ref.end - offset_ref.start)
+        data[time_ref.start : time_ref.end] = (garbage * len(data))[: time_ref.end - time_ref.start]
+        packed.write_bytes(bytes(data))
     archive = LocalArchive(parse_options({"uri": str(copy), "topic": TOPIC}).store)
     manifest = load_manifest(archive, TOPIC, 0)
     lo, hi = segment.base_offset + 2, segment.last_offset

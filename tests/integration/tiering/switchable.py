@@ -29,6 +29,7 @@ class SwitchableStore:
 
     async def put(self, key: str, data: bytes) -> None:
         self._check()
+        await self._maybe_hang(key)
         await self.inner.put(key, data)
 
     async def put_if_absent(self, key: str, data: bytes) -> bool:
@@ -37,10 +38,13 @@ class SwitchableStore:
 
     async def put_file(self, key: str, path: str | Path) -> None:
         self._check()
+        await self._maybe_hang(key)
+        await self.inner.put_file(key, path)
+
+    async def _maybe_hang(self, key: str) -> None:
         if self.hang_suffix is not None and key.endswith(self.hang_suffix):
             self.hanging.set()
             await asyncio.Event().wait()  # until cancelled: the "crash"
-        await self.inner.put_file(key, path)
 
     async def get(self, key: str) -> bytes:
         self._check()

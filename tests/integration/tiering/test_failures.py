@@ -93,7 +93,7 @@ async def test_broker_stopped_in_the_middle_of_an_upload_cleans_up_and_uploads_a
     start_broker: StartBroker, store: ObjectStore
 ) -> None:
     switch = SwitchableStore(store)
-    switch.hang_suffix = ".index"  # the .log object is up, the broker stops before the .index
+    switch.hang_suffix = ".indexes"  # the .log object is up, the broker stops before the .indexes
     client = await start_broker(remote_store=switch)
     broker = broker_of(client)
     await create_topic(client, "c", **{"segment.bytes": "2048"})

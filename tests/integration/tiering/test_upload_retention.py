@@ -20,6 +20,7 @@ from tierlog.service.state import METRICS
 from tierlog.service.tasks import MAINTENANCE
 from tierlog.tiering.log import ManualClock
 from tierlog.tiering.remote import manifest as mf
+from tierlog.tiering.remote.inventory import check
 from tierlog.tiering.remote.layout import partition_prefix
 from tierlog.tiering.remote.manifest_store import ManifestStore
 from tierlog.tiering.remote.store import ObjectStore
@@ -45,10 +46,11 @@ async def test_sealed_segments_upload_then_local_tier_trims_and_every_record_rea
         (s.base_offset, s.next_offset - 1) for s in sealed
     ]
     assert [s.size_bytes for s in finished] == [s.size_bytes for s in sealed]
-    for segment in finished:  # every upload has its three objects
-        keys = {info.key async for info in store.list(partition_prefix("t", 0))}
+    keys = {info.key async for info in store.list(partition_prefix("t", 0))}
+    for segment in finished:  # every upload has its two objects, the indexes packed
         base = f"t/0/{segment.base_offset:020d}-{segment.segment_uuid}"
-        assert {f"{base}.log", f"{base}.index", f"{base}.timeindex"} <= keys
+        assert {f"{base}.log", f"{base}.indexes"} <= keys and segment.indexes is not None
+        assert f"{base}.index" not in keys
 
     deleted = await client.app[MAINTENANCE].retention_pass()
     assert deleted > 0
@@ -91,6 +93,54 @@ async def test_sealed_segments_upload_then_local_tier_trims_and_every_record_rea
     assert client.app[METRICS].value(
         "tierlog_remote_uploaded_segments_total", topic="t", partition="0"
     ) == len(sealed)
+
+
+async def test_both_index_layouts_upload_and_read_back_through_one_broker(
+    start_broker: StartBroker, store: ObjectStore
+) -> None:
+    # A rolling upgrade: separate index objects first (remote.upload.indexes.packed=false), then packed.
+    client = await start_broker(**{"remote.upload.indexes.packed": "false"})
+    config = {"segment.bytes": "2048", "local.retention.bytes": "2048", "index.interval.bytes": "1"}
+    await create_topic(client, "m", **config)  # an index entry per batch
+    sent = await produce(client, "m", 0, 120)
+    partition = broker_of(client).topic("m").partition(0)
+    await wait_uploaded(client, "m", partition.log.sealed_segments()[-1].next_offset)
+    older = len(mf.readable_segments(await ManifestStore(store).load("m", 0)))
+    await client.close()
+
+    client = await start_broker()
+    sent += await produce(client, "m", 120, 120)
+    partition = broker_of(client).topic("m").partition(0)
+    await wait_uploaded(client, "m", partition.log.sealed_segments()[-1].next_offset)
+    assert await client.app[MAINTENANCE].retention_pass() > 0
+    assert partition.local_log_start_offset >= 200  # nearly everything is read from the bucket
+
+    finished = mf.readable_segments(await ManifestStore(store).load("m", 0))
+    layouts = [s.indexes is not None for s in finished]
+    assert older > 0 and layouts == [False] * older + [True] * (len(finished) - older)
+    keys = {info.key async for info in store.list(partition_prefix("m", 0))}
+    for segment in finished:
+        base = f"m/0/{segment.base_offset:020d}-{segment.segment_uuid}"
+        wanted = {".indexes"} if segment.indexes else {".index", ".timeindex"}
+        assert {base + suffix for suffix in wanted | {".log"}} <= keys
+    records = await consume_native(client, "m", 0)
+    assert [r.offset for r in records] == list(range(240))
+    assert [(r.key, r.value) for r in records] == sent
+    remote_only = [s for s in finished if s.last_offset < partition.local_log_start_offset]
+    older_one = next(s for s in remote_only if s.indexes is None and s.base_offset > 0)
+    packed_one = next(s for s in remote_only if s.indexes is not None)
+    for segment in (older_one, packed_one):  # one of each layout, found through both its indexes
+        timestamp = START_MS + segment.last_offset  # the second batch's: its index entries lead there
+        response = await client.get(
+            "/native/v1/topics/m/partitions/0/offsets",
+            params={"timestamp": str(timestamp)},
+            headers={"Accept": "application/json"},
+        )
+        found = await response.json()
+        assert found["offset"] == segment.last_offset - 9  # the batch's base offset (10 per batch)
+    stats = broker_of(client).remote.reader().stats()
+    assert stats["index_loads"] == 4 and stats["index_missing"] == stats["index_invalid"] == 0
+    assert (await check(store, ManifestStore(store))).clean
 
 
 async def test_whole_log_retention_deletes_remote_segments_and_raises_the_log_start(
