@@ -63,6 +63,7 @@ class PendingRecord:
 
 
 _ids = itertools.count()
+_new_tuple = tuple.__new__
 
 
 @dataclass(eq=False)
@@ -89,13 +90,19 @@ class ProducerBatch:
 
     def complete(self, base_offset: int, log_append_time: int) -> None:
         """Resolve every record's future with its metadata and run callbacks. Idempotent."""
-        for index, pending in enumerate(self.records):
-            offset = base_offset + index if base_offset >= 0 else -1
+        topic, partition = self.tp
+        offset = base_offset if base_offset >= 0 else -1
+        for pending in self.records:
             timestamp = log_append_time if log_append_time >= 0 else pending.record.timestamp
-            metadata = RecordMetadata(self.tp.topic, self.tp.partition, offset, timestamp)
-            if not pending.future.done():
-                pending.future.set_result(metadata)
-            _run_callback(pending.callback, metadata, None)
+            # the tuple's own constructor: RecordMetadata(...) goes through a generated Python __new__
+            metadata = _new_tuple(RecordMetadata, (topic, partition, offset, timestamp))
+            if base_offset >= 0:
+                offset += 1
+            future = pending.future
+            if not future.done():
+                future.set_result(metadata)
+            if pending.callback is not None:
+                _run_callback(pending.callback, metadata, None)
         self.done.set()
 
     def fail(self, error: Exception) -> None:
