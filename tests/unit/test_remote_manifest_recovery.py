@@ -146,21 +146,36 @@ async def test_derive_reads_offsets_timestamps_and_size(local: LocalObjectStore)
     assert derived.size_bytes == len(segment_bytes(40, 15)) and derived.created_ms == 9
 
 
+async def test_the_objects_decide_the_layout_of_a_listed_entry(local: LocalObjectStore) -> None:
+    # an older writer rewrote the manifest and dropped the copy_started entry's indexes field
+    store = ManifestStore(local)
+    chosen = await put_segment(local, 0, 10)
+    size = len(segment_bytes(0, 10))
+    await store.update("t", 0, lambda m: mf.add_segment(m, entry(0, 9, chosen, size, indexes=None)))
+    await local.put(manifest_key("t", 0, 2), b"garbage")
+    recovery = await recover_manifest(local, store, "t", 0, now_ms=7)
+    assert recovery is not None
+    assert [(s.segment_uuid, s.indexes, s.state) for s in recovery.derived] == [
+        (chosen, PACKED, mf.SegmentState.COPY_FINISHED)
+    ]
+
+
 @pytest.mark.parametrize(
     "indexes",
     [b"", b"TLIX", pack(OFFSET_INDEX, TIME_INDEX)[:-1], b"XLIX" + pack(OFFSET_INDEX, TIME_INDEX)[4:]],
     ids=["empty", "short-header", "short-body", "bad-magic"],
 )
-async def test_a_segment_with_an_unsound_packed_index_object_is_never_derived(
+async def test_a_segment_with_an_unsound_packed_index_object_is_derived_without_indexes(
     local: LocalObjectStore, indexes: bytes
 ) -> None:
     chosen = await put_segment(local, 0, 10, indexes=indexes)
-    assert await derive_segment(local, "t", 0, 0, chosen, now_ms=1) is None
+    derived = await derive_segment(local, "t", 0, 0, chosen, now_ms=1)
+    assert derived is not None and derived.indexes == (0, 0)  # no index: reads scan the segment
     store = ManifestStore(local)
     await store.update("t", 0, lambda m: mf.set_log_start_offset(m, 0))
     await local.put(manifest_key("t", 0, 2), b"garbage")
     recovery = await recover_manifest(local, store, "t", 0, now_ms=7)
-    assert recovery is not None and recovery.derived == ()
+    assert recovery is not None and [(s.last_offset, s.indexes) for s in recovery.derived] == [(9, (0, 0))]
 
 
 async def test_a_segment_missing_its_index_objects_is_never_derived(local: LocalObjectStore) -> None:

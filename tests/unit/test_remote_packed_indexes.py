@@ -3,7 +3,6 @@ each index of either layout is read from."""
 
 from __future__ import annotations
 
-import dataclasses
 import struct
 import uuid
 
@@ -12,7 +11,6 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tierlog.tiering.errors import CorruptRecordError
-from tierlog.tiering.remote import manifest as mf
 from tierlog.tiering.remote import packed_indexes as pi
 from tierlog.tiering.remote.layout import parse_segment_key, segment_keys
 
@@ -67,11 +65,3 @@ def test_refs_of_an_older_segment_are_its_two_objects() -> None:
     assert (offset_ref.object_key, offset_ref.start, offset_ref.end) == (keys["index"], 0, None)
     assert (time_ref.cache_key, time_ref.object_key) == (keys["timeindex"], keys["timeindex"])
     assert not offset_ref.empty
-
-
-def test_object_keys_follow_the_entry_layout() -> None:
-    keys = segment_keys("t", 3, 40, U)
-    packed = mf.RemoteSegment(40, 49, 0, 100, U, mf.SegmentState.COPY_STARTED, 0, indexes=(8, 12))
-    assert pi.segment_object_keys("t", 3, packed) == [keys["log"], keys["indexes"]]
-    older = dataclasses.replace(packed, indexes=None)
-    assert pi.segment_object_keys("t", 3, older) == [keys["log"], keys["index"], keys["timeindex"]]

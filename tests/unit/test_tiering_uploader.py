@@ -3,6 +3,7 @@ local-directory store (with the project's fault-injecting wrapper for failures a
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -246,5 +247,34 @@ async def test_upload_without_packing_writes_the_older_separate_index_objects(
         with pytest.raises(NotFoundError):
             await faulty.head(keys["indexes"])
     assert (await check(faulty, manifests)).clean
+    await delete_segments(faulty, manifests, "t", 0, [s.segment_uuid for s in result.segments])
+    assert [i.key async for i in faulty.list("t/0/") if "manifest" not in i.key] == []
+
+
+async def test_an_older_writer_dropping_the_indexes_field_loses_nothing_and_leaks_nothing(
+    plog: PartitionLog, faulty: FaultInjectingStore, clock: ManualClock
+) -> None:
+    # A release before the packed layout rewrites the manifest without the entries' ``indexes`` field.
+    fill(plog, 40)
+    infos = plog.sealed_segments()[:2]
+    manifests = ManifestStore(faulty)
+    result = await upload_segments(faulty, manifests, "t", 0, infos, clock)
+    assert all(s.indexes is not None for s in result.segments)
+
+    def drop_field(m: mf.Manifest) -> mf.Manifest:
+        return dataclasses.replace(
+            m, segments=tuple(dataclasses.replace(s, indexes=None) for s in m.segments)
+        )
+
+    await manifests.update("t", 0, drop_field)
+    report = await check(faulty, manifests)
+    assert report.clean and report.referenced == 4  # the .indexes objects are neither leaks nor missing
+    await faulty.delete(
+        segment_keys("t", 0, infos[0].base_offset, result.segments[0].segment_uuid)["indexes"]
+    )
+    report = await check(faulty, manifests)  # now the first segment lacks its index objects
+    first = segment_keys("t", 0, infos[0].base_offset, result.segments[0].segment_uuid)
+    assert report.missing == sorted([first["index"], first["timeindex"]]) and not report.leaks
+
     await delete_segments(faulty, manifests, "t", 0, [s.segment_uuid for s in result.segments])
     assert [i.key async for i in faulty.list("t/0/") if "manifest" not in i.key] == []

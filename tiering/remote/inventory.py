@@ -22,9 +22,8 @@ from dataclasses import dataclass, field
 
 from tierlog.tiering.errors import NotFoundError
 from tierlog.tiering.remote import manifest as mf
-from tierlog.tiering.remote.layout import manifest_key, parse_manifest_key, parse_segment_key
+from tierlog.tiering.remote.layout import manifest_key, parse_manifest_key, parse_segment_key, segment_keys
 from tierlog.tiering.remote.manifest_store import ManifestStore
-from tierlog.tiering.remote.packed_indexes import segment_object_keys
 from tierlog.tiering.remote.store import ObjectInfo, ObjectStore
 
 __all__ = ["Inventory", "CheckReport", "inventory", "check", "remove_leaks"]
@@ -118,8 +117,8 @@ async def check(
         except Exception as err:  # CorruptRecordError and friends: report, do not judge
             report.errors.append(f"{topic}/{partition}: manifest unreadable: {err}")
             continue
-        wanted = _referenced_keys(manifest)
         present = {info.key for info in objects}
+        wanted = _referenced_keys(manifest, present)
         report.referenced += len(present & set(wanted))
         report.leaks.extend(info for info in objects if info.key not in wanted)
         report.missing.extend(key for key, needed in wanted.items() if needed and key not in present)
@@ -148,13 +147,22 @@ async def _still_there(store: ObjectStore, key: str) -> bool:
     return True
 
 
-def _referenced_keys(manifest: mf.Manifest) -> dict[str, bool]:
-    """Keys the manifest references -> whether they must exist (``copy_finished`` entries)."""
+def _referenced_keys(manifest: mf.Manifest, present: set[str]) -> dict[str, bool]:
+    """Keys the manifest references -> whether they must exist.
+
+    Every object kind of a listed segment is referenced (never a leak). A ``copy_finished`` entry needs its
+    ``.log`` and the index objects of its layout: the ``.indexes`` object, or ``.index`` and ``.timeindex``
+    unless a ``.indexes`` object is there (a release before the packed layout that rewrote the manifest
+    dropped the entry's ``indexes`` field; the reader then scans that segment, it lost nothing).
+    """
     keys: dict[str, bool] = {}
     for segment in manifest.segments:
-        needed = segment.state is mf.SegmentState.COPY_FINISHED
-        for key in segment_object_keys(manifest.topic, manifest.partition, segment):
-            keys[key] = needed
+        finished = segment.state is mf.SegmentState.COPY_FINISHED
+        kinds = segment_keys(manifest.topic, manifest.partition, segment.base_offset, segment.segment_uuid)
+        packed = segment.indexes is not None or kinds["indexes"] in present
+        needs = {"log", "indexes"} if packed else {"log", "index", "timeindex"}
+        for kind, key in kinds.items():
+            keys[key] = finished and (kind in needs)
     return keys
 
 

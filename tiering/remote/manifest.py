@@ -6,7 +6,8 @@ integers in decimal, one trailing newline::
 
     {"crc32c":3808858755,"format":1,"log_start_offset":0,"partition":3,
      "segments":[{"base_offset":0,"base_timestamp":1700000000000,"created_ms":1700000000500,
-                  "last_offset":99,"leader_epochs":[[0,0],[2,57]],"max_timestamp":1700000000999,
+                  "indexes":[96,144],"last_offset":99,"leader_epochs":[[0,0],[2,57]],
+                  "max_timestamp":1700000000999,
                   "segment_uuid":"5f0c2a8e-...","size_bytes":16384,"state":"copy_finished"}],
      "leader_epoch":2,"topic":"orders","version":7}
 
@@ -39,7 +40,7 @@ writers). A reader that does not know ``indexes`` finds no ``.index`` object for
 scans it from its start: slower, still correct.
 
 Segment states follow Kafka's KIP-405: ``copy_started`` is written *before* the objects go up (so an
-orphan can be found and deleted after a crash), ``copy_finished`` after all three objects exist (only
+orphan can be found and deleted after a crash), ``copy_finished`` after all its objects exist (only
 these segments are read), ``delete_started`` before objects are deleted, ``deleted`` after. Unknown keys
 are ignored by readers (additive changes keep format 1); any other change bumps ``format``.
 """

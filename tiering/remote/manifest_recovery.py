@@ -1,16 +1,16 @@
 """Recovering a partition's remote state when its newest manifest versions fail their check.
 
 A manifest version that fails its check (bad CRC, invalid UTF-8, an object describing another version) is
-never used, and never silently treated as "no remote data": that would move the log start offset up to
-the local one and make consumers from ``earliest`` skip everything below it. Instead
-:func:`recover_manifest` starts from the newest version that passes, then re-derives what that version
-lacks from the segment objects themselves. The upload protocol (:mod:`.uploader`) writes a segment's
-``.log`` and ``.indexes`` objects (or, before the packed index layout, ``.log``, ``.index`` and
-``.timeindex``) *before* a manifest lists it ``copy_finished``, so a segment whose objects all exist, whose
-``.indexes`` header is sound and whose ``.log`` object is an unbroken run of CRC-valid batches starting at
-its base offset holds exactly what a listed one would. Segments are re-derived in offset order, each one
-starting where the previous ends; a gap or an object that fails its check stops the chain (what lies
-beyond stays local until uploaded again, and local retention keeps it: it is not covered).
+never used, and never silently treated as "no remote data": that would move the log start offset up to the
+local one and make consumers from ``earliest`` skip everything below it. Instead :func:`recover_manifest`
+starts from the newest version that passes, then re-derives what that version lacks from the segment
+objects themselves. The upload protocol (:mod:`.uploader`) writes a segment's ``.log`` and ``.indexes``
+objects (or, before the packed index layout, ``.log``, ``.index`` and ``.timeindex``) *before* a manifest
+lists it ``copy_finished``, so a segment whose objects all exist and whose ``.log`` object is an unbroken
+run of CRC-valid batches starting at its base offset holds exactly what a listed one would (an unsound
+``.indexes`` object only costs scans: indexes are derived data). Segments are re-derived in offset order,
+each one starting where the previous ends; a gap or an object that fails its check stops the chain (what
+lies beyond stays local until uploaded again, and local retention keeps it: it is not covered).
 
 What recovery cannot bring back it does not invent: a segment the good version lists but whose objects
 are gone (deleted by a retention the damaged version recorded) is still listed, and reads there answer
@@ -104,12 +104,12 @@ async def recover_manifest(
         entry = await derive_segment(
             store, topic, partition, base, segment_uuid, now_ms=now_ms, packed=packed
         )
-        if entry is None or (
-            listed is not None and (listed.last_offset, listed.indexes) != (entry.last_offset, entry.indexes)
-        ):
+        if entry is None or (listed is not None and listed.last_offset != entry.last_offset):
             continue
         if listed is None:
             manifest = mf.add_segment(manifest, entry)
+        elif listed.indexes != entry.indexes:  # the objects decide (an older writer drops the field)
+            manifest = _with_indexes(manifest, segment_uuid, entry.indexes)
         manifest = mf.transition(manifest, segment_uuid, mf.SegmentState.COPY_FINISHED)
         derived.append(mf.find_segment(manifest, segment_uuid) or entry)
         next_offset = entry.last_offset + 1
@@ -130,15 +130,15 @@ async def derive_segment(
     ``segment_uuid``, read from the object (every batch CRC-checked, offsets contiguous from ``base``),
     or ``None`` if the object is missing, empty or fails a check. Reads the object in chunks of
     ``_CHUNK`` bytes (plus at most one batch). ``packed``: the segment's indexes are a ``.indexes`` object,
-    whose header gives the entry's index sizes (``None`` if it is missing or unsound); else the older
-    separate objects. Idempotent.
+    whose header gives the entry's index sizes (``(0, 0)``, no index, if the object is unsound: reads of
+    the segment then scan it); else the older separate objects. Idempotent.
 
     Raises:
         UnavailableError: the store failed.
     """
-    indexes = await _packed_sizes(store, topic, partition, base, segment_uuid) if packed else None
-    if packed and indexes is None:
-        return None
+    indexes = None
+    if packed:  # indexes are derived data: an unsound object costs scans, never the segment
+        indexes = await _packed_sizes(store, topic, partition, base, segment_uuid) or (0, 0)
     key = segment_key(topic, partition, base, segment_uuid, "log")
     try:
         size = (await store.head(key)).size
@@ -191,3 +191,12 @@ async def _packed_sizes(
     except (CorruptRecordError, NotFoundError):
         return None
     return sizes if size == packed_indexes.HEADER_SIZE + sum(sizes) else None
+
+
+def _with_indexes(
+    manifest: mf.Manifest, segment_uuid: uuid.UUID, indexes: tuple[int, int] | None
+) -> mf.Manifest:
+    segments = tuple(
+        replace(s, indexes=indexes) if s.segment_uuid == segment_uuid else s for s in manifest.segments
+    )
+    return replace(manifest, segments=segments)

@@ -13,9 +13,10 @@ Layout (all integers big-endian)::
     16+O    T     the time index, byte for byte as the local ``.timeindex`` file (12-byte entries)
 
 The manifest entry records ``[O, T]`` too (``RemoteSegment.indexes``), so a reader fetches either index
-with one ranged GET and never needs the header; the header makes the object readable on its own (manifest
-recovery, ``tierlog tiering`` tools). Indexes carry no checksum, here as in the local files: the reader
-validates their entries against the manifest and the log, and scans the segment if they fail.
+with one ranged GET and never needs the header; the header makes the object readable on its own
+(manifest recovery re-derives an entry's sizes from it). Indexes carry no checksum, here as in the local
+files: the reader validates their entries against the manifest and the log, and scans the segment if
+they fail.
 """
 
 from __future__ import annotations
@@ -38,12 +39,11 @@ __all__ = [
     "IndexRef",
     "index_refs",
     "segment_index_refs",
-    "segment_object_keys",
 ]
 
 MAGIC = b"TLIX"
 FORMAT = 1
-_HEADER = struct.Struct(">4sIII")
+_HEADER = struct.Struct(">4sIII")  # magic, format, offset index bytes (O), time index bytes (T)
 HEADER_SIZE = _HEADER.size
 
 
@@ -117,12 +117,3 @@ def index_refs(
 def segment_index_refs(topic: str, partition: int, segment: RemoteSegment) -> tuple[IndexRef, IndexRef]:
     """:func:`index_refs` of a manifest entry."""
     return index_refs(topic, partition, segment.base_offset, segment.segment_uuid, segment.indexes)
-
-
-def segment_object_keys(topic: str, partition: int, segment: RemoteSegment) -> list[str]:
-    """The keys of the objects an upload of ``segment`` writes, in its index layout: ``.log`` and
-    ``.indexes``, or ``.log``, ``.index`` and ``.timeindex``. Pure."""
-    keys = segment_keys(topic, partition, segment.base_offset, segment.segment_uuid)
-    if segment.indexes is None:
-        return [keys["log"], keys["index"], keys["timeindex"]]
-    return [keys["log"], keys["indexes"]]

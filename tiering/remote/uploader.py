@@ -366,7 +366,9 @@ async def delete_segments(
         key
         for u in wanted
         if (s := mf.find_segment(marked, u)) is not None
-        for key in packed_indexes.segment_object_keys(topic, partition, s)
+        # every kind, whatever the entry's layout: a release before the packed layout that rewrote the
+        # manifest dropped the entry's ``indexes`` field, so a packed segment may be listed as separate
+        for key in segment_keys(topic, partition, s.base_offset, u).values()
     ]
     if keys:
         await store.delete_many(keys)
