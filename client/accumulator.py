@@ -12,11 +12,12 @@ Everything here runs on the producer's event loop and is not thread-safe.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import itertools
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 from tierlog.client.errors import BufferExhaustedError
 from tierlog.client.idempotence import Stamp, increment_sequence
@@ -54,16 +55,19 @@ class DeliveryFuture(Protocol):
 
 @dataclass(slots=True)
 class PendingRecord:
-    """A record waiting for its batch, and what to complete when the batch is answered."""
+    """A record waiting for its batch, and an optional future to complete when the batch is answered
+    (:meth:`AsyncProducer.enqueue`: the sync producer's futures; ``send`` returns a
+    :class:`~tierlog.client.delivery.FutureRecordMetadata` instead, which needs none)."""
 
     record: Record
     size: int
-    future: DeliveryFuture
+    future: DeliveryFuture | None = None
     callback: Callback | None = None
 
 
 _ids = itertools.count()
 _new_tuple = tuple.__new__
+DoneCallback = tuple[Callable[[Any], object], Any, contextvars.Context | None]
 
 
 @dataclass(eq=False)
@@ -72,12 +76,17 @@ class ProducerBatch:
 
     An idempotent producer's batch gets its ``stamp`` (producer id, epoch, base sequence) when it is first
     drained; ``encoded`` then caches its bytes, so every retry resends the same batch.
+
+    The batch is settled once, by :meth:`complete` (``outcome``: base offset and log append time) or
+    :meth:`fail` (``error``). Records carry no future of their own unless one was given (``futures``, by
+    index); ``FutureRecordMetadata`` handles read the outcome when asked, so completing a batch costs
+    nothing per record without futures or callbacks (``callbacks``, by index).
     """
 
     tp: TopicPartition
     created: float
     deadline: float
-    records: list[PendingRecord] = field(default_factory=list)
+    records: list[Record] = field(default_factory=list)
     size: int = 0
     attempts: int = 0
     retry_at: float = 0.0
@@ -87,33 +96,86 @@ class ProducerBatch:
     stamp: Stamp | None = None
     done: asyncio.Event = field(default_factory=asyncio.Event)
     batch_id: int = field(default_factory=lambda: next(_ids))
+    loop: asyncio.AbstractEventLoop | None = None
+    futures: dict[int, DeliveryFuture] = field(default_factory=dict)
+    callbacks: dict[int, Callback] = field(default_factory=dict)
+    outcome: tuple[int, int] | None = None
+    error: Exception | None = None
+    waiters: list[asyncio.Future[None]] = field(default_factory=list)
+    done_callbacks: list[DoneCallback] = field(default_factory=list)
+
+    @property
+    def settled(self) -> bool:
+        """Whether the batch completed or failed."""
+        return self.outcome is not None or self.error is not None
+
+    def metadata(self, index: int) -> RecordMetadata:
+        """The metadata of record ``index`` of a completed batch."""
+        assert self.outcome is not None
+        base_offset, log_append_time = self.outcome
+        offset = base_offset + index if base_offset >= 0 else -1
+        timestamp = log_append_time if log_append_time >= 0 else self.records[index].timestamp
+        # the tuple's own constructor: RecordMetadata(...) goes through a generated Python __new__
+        return _new_tuple(RecordMetadata, (self.tp.topic, self.tp.partition, offset, timestamp))
+
+    def append(self, pending: PendingRecord) -> int:
+        """Add a record (the caller checked the room); answer its index in the batch."""
+        index = len(self.records)
+        self.records.append(pending.record)
+        self.size += pending.size
+        if pending.future is not None:
+            self.futures[index] = pending.future
+        if pending.callback is not None:
+            self.callbacks[index] = pending.callback
+        return index
 
     def complete(self, base_offset: int, log_append_time: int) -> None:
-        """Resolve every record's future with its metadata and run callbacks. Idempotent."""
-        topic, partition = self.tp
-        offset = base_offset if base_offset >= 0 else -1
-        for pending in self.records:
-            timestamp = log_append_time if log_append_time >= 0 else pending.record.timestamp
-            # the tuple's own constructor: RecordMetadata(...) goes through a generated Python __new__
-            metadata = _new_tuple(RecordMetadata, (topic, partition, offset, timestamp))
-            if base_offset >= 0:
-                offset += 1
-            future = pending.future
-            if not future.done():
+        """Resolve every given future with its record's metadata, run callbacks, wake the handles.
+        Idempotent: only the first settlement counts."""
+        if self.settled:
+            return
+        self.outcome = (base_offset, log_append_time)
+        for index in self._indexes_to_tell():
+            metadata = self.metadata(index)
+            future = self.futures.get(index)
+            if future is not None and not future.done():
                 future.set_result(metadata)
-            if pending.callback is not None:
-                _run_callback(pending.callback, metadata, None)
-        self.done.set()
+            _run_callback(self.callbacks.get(index), metadata, None)
+        self._wake()
 
     def fail(self, error: Exception) -> None:
-        """Fail every record's future with ``error`` and run callbacks. Idempotent."""
-        for pending in self.records:
-            if not pending.future.done():
-                pending.future.set_exception(error)
-                if isinstance(pending.future, asyncio.Future):
+        """Fail every given future with ``error``, run callbacks, wake the handles. Idempotent: only the
+        first settlement counts."""
+        if self.settled:
+            return
+        self.error = error
+        for index in self._indexes_to_tell():
+            future = self.futures.get(index)
+            if future is not None and not future.done():
+                future.set_exception(error)
+                if isinstance(future, asyncio.Future):
                     # A fire-and-forget caller may never look at the future: do not warn about it.
-                    pending.future.exception()
-            _run_callback(pending.callback, None, error)
+                    future.exception()
+            _run_callback(self.callbacks.get(index), None, error)
+        self._wake()
+
+    def _indexes_to_tell(self) -> Iterable[int]:
+        """Indexes of the records with a future or a callback, in record order."""
+        if not self.callbacks:
+            return self.futures.keys()
+        if not self.futures:
+            return self.callbacks.keys()
+        return sorted(self.futures.keys() | self.callbacks.keys())
+
+    def _wake(self) -> None:
+        for waiter in self.waiters:
+            if not waiter.done():
+                waiter.set_result(None)
+        self.waiters.clear()
+        callbacks, self.done_callbacks = self.done_callbacks, []
+        for fn, handle, context in callbacks:
+            assert self.loop is not None  # a handle's callback was added on the batch's loop
+            self.loop.call_soon(fn, handle, context=context)
         self.done.set()
 
 
@@ -157,6 +219,7 @@ class RecordAccumulator:
         self._linger = linger_ms / 1000
         self._delivery_timeout = delivery_timeout_ms / 1000
         self._clock = clock
+        self._loop = asyncio.get_running_loop()  # the loop everything here runs on
         self._queues: dict[TopicPartition, deque[ProducerBatch]] = {}
         self._memory = buffer_memory
         self._used = 0
@@ -219,8 +282,9 @@ class RecordAccumulator:
         queue = self._queues.get(tp)
         return queue is not None and len(queue) > 0 and not queue[-1].full
 
-    def append(self, tp: TopicPartition, pending: PendingRecord) -> None:
-        """Add a record (its memory already reserved) to the last open batch of ``tp``, or a new one."""
+    def append(self, tp: TopicPartition, pending: PendingRecord) -> tuple[ProducerBatch, int]:
+        """Add a record (its memory already reserved) to the last open batch of ``tp``, or a new one;
+        answer the batch and the record's index in it."""
         queue = self._queues.get(tp)
         if queue is None:
             queue = self._queues[tp] = deque()
@@ -230,15 +294,15 @@ class RecordAccumulator:
             batch = None
         if batch is None:
             now = self._clock()
-            batch = ProducerBatch(tp, now, now + self._delivery_timeout)
+            batch = ProducerBatch(tp, now, now + self._delivery_timeout, loop=self._loop)
             queue.append(batch)
             self.incomplete.add(batch)
             self.wakeup.set()
-        batch.records.append(pending)
-        batch.size += pending.size
+        index = batch.append(pending)
         if batch.size >= self._batch_size:
             batch.full = True
             self.wakeup.set()
+        return batch, index
 
     def ready(self, now: float, busy: set[TopicPartition]) -> tuple[list[TopicPartition], float | None]:
         """Partitions whose head batch may be sent now, and the delay until the next one may be."""

@@ -25,7 +25,6 @@ import contextlib
 import inspect
 import logging
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
-from dataclasses import replace
 from typing import Any
 
 from tierlog.client.config import ConsumerConfig
@@ -248,7 +247,7 @@ class AsyncConsumer:
         value = (
             self.config.value_deserializer(record.value) if self.config.value_deserializer else record.value
         )
-        return replace(record, key=key, value=value)
+        return record._replace(key=key, value=value)
 
     def __aiter__(self) -> AsyncIterator[ConsumerRecord]:
         return self._iterate()

@@ -28,6 +28,7 @@ from tierlog.client.errors import NoOffsetForPartitionError
 from tierlog.client.router import Router
 from tierlog.client.transport import BrokerClient
 from tierlog.client.types import CREATE_TIME, LOG_APPEND_TIME, ConsumerRecord, TopicPartition
+from tierlog.tiering.codec import _accel
 from tierlog.tiering.codec.batch import iter_decoded_batches
 from tierlog.tiering.errors import OffsetOutOfRangeError, TierlogError
 
@@ -37,6 +38,7 @@ log = logging.getLogger("tierlog.client.consumer")
 EARLIEST = -2
 LATEST = -1
 COMMITTED = -3
+_new_tuple = tuple.__new__
 CommittedLookup = Callable[[list[TopicPartition]], Awaitable[dict[TopicPartition, int]]]
 
 
@@ -60,13 +62,16 @@ def decode_records(
         if header.is_control:
             continue
         kind = LOG_APPEND_TIME if header.log_append_time else CREATE_TIME
+        native = _accel.native
+        if native is not None:  # built in C, and untracked by the garbage collector (see there)
+            records.extend(
+                native.consumer_records(batch.records, ConsumerRecord, topic, partition, kind, offset)
+            )
+            continue
         for r in batch.records:
-            if r.offset >= offset:
-                append(
-                    ConsumerRecord(
-                        topic, partition, r.offset, r.timestamp, kind, r.key, r.value, list(r.headers)
-                    )
-                )
+            if r.offset >= offset:  # the tuple's own constructor, without the named tuple's Python __new__
+                fields = (topic, partition, r.offset, r.timestamp, kind, r.key, r.value, r.headers)
+                append(_new_tuple(ConsumerRecord, fields))
     return records, next_offset
 
 

@@ -7,8 +7,9 @@
         metadata = await future                                             # wait for the offset
 
 ``send`` picks the partition exactly as the broker and Kafka's Java producer do (murmur2 of the key, sticky
-for keyless records), appends the record to its partition's batch and returns an ``asyncio.Future`` of
-:class:`~tierlog.client.types.RecordMetadata`. It waits only for metadata and for room in ``buffer_memory``,
+for keyless records), appends the record to its partition's batch and returns a future of its
+:class:`~tierlog.client.types.RecordMetadata` (a :class:`~tierlog.client.delivery.FutureRecordMetadata`,
+resolved from the batch: see that module). It waits only for metadata and for room in ``buffer_memory``,
 both at most ``max_block_ms``. A background :class:`~tierlog.client.sender.Sender` builds v2 batches with the
 shared codec and sends each to its partition's leader (:class:`~tierlog.client.router.Router`).
 
@@ -35,12 +36,14 @@ from tierlog.client.accumulator import (
     Callback,
     DeliveryFuture,
     PendingRecord,
+    ProducerBatch,
     RecordAccumulator,
     record_size,
 )
 from tierlog.client.admin import AsyncAdmin
 from tierlog.client.backoff import backoff_seconds
 from tierlog.client.config import ProducerConfig
+from tierlog.client.delivery import FutureRecordMetadata
 from tierlog.client.errors import BufferExhaustedError, ClientClosedError
 from tierlog.client.idempotence import IdempotenceState
 from tierlog.client.router import Router
@@ -159,8 +162,9 @@ class AsyncProducer:
         timestamp: int | None = None,
         *,
         callback: Callback | None = None,
-    ) -> asyncio.Future[RecordMetadata]:
-        """Queue one record; answer a future of its :class:`RecordMetadata`.
+    ) -> FutureRecordMetadata:
+        """Queue one record; answer a future of its :class:`RecordMetadata` (an asyncio future in all but
+        its class, which cannot be cancelled: :mod:`tierlog.client.delivery`).
 
         ``timestamp`` defaults to now (ms). ``callback(metadata, error)`` runs on the loop when the record is
         acknowledged (error None) or fails (metadata None). Waits at most ``max_block_ms`` for metadata and
@@ -180,39 +184,31 @@ class AsyncProducer:
         record, size = self.build_record(value, key, headers, timestamp)
         if self._loop is None:
             await self.start()
-        assert self._loop is not None
-        future: asyncio.Future[RecordMetadata] = self._loop.create_future()
-        if not self._enqueue_now(topic, record, size, future, partition, callback):
-            await self.enqueue(topic, record, size, future, partition, callback)
-        return future
+        queued = self._enqueue_now(topic, record, size, partition, callback)
+        if queued is None:
+            queued = await self._enqueue(topic, record, size, None, partition, callback)
+        return FutureRecordMetadata(*queued)
 
     def _enqueue_now(
-        self,
-        topic: str,
-        record: Record,
-        size: int,
-        future: DeliveryFuture,
-        partition: int | None,
-        callback: Callback | None,
-    ) -> bool:
+        self, topic: str, record: Record, size: int, partition: int | None, callback: Callback | None
+    ) -> tuple[ProducerBatch, int] | None:
         """:meth:`enqueue` when nothing needs a wait or an error: the topic's partition count is known,
-        the partition (if given) valid, buffer room free, the producer healthy. Answers whether the record
-        was queued; False changes nothing (:meth:`enqueue` then does the whole work). The common case of
-        every send, without a coroutine of its own."""
+        the partition (if given) valid, buffer room free, the producer healthy. Answers the batch and the
+        record's index in it, or None having changed nothing (:meth:`_enqueue` then does the whole work).
+        The common case of every send, without a coroutine of its own."""
         acc, sender, meta = self._acc, self._sender, self._router.snapshot
         if acc is None or meta is None or (sender is not None and sender.fatal is not None):
-            return False
+            return None
         count = meta.partition_count(topic)
         if count is None or (partition is not None and not 0 <= partition < count):
-            return False
+            return None
         if not acc.try_reserve(size):
-            return False
+            return None
         if partition is None:
             tp = self._choose_partition(topic, record.key, count)
         else:
             tp = self._partition(topic, partition, count)
-        acc.append(tp, PendingRecord(record, size, future, callback))
-        return True
+        return acc.append(tp, PendingRecord(record, size, None, callback))
 
     def build_record(
         self, value: Any, key: Any = None, headers: HeadersArg = None, timestamp: int | None = None
@@ -262,6 +258,17 @@ class AsyncProducer:
         """Queue a record made by :meth:`build_record`, to complete ``future`` (an asyncio or a
         ``concurrent.futures`` future). Waits and raises as :meth:`send`.
         """
+        await self._enqueue(topic, record, size, future, partition, callback)
+
+    async def _enqueue(
+        self,
+        topic: str,
+        record: Record,
+        size: int,
+        future: DeliveryFuture | None,
+        partition: int | None,
+        callback: Callback | None,
+    ) -> tuple[ProducerBatch, int]:
         if self._closed:
             raise ClientClosedError("the producer is closed")
         if self._acc is None or self._loop is None:
@@ -289,7 +296,7 @@ class AsyncProducer:
         if self._sender is not None and self._sender.fatal is not None:
             await self._acc.release(size)
             raise self._sender.fatal
-        self._acc.append(tp, PendingRecord(record, size, future, callback))
+        return self._acc.append(tp, PendingRecord(record, size, future, callback))
 
     @property
     def producer_identity(self) -> tuple[int, int] | None:

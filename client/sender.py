@@ -230,7 +230,7 @@ class Sender:
             if batch.encoded is None:
                 encode = functools.partial(
                     build_batch,
-                    [p.record for p in batch.records],
+                    batch.records,
                     compression=self._compression,
                     producer_id=batch.stamp.producer_id if batch.stamp else -1,
                     producer_epoch=batch.stamp.producer_epoch if batch.stamp else -1,

@@ -6,7 +6,6 @@ Kafka's: a committed offset is the offset of the next record to read; timestamps
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 __all__ = [
@@ -23,7 +22,7 @@ __all__ = [
 CREATE_TIME = 0
 LOG_APPEND_TIME = 1
 
-Headers = list[tuple[str, bytes | None]]
+Headers = tuple[tuple[str, bytes | None], ...]
 
 
 class TopicPartition(NamedTuple):
@@ -52,12 +51,15 @@ class RecordMetadata(NamedTuple):
         return TopicPartition(self.topic, self.partition)
 
 
-@dataclass(slots=True)
-class ConsumerRecord:
+class ConsumerRecord(NamedTuple):
     """One consumed record. ``timestamp_type`` is :data:`CREATE_TIME` (0) or :data:`LOG_APPEND_TIME` (1).
 
-    ``key`` and ``value`` are ``bytes`` (or None), or what the consumer's deserializers made of them. Not
-    frozen: a frozen dataclass costs four times as much to build, and a consumer builds one per record.
+    ``key`` and ``value`` are ``bytes`` (or None), or what the consumer's deserializers made of them;
+    ``headers`` a tuple of ``(key, value)`` pairs. A named tuple, as kafka-python's: immutable (make a
+    changed copy with ``record._replace(value=...)``) and cheap to build. The compiled codec builds the
+    consumer's records and takes them off the cyclic garbage collector's watch (they hold only strings,
+    numbers, bytes and tuples); as slotted dataclasses with a headers list, the collector walked every
+    record a consumer held on each pass, more than a third of a 100-byte consumer's time here.
     """
 
     topic: str

@@ -40,6 +40,7 @@ def pending(value: bytes = b"v" * 10) -> PendingRecord:
 
 
 def future_of(record: PendingRecord) -> asyncio.Future[RecordMetadata]:
+    """The asyncio future the test gave ``record``."""
     assert isinstance(record.future, asyncio.Future)
     return record.future
 
@@ -122,24 +123,31 @@ async def test_batch_completion_sets_offsets_and_runs_callbacks() -> None:
     clock = Clock()
     acc = make(clock)
     seen: list[tuple[RecordMetadata | None, Exception | None]] = []
-    for _ in range(2):
-        record = pending()
+    records = [pending() for _ in range(3)]
+    for record in records[:2]:
         record.callback = lambda m, e: seen.append((m, e))
-        acc.append(TP, record)
+    records[2].future = None  # a record with neither: nothing to tell
+    assert [acc.append(TP, record)[1] for record in records] == [0, 1, 2]
     (batch,) = acc.drain(TP, 10_000)
     batch.complete(40, -1)
-    assert [future_of(p).result().offset for p in batch.records] == [40, 41]
+    assert [future_of(p).result().offset for p in records[:2]] == [40, 41]
     assert seen == [(RecordMetadata("t", 0, 40, 1), None), (RecordMetadata("t", 0, 41, 1), None)]
+    assert batch.metadata(2) == RecordMetadata("t", 0, 42, 1)
     assert batch.done.is_set()
+    batch.complete(90, -1)  # settled once: a second answer changes nothing
+    batch.fail(ClientClosedError("late"))
+    assert batch.metadata(0).offset == 40 and batch.error is None and len(seen) == 2
 
 
 async def test_failed_batches_fail_every_future() -> None:
     clock = Clock()
     acc = make(clock)
-    acc.append(TP, pending())
-    acc.append(TP, pending())
+    records = [pending(), pending()]
+    for record in records:
+        acc.append(TP, record)
     gone = acc.abort_all(ClientClosedError("closed"))
-    assert all(isinstance(future_of(p).exception(), ClientClosedError) for b in gone for p in b.records)
+    assert all(isinstance(future_of(p).exception(), ClientClosedError) for p in records)
+    assert [isinstance(b.error, ClientClosedError) for b in gone] == [True]
 
 
 async def test_reserve_blocks_until_memory_is_released() -> None:

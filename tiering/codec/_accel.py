@@ -14,7 +14,7 @@ import os
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
-from typing import TYPE_CHECKING, Any, Protocol, cast
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, cast
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -26,6 +26,7 @@ Buffer = bytes | bytearray | memoryview
 __all__ = ["ENV_PURE", "CompiledCodecWarning", "Native", "available", "native", "use"]
 
 ENV_PURE = "TIERLOG_PURE_CODEC"
+_T = TypeVar("_T")
 
 
 class CompiledCodecWarning(RuntimeWarning):
@@ -78,6 +79,16 @@ class Native(Protocol):
         self, key: bytes | None, value: bytes | None, headers: Headers, timestamp: int, /
     ) -> Record: ...
     def set_record_type(self, cls: type, /) -> None: ...
+    def consumer_records(
+        self,
+        records: list[Record],
+        cls: type[_T],
+        topic: str,
+        partition: int,
+        timestamp_type: int,
+        min_offset: int,
+        /,
+    ) -> list[_T]: ...
 
 
 def _load() -> Native | None:

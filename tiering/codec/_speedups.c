@@ -1425,6 +1425,90 @@ py_make_record(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     return new_record(fields);
 }
 
+/* consumer_records(records, cls, topic, partition, timestamp_type, min_offset): the consumer's view of the
+   decoded records whose offset is at least min_offset, as instances of cls, a tuple subclass of the fields
+   (topic, partition, offset, timestamp, timestamp_type, key, value, headers). A consumer builds one per
+   record read. Each is untracked by the cyclic garbage collector when its key, value and headers are (bytes,
+   None and the codec's header tuples are): a tuple cannot be changed to hold anything else, so it can take
+   part in no cycle, and the collector no longer walks every record a consumer holds on each pass (exact
+   tuples get this from the collector itself; subclasses do not). */
+static PyObject *
+py_consumer_records(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    static const char *names[5] = {"key", "value", "headers", "timestamp", "offset"};
+    if (nargs != 6 || !PyList_Check(args[0]) || !PyType_Check(args[1]) ||
+        !PyType_IsSubtype((PyTypeObject *)args[1], &PyTuple_Type)) {
+        PyErr_SetString(PyExc_TypeError,
+                        "consumer_records(records: list, cls: tuple subclass, topic, partition, "
+                        "timestamp_type, min_offset)");
+        return NULL;
+    }
+    PyTypeObject *cls = (PyTypeObject *)args[1];
+    long long min_offset = PyLong_AsLongLong(args[5]);
+    if (min_offset == -1 && PyErr_Occurred()) {
+        return NULL;
+    }
+    PyObject *records = Py_NewRef(args[0]);
+    PyObject *out = PyList_New(0);
+    if (out == NULL) {
+        Py_DECREF(records);
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(records); i++) {
+        PyObject *record = Py_NewRef(PyList_GET_ITEM(records, i));
+        PyObject *f[5] = {NULL, NULL, NULL, NULL, NULL}; /* key, value, headers, timestamp, offset */
+        int ok = 1;
+        for (int k = 0; k < 5 && ok; k++) {
+            if (record_fast && Py_IS_TYPE(record, RecordType)) {
+                f[k] = Py_XNewRef(*(PyObject **)((char *)record + record_slots[k]));
+                if (f[k] == NULL) {
+                    PyErr_Format(PyExc_AttributeError, "record has no %s", names[k]);
+                }
+            } else {
+                f[k] = PyObject_GetAttrString(record, names[k]);
+            }
+            ok = f[k] != NULL;
+        }
+        Py_DECREF(record);
+        long long offset = ok ? PyLong_AsLongLong(f[4]) : 0;
+        if (ok && offset == -1 && PyErr_Occurred()) {
+            ok = 0;
+        }
+        if (ok && offset >= min_offset) {
+            PyObject *t = cls->tp_alloc(cls, 8);
+            if (t == NULL) {
+                ok = 0;
+            } else {
+                int untrack = !PyObject_GC_IsTracked(f[0]) && !PyObject_GC_IsTracked(f[1]) &&
+                              !PyObject_GC_IsTracked(f[2]);
+                PyObject *items[8] = {Py_NewRef(args[2]), Py_NewRef(args[3]), f[4], f[3],
+                                      Py_NewRef(args[4]), f[0], f[1], f[2]};
+                for (int k = 0; k < 8; k++) {
+                    PyTuple_SET_ITEM(t, k, items[k]);
+                }
+                for (int k = 0; k < 5; k++) {
+                    f[k] = NULL; /* the tuple owns them now */
+                }
+                if (untrack && PyObject_GC_IsTracked(t)) {
+                    PyObject_GC_UnTrack(t);
+                }
+                ok = PyList_Append(out, t) == 0;
+                Py_DECREF(t);
+            }
+        }
+        for (int k = 0; k < 5; k++) {
+            Py_XDECREF(f[k]);
+        }
+        if (!ok) {
+            Py_DECREF(records);
+            Py_DECREF(out);
+            return NULL;
+        }
+    }
+    Py_DECREF(records);
+    return out;
+}
+
 static PyObject *
 py_set_record_type(PyObject *self, PyObject *cls)
 {
@@ -1469,6 +1553,7 @@ static PyMethodDef methods[] = {
      NULL},
     {"decode_columns", py_decode_columns, METH_O, NULL},
     {"make_record", (PyCFunction)(void (*)(void))py_make_record, METH_FASTCALL, NULL},
+    {"consumer_records", (PyCFunction)(void (*)(void))py_consumer_records, METH_FASTCALL, NULL},
     {"set_record_type", py_set_record_type, METH_O, NULL},
     {NULL, NULL, 0, NULL},
 };

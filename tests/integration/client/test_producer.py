@@ -71,7 +71,7 @@ async def test_each_codec_round_trips_and_is_stored_compressed(broker: RunningBr
         partition = (await futures[-1]).partition
     records = await read_topic(broker.url, topic, len(values))
     assert [r.value for r in records] == values
-    assert records[7].headers == [("n", b"7"), ("nil", None)]
+    assert records[7].headers == (("n", b"7"), ("nil", None))
     headers = await raw_batches(broker.url, topic, partition)
     assert {h.compression for h in headers} == {int(Compression.from_name(codec))}
     assert len(headers) < len(values)

@@ -7,6 +7,7 @@ import gc
 import os
 import subprocess
 import sys
+from typing import NamedTuple
 
 import pytest
 from hypothesis import given
@@ -94,3 +95,56 @@ def test_make_record_takes_exactly_four_fields() -> None:
         pytest.skip("the compiled codec is not loaded")
     with pytest.raises(TypeError, match="make_record"):
         native.make_record(b"k", b"v", ())  # type: ignore[call-arg]
+
+
+class _Consumed(NamedTuple):
+    topic: str
+    partition: int
+    offset: int
+    timestamp: int
+    timestamp_type: int
+    key: bytes | None
+    value: bytes | None
+    headers: Headers
+
+
+@given(
+    st.lists(
+        st.tuples(
+            st.none() | st.binary(max_size=8),
+            st.none() | st.binary(max_size=8),
+            st.lists(st.tuples(st.text(max_size=4), st.none() | st.binary(max_size=4)), max_size=2).map(
+                tuple
+            ),
+        ),
+        max_size=6,
+    ),
+    st.integers(0, 8),
+)
+def test_consumer_records_match_the_python_loop_and_leave_the_collector(
+    fields: list[tuple[bytes | None, bytes | None, Headers]], min_offset: int
+) -> None:
+    native = _accel.available
+    if native is None:
+        pytest.skip("the compiled codec is not loaded")
+    records = [Record(k, v, h, 1000 + n, n) for n, (k, v, h) in enumerate(fields)]
+    for _ in range(2):  # the header tuples leave the collector, as the decoder's are from the start (a
+        gc.collect()  # pass may see a pair before the tuple holding it: two passes for two levels)
+    made = native.consumer_records(records, _Consumed, "t", 3, 1, min_offset)
+    expected = [_Consumed("t", 3, r.offset, r.timestamp, 1, r.key, r.value, r.headers) for r in records]
+    assert made == [c for c in expected if c.offset >= min_offset]
+    assert all(type(c) is _Consumed for c in made)
+    assert not any(gc.is_tracked(c) for c in made)  # bytes, ints and tuples: never part of a cycle
+
+
+def test_consumer_records_keep_a_record_with_a_container_on_the_collector_and_check_their_arguments() -> None:
+    native = _accel.available
+    if native is None:
+        pytest.skip("the compiled codec is not loaded")
+    listed = Record(b"k", b"v", [("h", b"x")], 5, 0)  # type: ignore[arg-type]  # a list: could join a cycle
+    (made,) = native.consumer_records([listed], _Consumed, "t", 0, 0, 0)
+    assert gc.is_tracked(made) and made.headers is listed.headers
+    with pytest.raises(TypeError, match="consumer_records"):
+        native.consumer_records([listed], dict, "t", 0, 0, 0)
+    with pytest.raises(AttributeError):
+        native.consumer_records([object()], _Consumed, "t", 0, 0, 0)  # type: ignore[list-item]

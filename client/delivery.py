@@ -1,0 +1,125 @@
+"""What :meth:`AsyncProducer.send` answers: a future of one record's metadata that is resolved from its
+batch, not one by one.
+
+A record carries no asyncio future of its own. Its batch is settled once (a base offset and log append
+time, or an error), and :class:`FutureRecordMetadata` computes the record's
+:class:`~tierlog.client.types.RecordMetadata` from that when asked. Completing a batch of thousands of
+records then costs nothing per record, and the producer keeps no long-lived object per queued record
+for the cyclic garbage collector to walk (with a future per record, the collector was a fifth of a
+100-byte producer's time here; see ``docs/benchmarks-client.md``).
+
+It is an asyncio future in everything but its class: ``await``, ``result()``, ``exception()``,
+``done()``, ``add_done_callback()``, and ``asyncio.gather``, ``asyncio.wait``, ``asyncio.wait_for`` and
+``asyncio.shield`` accept it (``asyncio.isfuture`` is true; type checkers see an ``asyncio.Future``). Two
+differences: ``isinstance(f, asyncio.Future)`` is false, and, as in Kafka's Java client, it cannot be
+cancelled (``cancel()`` answers False; the record is sent either way). Cancelling a task that awaits it
+cancels only that wait.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+from collections.abc import Callable, Generator
+from typing import TYPE_CHECKING, Any
+
+from tierlog.client.accumulator import ProducerBatch
+from tierlog.client.types import RecordMetadata
+
+__all__ = ["FutureRecordMetadata"]
+
+if TYPE_CHECKING:  # type checkers see the asyncio future it stands in for (gather/wait/wait_for take it)
+    _FutureBase = asyncio.Future[RecordMetadata]
+else:  # at run time a plain object: an asyncio.Future per record is what this class avoids
+    _FutureBase = object
+
+
+class FutureRecordMetadata(_FutureBase):
+    """The future :class:`RecordMetadata` of one record of ``batch`` (see the module docstring)."""
+
+    __slots__ = ("_batch", "_index")
+
+    # asyncio.isfuture() looks for this attribute: gather/wait/wait_for then use the future API below.
+    # It is never True: this object never yields itself to a task (``__await__`` waits on a future of
+    # its own), so a task cancelling its wait cannot cancel the batch.
+    _asyncio_future_blocking = False
+
+    def __init__(self, batch: ProducerBatch, index: int) -> None:
+        self._batch = batch
+        self._index = index
+
+    def __repr__(self) -> str:
+        batch = self._batch
+        state = "pending" if not batch.settled else ("failed" if batch.error else "done")
+        return f"<FutureRecordMetadata {batch.tp.topic}-{batch.tp.partition} #{self._index} {state}>"
+
+    def get_loop(self) -> asyncio.AbstractEventLoop:
+        """The producer's event loop."""
+        assert self._batch.loop is not None
+        return self._batch.loop
+
+    def done(self) -> bool:
+        """Whether the record was acknowledged or failed."""
+        return self._batch.settled
+
+    def cancelled(self) -> bool:
+        """Always False: the future cannot be cancelled."""
+        return False
+
+    def cancel(self, msg: Any = None) -> bool:
+        """Do nothing and answer False: a queued record is sent either way (Kafka's producer future
+        cannot be cancelled either). Cancel the task that awaits it to stop waiting."""
+        return False
+
+    def result(self) -> RecordMetadata:
+        """The record's metadata.
+
+        Raises:
+            asyncio.InvalidStateError: not done yet.
+            The delivery error (a :class:`~tierlog.client.errors.TierlogClientError`) if it failed.
+        """
+        batch = self._batch
+        if batch.error is not None:
+            raise batch.error
+        if batch.outcome is None:
+            raise asyncio.InvalidStateError("the record is not acknowledged yet")
+        return batch.metadata(self._index)
+
+    def exception(self) -> BaseException | None:
+        """The delivery error, or None if the record was acknowledged.
+
+        Raises:
+            asyncio.InvalidStateError: not done yet.
+        """
+        batch = self._batch
+        if not batch.settled:
+            raise asyncio.InvalidStateError("the record is not acknowledged yet")
+        return batch.error
+
+    def add_done_callback(
+        self, fn: Callable[[FutureRecordMetadata], object], *, context: contextvars.Context | None = None
+    ) -> None:
+        """Schedule ``fn(self)`` on the loop once done (at once if done already)."""
+        batch = self._batch
+        if batch.settled:
+            self.get_loop().call_soon(fn, self, context=context)
+        else:
+            batch.done_callbacks.append((fn, self, context))
+
+    def remove_done_callback(self, fn: Callable[[FutureRecordMetadata], object]) -> int:
+        """Remove ``fn`` from this future's done callbacks; answer how many were removed."""
+        callbacks = self._batch.done_callbacks
+        kept = [entry for entry in callbacks if not (entry[1] is self and entry[0] == fn)]
+        removed = len(callbacks) - len(kept)
+        callbacks[:] = kept
+        return removed
+
+    def __await__(self) -> Generator[Any, None, RecordMetadata]:
+        batch = self._batch
+        if not batch.settled:
+            waiter: asyncio.Future[None] = self.get_loop().create_future()
+            batch.waiters.append(waiter)
+            yield from waiter
+        return self.result()
+
+    __iter__ = __await__
