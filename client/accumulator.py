@@ -118,15 +118,17 @@ class ProducerBatch:
         # the tuple's own constructor: RecordMetadata(...) goes through a generated Python __new__
         return _new_tuple(RecordMetadata, (self.tp.topic, self.tp.partition, offset, timestamp))
 
-    def append(self, pending: PendingRecord) -> int:
+    def append(
+        self, record: Record, size: int, future: DeliveryFuture | None, callback: Callback | None
+    ) -> int:
         """Add a record (the caller checked the room); answer its index in the batch."""
         index = len(self.records)
-        self.records.append(pending.record)
-        self.size += pending.size
-        if pending.future is not None:
-            self.futures[index] = pending.future
-        if pending.callback is not None:
-            self.callbacks[index] = pending.callback
+        self.records.append(record)
+        self.size += size
+        if future is not None:
+            self.futures[index] = future
+        if callback is not None:
+            self.callbacks[index] = callback
         return index
 
     def complete(self, base_offset: int, log_append_time: int) -> None:
@@ -285,11 +287,22 @@ class RecordAccumulator:
     def append(self, tp: TopicPartition, pending: PendingRecord) -> tuple[ProducerBatch, int]:
         """Add a record (its memory already reserved) to the last open batch of ``tp``, or a new one;
         answer the batch and the record's index in it."""
+        return self.append_record(tp, pending.record, pending.size, pending.future, pending.callback)
+
+    def append_record(
+        self,
+        tp: TopicPartition,
+        record: Record,
+        size: int,
+        future: DeliveryFuture | None = None,
+        callback: Callback | None = None,
+    ) -> tuple[ProducerBatch, int]:
+        """:meth:`append` without a :class:`PendingRecord` (``send``'s path: one object fewer per record)."""
         queue = self._queues.get(tp)
         if queue is None:
             queue = self._queues[tp] = deque()
         batch = queue[-1] if queue and not queue[-1].full else None
-        if batch is not None and batch.size + pending.size > self._batch_size:
+        if batch is not None and batch.size + size > self._batch_size:
             batch.full = True
             batch = None
         if batch is None:
@@ -298,7 +311,7 @@ class RecordAccumulator:
             queue.append(batch)
             self.incomplete.add(batch)
             self.wakeup.set()
-        index = batch.append(pending)
+        index = batch.append(record, size, future, callback)
         if batch.size >= self._batch_size:
             batch.full = True
             self.wakeup.set()

@@ -208,7 +208,7 @@ class AsyncProducer:
             tp = self._choose_partition(topic, record.key, count)
         else:
             tp = self._partition(topic, partition, count)
-        return acc.append(tp, PendingRecord(record, size, None, callback))
+        return acc.append_record(tp, record, size, None, callback)
 
     def build_record(
         self, value: Any, key: Any = None, headers: HeadersArg = None, timestamp: int | None = None
