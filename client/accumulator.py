@@ -12,11 +12,16 @@ Everything here runs on the producer's event loop and is not thread-safe.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
+import contextlib
 import contextvars
 import itertools
+from array import array
+from asyncio import InvalidStateError
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
+from types import TracebackType
 from typing import Any, Protocol
 
 from tierlog.client.errors import BufferExhaustedError
@@ -67,7 +72,7 @@ class PendingRecord:
 
 _ids = itertools.count()
 _new_tuple = tuple.__new__
-DoneCallback = tuple[Callable[[Any], object], Any, contextvars.Context | None]
+DoneCallback = tuple[Callable[[Any], object], Any, contextvars.Context]
 
 
 @dataclass(eq=False)
@@ -80,7 +85,9 @@ class ProducerBatch:
     The batch is settled once, by :meth:`complete` (``outcome``: base offset and log append time) or
     :meth:`fail` (``error``). Records carry no future of their own unless one was given (``futures``, by
     index); ``FutureRecordMetadata`` handles read the outcome when asked, so completing a batch costs
-    nothing per record without futures or callbacks (``callbacks``, by index).
+    nothing per record without futures or callbacks (``callbacks``, by index). Settling drops the records
+    and the encoded bytes (a handle kept for later holds only the record timestamps it may need), and the
+    handles' waiters and done callbacks (by index) are woken.
     """
 
     tp: TopicPartition
@@ -101,8 +108,11 @@ class ProducerBatch:
     callbacks: dict[int, Callback] = field(default_factory=dict)
     outcome: tuple[int, int] | None = None
     error: Exception | None = None
-    waiters: list[asyncio.Future[None]] = field(default_factory=list)
-    done_callbacks: list[DoneCallback] = field(default_factory=list)
+    error_traceback: TracebackType | None = None
+    count: int = 0
+    timestamps: array[int] | None = None
+    waiters: dict[int, list[asyncio.Future[None]]] = field(default_factory=dict)
+    done_callbacks: dict[int, list[DoneCallback]] = field(default_factory=dict)
 
     @property
     def settled(self) -> bool:
@@ -114,7 +124,12 @@ class ProducerBatch:
         assert self.outcome is not None
         base_offset, log_append_time = self.outcome
         offset = base_offset + index if base_offset >= 0 else -1
-        timestamp = log_append_time if log_append_time >= 0 else self.records[index].timestamp
+        if log_append_time >= 0:
+            timestamp = log_append_time
+        else:
+            timestamp = (
+                self.timestamps[index] if self.timestamps is not None else self.records[index].timestamp
+            )
         # the tuple's own constructor: RecordMetadata(...) goes through a generated Python __new__
         return _new_tuple(RecordMetadata, (self.tp.topic, self.tp.partition, offset, timestamp))
 
@@ -124,6 +139,7 @@ class ProducerBatch:
         """Add a record (the caller checked the room); answer its index in the batch."""
         index = len(self.records)
         self.records.append(record)
+        self.count = index + 1
         self.size += size
         if future is not None:
             self.futures[index] = future
@@ -141,8 +157,11 @@ class ProducerBatch:
             metadata = self.metadata(index)
             future = self.futures.get(index)
             if future is not None and not future.done():
-                future.set_result(metadata)
+                with contextlib.suppress(InvalidStateError, concurrent.futures.InvalidStateError):
+                    future.set_result(metadata)  # unless cancelled meanwhile (from another thread)
             _run_callback(self.callbacks.get(index), metadata, None)
+        if log_append_time < 0:  # what a handle kept for later still needs, once the records are gone
+            self.timestamps = array("q", [record.timestamp for record in self.records])
         self._wake()
 
     def fail(self, error: Exception) -> None:
@@ -150,14 +169,15 @@ class ProducerBatch:
         first settlement counts."""
         if self.settled:
             return
-        self.error = error
+        self.error, self.error_traceback = error, error.__traceback__
         for index in self._indexes_to_tell():
             future = self.futures.get(index)
             if future is not None and not future.done():
-                future.set_exception(error)
-                if isinstance(future, asyncio.Future):
-                    # A fire-and-forget caller may never look at the future: do not warn about it.
-                    future.exception()
+                with contextlib.suppress(InvalidStateError, concurrent.futures.InvalidStateError):
+                    future.set_exception(error)  # unless cancelled meanwhile (from another thread)
+                    if isinstance(future, asyncio.Future):
+                        # A fire-and-forget caller may never look at the future: do not warn about it.
+                        future.exception()
             _run_callback(self.callbacks.get(index), None, error)
         self._wake()
 
@@ -169,15 +189,19 @@ class ProducerBatch:
             return self.callbacks.keys()
         return sorted(self.futures.keys() | self.callbacks.keys())
 
-    def _wake(self) -> None:
-        for waiter in self.waiters:
+    def wake(self, index: int) -> None:
+        """Wake the waiters and run the done callbacks of the handle of record ``index``."""
+        for waiter in self.waiters.pop(index, ()):
             if not waiter.done():
                 waiter.set_result(None)
-        self.waiters.clear()
-        callbacks, self.done_callbacks = self.done_callbacks, []
-        for fn, handle, context in callbacks:
+        for fn, handle, context in self.done_callbacks.pop(index, ()):
             assert self.loop is not None  # a handle's callback was added on the batch's loop
             self.loop.call_soon(fn, handle, context=context)
+
+    def _wake(self) -> None:
+        for index in list(self.waiters.keys() | self.done_callbacks.keys()):
+            self.wake(index)
+        self.records, self.encoded, self.futures, self.callbacks = [], None, {}, {}
         self.done.set()
 
 

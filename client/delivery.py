@@ -4,16 +4,17 @@ batch, not one by one.
 A record carries no asyncio future of its own. Its batch is settled once (a base offset and log append
 time, or an error), and :class:`FutureRecordMetadata` computes the record's
 :class:`~tierlog.client.types.RecordMetadata` from that when asked. Completing a batch of thousands of
-records then costs nothing per record, and the producer keeps no long-lived object per queued record
+records then costs next to nothing per record, and the producer keeps no long-lived object per queued record
 for the cyclic garbage collector to walk (with a future per record, the collector was a fifth of a
-100-byte producer's time here; see ``docs/benchmarks-client.md``).
+100-byte producer's time on the development machine; see ``docs/benchmarks-client.md``).
 
 It is an asyncio future in everything but its class: ``await``, ``result()``, ``exception()``,
-``done()``, ``add_done_callback()``, and ``asyncio.gather``, ``asyncio.wait``, ``asyncio.wait_for`` and
-``asyncio.shield`` accept it (``asyncio.isfuture`` is true; type checkers see an ``asyncio.Future``). Two
-differences: ``isinstance(f, asyncio.Future)`` is false, and, as in Kafka's Java client, it cannot be
-cancelled (``cancel()`` answers False; the record is sent either way). Cancelling a task that awaits it
-cancels only that wait.
+``done()``, ``add_done_callback()``, ``cancel()``, and ``asyncio.gather``, ``asyncio.wait``,
+``asyncio.wait_for``, ``asyncio.timeout`` and ``asyncio.shield`` accept it (``asyncio.isfuture`` is true;
+type checkers see an ``asyncio.Future``); ``isinstance(f, asyncio.Future)`` is false. Cancelling it (or a
+task awaiting it) cancels that future or that wait only, never the batch: the record is sent anyway, as it
+was with a cancelled per-record asyncio future. A settled batch keeps only what its handles need (the
+outcome and, without a log append time, the record timestamps), not the records.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ else:  # at run time a plain object: an asyncio.Future per record is what this c
 class FutureRecordMetadata(_FutureBase):
     """The future :class:`RecordMetadata` of one record of ``batch`` (see the module docstring)."""
 
-    __slots__ = ("_batch", "_index")
+    __slots__ = ("_batch", "_cancelled", "_index")
 
     # asyncio.isfuture() looks for this attribute: gather/wait/wait_for then use the future API below.
     # It is never True: this object never yields itself to a task (``__await__`` waits on a future of
@@ -47,10 +48,14 @@ class FutureRecordMetadata(_FutureBase):
     def __init__(self, batch: ProducerBatch, index: int) -> None:
         self._batch = batch
         self._index = index
+        self._cancelled = False
 
     def __repr__(self) -> str:
         batch = self._batch
-        state = "pending" if not batch.settled else ("failed" if batch.error else "done")
+        if self._cancelled:
+            state = "cancelled"
+        else:
+            state = "pending" if not batch.settled else ("failed" if batch.error else "done")
         return f"<FutureRecordMetadata {batch.tp.topic}-{batch.tp.partition} #{self._index} {state}>"
 
     def get_loop(self) -> asyncio.AbstractEventLoop:
@@ -59,28 +64,40 @@ class FutureRecordMetadata(_FutureBase):
         return self._batch.loop
 
     def done(self) -> bool:
-        """Whether the record was acknowledged or failed."""
-        return self._batch.settled
+        """Whether the record was acknowledged or failed, or this future cancelled."""
+        return self._cancelled or self._batch.settled
 
     def cancelled(self) -> bool:
-        """Always False: the future cannot be cancelled."""
-        return False
+        """Whether this future was cancelled (the record was sent anyway)."""
+        return self._cancelled
 
     def cancel(self, msg: Any = None) -> bool:
-        """Do nothing and answer False: a queued record is sent either way (Kafka's producer future
-        cannot be cancelled either). Cancel the task that awaits it to stop waiting."""
-        return False
+        """Cancel this future if it is not done: its waiters get ``CancelledError`` and its done callbacks
+        run. The record is sent anyway, as with a cancelled per-record asyncio future: a queued record
+        cannot be taken back. Answers whether it was cancelled now."""
+        if self.done():
+            return False
+        self._cancelled = True
+        self._batch.wake(self._index)
+        return True
+
+    def _make_cancelled_error(self) -> asyncio.CancelledError:
+        """What asyncio.gather asks a cancelled child for (a private part of the future API it uses)."""
+        return asyncio.CancelledError()
 
     def result(self) -> RecordMetadata:
         """The record's metadata.
 
         Raises:
+            asyncio.CancelledError: this future was cancelled.
             asyncio.InvalidStateError: not done yet.
             The delivery error (a :class:`~tierlog.client.errors.TierlogClientError`) if it failed.
         """
+        if self._cancelled:
+            raise asyncio.CancelledError
         batch = self._batch
-        if batch.error is not None:
-            raise batch.error
+        if batch.error is not None:  # with the traceback it had: re-raising must not grow it
+            raise batch.error.with_traceback(batch.error_traceback)
         if batch.outcome is None:
             raise asyncio.InvalidStateError("the record is not acknowledged yet")
         return batch.metadata(self._index)
@@ -89,8 +106,11 @@ class FutureRecordMetadata(_FutureBase):
         """The delivery error, or None if the record was acknowledged.
 
         Raises:
+            asyncio.CancelledError: this future was cancelled.
             asyncio.InvalidStateError: not done yet.
         """
+        if self._cancelled:
+            raise asyncio.CancelledError
         batch = self._batch
         if not batch.settled:
             raise asyncio.InvalidStateError("the record is not acknowledged yet")
@@ -99,26 +119,29 @@ class FutureRecordMetadata(_FutureBase):
     def add_done_callback(
         self, fn: Callable[[FutureRecordMetadata], object], *, context: contextvars.Context | None = None
     ) -> None:
-        """Schedule ``fn(self)`` on the loop once done (at once if done already)."""
-        batch = self._batch
-        if batch.settled:
+        """Schedule ``fn(self)`` on the loop once done (at once if done already), in ``context`` (default:
+        a copy of the current one, as asyncio does)."""
+        if context is None:
+            context = contextvars.copy_context()
+        if self.done():
             self.get_loop().call_soon(fn, self, context=context)
         else:
-            batch.done_callbacks.append((fn, self, context))
+            self._batch.done_callbacks.setdefault(self._index, []).append((fn, self, context))
 
     def remove_done_callback(self, fn: Callable[[FutureRecordMetadata], object]) -> int:
         """Remove ``fn`` from this future's done callbacks; answer how many were removed."""
-        callbacks = self._batch.done_callbacks
-        kept = [entry for entry in callbacks if not (entry[1] is self and entry[0] == fn)]
+        callbacks = self._batch.done_callbacks.get(self._index)
+        if not callbacks:
+            return 0
+        kept = [entry for entry in callbacks if entry[0] != fn]
         removed = len(callbacks) - len(kept)
         callbacks[:] = kept
         return removed
 
     def __await__(self) -> Generator[Any, None, RecordMetadata]:
-        batch = self._batch
-        if not batch.settled:
+        if not self.done():
             waiter: asyncio.Future[None] = self.get_loop().create_future()
-            batch.waiters.append(waiter)
+            self._batch.waiters.setdefault(self._index, []).append(waiter)
             yield from waiter
         return self.result()
 

@@ -100,3 +100,10 @@ def test_format_fields_are_checked() -> None:
     assert parse_format("value, key") == ["value", "key"]
     with pytest.raises(InvalidRequestError, match="colour"):
         parse_format("value,colour")
+
+
+def test_the_pure_python_loop_builds_the_same_records(monkeypatch: pytest.MonkeyPatch) -> None:
+    data = batch(10, 5) + batch(15, 5, compression=Compression.LZ4)
+    compiled = decode_records(TP, data, 12, verify=True)
+    monkeypatch.setattr(_accel, "native", None)
+    assert decode_records(TP, data, 12, verify=True) == compiled

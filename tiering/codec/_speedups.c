@@ -1425,29 +1425,69 @@ py_make_record(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     return new_record(fields);
 }
 
+/* Whether the collector might have to see o: CPython's own rule (exact tuples it has untracked are safe,
+   every other container is not). */
+static int
+may_be_tracked(PyObject *o)
+{
+    if (!PyObject_IS_GC(o)) {
+        return 0;
+    }
+    return PyTuple_CheckExact(o) ? PyObject_GC_IsTracked(o) : 1;
+}
+
+/* A plain tuple subclass of exactly a tuple's layout: no __dict__, no extra slots, no weak references (a
+   named tuple is one). Only such a class may be filled item by item and untracked. */
+static int
+plain_tuple_subclass(PyTypeObject *cls)
+{
+    if (cls->tp_base != &PyTuple_Type || cls->tp_dictoffset != 0 ||
+        cls->tp_basicsize != PyTuple_Type.tp_basicsize || cls->tp_itemsize != PyTuple_Type.tp_itemsize ||
+        cls->tp_weaklistoffset != 0 || !(cls->tp_flags & Py_TPFLAGS_HEAPTYPE)) {
+        return 0;
+    }
+#ifdef Py_TPFLAGS_MANAGED_DICT
+    if (cls->tp_flags & Py_TPFLAGS_MANAGED_DICT) {
+        return 0;
+    }
+#endif
+    /* a named tuple of the eight fields; not a struct sequence (os.stat_result and kin: they look the
+       same from here, but own hidden fields past their items) */
+    if (PyDict_GetItemString(cls->tp_dict, "n_fields") != NULL) {
+        return 0;
+    }
+    PyObject *fields = PyObject_GetAttrString((PyObject *)cls, "_fields");
+    int named = fields != NULL && PyTuple_Check(fields) && PyTuple_GET_SIZE(fields) == 8;
+    Py_XDECREF(fields);
+    PyErr_Clear();
+    return named;
+}
+
 /* consumer_records(records, cls, topic, partition, timestamp_type, min_offset): the consumer's view of the
-   decoded records whose offset is at least min_offset, as instances of cls, a tuple subclass of the fields
-   (topic, partition, offset, timestamp, timestamp_type, key, value, headers). A consumer builds one per
-   record read. Each is untracked by the cyclic garbage collector when its key, value and headers are (bytes,
-   None and the codec's header tuples are): a tuple cannot be changed to hold anything else, so it can take
-   part in no cycle, and the collector no longer walks every record a consumer holds on each pass (exact
-   tuples get this from the collector itself; subclasses do not). */
+   decoded records whose offset is at least min_offset, as instances of cls, a plain tuple subclass (a named
+   tuple) of the fields (topic, partition, offset, timestamp, timestamp_type, key, value, headers). A
+   consumer builds one per record read. Each is untracked by the cyclic garbage collector when none of its
+   items might be tracked (strings, numbers, bytes, None and the codec's untracked header tuples), as the
+   collector itself untracks such exact tuples (it leaves subclasses alone): an immutable tuple of such
+   items takes part in no cycle, and the collector no longer walks every record a consumer holds. */
 static PyObject *
 py_consumer_records(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     static const char *names[5] = {"key", "value", "headers", "timestamp", "offset"};
     if (nargs != 6 || !PyList_Check(args[0]) || !PyType_Check(args[1]) ||
-        !PyType_IsSubtype((PyTypeObject *)args[1], &PyTuple_Type)) {
+        !plain_tuple_subclass((PyTypeObject *)args[1])) {
         PyErr_SetString(PyExc_TypeError,
-                        "consumer_records(records: list, cls: tuple subclass, topic, partition, "
+                        "consumer_records(records: list, cls: a named tuple class, topic, partition, "
                         "timestamp_type, min_offset)");
         return NULL;
     }
     PyTypeObject *cls = (PyTypeObject *)args[1];
-    long long min_offset = PyLong_AsLongLong(args[5]);
-    if (min_offset == -1 && PyErr_Occurred()) {
+    PyObject *min_offset = args[5];
+    if (!PyLong_Check(min_offset)) {
+        PyErr_SetString(PyExc_TypeError, "consumer_records: min_offset must be an int");
         return NULL;
     }
+    int shared_untracked = !may_be_tracked(args[2]) && !may_be_tracked(args[3]) && !may_be_tracked(args[4]);
     PyObject *records = Py_NewRef(args[0]);
     PyObject *out = PyList_New(0);
     if (out == NULL) {
@@ -1470,17 +1510,23 @@ py_consumer_records(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
             ok = f[k] != NULL;
         }
         Py_DECREF(record);
-        long long offset = ok ? PyLong_AsLongLong(f[4]) : 0;
-        if (ok && offset == -1 && PyErr_Occurred()) {
-            ok = 0;
+        int keep = 0;
+        if (ok) { /* exact for any int, past int64 too */
+            keep = PyObject_RichCompareBool(f[4], min_offset, Py_GE);
+            ok = keep >= 0;
         }
-        if (ok && offset >= min_offset) {
+        if (ok && keep) {
             PyObject *t = cls->tp_alloc(cls, 8);
             if (t == NULL) {
                 ok = 0;
             } else {
-                int untrack = !PyObject_GC_IsTracked(f[0]) && !PyObject_GC_IsTracked(f[1]) &&
-                              !PyObject_GC_IsTracked(f[2]);
+#if PY_VERSION_HEX >= 0x030E0000
+                ((PyTupleObject *)t)->ob_hash = -1; /* the cached hash, unset (as tuple_subtype_new does) */
+#endif
+                int untrack = shared_untracked;
+                for (int k = 0; k < 5; k++) {
+                    untrack = untrack && !may_be_tracked(f[k]);
+                }
                 PyObject *items[8] = {Py_NewRef(args[2]), Py_NewRef(args[3]), f[4], f[3],
                                       Py_NewRef(args[4]), f[0], f[1], f[2]};
                 for (int k = 0; k < 8; k++) {

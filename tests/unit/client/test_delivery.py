@@ -4,6 +4,8 @@ future (await, gather, wait, wait_for, done callbacks), never cancelling the bat
 from __future__ import annotations
 
 import asyncio
+import contextvars
+import traceback
 
 import pytest
 
@@ -77,22 +79,65 @@ async def test_done_callbacks_run_on_the_loop_once_and_can_be_removed() -> None:
     assert seen == [futures[0], futures[1]]
 
 
-async def test_it_cannot_be_cancelled_and_a_cancelled_wait_leaves_the_batch_alone() -> None:
-    batch, futures = queued(2)
-    assert futures[0].cancel() is False and not futures[0].cancelled()
+async def test_cancelling_a_future_or_a_wait_never_touches_the_batch() -> None:
+    batch, futures = queued(4)
     assert asyncio.ensure_future(futures[0]) is futures[0]  # a future already: asyncio takes it as is
+    seen: list[FutureRecordMetadata] = []
+    futures[0].add_done_callback(seen.append)
 
     async def wait(future: FutureRecordMetadata) -> RecordMetadata:
         return await future
 
     task = asyncio.create_task(wait(futures[0]))
     await asyncio.sleep(0)
-    task.cancel()
+    assert futures[0].cancel() and futures[0].cancelled() and futures[0].done()
     with pytest.raises(asyncio.CancelledError):
         await task
-    with pytest.raises(TimeoutError):
-        await asyncio.wait_for(asyncio.shield(futures[1]), 0)
-    batch.complete(10, -1)
-    assert [f.result().offset for f in futures] == [10, 11]  # the batch outlived both waits
+    await asyncio.sleep(0)
+    assert seen == [futures[0]] and not futures[0].cancel()  # done: a second cancel does nothing
+    with pytest.raises(asyncio.CancelledError):
+        futures[0].result()
+    with pytest.raises(TimeoutError):  # asyncio's timeouts cancel the future they wait for
+        await asyncio.wait_for(futures[1], 0.01)
+    gathering = asyncio.create_task(wait(asyncio.gather(*futures[2:])))  # type: ignore[arg-type]
+    await asyncio.sleep(0)
+    gathering.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await gathering
+    assert all(f.cancelled() for f in futures) and not batch.settled  # gather cancelled its children
+    batch.complete(10, -1)  # the batch outlived every cancel: the records are sent, their offsets known
+    assert batch.metadata(3).offset == 13
     done, pending = await asyncio.wait(futures)
     assert done == set(futures) and not pending
+
+
+async def test_a_settled_batch_keeps_no_records_and_errors_keep_their_traceback() -> None:
+    batch, futures = queued(2)
+    batch.encoded = b"x" * 100
+    batch.complete(5, -1)
+    assert batch.records == [] and batch.encoded is None  # a kept future holds only the timestamps
+    assert [f.result() for f in futures] == [RecordMetadata("t", 2, 5, 1000), RecordMetadata("t", 2, 6, 1001)]
+    failed, others = queued(1)
+    try:
+        raise ClientClosedError("closed")
+    except ClientClosedError as err:
+        failed.fail(err)
+    depths = []
+    for _ in range(3):
+        try:
+            await others[0]
+        except ClientClosedError as err:
+            depths.append(len(traceback.extract_tb(err.__traceback__)))
+    assert depths[0] == depths[1] == depths[2]  # re-raising does not grow the shared error's traceback
+
+
+async def test_done_callbacks_run_in_the_context_they_were_added_in() -> None:
+    batch, futures = queued(1)
+    where: contextvars.ContextVar[str] = contextvars.ContextVar("where", default="sender")
+    seen: list[str] = []
+    where.set("caller")
+    futures[0].add_done_callback(lambda _: seen.append(where.get()))
+    where.set("elsewhere")
+    batch.complete(0, -1)
+    await asyncio.sleep(0)
+    assert seen == ["caller"]

@@ -148,3 +148,33 @@ def test_consumer_records_keep_a_record_with_a_container_on_the_collector_and_ch
         native.consumer_records([listed], dict, "t", 0, 0, 0)
     with pytest.raises(AttributeError):
         native.consumer_records([object()], _Consumed, "t", 0, 0, 0)  # type: ignore[list-item]
+
+
+class _Loose(_Consumed):  # a subclass with a __dict__: a record could then hold itself
+    pass
+
+
+@pytest.mark.parametrize(
+    "cls", [os.stat_result, _Loose, tuple, dict], ids=["struct-sequence", "dict", "tuple", "not-a-tuple"]
+)
+def test_consumer_records_refuse_classes_they_cannot_fill_safely(cls: type) -> None:
+    native = _accel.available
+    if native is None:
+        pytest.skip("the compiled codec is not loaded")
+    with pytest.raises(TypeError, match="named tuple"):
+        native.consumer_records([Record(b"k", b"v", (), 1, 0)], cls, "t", 0, 0, 0)
+
+
+def test_consumer_records_keep_records_with_possible_containers_tracked_and_hash_as_tuples() -> None:
+    native = _accel.available
+    if native is None:
+        pytest.skip("the compiled codec is not loaded")
+    plain = Record(b"k", b"v", (), 1, 2**70)  # an offset past int64 (the base offset is outside the CRC)
+    (made,) = native.consumer_records([plain], _Consumed, "t", 0, 0, -5)
+    assert not gc.is_tracked(made) and made.offset == 2**70 and hash(made) == hash(tuple(made))
+    assert native.consumer_records([plain], _Consumed, "t", 0, 0, 2**71) == []
+    keyed = Record({}, b"v", (), 1, 0)  # type: ignore[arg-type]  # an empty dict is untracked, yet mutable
+    (made,) = native.consumer_records([keyed], _Consumed, "t", 0, 0, 0)
+    assert gc.is_tracked(made)
+    (made,) = native.consumer_records([plain], _Consumed, ["t"], 0, 0, 0)  # type: ignore[arg-type]
+    assert gc.is_tracked(made)
