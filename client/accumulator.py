@@ -109,7 +109,6 @@ class ProducerBatch:
     outcome: tuple[int, int] | None = None
     error: Exception | None = None
     error_traceback: TracebackType | None = None
-    count: int = 0
     timestamps: array[int] | None = None
     waiters: dict[int, list[asyncio.Future[None]]] = field(default_factory=dict)
     done_callbacks: dict[int, list[DoneCallback]] = field(default_factory=dict)
@@ -139,7 +138,6 @@ class ProducerBatch:
         """Add a record (the caller checked the room); answer its index in the batch."""
         index = len(self.records)
         self.records.append(record)
-        self.count = index + 1
         self.size += size
         if future is not None:
             self.futures[index] = future
