@@ -97,10 +97,14 @@ class BlackholeProxy:
             pass  # a peer went away: the connection ends, as a real network path's would
         finally:
             self._connections.discard(connection)
+            # close both ends before awaiting either: a cancel that lands in the first wait must not leave the
+            # other transport open, to be collected after the loop has closed ("loop is closed")
+            ends = [w for w in (writer, upstream_writer) if w is not None]
+            for w in ends:
+                w.close()
             self._writers.discard(writer)
-            for w in (writer, upstream_writer):
-                if w is not None:
-                    await _close(w)
+            for w in ends:
+                await _close(w)
 
 
 async def _close(writer: asyncio.StreamWriter) -> None:
