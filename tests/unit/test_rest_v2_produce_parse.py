@@ -31,7 +31,9 @@ from tierlog.service.rest_v2.produce_body import (
     _json_field,
     _partition_field,
     _record_problem,
+    count_bytes,
 )
+from tierlog.tiering.codec import _accel
 from tierlog.tiering.errors import (
     BadRequestError,
     InsufficientStorageError,
@@ -249,3 +251,34 @@ def test_the_answer_text_is_the_offsets_dump_for_any_runs(
     offsets = produce_offsets(len(partitions), grouped)
     expected = dump_json({"offsets": offsets, "key_schema_id": None, "value_schema_id": None})
     assert bytes(produce_answer(partitions, outcomes)) == expected
+
+
+def _counts(data: bytes, needle: bytes, limit: int | None) -> list[int]:
+    """count_bytes as the pure fallback and as the compiled core answer it (the compiled one when loaded)."""
+    answers = []
+    for implementation in ("pure", "compiled") if _accel.available is not None else ("pure",):
+        with _accel.use(implementation):
+            answers.append(count_bytes(data, needle, limit))
+    return answers
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    data=st.binary(max_size=9000).map(lambda b: b.replace(b"\x00", b"{")),
+    needle=st.sampled_from([b"{", b"a", b'"records"', b"aa", b"{{{"]),
+    limit=st.none() | st.integers(0, 40),
+)
+def test_count_bytes_is_bytes_count_up_to_its_limit(data: bytes, needle: bytes, limit: int | None) -> None:
+    expected = data.count(needle) if limit is None else min(data.count(needle), limit)
+    assert set(_counts(data, needle, limit)) == {expected}
+
+
+@pytest.mark.parametrize("size", [0, 1, 4079, 4080, 4081, 8160 + 17, 2**20 + 1])
+def test_count_bytes_on_block_edges_dense_runs_and_large_bodies(size: int) -> None:
+    dense = b"{" * size  # every byte a hit: no lane of a block may pass 255
+    sparse = bytes(i % 251 for i in range(size))
+    for data in (dense, sparse):
+        for limit in (None, 0, 4081):
+            expected = data.count(b"{") if limit is None else min(data.count(b"{"), limit)
+            assert set(_counts(data, b"{", limit)) == {expected}
+    assert set(_counts(b"a" * size, b"aa", None)) == {size // 2}  # no overlapping matches
