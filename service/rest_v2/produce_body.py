@@ -399,6 +399,26 @@ class _Body(msgspec.Struct, forbid_unknown_fields=True, gc=False):
 _DECODER = msgspec.json.Decoder(_Body)
 
 
+class _TextRecord(msgspec.Struct, forbid_unknown_fields=True, gc=False):
+    """:class:`_Record` with its key and value left as the base64 text, for the compiled core to decode
+    (``decode_base64_list``) with the GIL released."""
+
+    key: str | None = None
+    value: str | None = None
+    partition: Annotated[int, msgspec.Meta(ge=0)] | None = None
+
+
+class _TextBody(msgspec.Struct, forbid_unknown_fields=True, gc=False):
+    records: list[_TextRecord]
+    key_schema: _Scalar = None
+    key_schema_id: _Scalar = None
+    value_schema: _Scalar = None
+    value_schema_id: _Scalar = None
+
+
+_TEXT_DECODER = msgspec.json.Decoder(_TextBody)
+
+
 def _fast_binary_rows(body: bytes, max_records: int | None) -> ProduceColumns | None:
     """The records of a valid ``binary`` body, decoded and checked whole by msgspec, or None: then the
     body may be invalid, and only the walk knows the exact error. Pure.
@@ -416,7 +436,9 @@ def _fast_binary_rows(body: bytes, max_records: int | None) -> ProduceColumns | 
     string or null, a partition that is not a non-negative integer, and a repeated field whose first value
     is bad (the walk keeps the last one). The records come out as structs the garbage collector does not
     track; their columns are taken a slice of :data:`YIELD_MASK` + 1 at a time with the GIL handed over
-    between slices."""
+    between slices. With the compiled codec msgspec reads keys and values as text, and the compiled core
+    decodes them (``decode_base64_list``) with the GIL released, declining any text that is not canonical
+    base64 (then the walk decides)."""
     if len(body) > FAST_PATH_MAX_BYTES or body[:1] != b"{" or b"\\" in body:
         return None
     if count_bytes(body, b'"records"', 2) != 1:
@@ -424,14 +446,19 @@ def _fast_binary_rows(body: bytes, max_records: int | None) -> ProduceColumns | 
     braces = count_bytes(body, b"{", FAST_PATH_MAX_RECORDS + 2) - 1  # at least the record count
     if braces > FAST_PATH_MAX_RECORDS or (max_records is not None and braces > max_records):
         return None
+    native = _accel.native
     try:
-        records = _DECODER.decode(body).records
+        records: list[_Record] | list[_TextRecord] = (
+            (_DECODER if native is None else _TEXT_DECODER).decode(body).records
+        )
     except (msgspec.MsgspecError, ValueError, RecursionError):  # UnicodeDecodeError is a ValueError
         return None
     if not records or (max_records is not None and len(records) > max_records):
         return None
     out = ProduceColumns()
-    keys, values, partitions = out.keys, out.values, out.partitions
+    keys: list[Any] = []  # base64 text until decoded below, with the compiled core
+    values: list[Any] = []
+    partitions = out.partitions
     step = YIELD_MASK + 1
     for low in range(0, len(records), step):
         if low:
@@ -440,6 +467,9 @@ def _fast_binary_rows(body: bytes, max_records: int | None) -> ProduceColumns | 
         keys += [record.key for record in chunk]
         values += [record.value for record in chunk]
         partitions += [record.partition for record in chunk]
+    if native is not None and not (native.decode_base64_list(keys) and native.decode_base64_list(values)):
+        return None  # some key or value is not canonical base64: the walk knows whether it is an error
+    out.keys, out.values = keys, values
     return out
 
 

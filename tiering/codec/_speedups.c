@@ -16,6 +16,7 @@
  *   decode_columns(sections) -> tuple of column buffers (see columns.py)
  *   set_record_type(Record) binds the dataclass whose slots decode_records fills directly.
  *   count_bytes(buf, needle, limit) -> bytes.count(needle), at most limit (scans JSON bodies for the REST path)
+ *   decode_base64_list(items) -> True having decoded each base64 str of the list in place, or False
  *
  * Record layout (records.py has the diagram): length varint, attributes int8, timestamp_delta varlong,
  * offset_delta varint, key, value, header_count varint, headers.
@@ -1669,6 +1670,153 @@ py_count_bytes(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     return PyLong_FromSsize_t(total);
 }
 
+/* decode_base64_list(items) -> bool: replaces each str of the list ``items`` by the bytes it encodes in
+ * base64, leaving None as it is, and answers True; answers False, the list unchanged, when an item is
+ * neither, or not ASCII, or not canonical base64: a length that is a multiple of 4, the 64-character
+ * alphabet, and at most two '=' only at the end. What it accepts it decodes as base64.b64decode(s,
+ * validate=True) does (bits past the last byte ignored); the caller falls back to a decoder that knows the
+ * exact error for the rest. The output objects are made first, then filled with the GIL released when the
+ * text is large (the strs are held until then; the list must not be shared with another thread). */
+#define B64_BAD 0x01000000u
+static uint32_t b64_table[4][256];
+
+static void
+b64_init(void)
+{
+    static const char alphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    for (int k = 0; k < 4; k++) {
+        for (int c = 0; c < 256; c++) {
+            b64_table[k][c] = B64_BAD;
+        }
+        for (uint32_t v = 0; v < 64; v++) {
+            b64_table[k][(unsigned char)alphabet[v]] = v << (18 - 6 * k);
+        }
+    }
+}
+
+/* Decode ``n`` (a multiple of 4, not 0) characters into ``out``; 0 when a character is outside the alphabet
+ * or the padding is misplaced. */
+static int
+b64_decode(const unsigned char *in, Py_ssize_t n, unsigned char *out)
+{
+    Py_ssize_t full = n - 4; /* the last quantum may carry padding */
+    uint32_t bad = 0;
+    for (Py_ssize_t i = 0; i < full; i += 4) {
+        uint32_t x = b64_table[0][in[i]] | b64_table[1][in[i + 1]] | b64_table[2][in[i + 2]] |
+                     b64_table[3][in[i + 3]];
+        bad |= x;
+        out[0] = (unsigned char)(x >> 16);
+        out[1] = (unsigned char)(x >> 8);
+        out[2] = (unsigned char)x;
+        out += 3;
+    }
+    if (bad & B64_BAD) {
+        return 0;
+    }
+    const unsigned char *q = in + full;
+    int pads = (q[3] == '=') + (q[3] == '=' && q[2] == '=');
+    uint32_t x = b64_table[0][q[0]] | b64_table[1][q[1]] | (pads == 2 ? 0 : b64_table[2][q[2]]) |
+                 (pads >= 1 ? 0 : b64_table[3][q[3]]);
+    if (x & B64_BAD) {
+        return 0;
+    }
+    out[0] = (unsigned char)(x >> 16);
+    if (pads < 2) {
+        out[1] = (unsigned char)(x >> 8);
+    }
+    if (pads < 1) {
+        out[2] = (unsigned char)x;
+    }
+    return 1;
+}
+
+/* Decode every held text into its output; 0 at the first that is not base64. Needs no GIL: the texts are
+ * held and immutable, the outputs not yet shared. */
+static int
+b64_decode_all(PyObject **texts, PyObject **outs, Py_ssize_t count)
+{
+    for (Py_ssize_t i = 0; i < count; i++) {
+        Py_ssize_t n = texts[i] == NULL ? 0 : PyUnicode_GET_LENGTH(texts[i]);
+        if (n && !b64_decode(PyUnicode_1BYTE_DATA(texts[i]), n, (unsigned char *)PyBytes_AS_STRING(outs[i]))) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+static PyObject *
+py_decode_base64_list(PyObject *self, PyObject *items)
+{
+    if (!PyList_CheckExact(items)) {
+        PyErr_SetString(PyExc_TypeError, "decode_base64_list() needs a list");
+        return NULL;
+    }
+    Py_ssize_t count = PyList_GET_SIZE(items);
+    PyObject **texts = PyMem_Calloc(count ? count : 1, sizeof(PyObject *));
+    PyObject **outs = PyMem_Calloc(count ? count : 1, sizeof(PyObject *));
+    if (texts == NULL || outs == NULL) {
+        PyMem_Free(texts);
+        PyMem_Free(outs);
+        return PyErr_NoMemory();
+    }
+    int ok = 1;
+    Py_ssize_t total = 0;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        PyObject *item = PyList_GET_ITEM(items, i);
+        if (item == Py_None) {
+            continue;
+        }
+        if (!PyUnicode_CheckExact(item) || !PyUnicode_IS_COMPACT_ASCII(item)) {
+            ok = 0;
+            break;
+        }
+        Py_ssize_t n = PyUnicode_GET_LENGTH(item);
+        if (n % 4 != 0) {
+            ok = 0;
+            break;
+        }
+        const unsigned char *text = PyUnicode_1BYTE_DATA(item);
+        Py_ssize_t size = n / 4 * 3;
+        if (n) {
+            size -= (text[n - 1] == '=') + (text[n - 1] == '=' && text[n - 2] == '=');
+        }
+        texts[i] = Py_NewRef(item);
+        outs[i] = PyBytes_FromStringAndSize(NULL, size);
+        if (outs[i] == NULL) {
+            ok = -1;
+            break;
+        }
+        total += n;
+    }
+    if (ok == 1) {
+        if (total >= (1 << 16)) { /* below, a few us: not worth handing the GIL over */
+            Py_BEGIN_ALLOW_THREADS
+            ok = b64_decode_all(texts, outs, count);
+            Py_END_ALLOW_THREADS
+        } else {
+            ok = b64_decode_all(texts, outs, count);
+        }
+        if (PyList_GET_SIZE(items) != count) { /* shared after all: leave it as it is */
+            ok = 0;
+        }
+    }
+    for (Py_ssize_t i = 0; i < count; i++) {
+        if (ok == 1 && outs[i] != NULL) {
+            PyList_SET_ITEM(items, i, outs[i]); /* the list's str is still held in texts[i] */
+            Py_DECREF(texts[i]);            /* the list's reference */
+            outs[i] = NULL;
+        }
+        Py_XDECREF(outs[i]);
+        Py_XDECREF(texts[i]);
+    }
+    PyMem_Free(texts);
+    PyMem_Free(outs);
+    if (ok < 0) {
+        return NULL;
+    }
+    return PyBool_FromLong(ok);
+}
+
 static PyMethodDef methods[] = {
     {"decode_varint", (PyCFunction)(void (*)(void))py_decode_varint, METH_FASTCALL, NULL},
     {"decode_varlong", (PyCFunction)(void (*)(void))py_decode_varlong, METH_FASTCALL, NULL},
@@ -1685,6 +1833,7 @@ static PyMethodDef methods[] = {
     {"consumer_records", (PyCFunction)(void (*)(void))py_consumer_records, METH_FASTCALL, NULL},
     {"set_record_type", py_set_record_type, METH_O, NULL},
     {"count_bytes", (PyCFunction)(void (*)(void))py_count_bytes, METH_FASTCALL, NULL},
+    {"decode_base64_list", py_decode_base64_list, METH_O, NULL},
     {NULL, NULL, 0, NULL},
 };
 
@@ -1714,5 +1863,6 @@ PyInit__speedups(void)
     if (crc32c_fn == NULL) {
         return NULL;
     }
+    b64_init();
     return PyModule_Create(&module);
 }
