@@ -264,3 +264,19 @@ def test_the_gil_is_handed_over_from_worker_threads_only(monkeypatch: pytest.Mon
     worker.start()
     worker.join()
     assert calls == [0]
+
+
+@pytest.mark.skipif(_accel.available is None, reason="the compiled codec is not loaded")
+def test_decode_base64_list_decodes_in_place_or_leaves_the_list_as_it_was() -> None:
+    native = _accel.available
+    assert native is not None
+    raw = [bytes([i % 256]) * (i * 37) for i in range(300)]  # past 64 KiB of text: the GIL is released
+    texts: list[object] = [None if i % 7 == 0 else base64.b64encode(r).decode() for i, r in enumerate(raw)]
+    items = list(texts)
+    assert native.decode_base64_list(items)
+    assert items == [None if i % 7 == 0 else r for i, r in enumerate(raw)]
+    for bad in (b"QQ==", 5, "QQ=", "Q\u00e9==", "QQ==QQ=="):  # bytes, an int, a length, not ASCII, padding
+        items = [*texts, bad]
+        assert not native.decode_base64_list(items)
+        assert items == [*texts, bad]
+    assert native.decode_base64_list([]) and native.decode_base64_list([None, ""])
