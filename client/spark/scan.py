@@ -6,10 +6,10 @@ the edge of an offset or time range) the segment's offset index (and, for timest
 index) is read first to find where the wanted batches start and end, exactly as a Kafka broker seeks;
 the ``.log`` object is then read in ranged GETs of ``readChunkBytes``. Where an index is comes from the
 task's manifest entry (:func:`tierlog.tiering.remote.packed_indexes.index_refs`): a ranged GET of the
-packed ``.indexes`` object, or a GET of the whole ``.index`` / ``.timeindex`` object a segment uploaded
-before the packed layout has. Indexes are derived data: a missing or inconsistent index only costs
-reading more of the log, never a wrong answer, because every record is still checked against the
-task's offset and timestamp bounds.
+packed ``.indexes`` object (one GET for both indexes when the task has timestamp bounds), or a GET of the
+whole ``.index`` / ``.timeindex`` object a segment uploaded before the packed layout has. Indexes are
+derived data: a missing or inconsistent index only costs reading more of the log, never a wrong answer,
+because every record is still checked against the task's offset and timestamp bounds.
 
 Every batch's CRC is verified (:func:`tierlog.tiering.codec.header.verify_batch`); consecutive data
 batches are decoded together, every codec (none, gzip, snappy, lz4, zstd) included, by
@@ -125,6 +125,39 @@ def _fetch_index(
     if ref.end is not None and len(data) != ref.end - ref.start:
         return None
     return _decode_index(data, entry, size)
+
+
+def _fetch_indexes(
+    archive: ArchiveReader, offset_ref: IndexRef, time_ref: IndexRef, size: int | None
+) -> tuple[_Index | None, _Index | None]:
+    """Both indexes of a segment, as :func:`_fetch_index` answers each: with one ranged GET when they are
+    adjacent non-empty ranges of one object (the packed layout), each on its own otherwise.
+
+    Raises:
+        UnavailableError, UnauthorizedError: the store failed.
+    """
+    start, middle, end = offset_ref.start, offset_ref.end, time_ref.end
+    if (
+        offset_ref.object_key != time_ref.object_key
+        or middle is None
+        or end is None
+        or middle != time_ref.start
+        or offset_ref.empty
+        or time_ref.empty
+    ):
+        return _fetch_index(archive, offset_ref, _OFFSET_ENTRY, size), _fetch_index(
+            archive, time_ref, _TIME_ENTRY, None
+        )
+    try:
+        data = archive.get_range(offset_ref.object_key, start, end)
+    except NotFoundError:
+        return None, None
+    # a range the object does not fill is no index (as _fetch_index): the time index first, then both
+    offsets = (
+        _decode_index(data[: middle - start], _OFFSET_ENTRY, size) if len(data) >= middle - start else None
+    )
+    times = _decode_index(data[middle - start :], _TIME_ENTRY, None) if len(data) == end - start else None
+    return offsets, times
 
 
 class _Bounds:
@@ -304,10 +337,10 @@ def scan_task(archive: ArchiveReader, options: ScanOptions, task: SegmentTask) -
         offset_ref, time_ref = index_refs(
             task.topic, task.partition, task.base_offset, segment_uuid, task.indexes
         )
-        offsets = _fetch_index(archive, offset_ref, _OFFSET_ENTRY, task.size_bytes)
-        times = None
-        if task.start_ts is not None or task.end_ts is not None:
-            times = _fetch_index(archive, time_ref, _TIME_ENTRY, None)
+        if task.start_ts is None and task.end_ts is None:
+            offsets, times = _fetch_index(archive, offset_ref, _OFFSET_ENTRY, task.size_bytes), None
+        else:
+            offsets, times = _fetch_indexes(archive, offset_ref, time_ref, task.size_bytes)
         bounds = _Bounds(task, offsets, times)
         start, end = bounds.start, bounds.end
     try:

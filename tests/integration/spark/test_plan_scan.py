@@ -33,6 +33,7 @@ from tierlog.client.spark.scan import (
     _Bounds,
     _decode_index,
     _fetch_index,
+    _fetch_indexes,
     scan_task,
 )
 from tierlog.client.spark.store import LocalArchive, load_manifest
@@ -191,6 +192,12 @@ def test_the_indexes_are_read_where_the_manifest_entry_says(archived: tuple[Path
         o, t = segment.indexes
         assert archive.reads == [(f"{stem}.indexes", (16, 16 + o)), (f"{stem}.indexes", (16 + o, 16 + o + t))]
     archive.reads.clear()
+    assert _fetch_indexes(archive, offset_ref, time_ref, segment.size_bytes) == (offsets, times)
+    if segment.indexes is None:  # the older layout: each whole object, as before
+        assert archive.reads == [(f"{stem}.index", None), (f"{stem}.timeindex", None)]
+    else:  # both in one ranged GET
+        assert archive.reads == [(f"{stem}.indexes", (16, 16 + o + t))]
+    archive.reads.clear()
     empty = _fetch_index(
         archive, IndexRef(f"{stem}.indexes#time", f"{stem}.indexes", 40, 40), _TIME_ENTRY, None
     )
@@ -200,6 +207,9 @@ def test_the_indexes_are_read_where_the_manifest_entry_says(archived: tuple[Path
     # a range the object does not fill (shorter than the manifest entry says) is no index
     past_end = IndexRef("past-end", time_ref.object_key, time_ref.start, (time_ref.end or 10**6) + 12)
     assert _fetch_index(archive, past_end, _TIME_ENTRY, None) is None
+    if segment.indexes is not None:  # an object shorter than both ranges: the offset index alone is sound
+        assert _fetch_indexes(archive, offset_ref, past_end, segment.size_bytes) == (offsets, None)
+        assert _fetch_indexes(archive, gone[0], gone[1], None) == (None, None)
 
 
 def test_the_uploaded_indexes_narrow_edge_segments_to_the_wanted_bytes(

@@ -85,13 +85,24 @@ class Archive:
     ) -> set[tuple[str, str | None]]:
         """``(path, Range header)`` of the index reads a seek into ``segments`` makes: the offset index
         (and with ``times`` the time index) of each, a ranged GET of the ``.indexes`` object or a GET of
-        the whole older object; none for an empty one."""
-        refs = [ref for s in segments for ref in segment_index_refs(topic, partition, s)[: 2 if times else 1]]
-        return {
-            (self.path(ref.object_key), None if ref.end is None else f"bytes={ref.start}-{ref.end - 1}")
-            for ref in refs
-            if not ref.empty
-        }
+        the whole older object; none for an empty one. Both indexes of a packed object, neither empty,
+        come in one ranged GET."""
+        gets: set[tuple[str, str | None]] = set()
+        for segment in segments:
+            offset, time = segment_index_refs(topic, partition, segment)
+            if times and segment.indexes is not None and not offset.empty and not time.empty:
+                assert time.end is not None
+                gets.add((self.path(offset.object_key), f"bytes={offset.start}-{time.end - 1}"))
+                continue
+            for ref in (offset, time) if times else (offset,):
+                if not ref.empty:
+                    gets.add(
+                        (
+                            self.path(ref.object_key),
+                            None if ref.end is None else f"bytes={ref.start}-{ref.end - 1}",
+                        )
+                    )
+        return gets
 
 
 def index_gets(proxy: CountingProxy) -> set[tuple[str, str | None]]:
