@@ -434,12 +434,13 @@ def _fast_binary_rows(body: bytes, max_records: int | None) -> ProduceColumns | 
     infinities and numbers beyond a double (the stdlib reads ``1e400`` as infinity: then the walk decides),
     every other body field that is not a scalar (the walk recurses into containers and may run out of
     stack where msgspec does not), a record with an unknown field, a key or value that is not a base64
-    string or null, a partition that is not a non-negative integer, and a repeated field whose first value
-    is bad (the walk keeps the last one). The records come out as structs the garbage collector does not
-    track; their columns are taken a slice of :data:`YIELD_MASK` + 1 at a time with the GIL handed over
-    between slices. With the compiled codec msgspec reads keys and values as text, and the compiled core
-    decodes them (``decode_base64_list``) with the GIL released, declining any text that is not canonical
-    base64 (then the walk decides)."""
+    string or null, a partition that is not a non-negative integer, and (with the pure codec) a repeated
+    field whose first value is bad (the walk keeps the last one, as msgspec does with text fields). The
+    records come out as structs the garbage collector does not track; their columns are taken a slice of
+    :data:`YIELD_MASK` + 1 at a time with the GIL handed over between slices. With the compiled codec
+    msgspec reads keys and values as text, and the compiled core decodes them a slice at a time
+    (:func:`_decode_base64`) with the GIL released, declining any text that is not canonical base64 (then
+    the walk decides)."""
     if len(body) > FAST_PATH_MAX_BYTES or body[:1] != b"{" or b"\\" in body:
         return None
     if count_bytes(body, b'"records"', 2) != 1:
@@ -468,10 +469,25 @@ def _fast_binary_rows(body: bytes, max_records: int | None) -> ProduceColumns | 
         keys += [record.key for record in chunk]
         values += [record.value for record in chunk]
         partitions += [record.partition for record in chunk]
-    if native is not None and not (native.decode_base64_list(keys) and native.decode_base64_list(values)):
+    del records, chunk  # the structs: from here each text is held by its column alone
+    if native is not None and not (_decode_base64(native, keys) and _decode_base64(native, values)):
         return None  # some key or value is not canonical base64: the walk knows whether it is an error
     out.keys, out.values = keys, values
     return out
+
+
+def _decode_base64(native: _accel.Native, column: list[Any]) -> bool:
+    """Decode a column of base64 texts in place, a slice of :data:`YIELD_MASK` + 1 at a time: each slice's
+    texts are freed as its bytes replace them, so the column never holds all of both (the conversion
+    estimate counts the body twice, not three times). False, the column partly decoded, at the first text
+    that is not canonical base64."""
+    step = YIELD_MASK + 1
+    for low in range(0, len(column), step):
+        chunk = column[low : low + step]
+        if not native.decode_base64_list(chunk):  # the GIL is released past 64 KiB of text
+            return False
+        column[low : low + step] = chunk
+    return True
 
 
 _DROP_CHUNK = 16_384
@@ -496,7 +512,13 @@ def count_bytes(body: bytes, needle: bytes, limit: int | None) -> int:
     """``body.count(needle)``, at most ``limit`` (None: no bound). Pure.
 
     The compiled core's scan when it is loaded: a byte is counted with vector compares and a longer needle
-    found with ``memmem``, 3-7x faster than ``bytes.count`` on a produce body, and it stops at ``limit``."""
+    found with ``memmem``, 3-7x faster than ``bytes.count`` on a produce body, and it stops at ``limit``.
+
+    Raises:
+        ValueError: an empty ``needle`` or a negative ``limit``.
+    """
+    if not needle or (limit is not None and limit < 0):
+        raise ValueError(f"count_bytes needs a needle and a limit of at least 0 (got {needle!r}, {limit})")
     native = _accel.native
     if native is not None:
         return native.count_bytes(body, needle, -1 if limit is None else limit)

@@ -151,11 +151,17 @@ def test_the_fast_path_answers_as_the_walk_or_declines(
         at = min(at, len(text))
         text = text[:at] + insert + text[at:]
     data = text.encode()
-    fast = _fast_binary_rows(data, max_records)
-    reference = walked(data, max_records)
-    if fast is not None:
-        assert list(fast) == reference
-    assert answered(data, max_records) == reference
+    for implementation in IMPLEMENTATIONS:
+        with _accel.use(implementation):
+            fast = _fast_binary_rows(data, max_records)
+            reference = walked(data, max_records)
+            if fast is not None:
+                assert list(fast) == reference
+            assert answered(data, max_records) == reference
+
+
+# the fast path with each codec: msgspec's bytes fields (pure) or text fields decoded by the compiled core
+IMPLEMENTATIONS = ["pure", "compiled"] if _accel.available is not None else ["pure"]
 
 
 def _body(*records: str, extra: str = "") -> bytes:
@@ -204,19 +210,23 @@ VALID = '{"key":"a2V5","value":"dmFsdWU=","partition":2}'
         ("valid", _body(VALID, '{"value":null}', '{"key":"","partition":0}', extra=',"key_schema":"s"'), 3),
     ],
 )
+@pytest.mark.parametrize("implementation", IMPLEMENTATIONS)
 def test_each_difference_of_msgspec_and_the_walk_is_left_to_the_walk(
-    name: str, body: bytes, max_records: int | None
+    name: str, body: bytes, max_records: int | None, implementation: str
 ) -> None:
-    reference = walked(body, max_records)
-    fast = _fast_binary_rows(body, max_records)
-    if fast is not None:
-        assert list(fast) == reference, name
-    assert answered(body, max_records) == reference, name
+    with _accel.use(implementation):
+        reference = walked(body, max_records)
+        fast = _fast_binary_rows(body, max_records)
+        if fast is not None:
+            assert list(fast) == reference, name
+        assert answered(body, max_records) == reference, name
 
 
-def test_a_valid_body_takes_the_fast_path() -> None:
+@pytest.mark.parametrize("implementation", IMPLEMENTATIONS)
+def test_a_valid_body_takes_the_fast_path(implementation: str) -> None:
     body = _body(VALID, '{"key":null,"value":"YQ=="}')
-    fast = _fast_binary_rows(body, 2)
+    with _accel.use(implementation):
+        fast = _fast_binary_rows(body, 2)
     assert isinstance(fast, ProduceColumns)
     assert list(fast) == [(b"key", b"value", 2), (None, b"a", None)]
 
@@ -236,7 +246,8 @@ def test_the_fast_path_declines_what_the_walk_refuses(body: bytes, error: type[T
 
 def test_too_many_records_are_left_to_the_walk_before_decoding(monkeypatch: pytest.MonkeyPatch) -> None:
     """More records than rest.produce.max.records (going by their braces) build no struct at all."""
-    monkeypatch.setattr(produce_body, "_DECODER", None)  # decoding would fail the test
+    monkeypatch.setattr(produce_body, "_DECODER", None)  # decoding would fail the test, with either codec
+    monkeypatch.setattr(produce_body, "_TEXT_DECODER", None)
     assert _fast_binary_rows(_body(*["{}"] * 11), 10) is None
     assert _fast_binary_rows(_body(VALID, extra=',"key_schema":"{{{"'), 1) is None  # a schema's braces too
 

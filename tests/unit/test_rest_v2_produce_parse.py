@@ -27,7 +27,9 @@ from tierlog.service.rest_v2.convert import (
 )
 from tierlog.service.rest_v2.media import EmbeddedFormat
 from tierlog.service.rest_v2.produce_body import (
+    FAST_PATH_MAX_BYTES,
     _binary_field,
+    _fast_binary_rows,
     _json_field,
     _partition_field,
     _record_problem,
@@ -206,6 +208,23 @@ def test_conversion_memory_stays_within_the_estimate(one: bytes, fmt: EmbeddedFo
     assert peak - 2 * len(body) <= count * CONVERSION_BYTES_PER_RECORD
 
 
+@pytest.mark.parametrize("implementation", ["pure", "compiled"] if _accel.available is not None else ["pure"])
+def test_the_fast_path_holds_no_more_than_the_estimate_body_included(implementation: str) -> None:
+    """The whole-body decode of 1 KiB records (the body, its structs and texts, the decoded columns)."""
+    one = b'{"key":null,"value":"' + b"QUJD" * 341 + b'YQ=="}'
+    count = FAST_PATH_MAX_BYTES // (len(one) + 1) - 1
+    body = b'{"records":[' + b",".join([one] * count) + b"]}"
+    with _accel.use(implementation):
+        tracemalloc.start()
+        try:
+            records = _fast_binary_rows(body, None)
+            _, peak = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+    assert records is not None and len(records) == count  # the fast path answered
+    assert len(body) + peak <= conversion_estimate(body, None)
+
+
 @pytest.mark.parametrize(
     ("partitions", "outcomes"),
     [
@@ -264,11 +283,15 @@ def _counts(data: bytes, needle: bytes, limit: int | None) -> list[int]:
 
 @settings(max_examples=300, deadline=None)
 @given(
-    data=st.binary(max_size=9000).map(lambda b: b.replace(b"\x00", b"{")),
+    size=st.integers(0, 9000) | st.sampled_from([4079, 4080, 4081, 8159, 8160, 8161]),
+    seed=st.binary(min_size=1, max_size=64),
     needle=st.sampled_from([b"{", b"a", b'"records"', b"aa", b"{{{"]),
     limit=st.none() | st.integers(0, 40),
 )
-def test_count_bytes_is_bytes_count_up_to_its_limit(data: bytes, needle: bytes, limit: int | None) -> None:
+def test_count_bytes_is_bytes_count_up_to_its_limit(
+    size: int, seed: bytes, needle: bytes, limit: int | None
+) -> None:
+    data = (seed * (size // len(seed) + 1))[:size].replace(b"\x00", b"{")  # every size, block edges included
     expected = data.count(needle) if limit is None else min(data.count(needle), limit)
     assert set(_counts(data, needle, limit)) == {expected}
 
@@ -282,3 +305,9 @@ def test_count_bytes_on_block_edges_dense_runs_and_large_bodies(size: int) -> No
             expected = data.count(b"{") if limit is None else min(data.count(b"{"), limit)
             assert set(_counts(data, b"{", limit)) == {expected}
     assert set(_counts(b"a" * size, b"aa", None)) == {size // 2}  # no overlapping matches
+
+
+def test_count_bytes_refuses_an_empty_needle_and_a_negative_limit() -> None:
+    for needle, limit in ((b"", None), (b"{", -1)):
+        with pytest.raises(ValueError, match="needle and a limit"):
+            count_bytes(b"{}", needle, limit)
