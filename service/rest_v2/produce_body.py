@@ -22,7 +22,7 @@ import binascii
 import sys
 import time
 from collections.abc import Iterator, Sequence
-from typing import Annotated, Any, NamedTuple, overload
+from typing import Annotated, Any, Generic, NamedTuple, TypeVar, overload
 
 import msgspec
 
@@ -376,48 +376,34 @@ def parse_produce_rows(body: bytes, fmt: EmbeddedFormat, *, max_records: int | N
     return reader.check()
 
 
-class _Record(msgspec.Struct, forbid_unknown_fields=True, gc=False):
-    """A record of a ``binary`` body as the fast path reads it: base64 decoded by msgspec (what it accepts
-    it decodes as ``base64.b64decode(validate=True)``; it refuses a little more, a test checks both), no
-    bool for an int. Holds no container, so the garbage collector does not track it."""
+_Data = TypeVar("_Data", bytes, str)
 
-    key: bytes | None = None
-    value: bytes | None = None
+
+class _Record(msgspec.Struct, Generic[_Data], forbid_unknown_fields=True, gc=False):
+    """A record of a ``binary`` body as the fast path reads it, no bool for an int. ``_Record[bytes]``:
+    base64 decoded by msgspec (what it accepts it decodes as ``base64.b64decode(validate=True)``; it refuses
+    a little more, a test checks both), for the pure codec. ``_Record[str]``: the base64 text, for the
+    compiled core to decode (``decode_base64_list``) with the GIL released. Holds no container, so the
+    garbage collector does not track it."""
+
+    key: _Data | None = None
+    value: _Data | None = None
     partition: Annotated[int, msgspec.Meta(ge=0)] | None = None
 
 
 _Scalar = str | int | float | bool | None
 
 
-class _Body(msgspec.Struct, forbid_unknown_fields=True, gc=False):
-    records: list[_Record]
+class _Body(msgspec.Struct, Generic[_Data], forbid_unknown_fields=True, gc=False):
+    records: list[_Record[_Data]]
     key_schema: _Scalar = None
     key_schema_id: _Scalar = None
     value_schema: _Scalar = None
     value_schema_id: _Scalar = None
 
 
-_DECODER = msgspec.json.Decoder(_Body)
-
-
-class _TextRecord(msgspec.Struct, forbid_unknown_fields=True, gc=False):
-    """:class:`_Record` with its key and value left as the base64 text, for the compiled core to decode
-    (``decode_base64_list``) with the GIL released."""
-
-    key: str | None = None
-    value: str | None = None
-    partition: Annotated[int, msgspec.Meta(ge=0)] | None = None
-
-
-class _TextBody(msgspec.Struct, forbid_unknown_fields=True, gc=False):
-    records: list[_TextRecord]
-    key_schema: _Scalar = None
-    key_schema_id: _Scalar = None
-    value_schema: _Scalar = None
-    value_schema_id: _Scalar = None
-
-
-_TEXT_DECODER = msgspec.json.Decoder(_TextBody)
+_DECODER = msgspec.json.Decoder(_Body[bytes])
+_TEXT_DECODER = msgspec.json.Decoder(_Body[str])
 
 
 def _fast_binary_rows(body: bytes, max_records: int | None) -> ProduceColumns | None:
@@ -450,7 +436,7 @@ def _fast_binary_rows(body: bytes, max_records: int | None) -> ProduceColumns | 
         return None
     native = _accel.native
     try:
-        records: list[_Record] | list[_TextRecord] = (
+        records: list[_Record[bytes]] | list[_Record[str]] = (
             (_DECODER if native is None else _TEXT_DECODER).decode(body).records
         )
     except (msgspec.MsgspecError, ValueError, RecursionError):  # UnicodeDecodeError is a ValueError

@@ -87,7 +87,7 @@ def fast_decoded(text: str) -> bytes | None:
         return None
 
 
-_RECORD_DECODER = msgspec.json.Decoder(_Record)
+_RECORD_DECODER = msgspec.json.Decoder(_Record[bytes])
 
 
 def compiled_decoded(text: str) -> bytes | None:
