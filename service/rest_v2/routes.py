@@ -324,8 +324,10 @@ async def _produce(request: web.Request, *, fixed: int | None) -> web.Response:
     Memory is bounded by the conversion budget from before the body is read to the answer: the request
     holds its declared ``Content-Length`` (refused at once when the budget is full), then
     :func:`~tierlog.service.rest_v2.convert.conversion_estimate` of the body. Parsing, partitioning, batch
-    building and the answer run in a worker thread that gives the GIL up between records; the count and a
-    lower bound of each batch's size are checked before any batch is built. Append failures after
+    building and the answer run in a worker thread that gives the GIL up between records (the estimate of
+    a body up to :data:`ESTIMATE_INLINE_BYTES` and the answer of one partition's run of up to
+    :data:`ANSWER_INLINE_RECORDS` records, both short, on the event loop); the count and a lower bound of
+    each batch's size are checked before any batch is built. Append failures after
     validation are reported per record with error_code 50002 (50003 when retriable, 50701 for a full
     disk), as Confluent's proxy does.
     """
