@@ -164,7 +164,7 @@ class AsyncProducer:
         callback: Callback | None = None,
     ) -> FutureRecordMetadata:
         """Queue one record; answer a future of its :class:`RecordMetadata` (an asyncio future in all but
-        its class, which cannot be cancelled: :mod:`tierlog.client.delivery`).
+        its class; cancelling it never takes the record back: :mod:`tierlog.client.delivery`).
 
         ``timestamp`` defaults to now (ms). ``callback(metadata, error)`` runs on the loop when the record is
         acknowledged (error None) or fails (metadata None). Waits at most ``max_block_ms`` for metadata and
