@@ -1,8 +1,9 @@
 """Build hook for the compiled record codec; everything else about the package is in pyproject.toml.
 
 ``pip install`` (wheel or editable) compiles ``tiering/codec/_speedups.c`` into
-``tierlog.tiering.codec._speedups`` with the CPython C API: no Cython, nothing beyond gcc (or any C
-compiler) and the Python headers. Where no compiler works the build still succeeds, without the extension,
+``tierlog.tiering.codec._speedups``, and ``client/_sendlane.c`` (the producer's ``send`` fast path) into
+``tierlog.client._sendlane``, with the CPython C API: no Cython, nothing beyond gcc (or any C compiler) and
+the Python headers. Where no compiler works the build still succeeds, without the extension,
 and the codec falls back to pure Python with a one-line warning at import (see
 ``tierlog.tiering.codec._accel`` and docs/design/0009-compiled-codec.md).
 """
@@ -43,7 +44,12 @@ setup(
             "tierlog.tiering.codec._speedups",
             sources=["tiering/codec/_speedups.c"],
             extra_compile_args=["-O2", "-std=c11", "-Wall"],
-        )
+        ),
+        Extension(
+            "tierlog.client._sendlane",
+            sources=["client/_sendlane.c"],
+            extra_compile_args=["-O2", "-std=c11", "-Wall"],
+        ),
     ],
     cmdclass={"build_ext": OptionalBuildExt},
 )

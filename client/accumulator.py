@@ -88,6 +88,10 @@ class ProducerBatch:
     nothing per record without futures or callbacks (``callbacks``, by index). Settling drops the records
     and the encoded bytes (a handle kept for later holds only the record timestamps it may need), and the
     handles' waiters and done callbacks (by index) are woken.
+
+    ``full`` means the batch takes no more records: sealed at ``batch_size``, or out of its queue (drained,
+    expired, aborted). A batch that is not full is the tail of its partition's queue; the producer's send
+    lane (``client/_sendlane.c``) relies on that to append to an armed batch.
     """
 
     tp: TopicPartition
@@ -301,10 +305,18 @@ class RecordAccumulator:
             async with self._space:
                 self._space.notify_all()
 
-    def has_open_batch(self, tp: TopicPartition) -> bool:
-        """Whether ``tp`` has a queued batch that still takes records."""
+    def open_batch_takes(self, tp: TopicPartition, size: int) -> bool:
+        """Whether ``tp``'s queue ends in an open batch with room for a record of ``size`` bytes. An open
+        batch without that room is sealed (full: ready to send) and the answer is False."""
         queue = self._queues.get(tp)
-        return queue is not None and len(queue) > 0 and not queue[-1].full
+        if not queue or queue[-1].full:
+            return False
+        tail = queue[-1]
+        if tail.size + size <= self._batch_size or not tail.records:
+            return True
+        tail.full = True
+        self.wakeup.set()
+        return False
 
     def append(self, tp: TopicPartition, pending: PendingRecord) -> tuple[ProducerBatch, int]:
         """Add a record (its memory already reserved) to the last open batch of ``tp``, or a new one;
@@ -395,7 +407,10 @@ class RecordAccumulator:
         for tp in list(self._queues):
             queue = self._queues[tp]
             keep = deque(b for b in queue if b.deadline > now)
-            gone.extend(b for b in queue if b.deadline <= now)
+            for batch in queue:
+                if batch.deadline <= now:
+                    batch.full = True  # out of its queue: takes no more records
+                    gone.append(batch)
             if keep:
                 self._queues[tp] = keep
             else:
@@ -407,6 +422,7 @@ class RecordAccumulator:
         gone = [b for queue in self._queues.values() for b in queue]
         self._queues.clear()
         for batch in gone:
+            batch.full = True  # out of its queue: takes no more records
             batch.fail(error)
         return gone
 

@@ -59,6 +59,11 @@ from tierlog.tiering.errors import (
     UnknownPartitionError,
     UnknownTopicError,
 )
+
+try:  # send's common case in C; absent only where the compiled codec is absent too (no compiler)
+    from tierlog.client import _sendlane
+except ImportError:  # pragma: no cover - the pure codec's fallback already warned
+    _sendlane = None  # type: ignore[assignment]
 from tierlog.tiering.partitioner import StickyPartitioner, partition_for_key
 
 __all__ = ["AsyncProducer", "to_bytes", "to_headers"]
@@ -118,6 +123,8 @@ class AsyncProducer:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._sender: Sender | None = None
         self._sender_task: asyncio.Task[None] | None = None
+        # send's common case in C once started (None before, after close, and with the pure codec)
+        self._lane: _sendlane.SendLane | None = None
         self._closed = False
 
     async def __aenter__(self) -> AsyncProducer:
@@ -151,6 +158,25 @@ class AsyncProducer:
             idempotence_required=self._idempotence_explicit,
         )
         self._sender_task = asyncio.create_task(self._sender.run(), name="tierlog producer sender")
+        native = _accel.native
+        config = self.config
+        if (
+            _sendlane is not None
+            and native is not None
+            and config.key_serializer is None
+            and config.value_serializer is None
+        ):
+            self._lane = _sendlane.SendLane(
+                self._acc,
+                self._router,
+                self._sender.idempotence,
+                FutureRecordMetadata,
+                native.make_record,
+                batch_size=config.batch_size,
+                buffer_memory=config.buffer_memory,
+                record_limit=self._record_limit,
+                overhead=RECORD_OVERHEAD,
+            )
 
     async def send(
         self,
@@ -179,6 +205,11 @@ class AsyncProducer:
                 not exist.
             TypeError: key, value or a header value is neither bytes nor str and no serializer is set.
         """
+        lane = self._lane
+        if lane is not None:  # a keyless record of bytes to the sticky partition's open batch, in C
+            handle = lane.send(topic, value, key, partition, headers, timestamp, callback)
+            if handle is not None:
+                return handle
         if self._closed:
             raise ClientClosedError("the producer is closed")
         record, size = self.build_record(value, key, headers, timestamp)
@@ -195,7 +226,8 @@ class AsyncProducer:
         """:meth:`enqueue` when nothing needs a wait or an error: the topic's partition count is known,
         the partition (if given) valid, buffer room free, the producer healthy. Answers the batch and the
         record's index in it, or None having changed nothing (:meth:`_enqueue` then does the whole work).
-        The common case of every send, without a coroutine of its own."""
+        The common case of every send, without a coroutine of its own. A keyless record arms the send lane
+        with its batch while the batch is open: the lane appends the next such records itself."""
         acc, sender, meta = self._acc, self._sender, self._router.snapshot
         if acc is None or meta is None or (sender is not None and sender.fatal is not None):
             return None
@@ -205,10 +237,13 @@ class AsyncProducer:
         if not acc.try_reserve(size):
             return None
         if partition is None:
-            tp = self._choose_partition(topic, record.key, count)
+            tp = self._choose_partition(topic, record.key, count, size)
         else:
             tp = self._partition(topic, partition, count)
-        return acc.append_record(tp, record, size, None, callback)
+        batch, index = acc.append_record(tp, record, size, None, callback)
+        if partition is None and record.key is None and not batch.full and self._lane is not None:
+            self._lane.arm(topic, batch, meta)
+        return batch, index
 
     def build_record(
         self, value: Any, key: Any = None, headers: HeadersArg = None, timestamp: int | None = None
@@ -281,7 +316,7 @@ class AsyncProducer:
         if count is None:
             count = await self._partition_count(topic, deadline)
         if partition is None:
-            tp = self._choose_partition(topic, record.key, count)
+            tp = self._choose_partition(topic, record.key, count, size)
         elif not 0 <= partition < count:
             raise UnknownPartitionError(
                 f"topic {topic} has {count} partitions; partition {partition} is invalid"
@@ -329,12 +364,15 @@ class AsyncProducer:
             known = self._partitions[topic] = [TopicPartition(topic, i) for i in range(count)]
         return known[index]
 
-    def _choose_partition(self, topic: str, key: bytes | None, count: int) -> TopicPartition:
+    def _choose_partition(self, topic: str, key: bytes | None, count: int, size: int) -> TopicPartition:
+        """murmur2 of the key; a keyless record of ``size`` bytes stays on the topic's sticky partition while
+        its open batch has room, and moves to another once that batch is sent or cannot take the record
+        (which seals it, as Kafka's producer does: KIP-480)."""
         if key is not None:
             return self._partition(topic, partition_for_key(key, count), count)
         assert self._acc is not None
         current = self._sticky_current.get(topic)
-        if current is None or current.partition >= count or not self._acc.has_open_batch(current):
+        if current is None or current.partition >= count or not self._acc.open_batch_takes(current, size):
             current = self._partition(topic, self._sticky.next_partition(topic, count), count)
             self._sticky_current[topic] = current
         return current
@@ -414,6 +452,9 @@ class AsyncProducer:
         if self._closed:
             return
         self._closed = True
+        lane, self._lane = self._lane, None
+        if lane is not None:
+            lane.close()
         task, self._sender_task = self._sender_task, None
         if task is not None and self._acc is not None and self._sender is not None:
             self._acc.closing = True

@@ -104,7 +104,17 @@ async def test_retried_batches_go_back_to_the_head_in_order() -> None:
     clock.now += 1
     again = acc.drain(TP, max_request_size=10_000)
     assert again[0] is first[0]
-    assert not acc.has_open_batch(TP)
+    assert not acc.open_batch_takes(TP, 1)
+
+
+async def test_a_batch_without_room_for_a_keyless_record_is_sealed() -> None:
+    acc = make(Clock())
+    batch, _ = acc.append(TP, pending())  # 31 of 100 bytes
+    acc.wakeup.clear()
+    assert acc.open_batch_takes(TP, 69) and not batch.full and not acc.wakeup.is_set()
+    assert not acc.open_batch_takes(TP, 70)  # the sticky partitioner moves on; the batch is ready now
+    assert batch.full and acc.wakeup.is_set()
+    assert acc.ready(acc._clock(), set())[0] == [TP]
 
 
 async def test_expired_batches_are_removed() -> None:
@@ -116,7 +126,7 @@ async def test_expired_batches_are_removed() -> None:
     clock.now += 0.6
     gone = acc.expired(clock())
     assert [b.tp for b in gone] == [TP]
-    assert acc.has_open_batch(OTHER) and not acc.has_open_batch(TP)
+    assert acc.open_batch_takes(OTHER, 1) and not acc.open_batch_takes(TP, 1)
 
 
 async def test_batch_completion_sets_offsets_and_runs_callbacks() -> None:

@@ -37,7 +37,11 @@ MAPPED = {
     "client": "tierlog/client",
 }
 VERSION = version("tierlog")
-EXTENSION = f"tierlog/tiering/codec/_speedups{EXTENSION_SUFFIXES[0]}"
+# the compiled codec and the producer's send lane (setup.py builds both)
+EXTENSIONS = (
+    f"tierlog/tiering/codec/_speedups{EXTENSION_SUFFIXES[0]}",
+    f"tierlog/client/_sendlane{EXTENSION_SUFFIXES[0]}",
+)
 DIST_INFO = f"tierlog-{VERSION}.dist-info"
 
 
@@ -106,15 +110,17 @@ def test_the_folders_are_mapped_into_tierlog_as_real_files_once_each(wheel: Whee
     # (a subpackage without __init__.py would silently drop out; a symlink followed twice would double up).
     expected = {}
     for folder, target in MAPPED.items():
-        for path in (ROOT / folder).rglob("*.py"):
+        for path in [*(ROOT / folder).rglob("*.py"), *(ROOT / folder).rglob("*.pyi")]:
             if "__pycache__" in path.parts or any(p.is_symlink() for p in path.relative_to(ROOT).parents):
                 continue
             expected[f"{target}/{path.relative_to(ROOT / folder).as_posix()}"] = path
     # PEP 561: the package ships its type hints.
     expected["tierlog/py.typed"] = ROOT / "tierlog" / "py.typed"
-    # The compiled codec (setup.py builds tiering/codec/_speedups.c): gcc is on every machine this runs on.
-    assert EXTENSION in wheel.names
-    assert sorted(n for n in wheel.names if n.startswith("tierlog/") and n != EXTENSION) == sorted(expected)
+    # The compiled extensions (setup.py builds tiering/codec/_speedups.c and client/_sendlane.c): gcc is on
+    # every machine this runs on. A compiled module's type stub (.pyi) ships next to it.
+    assert all(name in wheel.names for name in EXTENSIONS)
+    ours = sorted(n for n in wheel.names if n.startswith("tierlog/") and n not in EXTENSIONS)
+    assert ours == sorted(expected)
     for name, path in expected.items():
         assert wheel.zf.read(name) == path.read_bytes(), name
 

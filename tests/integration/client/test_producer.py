@@ -18,6 +18,7 @@ from tierlog.client import (
     UnknownTopicError,
 )
 from tierlog.client.types import LOG_APPEND_TIME
+from tierlog.tiering.codec import _accel
 from tierlog.tiering.codec.compression import Compression
 from tierlog.tiering.partitioner import partition_for_key
 
@@ -183,3 +184,45 @@ async def test_close_sends_what_is_queued(broker: RunningBroker) -> None:
     await producer.close()
     assert [f.result().offset for f in futures] == list(range(10))
     await asyncio.sleep(0)
+
+
+@pytest.mark.parametrize("implementation", ["compiled", "pure"])
+async def test_the_send_lane_and_the_python_path_store_the_same_records(
+    broker: RunningBroker, implementation: str
+) -> None:
+    """Keyless records of bytes take the compiled send lane (client/_sendlane.c), everything else the
+    Python path; mixed, on small batches that seal and roll to the next sticky partition, every record is
+    stored once, in send order per partition, where its handle says, with its timestamp."""
+    if implementation == "compiled" and _accel.available is None:
+        pytest.skip("the compiled codec is not built (no C compiler at install, or TIERLOG_PURE_CODEC)")
+    topic = f"lane-{implementation}"
+    async with AsyncAdmin(broker.url) as admin:
+        await admin.create_topic(topic, 3)
+    called: list[RecordMetadata | None] = []
+    with _accel.use(implementation):
+        async with AsyncProducer(broker.url, linger_ms=50, batch_size=2048) as producer:
+            futures, armed = [], 0
+            for i in range(300):
+                value = b"%04d" % i + b"." * 96
+                if i % 10 == 3:
+                    futures.append(await producer.send(topic, value, key=b"k%d" % (i % 4)))
+                elif i % 10 == 6:
+                    futures.append(await producer.send(topic, value.decode(), partition=i % 3))
+                elif i % 10 == 9:
+                    futures.append(await producer.send(topic, value, callback=lambda m, e: called.append(m)))
+                else:
+                    armed += producer._lane is not None and topic in producer._lane.batches
+                    futures.append(await producer.send(topic, value))
+            # the compiled lane took most keyless records: its topic was armed when they came
+            assert (producer._lane is not None, armed > 150) == ((implementation == "compiled",) * 2)
+            metadata = [await f for f in futures]
+    assert len(called) == 30 and all(m is not None for m in called)
+    records = await read_topic(broker.url, topic, 300)
+    stored = {(r.partition, r.offset): (r.value, r.timestamp) for r in records}
+    for i, m in enumerate(metadata):
+        assert stored[m.partition, m.offset] == (b"%04d" % i + b"." * 96, m.timestamp)
+    for p in range(3):
+        values = [r.value for r in sorted(records, key=lambda r: r.offset) if r.partition == p]
+        assert values == sorted(values)
+    keyless = {m.partition for i, m in enumerate(metadata) if i % 10 not in (3, 6)}
+    assert len(keyless) > 1  # the sticky partition rolled over as batches sealed
