@@ -33,6 +33,8 @@ from tierlog.service.rest_v2.produce_body import (
     parse_produce_body,
     parse_produce_rows,
 )
+from tierlog.tiering.codec import _accel
+from tierlog.tiering.codec._accel import Native
 from tierlog.tiering.codec.batch import iter_records
 from tierlog.tiering.codec.columns import RecordColumns, decode_columns
 from tierlog.tiering.codec.header import CONTROL_BIT, HEADER, HEADER_SIZE, LOG_OVERHEAD, MAGIC, decode_header
@@ -340,9 +342,11 @@ def records_body(
     Holds the records in ``[start_offset, high_watermark)``, each ``{"topic", "key", "value",
     "partition", "offset"}``; records of control batches are left out, as a consumer never sees them.
     With ``json`` a key or value is checked to be one valid JSON value and embedded as stored. The batches
-    are decoded into columns (:func:`~tierlog.tiering.codec.columns.decode_columns`, no object per record)
-    and msgspec writes the text (base64 included) from one struct per record holding views of the columns,
-    256 records per C call into one buffer, the GIL handed over between calls; the text is the one the
+    are decoded into columns (:func:`~tierlog.tiering.codec.columns.decode_columns`, no object per record).
+    With the compiled codec, binary records are written from the columns by the compiled core, a run of
+    rows per call with the GIL released (:func:`_binary_body`); otherwise msgspec writes the text (base64
+    included) from one struct per record holding views of the columns, 256 records per C call into one
+    buffer, the GIL handed over between calls (:func:`_struct_body`). Both write the text the
     record-by-record renderer made, byte for byte.
     The batches decoded are those :func:`~tierlog.tiering.codec.batch.iter_records` would reach: up to the
     first data batch holding an offset at or past ``max(start_offset, high_watermark)``. Pure.
@@ -352,6 +356,17 @@ def records_body(
         InvalidRequestError: (42201) with ``json``, a key that is not valid JSON; InvalidValueError (42202) a
             value.
     """
+    native = _accel.native
+    if native is not None and fmt is EmbeddedFormat.BINARY:
+        return _binary_body(native, data, json.dumps(topic).encode(), partition, start_offset, high_watermark)
+    return _struct_body(data, topic, partition, start_offset, high_watermark, fmt)
+
+
+def _struct_body(
+    data: bytes, topic: str, partition: int, start_offset: int, high_watermark: int, fmt: EmbeddedFormat
+) -> tuple[int, bytes]:
+    """:func:`records_body` through msgspec: a struct per record holding views of the columns (the json
+    format, and the binary one with the pure codec)."""
     topic_json = msgspec.Raw(json.dumps(topic).encode())
     out = bytearray(b"[]")
     count = 0
@@ -377,6 +392,35 @@ def records_body(
     if pending:
         count = _write(out, count, pending)
     return count, bytes(out)
+
+
+def _binary_body(
+    native: Native, data: bytes, topic_json: bytes, partition: int, start_offset: int, high_watermark: int
+) -> tuple[int, bytes]:
+    """:func:`records_body` for the binary format with the compiled core: each run of rows written as JSON
+    text in one C call (``render_binary_rows``, base64 included, the GIL released past 64 KiB), the same
+    text msgspec writes. The GIL is handed over between decodes."""
+    parts: list[bytes] = [b"["]
+    count = 0
+    for group, (columns, runs) in enumerate(_data_groups(data, start_offset, high_watermark)):
+        if group:
+            hand_over()
+        for first, last in runs:
+            text, low, high = native.render_binary_rows(
+                columns.offsets, columns.key_offsets, columns.key_data, columns.key_validity,
+                columns.value_offsets, columns.value_data, columns.value_validity,
+                first, last, start_offset, high_watermark, topic_json, partition,
+            )  # fmt: skip
+            if high > low:
+                if count:
+                    parts.append(b",")
+                parts.append(text)
+                count += high - low
+            if high < last:  # at the high watermark: nothing further is delivered
+                parts.append(b"]")
+                return count, b"".join(parts)
+    parts.append(b"]")
+    return count, b"".join(parts)
 
 
 def _write(out: bytearray, count: int, rows: list[_Fetched]) -> int:

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from tierlog.service.errors import http_status
 from tierlog.service.rest_v2.convert import (
     ProduceRecord,
+    _struct_body,
     assign_partitions,
     consumer_records,
     dump_json,
@@ -23,6 +24,7 @@ from tierlog.service.rest_v2.convert import (
     records_to_json,
 )
 from tierlog.service.rest_v2.media import EmbeddedFormat
+from tierlog.tiering.codec import _accel
 from tierlog.tiering.codec.batch import build_batch
 from tierlog.tiering.codec.records import Record
 from tierlog.tiering.errors import (
@@ -331,3 +333,81 @@ def test_record_count_is_refused_before_any_record_is_converted() -> None:
         parse_produce_body(raw, BINARY, max_records=2)  # the bad base64 is never reached
     assert http_status(info.value.code) == 422
     assert "3 records, more than rest.produce.max.records=2" in info.value.message
+
+
+_NATIVE = _accel.available
+
+
+@pytest.mark.skipif(
+    _NATIVE is None, reason="the compiled codec is not built (no C compiler, or TIERLOG_PURE_CODEC)"
+)
+@given(
+    batches=st.lists(
+        st.lists(
+            st.tuples(st.none() | st.binary(max_size=7), st.none() | st.binary(max_size=40)),
+            min_size=1,
+            max_size=9,
+        ),
+        min_size=1,
+        max_size=4,
+    ),
+    control=st.integers(min_value=-1, max_value=3),
+    start=st.integers(min_value=0, max_value=40),
+    stop=st.integers(min_value=0, max_value=45),
+    topic=st.text(max_size=6),
+    partition=st.integers(min_value=0, max_value=2**31 - 1),
+)
+def test_the_compiled_binary_renderer_writes_msgspecs_text(
+    batches: list[list[tuple[bytes | None, bytes | None]]],
+    control: int,
+    start: int,
+    stop: int,
+    topic: str,
+    partition: int,
+) -> None:
+    """render_binary_rows (the compiled core) against the msgspec renderer: the same text, byte for byte,
+    over data and control batches, any start offset and high watermark, null and empty keys and values."""
+    assert _NATIVE is not None
+    data, base = b"", 3
+    for n, rows in enumerate(batches):
+        if n == control:
+            data += build_batch([Record(b"\x00\x00\x00\x00", b"\x00")], base_offset=base, is_control=True)
+            base += 1
+        data += build_batch([Record(k, v, (), 1000 + i) for i, (k, v) in enumerate(rows)], base_offset=base)
+        base += len(rows)
+    with _accel.use("compiled"):
+        ours = records_body(
+            data, topic=topic, partition=partition, start_offset=start, high_watermark=stop, fmt=BINARY
+        )
+        theirs = _struct_body(data, topic, partition, start, stop, BINARY)
+    assert ours == theirs
+    assert json.loads(ours[1]) == records_to_json(
+        data, topic=topic, partition=partition, start_offset=start, high_watermark=stop, fmt=BINARY
+    )
+
+
+def test_the_compiled_binary_renderer_refuses_columns_that_do_not_cover_the_rows() -> None:
+    if _NATIVE is None:
+        pytest.skip("the compiled codec is not built (no C compiler, or TIERLOG_PURE_CODEC)")
+    offsets = (5).to_bytes(8, "little") + (6).to_bytes(8, "little")
+    ends = (0).to_bytes(4, "little") * 3
+    valid = b"\x03"
+    render = _NATIVE.render_binary_rows
+    assert render(offsets, ends, b"", valid, ends, b"", valid, 0, 2, 0, 99, b'"t"', 1)[1:] == (0, 2)
+    with pytest.raises(ValueError, match="do not cover"):
+        render(offsets, ends, b"", valid, ends, b"", valid, 0, 3, 0, 99, b'"t"', 1)
+    beyond = (0).to_bytes(4, "little") + (9).to_bytes(4, "little") * 2  # value 0 ends past its data
+    with pytest.raises(ValueError, match="outside its column"):
+        render(offsets, ends, b"", valid, beyond, b"abc", valid, 0, 2, 0, 99, b'"t"', 1)
+
+
+def test_the_compiled_binary_renderer_writes_large_runs_without_the_gil_alike() -> None:
+    if _NATIVE is None:
+        pytest.skip("the compiled codec is not built (no C compiler, or TIERLOG_PURE_CODEC)")
+    rng = random.Random(7)
+    data = build_batch([Record(None, rng.randbytes(1024), (), 1000 + i) for i in range(200)], base_offset=0)
+    with _accel.use("compiled"):
+        ours = records_body(data, topic="t", partition=2, start_offset=3, high_watermark=190, fmt=BINARY)
+        theirs = _struct_body(data, "t", 2, 3, 190, BINARY)
+    assert len(ours[1]) > 65536  # past the size that releases the GIL
+    assert ours == theirs and ours[0] == 187
