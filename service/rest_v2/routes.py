@@ -401,7 +401,7 @@ async def fetch_records(request: web.Request) -> web.Response:
     max_bytes = int_param(request, "max_bytes", DEFAULT_FETCH_MAX_BYTES, low=1, high=MAX_FETCH_MAX_BYTES)
     result = await partition.read(offset, max_bytes, max_wait_ms=timeout, min_bytes=1)
 
-    def convert() -> tuple[int, bytes]:
+    def convert() -> tuple[int, bytes | bytearray]:
         return records_body(
             result.data,
             topic=name,

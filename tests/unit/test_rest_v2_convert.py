@@ -386,19 +386,24 @@ def test_the_compiled_binary_renderer_writes_msgspecs_text(
     )
 
 
-def test_the_compiled_binary_renderer_refuses_columns_that_do_not_cover_the_rows() -> None:
+def test_the_compiled_binary_renderer_appends_rows_and_refuses_columns_that_do_not_cover_them() -> None:
     if _NATIVE is None:
         pytest.skip("the compiled codec is not built (no C compiler, or TIERLOG_PURE_CODEC)")
     offsets = (5).to_bytes(8, "little") + (6).to_bytes(8, "little")
     ends = (0).to_bytes(4, "little") * 3
     valid = b"\x03"
     render = _NATIVE.render_binary_rows
-    assert render(offsets, ends, b"", valid, ends, b"", valid, 0, 2, 0, 99, b'"t"', 1)[1:] == (0, 2)
+    out = bytearray(b"[")
+    assert render(offsets, ends, b"", valid, ends, b"", valid, 0, 2, 0, 99, b'"t"', 1, out) == (0, 2)
+    row = '{"topic":"t","key":"","value":"","partition":1,"offset":%d}'
+    assert out == ("[" + row % 5 + "," + row % 6).encode()
     with pytest.raises(ValueError, match="do not cover"):
-        render(offsets, ends, b"", valid, ends, b"", valid, 0, 3, 0, 99, b'"t"', 1)
+        render(offsets, ends, b"", valid, ends, b"", valid, 0, 3, 0, 99, b'"t"', 1, bytearray())
     beyond = (0).to_bytes(4, "little") + (9).to_bytes(4, "little") * 2  # value 0 ends past its data
     with pytest.raises(ValueError, match="outside its column"):
-        render(offsets, ends, b"", valid, beyond, b"abc", valid, 0, 2, 0, 99, b'"t"', 1)
+        render(offsets, ends, b"", valid, beyond, b"abc", valid, 0, 2, 0, 99, b'"t"', 1, bytearray())
+    with pytest.raises(TypeError, match="bytearray"):
+        render(offsets, ends, b"", valid, ends, b"", valid, 0, 2, 0, 99, b'"t"', 1, b"")  # type: ignore[arg-type]
 
 
 def test_the_compiled_binary_renderer_writes_large_runs_without_the_gil_alike() -> None:

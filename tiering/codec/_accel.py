@@ -96,8 +96,9 @@ class Native(Protocol):
         high_watermark: int,
         topic_json: bytes,
         partition: int,
+        out: bytearray,
         /,
-    ) -> tuple[bytes, int, int]: ...
+    ) -> tuple[int, int]: ...
     def consumer_records(
         self,
         records: list[Record],

@@ -17,8 +17,8 @@
  *   set_record_type(Record) binds the dataclass whose slots decode_records fills directly.
  *   count_bytes(buf, needle, limit) -> bytes.count(needle), at most limit (scans JSON bodies for the REST path)
  *   decode_base64_list(items) -> True having decoded each base64 str of the list in place, or False
- *   render_binary_rows(columns..., first, last, start_offset, high_watermark, topic_json, partition)
- *       -> (text, low, high): the REST v2 records array's objects for decoded columns (binary format)
+ *   render_binary_rows(columns..., first, last, start_offset, high_watermark, topic_json, partition, out)
+ *       -> (low, high), the REST v2 records array's objects for decoded columns appended to out (binary format)
  *
  * Record layout (records.py has the diagram): length varint, attributes int8, timestamp_delta varlong,
  * offset_delta varint, key, value, header_count varint, headers.
@@ -1820,6 +1820,17 @@ py_decode_base64_list(PyObject *self, PyObject *items)
 /* ---------------------------------------------------------------- REST records rendering */
 
 static const char b64_chars[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+/* the two characters of every 12-bit group: half the lookups of one character per 6 bits */
+static char b64_pairs[4096][2];
+
+static void
+b64_encode_init(void)
+{
+    for (int v = 0; v < 4096; v++) {
+        b64_pairs[v][0] = b64_chars[v >> 6];
+        b64_pairs[v][1] = b64_chars[v & 63];
+    }
+}
 
 /* Standard base64 with padding (base64.b64encode's), n bytes of p into o; answers the end of what it wrote. */
 static char *
@@ -1828,10 +1839,8 @@ b64_encode(char *o, const unsigned char *p, Py_ssize_t n)
     Py_ssize_t i = 0;
     for (; i + 3 <= n; i += 3) {
         uint32_t x = (uint32_t)p[i] << 16 | (uint32_t)p[i + 1] << 8 | p[i + 2];
-        o[0] = b64_chars[x >> 18];
-        o[1] = b64_chars[(x >> 12) & 63];
-        o[2] = b64_chars[(x >> 6) & 63];
-        o[3] = b64_chars[x & 63];
+        memcpy(o, b64_pairs[x >> 12], 2);
+        memcpy(o + 2, b64_pairs[x & 4095], 2);
         o += 4;
     }
     if (n - i == 1) {
@@ -1898,7 +1907,7 @@ row_valid(const unsigned char *bitmap, Py_ssize_t i)
 }
 
 /* The text of rows [low, high): each {"topic":T,"key":K,"value":V,"partition":P,"offset":O} with K and V
-   null or a base64 string, joined by ','. size is the exact length (rows_size); needs no GIL. */
+   null or a base64 string, joined by ','; rows_size bytes. Needs no GIL. */
 static void
 rows_write(const rows_in *in, Py_ssize_t low, Py_ssize_t high, char *o)
 {
@@ -1964,20 +1973,26 @@ bisect_offsets(const int64_t *offsets, long long x, Py_ssize_t lo, Py_ssize_t hi
 }
 
 /* render_binary_rows(offsets, key_offsets, key_data, key_validity, value_offsets, value_data, value_validity,
- *                    first, last, start_offset, high_watermark, topic_json, partition)
- *   -> (text, low, high)
- * The REST v2 records (binary embedded format) of the decoded columns' rows [low, high): the rows of
- * [first, last) (one run of ascending offsets) whose offset is in [start_offset, high_watermark), as the
- * JSON objects msgspec writes for them, joined by ',' (no brackets). topic_json is the topic as a JSON
- * string. Past 64 KiB of text the writing runs with the GIL released (the buffers are bytes: immutable). */
+ *                    first, last, start_offset, high_watermark, topic_json, partition, out) -> (low, high)
+ * Appends to the bytearray out the REST v2 records (binary embedded format) of the decoded columns' rows
+ * [low, high): the rows of [first, last) (one run of ascending offsets) whose offset is in
+ * [start_offset, high_watermark), as the JSON objects msgspec writes for them, joined by ',' and preceded
+ * by one when out already ends in a row ('}'). topic_json is the topic as a JSON string. Past 64 KiB of
+ * text the writing runs with the GIL released (the columns are bytes, immutable; out is resized first and
+ * must be the caller's alone). */
 static PyObject *
 py_render_binary_rows(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 13) {
+    if (nargs != 14) {
         PyErr_SetString(PyExc_TypeError,
                         "render_binary_rows(offsets, key_offsets, key_data, key_validity, value_offsets, "
                         "value_data, value_validity, first, last, start_offset, high_watermark, topic_json, "
-                        "partition)");
+                        "partition, out)");
+        return NULL;
+    }
+    PyObject *out = args[13];
+    if (!PyByteArray_CheckExact(out)) {
+        PyErr_SetString(PyExc_TypeError, "render_binary_rows: out must be a bytearray");
         return NULL;
     }
     for (int k = 0; k < 7; k++) {
@@ -2027,20 +2042,27 @@ py_render_binary_rows(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     /* bisect.bisect_left's answers, as the msgspec renderer finds the rows */
     Py_ssize_t low = bisect_offsets(in.offsets, start, first, last);
     Py_ssize_t high = bisect_offsets(in.offsets, hw, low, last);
+    if (high == low) {
+        return Py_BuildValue("(nn)", low, high);
+    }
+    Py_ssize_t at = PyByteArray_GET_SIZE(out);
+    int comma = at > 0 && PyByteArray_AS_STRING(out)[at - 1] == '}';
     Py_ssize_t size = rows_size(&in, low, high);
-    PyObject *text = PyBytes_FromStringAndSize(NULL, size);
-    if (text == NULL) {
+    if (PyByteArray_Resize(out, at + comma + size) < 0) {
         return NULL;
+    }
+    char *o = PyByteArray_AS_STRING(out) + at;
+    if (comma) {
+        *o++ = ',';
     }
     if (size > 65536) {
         Py_BEGIN_ALLOW_THREADS
-        rows_write(&in, low, high, PyBytes_AS_STRING(text));
+        rows_write(&in, low, high, o);
         Py_END_ALLOW_THREADS
     } else {
-        rows_write(&in, low, high, PyBytes_AS_STRING(text));
+        rows_write(&in, low, high, o);
     }
-    PyObject *result = Py_BuildValue("(Nnn)", text, low, high);
-    return result;
+    return Py_BuildValue("(nn)", low, high);
 }
 
 static PyMethodDef methods[] = {
@@ -2091,5 +2113,6 @@ PyInit__speedups(void)
         return NULL;
     }
     b64_init();
+    b64_encode_init();
     return PyModule_Create(&module);
 }
