@@ -1,7 +1,8 @@
 """Build hook for the compiled record codec; everything else about the package is in pyproject.toml.
 
 ``pip install`` (wheel or editable) compiles ``tiering/codec/_speedups.c`` into
-``tierlog.tiering.codec._speedups``, and ``client/_sendlane.c`` (the producer's ``send`` fast path) into
+``tierlog.tiering.codec._speedups``, ``service/rest_v2/_restjson.c`` (the REST records array's text) into
+``tierlog.service.rest_v2._restjson`` and ``client/_sendlane.c`` (the producer's ``send`` fast path) into
 ``tierlog.client._sendlane``, with the CPython C API: no Cython, nothing beyond gcc (or any C compiler) and
 the Python headers. Where no compiler works the build still succeeds, without the extension,
 and the codec falls back to pure Python with a one-line warning at import (see
@@ -43,6 +44,11 @@ setup(
         Extension(
             "tierlog.tiering.codec._speedups",
             sources=["tiering/codec/_speedups.c"],
+            extra_compile_args=["-O2", "-std=c11", "-Wall"],
+        ),
+        Extension(
+            "tierlog.service.rest_v2._restjson",
+            sources=["service/rest_v2/_restjson.c"],
             extra_compile_args=["-O2", "-std=c11", "-Wall"],
         ),
         Extension(

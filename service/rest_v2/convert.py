@@ -34,7 +34,6 @@ from tierlog.service.rest_v2.produce_body import (
     parse_produce_rows,
 )
 from tierlog.tiering.codec import _accel
-from tierlog.tiering.codec._accel import Native
 from tierlog.tiering.codec.batch import iter_records
 from tierlog.tiering.codec.columns import RecordColumns, decode_columns
 from tierlog.tiering.codec.header import CONTROL_BIT, HEADER, HEADER_SIZE, LOG_OVERHEAD, MAGIC, decode_header
@@ -49,6 +48,11 @@ from tierlog.tiering.errors import (
     UnknownPartitionError,
 )
 from tierlog.tiering.partitioner import StickyPartitioner, partition_for_key
+
+try:  # the binary records array's text in C; absent only where the compiled codec is absent too
+    from tierlog.service.rest_v2 import _restjson
+except ImportError:  # pragma: no cover - the pure codec's fallback already warned
+    _restjson = None  # type: ignore[assignment]
 
 __all__ = [
     "KAFKA_ERROR",
@@ -356,9 +360,8 @@ def records_body(
         InvalidRequestError: (42201) with ``json``, a key that is not valid JSON; InvalidValueError (42202) a
             value.
     """
-    native = _accel.native
-    if native is not None and fmt is EmbeddedFormat.BINARY:
-        return _binary_body(native, data, json.dumps(topic).encode(), partition, start_offset, high_watermark)
+    if _restjson is not None and _accel.native is not None and fmt is EmbeddedFormat.BINARY:
+        return _binary_body(data, json.dumps(topic).encode(), partition, start_offset, high_watermark)
     return _struct_body(data, topic, partition, start_offset, high_watermark, fmt)
 
 
@@ -395,18 +398,20 @@ def _struct_body(
 
 
 def _binary_body(
-    native: Native, data: bytes, topic_json: bytes, partition: int, start_offset: int, high_watermark: int
+    data: bytes, topic_json: bytes, partition: int, start_offset: int, high_watermark: int
 ) -> tuple[int, bytearray]:
     """:func:`records_body` for the binary format with the compiled core: each run of rows written as JSON
-    text straight into the answer in one C call (``render_binary_rows``, base64 included, the GIL released
-    past 64 KiB), the same text msgspec writes. The GIL is handed over between decodes."""
+    text straight into the answer in one C call (``_restjson.render_binary_rows``, base64 included, the GIL
+    released past 64 KiB), the same text msgspec writes. The GIL is handed over between decodes."""
+    assert _restjson is not None
+    render = _restjson.render_binary_rows
     out = bytearray(b"[")
     count = 0
     for group, (columns, runs) in enumerate(_data_groups(data, start_offset, high_watermark)):
         if group:
             hand_over()
         for first, last in runs:
-            low, high = native.render_binary_rows(
+            low, high = render(
                 columns.offsets, columns.key_offsets, columns.key_data, columns.key_validity,
                 columns.value_offsets, columns.value_data, columns.value_validity,
                 first, last, start_offset, high_watermark, topic_json, partition, out,

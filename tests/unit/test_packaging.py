@@ -37,9 +37,10 @@ MAPPED = {
     "client": "tierlog/client",
 }
 VERSION = version("tierlog")
-# the compiled codec and the producer's send lane (setup.py builds both)
+# the compiled codec, the REST records renderer and the producer's send lane (setup.py builds them)
 EXTENSIONS = (
     f"tierlog/tiering/codec/_speedups{EXTENSION_SUFFIXES[0]}",
+    f"tierlog/service/rest_v2/_restjson{EXTENSION_SUFFIXES[0]}",
     f"tierlog/client/_sendlane{EXTENSION_SUFFIXES[0]}",
 )
 DIST_INFO = f"tierlog-{VERSION}.dist-info"
@@ -116,8 +117,9 @@ def test_the_folders_are_mapped_into_tierlog_as_real_files_once_each(wheel: Whee
             expected[f"{target}/{path.relative_to(ROOT / folder).as_posix()}"] = path
     # PEP 561: the package ships its type hints.
     expected["tierlog/py.typed"] = ROOT / "tierlog" / "py.typed"
-    # The compiled extensions (setup.py builds tiering/codec/_speedups.c and client/_sendlane.c): gcc is on
-    # every machine this runs on. A compiled module's type stub (.pyi) ships next to it.
+    # The compiled extensions (setup.py builds tiering/codec/_speedups.c, service/rest_v2/_restjson.c and
+    # client/_sendlane.c): gcc is on every machine this runs on. A compiled module's type stub (.pyi) ships
+    # next to it.
     assert all(name in wheel.names for name in EXTENSIONS)
     ours = sorted(n for n in wheel.names if n.startswith("tierlog/") and n not in EXTENSIONS)
     assert ours == sorted(expected)

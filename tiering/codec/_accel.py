@@ -81,24 +81,6 @@ class Native(Protocol):
     def set_record_type(self, cls: type, /) -> None: ...
     def count_bytes(self, buf: Buffer, needle: bytes, limit: int, /) -> int: ...
     def decode_base64_list(self, items: list[Any], /) -> bool: ...
-    def render_binary_rows(
-        self,
-        offsets: bytes,
-        key_offsets: bytes,
-        key_data: bytes,
-        key_validity: bytes,
-        value_offsets: bytes,
-        value_data: bytes,
-        value_validity: bytes,
-        first: int,
-        last: int,
-        start_offset: int,
-        high_watermark: int,
-        topic_json: bytes,
-        partition: int,
-        out: bytearray,
-        /,
-    ) -> tuple[int, int]: ...
     def consumer_records(
         self,
         records: list[Record],

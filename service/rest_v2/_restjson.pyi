@@ -1,0 +1,19 @@
+"""Type stub of the compiled REST records renderer (service/rest_v2/_restjson.c)."""
+
+def render_binary_rows(
+    offsets: bytes,
+    key_offsets: bytes,
+    key_data: bytes,
+    key_validity: bytes,
+    value_offsets: bytes,
+    value_data: bytes,
+    value_validity: bytes,
+    first: int,
+    last: int,
+    start_offset: int,
+    high_watermark: int,
+    topic_json: bytes,
+    partition: int,
+    out: bytearray,
+    /,
+) -> tuple[int, int]: ...
