@@ -47,16 +47,20 @@ typedef struct {
     int closed;
 } SendLane;
 
+/* The byte offset of cls's own object slot name, inside its instances. */
 static int
 slot_offset(PyTypeObject *cls, const char *name, Py_ssize_t *offset)
 {
     PyObject *descr = PyDict_GetItemString(cls->tp_dict, name);
-    if (descr == NULL || !Py_IS_TYPE(descr, &PyMemberDescr_Type)) {
-        PyErr_Format(PyExc_TypeError, "the handle class has no slot %s", name);
+    if (descr == NULL || !Py_IS_TYPE(descr, &PyMemberDescr_Type) ||
+        ((PyDescrObject *)descr)->d_type != cls) {
+        PyErr_Format(PyExc_TypeError, "the handle class has no slot %s of its own", name);
         return -1;
     }
     PyMemberDef *member = ((PyMemberDescrObject *)descr)->d_member;
-    if (member->type != T_OBJECT_EX || (member->flags & READONLY)) {
+    if (member->type != T_OBJECT_EX || (member->flags & READONLY) ||
+        member->offset < (Py_ssize_t)sizeof(PyObject) ||
+        member->offset > cls->tp_basicsize - (Py_ssize_t)sizeof(PyObject *)) {
         PyErr_Format(PyExc_TypeError, "the handle class's %s is not a writable object slot", name);
         return -1;
     }
@@ -88,8 +92,9 @@ lane_init(SendLane *self, PyObject *args, PyObject *kwds)
         return -1;
     }
     static const char *names[3] = {"_batch", "_index", "_cancelled"};
+    Py_ssize_t slots[3];
     for (int k = 0; k < 3; k++) {
-        if (slot_offset(cls, names[k], &self->handle_slots[k]) < 0) {
+        if (slot_offset(cls, names[k], &slots[k]) < 0) {
             return -1;
         }
     }
@@ -112,6 +117,7 @@ lane_init(SendLane *self, PyObject *args, PyObject *kwds)
     Py_XSETREF(self->make_record, Py_NewRef(make_record));
     Py_XSETREF(self->batches, batches);
     Py_XSETREF(self->snapshot, Py_NewRef(Py_None));
+    memcpy(self->handle_slots, slots, sizeof(slots));
     self->batch_size = batch_size;
     self->memory = memory;
     self->record_limit = record_limit;
@@ -167,18 +173,6 @@ get_ll(PyObject *obj, PyObject *name, long long *out)
     return (*out == -1 && PyErr_Occurred()) ? -1 : 0;
 }
 
-static int
-set_ll(PyObject *obj, PyObject *name, long long value)
-{
-    PyObject *v = PyLong_FromLongLong(value);
-    if (v == NULL) {
-        return -1;
-    }
-    int rc = PyObject_SetAttr(obj, name, v);
-    Py_DECREF(v);
-    return rc;
-}
-
 /* Whether the lane is still valid for the router's current snapshot: 1 yes, 0 no (the batches are
    dropped), -1 error. */
 static int
@@ -205,6 +199,10 @@ lane_send(SendLane *self, PyObject *const *args, Py_ssize_t nargs)
         PyErr_SetString(PyExc_TypeError, "send(topic, value, key, partition, headers, timestamp, callback)");
         return NULL;
     }
+    if (self->batches == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "SendLane.__init__ was not called");
+        return NULL;
+    }
     PyObject *topic = args[0], *value = args[1];
     if (self->closed || !PyBytes_CheckExact(value)) {
         Py_RETURN_NONE;
@@ -223,6 +221,7 @@ lane_send(SendLane *self, PyObject *const *args, Py_ssize_t nargs)
     }
     Py_INCREF(batch); /* the dict may drop it below */
     PyObject *result = NULL, *records = NULL, *record = NULL, *stamp = NULL;
+    PyObject *new_size = NULL, *new_used = NULL;
     int ok = snapshot_current(self);
     if (ok <= 0) {
         goto fallback_or_error;
@@ -269,13 +268,17 @@ lane_send(SendLane *self, PyObject *const *args, Py_ssize_t nargs)
     if (!PyList_CheckExact(records)) {
         goto fallback;
     }
-    /* the wall clock in ms, as int(time.time() * 1000) */
+    /* the wall clock in ms, exactly as int(time.time() * 1000): the same clock, the same doubles
+       (CPython divides the nanoseconds by 1e9 unless they are whole seconds), truncated */
     struct timespec now;
     if (clock_gettime(CLOCK_REALTIME, &now) != 0) {
         PyErr_SetFromErrno(PyExc_OSError);
         goto error;
     }
-    stamp = PyLong_FromLongLong((long long)now.tv_sec * 1000 + now.tv_nsec / 1000000);
+    long long ns = (long long)now.tv_sec * 1000000000LL + now.tv_nsec;
+    volatile double seconds = ns % 1000000000LL == 0 ? (double)(ns / 1000000000LL) : (double)ns / 1e9;
+    volatile double millis = seconds * 1000.0;
+    stamp = PyLong_FromDouble(millis);
     if (stamp == NULL) {
         goto error;
     }
@@ -297,12 +300,20 @@ lane_send(SendLane *self, PyObject *const *args, Py_ssize_t nargs)
     *(PyObject **)((char *)handle + self->handle_slots[0]) = Py_NewRef(batch);
     *(PyObject **)((char *)handle + self->handle_slots[1]) = index_obj;
     *(PyObject **)((char *)handle + self->handle_slots[2]) = Py_NewRef(Py_False);
-    /* from here on the record is in: append it, then account for it as the Python path does */
+    new_size = PyLong_FromLongLong(batch_bytes + size);
+    new_used = PyLong_FromLongLong(used + size);
+    if (new_size == NULL || new_used == NULL) {
+        Py_DECREF(handle);
+        goto error;
+    }
+    /* from here on the record is in: append it, then account for it as the Python path does (replacing
+       two existing attribute values allocates nothing) */
     if (PyList_Append(records, record) < 0) {
         Py_DECREF(handle);
         goto error;
     }
-    if (set_ll(batch, str_size, batch_bytes + size) < 0 || set_ll(self->accumulator, str_used, used + size) < 0) {
+    if (PyObject_SetAttr(batch, str_size, new_size) < 0 ||
+        PyObject_SetAttr(self->accumulator, str_used, new_used) < 0) {
         Py_DECREF(handle);
         goto error;
     }
@@ -332,6 +343,8 @@ fallback:
 error:
     result = NULL;
 finish:
+    Py_XDECREF(new_size);
+    Py_XDECREF(new_used);
     Py_XDECREF(stamp);
     Py_XDECREF(record);
     Py_XDECREF(records);
@@ -346,6 +359,10 @@ lane_arm(SendLane *self, PyObject *const *args, Py_ssize_t nargs)
 {
     if (nargs != 3) {
         PyErr_SetString(PyExc_TypeError, "arm(topic, batch, snapshot)");
+        return NULL;
+    }
+    if (self->batches == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "SendLane.__init__ was not called");
         return NULL;
     }
     if (self->closed) {
@@ -366,7 +383,9 @@ static PyObject *
 lane_close(SendLane *self, PyObject *Py_UNUSED(ignored))
 {
     self->closed = 1;
-    PyDict_Clear(self->batches);
+    if (self->batches != NULL) {
+        PyDict_Clear(self->batches);
+    }
     Py_RETURN_NONE;
 }
 

@@ -135,17 +135,30 @@ rows_write(const rows_in *in, Py_ssize_t low, Py_ssize_t high, char *o)
     }
 }
 
+/* The quoted base64 of n bytes, or 4 for null. */
+static Py_ssize_t
+field_size(int valid, int32_t start, int32_t end)
+{
+    return valid ? 2 + ((Py_ssize_t)end - (Py_ssize_t)start + 2) / 3 * 4 : 4;
+}
+
+/* The exact length rows_write writes for rows [low, high), or -1 if it passes PY_SSIZE_T_MAX. */
 static Py_ssize_t
 rows_size(const rows_in *in, Py_ssize_t low, Py_ssize_t high)
 {
-    const Py_ssize_t fixed = (Py_ssize_t)(sizeof("{\"topic\":,\"key\":,\"value\":,\"partition\":,\"offset\":}") - 1);
+    const Py_ssize_t fixed =
+        (Py_ssize_t)(sizeof("{\"topic\":,\"key\":,\"value\":,\"partition\":,\"offset\":}") - 1);
     Py_ssize_t partition_len = decimal_len(in->partition);
     Py_ssize_t total = high > low ? high - low - 1 : 0; /* the commas */
     for (Py_ssize_t i = low; i < high; i++) {
-        total += fixed + in->topic_len + partition_len + decimal_len(in->offsets[i]);
-        total += row_valid(in->key_valid, i) ? 2 + (in->key_ends[i + 1] - in->key_ends[i] + 2) / 3 * 4 : 4;
-        total += row_valid(in->value_valid, i) ? 2 + (in->value_ends[i + 1] - in->value_ends[i] + 2) / 3 * 4
-                                                : 4;
+        /* each term is below 2^34 (a topic is a bytes object, so at most PY_SSIZE_T_MAX: checked first) */
+        Py_ssize_t row = fixed + partition_len + decimal_len(in->offsets[i]) +
+                         field_size(row_valid(in->key_valid, i), in->key_ends[i], in->key_ends[i + 1]) +
+                         field_size(row_valid(in->value_valid, i), in->value_ends[i], in->value_ends[i + 1]);
+        if (in->topic_len > PY_SSIZE_T_MAX - row || total > PY_SSIZE_T_MAX - row - in->topic_len) {
+            return -1;
+        }
+        total += row + in->topic_len;
     }
     return total;
 }
@@ -172,7 +185,7 @@ bisect_offsets(const int64_t *offsets, long long x, Py_ssize_t lo, Py_ssize_t hi
  * [start_offset, high_watermark), as the JSON objects msgspec writes for them, joined by ',' and preceded
  * by one when out already ends in a row ('}'). topic_json is the topic as a JSON string. Past 64 KiB of
  * text the writing runs with the GIL released (the columns are bytes, immutable; out is resized first and
- * must be the caller's alone). */
+ * exported meanwhile, so no other thread can resize it). */
 static PyObject *
 py_render_binary_rows(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
@@ -198,10 +211,13 @@ py_render_binary_rows(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         PyErr_SetString(PyExc_TypeError, "render_binary_rows: topic_json must be bytes");
         return NULL;
     }
-    Py_ssize_t first = PyLong_AsSsize_t(args[7]), last = PyLong_AsSsize_t(args[8]);
-    long long start = PyLong_AsLongLong(args[9]), hw = PyLong_AsLongLong(args[10]);
-    long long partition = PyLong_AsLongLong(args[12]);
-    if (PyErr_Occurred()) {
+    Py_ssize_t first, last;
+    long long start, hw, partition;
+    if (((first = PyLong_AsSsize_t(args[7])) == -1 && PyErr_Occurred()) ||
+        ((last = PyLong_AsSsize_t(args[8])) == -1 && PyErr_Occurred()) ||
+        ((start = PyLong_AsLongLong(args[9])) == -1 && PyErr_Occurred()) ||
+        ((hw = PyLong_AsLongLong(args[10])) == -1 && PyErr_Occurred()) ||
+        ((partition = PyLong_AsLongLong(args[12])) == -1 && PyErr_Occurred())) {
         return NULL;
     }
     Py_ssize_t count = PyBytes_GET_SIZE(args[0]) / 8;
@@ -241,10 +257,20 @@ py_render_binary_rows(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     Py_ssize_t at = PyByteArray_GET_SIZE(out);
     int comma = at > 0 && PyByteArray_AS_STRING(out)[at - 1] == '}';
     Py_ssize_t size = rows_size(&in, low, high);
+    if (size < 0 || at > PY_SSIZE_T_MAX - 1 - size) {
+        PyErr_SetString(PyExc_OverflowError, "render_binary_rows: the text would be too long");
+        return NULL;
+    }
     if (PyByteArray_Resize(out, at + comma + size) < 0) {
         return NULL;
     }
-    char *o = PyByteArray_AS_STRING(out) + at;
+    /* an export of out for the write: while it is held, nobody can resize out (BufferError), so the
+       pointer stays valid with the GIL released */
+    Py_buffer view;
+    if (PyObject_GetBuffer(out, &view, PyBUF_WRITABLE) < 0) {
+        return NULL;
+    }
+    char *o = (char *)view.buf + at;
     if (comma) {
         *o++ = ',';
     }
@@ -255,6 +281,7 @@ py_render_binary_rows(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     } else {
         rows_write(&in, low, high, o);
     }
+    PyBuffer_Release(&view);
     return Py_BuildValue("(nn)", low, high);
 }
 

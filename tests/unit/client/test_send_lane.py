@@ -231,3 +231,28 @@ async def test_the_handle_class_must_be_a_plain_slotted_class() -> None:
                 record_limit=1024,
                 overhead=RECORD_OVERHEAD,
             )
+
+
+async def test_an_uninitialised_lane_raises_and_a_refused_init_keeps_the_lane_as_it_was() -> None:
+    assert _sendlane is not None and _accel.available is not None
+    bare = _sendlane.SendLane.__new__(_sendlane.SendLane)
+    with pytest.raises(RuntimeError, match="__init__"):
+        bare.send("t", VALUE, None, None, None, None, None)
+    with pytest.raises(RuntimeError, match="__init__"):
+        bare.arm("t", None, None)
+    s = await armed()
+
+    class HalfHandle:  # _batch but no _index: refused, and nothing of it is kept
+        __slots__ = ("_batch", "_padding")
+
+    class Inherited(FutureRecordMetadata):  # its slots are its base's, not its own
+        __slots__ = ()
+
+    for handle_type in (HalfHandle, Inherited):
+        with pytest.raises(TypeError):
+            s.lane.__init__(
+                s.acc, s.router, s.idempotence, handle_type, _accel.available.make_record,
+                batch_size=1 << 20, buffer_memory=1 << 20, record_limit=1 << 20, overhead=RECORD_OVERHEAD,
+            )  # fmt: skip
+    handle = send(s)
+    assert type(handle) is FutureRecordMetadata and (handle._batch, handle._index) == (s.batch, 1)
