@@ -399,7 +399,8 @@ static PyMethodDef lane_methods[] = {
 
 static PyMemberDef lane_members[] = {
     {"batches", T_OBJECT, offsetof(SendLane, batches), READONLY, "topic -> the armed open batch"},
-    {"snapshot", T_OBJECT, offsetof(SendLane, snapshot), READONLY, "the snapshot the batches were armed under"},
+    {"snapshot", T_OBJECT, offsetof(SendLane, snapshot), READONLY,
+     "the snapshot the batches were armed under"},
     {"closed", T_BOOL, offsetof(SendLane, closed), READONLY, "whether close() was called"},
     {NULL, 0, 0, 0, NULL},
 };

@@ -1,4 +1,5 @@
-/* The REST v2 records array's text for decoded record columns (CPython C API).
+/* REST v2's JSON in C (CPython C API): the records array's text for decoded record columns, and the
+ * records of a binary produce body.
  *
  * render_binary_rows writes the objects of a records fetch answer in the binary embedded format,
  * {"topic":T,"key":K,"value":V,"partition":P,"offset":O} with K and V null or base64 text, straight from
@@ -25,7 +26,8 @@ b64_encode_init(void)
     }
 }
 
-/* Standard base64 with padding (base64.b64encode's), n bytes of p into o; answers the end of what it wrote. */
+/* Standard base64 with padding (base64.b64encode's), n bytes of p into o; answers the end of what it
+   wrote. */
 static char *
 b64_encode(char *o, const unsigned char *p, Py_ssize_t n)
 {
@@ -241,7 +243,8 @@ py_render_binary_rows(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         .partition = partition,
     };
     for (Py_ssize_t i = first; i < last; i++) {
-        int32_t k0 = in.key_ends[i], k1 = in.key_ends[i + 1], v0 = in.value_ends[i], v1 = in.value_ends[i + 1];
+        int32_t k0 = in.key_ends[i], k1 = in.key_ends[i + 1];
+        int32_t v0 = in.value_ends[i], v1 = in.value_ends[i + 1];
         if (k0 < 0 || k1 < k0 || k1 > PyBytes_GET_SIZE(args[2]) || v0 < 0 || v1 < v0 ||
             v1 > PyBytes_GET_SIZE(args[5])) {
             PyErr_SetString(PyExc_ValueError, "render_binary_rows: a data range lies outside its column");
@@ -285,10 +288,378 @@ py_render_binary_rows(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     return Py_BuildValue("(nn)", low, high);
 }
 
+/* ---------------------------------------------------------------- produce bodies */
+
+/* One record of a produce body as the scan finds it: each key and value the position and length of its
+   base64 text (length -1: null), the partition -1 when null. */
+typedef struct {
+    Py_ssize_t key_at, key_len, value_at, value_len;
+    long long partition;
+} body_row;
+
+typedef struct {
+    const unsigned char *p;
+    Py_ssize_t n, i;
+} cursor;
+
+static void
+skip_ws(cursor *c)
+{
+    while (c->i < c->n) {
+        unsigned char ch = c->p[c->i];
+        if (ch != ' ' && ch != '\t' && ch != '\n' && ch != '\r') {
+            break;
+        }
+        c->i++;
+    }
+}
+
+/* Whether the text at the cursor is lit (and move past it). */
+static int
+take(cursor *c, const char *lit)
+{
+    size_t k = strlen(lit);
+    if (c->n - c->i < (Py_ssize_t)k || memcmp(c->p + c->i, lit, k) != 0) {
+        return 0;
+    }
+    c->i += (Py_ssize_t)k;
+    return 1;
+}
+
+/* b64_bits[k][c]: the value of character c at position k of a quad, shifted into place; b64_bad[c]: 1 for
+   a character outside the 64 */
+static uint32_t b64_bits[4][256];
+static unsigned char b64_bad[256];
+
+static void
+b64_decode_init(void)
+{
+    memset(b64_bad, 1, sizeof(b64_bad));
+    for (int v = 0; v < 64; v++) {
+        unsigned char ch = (unsigned char)b64_chars[v];
+        b64_bad[ch] = 0;
+        for (int k = 0; k < 4; k++) {
+            b64_bits[k][ch] = (uint32_t)v << (18 - 6 * k);
+        }
+    }
+}
+
+/* A string of canonical base64 at the cursor (a length that is a multiple of 4, the 64 characters, at
+   most two '=' and only at the end), or null: its position and length (-1 for null). 0 when it is
+   anything else. The body holds no backslash (the caller checked), so a string ends at its next quote. */
+static int
+take_base64(cursor *c, Py_ssize_t *at, Py_ssize_t *len)
+{
+    if (take(c, "null")) {
+        *at = 0;
+        *len = -1;
+        return 1;
+    }
+    if (c->i >= c->n || c->p[c->i] != '"') {
+        return 0;
+    }
+    const unsigned char *q = c->p + c->i + 1;
+    const unsigned char *close = memchr(q, '"', (size_t)(c->n - c->i - 1));
+    if (close == NULL) {
+        return 0;
+    }
+    Py_ssize_t n = close - q, text = n;
+    if (n % 4 != 0) {
+        return 0;
+    }
+    if (n && q[n - 1] == '=') { /* at most two '=', only at the end */
+        text = q[n - 2] == '=' ? n - 2 : n - 1;
+    }
+    unsigned char bad = 0;
+    for (Py_ssize_t j = 0; j < text; j++) {
+        bad |= b64_bad[q[j]];
+    }
+    if (bad) {
+        return 0;
+    }
+    *at = c->i + 1;
+    *len = n;
+    c->i += n + 2; /* the quotes */
+    return 1;
+}
+
+/* A partition at the cursor: null (-1) or a JSON integer 0..10^18-1 without sign, fraction or exponent. */
+static int
+take_partition(cursor *c, long long *partition)
+{
+    if (take(c, "null")) {
+        *partition = -1;
+        return 1;
+    }
+    Py_ssize_t start = c->i;
+    long long v = 0;
+    while (c->i < c->n && c->p[c->i] >= '0' && c->p[c->i] <= '9') {
+        v = v * 10 + (c->p[c->i] - '0');
+        c->i++;
+        if (c->i - start > 18) {
+            return 0;
+        }
+    }
+    Py_ssize_t digits = c->i - start;
+    if (digits == 0 || (digits > 1 && c->p[start] == '0')) {
+        return 0;
+    }
+    if (c->i < c->n && (c->p[c->i] == '.' || c->p[c->i] == 'e' || c->p[c->i] == 'E')) {
+        return 0;
+    }
+    *partition = v;
+    return 1;
+}
+
+/* One record object at the cursor: members "key", "value" and "partition", each at most once. */
+static int
+take_record(cursor *c, body_row *row)
+{
+    row->key_len = row->value_len = -1;
+    row->key_at = row->value_at = 0;
+    row->partition = -1;
+    int seen = 0;
+    if (!take(c, "{")) {
+        return 0;
+    }
+    skip_ws(c);
+    if (take(c, "}")) {
+        return 1;
+    }
+    for (;;) {
+        int field;
+        if (take(c, "\"key\"")) {
+            field = 1;
+        } else if (take(c, "\"value\"")) {
+            field = 2;
+        } else if (take(c, "\"partition\"")) {
+            field = 4;
+        } else {
+            return 0; /* another field: msgspec refuses it, and the walk words the error */
+        }
+        if (seen & field) {
+            return 0; /* a repeated field: the walk keeps the last one, decided there */
+        }
+        seen |= field;
+        skip_ws(c);
+        if (!take(c, ":")) {
+            return 0;
+        }
+        skip_ws(c);
+        int ok = field == 1   ? take_base64(c, &row->key_at, &row->key_len)
+                 : field == 2 ? take_base64(c, &row->value_at, &row->value_len)
+                              : take_partition(c, &row->partition);
+        if (!ok) {
+            return 0;
+        }
+        skip_ws(c);
+        if (take(c, "}")) {
+            return 1;
+        }
+        if (!take(c, ",")) {
+            return 0;
+        }
+        skip_ws(c);
+    }
+}
+
+/* The rows of a body that is exactly {"records": [record, ...]} (JSON whitespace anywhere), at least one
+   and at most limit of them: the count, -1 for any other body, -2 out of memory. Needs no GIL. */
+static Py_ssize_t
+scan_body(const unsigned char *p, Py_ssize_t n, Py_ssize_t limit, body_row **rows_out)
+{
+    cursor c = {p, n, 0};
+    body_row *rows = NULL;
+    Py_ssize_t count = 0, cap = 0;
+    skip_ws(&c);
+    if (!take(&c, "{")) {
+        goto decline;
+    }
+    skip_ws(&c);
+    if (!take(&c, "\"records\"")) {
+        goto decline;
+    }
+    skip_ws(&c);
+    if (!take(&c, ":")) {
+        goto decline;
+    }
+    skip_ws(&c);
+    if (!take(&c, "[")) {
+        goto decline;
+    }
+    skip_ws(&c);
+    for (;;) {
+        if (count == limit) {
+            goto decline;
+        }
+        if (count == cap) {
+            Py_ssize_t grown = cap ? cap * 2 : 64;
+            if (grown > limit) {
+                grown = limit;
+            }
+            body_row *more = PyMem_RawRealloc(rows, (size_t)grown * sizeof(body_row));
+            if (more == NULL) {
+                PyMem_RawFree(rows);
+                return -2;
+            }
+            rows = more;
+            cap = grown;
+        }
+        if (!take_record(&c, &rows[count])) {
+            goto decline;
+        }
+        count++;
+        skip_ws(&c);
+        if (take(&c, "]")) {
+            break;
+        }
+        if (!take(&c, ",")) {
+            goto decline;
+        }
+        skip_ws(&c);
+    }
+    skip_ws(&c);
+    if (!take(&c, "}")) {
+        goto decline;
+    }
+    skip_ws(&c);
+    if (c.i != c.n) {
+        goto decline;
+    }
+    *rows_out = rows;
+    return count;
+decline:
+    PyMem_RawFree(rows);
+    return -1;
+}
+
+static Py_ssize_t
+decoded_size(const unsigned char *text, Py_ssize_t n)
+{
+    Py_ssize_t pads = n >= 1 && text[n - 1] == '=' ? (n >= 2 && text[n - 2] == '=' ? 2 : 1) : 0;
+    return n / 4 * 3 - pads;
+}
+
+/* Canonical base64 (checked by the scan) into out, as base64.b64decode(validate=True) decodes it: whole
+   quads, then the last one, which may end in one or two '='. */
+static void
+b64_decode_into(const unsigned char *text, Py_ssize_t n, unsigned char *out)
+{
+    if (n == 0) {
+        return;
+    }
+    Py_ssize_t whole = n - 4;
+    for (Py_ssize_t i = 0; i < whole; i += 4) {
+        uint32_t x = b64_bits[0][text[i]] | b64_bits[1][text[i + 1]] | b64_bits[2][text[i + 2]] |
+                     b64_bits[3][text[i + 3]];
+        out[0] = (unsigned char)(x >> 16);
+        out[1] = (unsigned char)(x >> 8);
+        out[2] = (unsigned char)x;
+        out += 3;
+    }
+    const unsigned char *q = text + whole;
+    uint32_t x = b64_bits[0][q[0]] | b64_bits[1][q[1]];
+    *out++ = (unsigned char)(x >> 16);
+    if (q[2] != '=') {
+        x |= b64_bits[2][q[2]];
+        *out++ = (unsigned char)(x >> 8);
+        if (q[3] != '=') {
+            x |= b64_bits[3][q[3]];
+            *out = (unsigned char)x;
+        }
+    }
+}
+
+/* parse_binary_records(body, limit) -> (keys, values, partitions) or None
+ * The records of a binary-format produce body that is exactly {"records": [...]} with one to limit
+ * records, each an object of at most "key", "value" (canonical base64 strings or null) and "partition"
+ * (null or a non-negative integer), each at most once, as three lists (bytes or None, int or None).
+ * None for any other body: it may be valid (other body fields, repeated fields, other spellings) or not;
+ * the caller's other paths decide. The body must hold no backslash (the caller checks). The scan and the
+ * decoding run with the GIL released (the body is bytes, immutable; the new bytes are the call's own). */
+static PyObject *
+py_parse_binary_records(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2 || !PyBytes_Check(args[0])) {
+        PyErr_SetString(PyExc_TypeError, "parse_binary_records(body: bytes, limit: int)");
+        return NULL;
+    }
+    Py_ssize_t limit = PyLong_AsSsize_t(args[1]);
+    if (limit == -1 && PyErr_Occurred()) {
+        return NULL;
+    }
+    const unsigned char *p = (const unsigned char *)PyBytes_AS_STRING(args[0]);
+    Py_ssize_t n = PyBytes_GET_SIZE(args[0]), count;
+    body_row *rows = NULL;
+    if (limit < 1) {
+        Py_RETURN_NONE;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    count = scan_body(p, n, limit, &rows);
+    Py_END_ALLOW_THREADS
+    if (count == -2) {
+        return PyErr_NoMemory();
+    }
+    if (count < 0) {
+        Py_RETURN_NONE;
+    }
+    PyObject *keys = PyList_New(count), *values = PyList_New(count), *partitions = PyList_New(count);
+    /* where each new bytes object's decoded text goes: 2 per row, NULL for a null */
+    unsigned char **targets = PyMem_RawCalloc((size_t)count * 2 + 1, sizeof(unsigned char *));
+    if (keys == NULL || values == NULL || partitions == NULL || targets == NULL) {
+        goto error;
+    }
+    for (Py_ssize_t r = 0; r < count; r++) {
+        body_row *row = &rows[r];
+        PyObject *column[2] = {keys, values};
+        Py_ssize_t at[2] = {row->key_at, row->value_at}, len[2] = {row->key_len, row->value_len};
+        for (int k = 0; k < 2; k++) {
+            PyObject *item;
+            if (len[k] < 0) {
+                item = Py_NewRef(Py_None);
+            } else {
+                item = PyBytes_FromStringAndSize(NULL, decoded_size(p + at[k], len[k]));
+                if (item == NULL) {
+                    goto error;
+                }
+                targets[2 * r + k] = (unsigned char *)PyBytes_AS_STRING(item);
+            }
+            PyList_SET_ITEM(column[k], r, item);
+        }
+        PyObject *partition = row->partition < 0 ? Py_NewRef(Py_None) : PyLong_FromLongLong(row->partition);
+        if (partition == NULL) {
+            goto error;
+        }
+        PyList_SET_ITEM(partitions, r, partition);
+    }
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t r = 0; r < count; r++) {
+        if (targets[2 * r] != NULL) {
+            b64_decode_into(p + rows[r].key_at, rows[r].key_len, targets[2 * r]);
+        }
+        if (targets[2 * r + 1] != NULL) {
+            b64_decode_into(p + rows[r].value_at, rows[r].value_len, targets[2 * r + 1]);
+        }
+    }
+    Py_END_ALLOW_THREADS
+    PyMem_RawFree(targets);
+    PyMem_RawFree(rows);
+    return Py_BuildValue("(NNN)", keys, values, partitions);
+error:
+    PyMem_RawFree(targets);
+    PyMem_RawFree(rows);
+    Py_XDECREF(keys);
+    Py_XDECREF(values);
+    Py_XDECREF(partitions);
+    return NULL;
+}
+
 static PyMethodDef methods[] = {
     {"render_binary_rows", (PyCFunction)(void (*)(void))py_render_binary_rows, METH_FASTCALL,
      "render_binary_rows(offsets, key_offsets, key_data, key_validity, value_offsets, value_data, "
      "value_validity, first, last, start_offset, high_watermark, topic_json, partition, out) -> (low, high)"},
+    {"parse_binary_records", (PyCFunction)(void (*)(void))py_parse_binary_records, METH_FASTCALL,
+     "parse_binary_records(body, limit) -> (keys, values, partitions), or None"},
     {NULL, NULL, 0, NULL},
 };
 
@@ -301,5 +672,6 @@ PyMODINIT_FUNC
 PyInit__restjson(void)
 {
     b64_encode_init();
+    b64_decode_init();
     return PyModule_Create(&module);
 }

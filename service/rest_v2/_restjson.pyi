@@ -1,4 +1,4 @@
-"""Type stub of the compiled REST records renderer (service/rest_v2/_restjson.c)."""
+"""Type stub of REST v2's JSON in C (service/rest_v2/_restjson.c)."""
 
 def render_binary_rows(
     offsets: bytes,
@@ -17,3 +17,6 @@ def render_binary_rows(
     out: bytearray,
     /,
 ) -> tuple[int, int]: ...
+def parse_binary_records(
+    body: bytes, limit: int, /
+) -> tuple[list[bytes | None], list[bytes | None], list[int | None]] | None: ...

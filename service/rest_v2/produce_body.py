@@ -37,6 +37,11 @@ from tierlog.tiering.errors import (
     SchemaRegistryRequiredError,
 )
 
+try:  # the plain shape of a binary body parsed in C; absent only where the compiled codec is absent too
+    from tierlog.service.rest_v2 import _restjson
+except ImportError:  # pragma: no cover - the pure codec's fallback already warned
+    _restjson = None  # type: ignore[assignment]
+
 __all__ = [
     "CONVERSION_BYTES_PER_RECORD",
     "FAST_PATH_MAX_BYTES",
@@ -435,6 +440,15 @@ def _fast_binary_rows(body: bytes, max_records: int | None) -> ProduceColumns | 
     if braces > FAST_PATH_MAX_RECORDS or (max_records is not None and braces > max_records):
         return None
     native = _accel.native
+    if native is not None and _restjson is not None:
+        # {"records": [...]} alone, in C with the GIL released (no struct, no text per record); any other
+        # shape answers None and msgspec below decides
+        limit = FAST_PATH_MAX_RECORDS if max_records is None else min(max_records, FAST_PATH_MAX_RECORDS)
+        parsed = _restjson.parse_binary_records(body, limit)
+        if parsed is not None:
+            out = ProduceColumns()
+            out.keys, out.values, out.partitions = parsed
+            return out
     try:
         records: list[_Record[bytes]] | list[_Record[str]] = (
             (_DECODER if native is None else _TEXT_DECODER).decode(body).records

@@ -291,3 +291,89 @@ def test_decode_base64_list_decodes_in_place_or_leaves_the_list_as_it_was() -> N
         assert not native.decode_base64_list(items)
         assert items == [*texts, bad]
     assert native.decode_base64_list([]) and native.decode_base64_list([None, ""])
+
+
+try:
+    from tierlog.service.rest_v2 import _restjson
+except ImportError:  # pragma: no cover - no compiler at install
+    _restjson = None  # type: ignore[assignment]
+_NO_C = "the compiled extensions are not built (no C compiler at install, or TIERLOG_PURE_CODEC)"
+_WS = st.sampled_from(["", " ", "\n", "\t", "\r\n  "])
+
+
+@pytest.mark.skipif(_restjson is None or _accel.available is None, reason=_NO_C)
+@settings(max_examples=400, deadline=None)
+@given(
+    st.lists(
+        st.fixed_dictionaries(
+            {},
+            optional={
+                "key": st.none() | st.binary(max_size=9),
+                "value": st.none() | st.binary(max_size=40),
+                "partition": st.none() | st.integers(0, 10**18 - 1),
+            },
+        ),
+        min_size=1,
+        max_size=12,
+    ),
+    st.lists(_WS, min_size=8, max_size=8),
+)
+def test_the_c_parse_of_a_plain_body_is_json_and_b64decode(
+    rows: list[dict[str, object]], ws: list[str]
+) -> None:
+    """parse_binary_records (service/rest_v2/_restjson.c) on {"records": [...]} bodies with whitespace
+    anywhere JSON allows: the records json.loads and b64decode(validate=True) read, as the fast path
+    answers them."""
+    assert _restjson is not None
+
+    def text(value: object) -> object:
+        return base64.b64encode(value).decode() if isinstance(value, bytes) else value
+
+    records = ("," + ws[0]).join(
+        "{"
+        + ws[1]
+        + ("," + ws[2]).join(f'"{k}"{ws[3]}:{ws[4]}{json.dumps(text(v))}' for k, v in r.items())
+        + ws[5]
+        + "}"
+        for r in rows
+    )
+    body = f'{ws[6]}{{"records"{ws[7]}:[{records}]}}{ws[0]}'.encode()
+    parsed = _restjson.parse_binary_records(body, 12)
+    expected = [(r.get("key"), r.get("value"), r.get("partition")) for r in rows]
+    assert parsed is not None and list(zip(*parsed, strict=True)) == expected
+    assert [(r.get("key"), r.get("value"), r.get("partition")) for r in json.loads(body)["records"]] == [
+        tuple(text(x) for x in row) for row in expected
+    ]
+    with _accel.use("compiled"):  # the fast path takes bodies that start with '{' (no BOM, not UTF-16/32)
+        fast = _fast_binary_rows(body.lstrip(), None)
+    assert fast is not None and list(fast) == expected
+
+
+@pytest.mark.skipif(_restjson is None or _accel.available is None, reason=_NO_C)
+@pytest.mark.parametrize(
+    "body",
+    [
+        b'{"records":[]}',
+        b'{"records":[{"value":"YQ=="}],"key_schema":"s"}',  # another body field: msgspec decides
+        b'{"records":[{"value":"YQ==","value":"Yg=="}]}',  # a repeated field
+        b'{"records":[{"valu":"YQ=="}]}',
+        b'{"records":[{"value":"YQ="}]}',
+        b'{"records":[{"value":"Y===="}]}',
+        b'{"records":[{"value":"Y=Q="}]}',
+        b'{"records":[{"value":5}]}',
+        b'{"records":[{"partition":-1}]}',
+        b'{"records":[{"partition":01}]}',
+        b'{"records":[{"partition":1.0}]}',
+        b'{"records":[{"partition":1e3}]}',
+        b'{"records":[{"partition":1000000000000000000}]}',  # 19 digits: msgspec decides
+        b'{"records":[{"partition":true}]}',
+        b'{"records":[{}],}',
+        b'{"records":[{},]}',
+        b'{"records":[{}]} x',
+        b'{"records":[{"value":"YQ==}]}',
+        b'{"records":[{}, {}, {}]}',  # over the limit of 2
+    ],
+)
+def test_the_c_parse_declines_every_other_body(body: bytes) -> None:
+    assert _restjson is not None
+    assert _restjson.parse_binary_records(body, 2) is None
