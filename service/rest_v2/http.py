@@ -110,7 +110,10 @@ async def read_body(request: web.Request, held: Hold | None = None) -> bytes:
         return await request.read()
     if declared is not None:
         held.resize(declared)
-        return await request.read()
+        chunks = []  # joined once: aiohttp's read() grows a bytearray and then copies it into bytes
+        while chunk := await request.content.readany():
+            chunks.append(chunk)
+        return b"".join(chunks)
     body = bytearray()
     while chunk := await request.content.readany():
         if len(body) + len(chunk) > limit:
