@@ -377,3 +377,23 @@ def test_the_c_parse_of_a_plain_body_is_json_and_b64decode(
 def test_the_c_parse_declines_every_other_body(body: bytes) -> None:
     assert _restjson is not None
     assert _restjson.parse_binary_records(body, 2) is None
+
+
+@pytest.mark.skipif(_restjson is None or _accel.available is None, reason=_NO_C)
+def test_the_c_parse_checks_every_byte_of_base64_at_every_position() -> None:
+    """Every byte value at every position of texts 16 bytes at a time and past (the SSE2 blocks and the
+    tail): only the 64 characters are taken, and '=' only at the end."""
+    assert _restjson is not None
+    alphabet = set(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/")
+    for length in (16, 20, 36):
+        for position in range(length):
+            for byte in range(256):
+                if byte == 0x22:  # a quote ends the string
+                    continue
+                text = bytearray(b"A" * length)
+                text[position] = byte
+                got = _restjson.parse_binary_records(b'{"records":[{"value":"' + bytes(text) + b'"}]}', 1)
+                taken = byte in alphabet or (byte == 0x3D and position == length - 1)
+                assert (got is not None) == taken, (length, position, byte)
+                if got is not None:
+                    assert got[1] == [base64.b64decode(bytes(text), validate=True)]
