@@ -419,3 +419,24 @@ def test_the_compiled_binary_renderer_writes_large_runs_without_the_gil_alike() 
         theirs = _struct_body(data, "t", 2, 3, 190, BINARY)
     assert len(ours[1]) > 65536  # past the size that releases the GIL
     assert ours == theirs and ours[0] == 187
+
+
+@pytest.mark.parametrize("simd", [True, False])
+def test_the_compiled_renderer_writes_base64_alike_with_and_without_vector_instructions(simd: bool) -> None:
+    """Values of every length from 0 to 120 bytes and every byte value, with the vector encoder (where the
+    CPU has it) and without: the text base64.b64encode and msgspec write."""
+    if _NATIVE is None:
+        pytest.skip(_NOT_BUILT)
+    assert _restjson is not None
+    rng = random.Random(3)
+    values = [rng.randbytes(n) for n in range(121)] + [bytes(range(256)) * 3, b"\xff" * 64, b"\x00" * 64]
+    data = build_batch([Record(None, v, (), 1000) for v in values], base_offset=0)
+    was = _restjson.use_simd(simd)
+    try:
+        with _accel.use("compiled"):
+            ours = records_body(data, topic="t", partition=0, start_offset=0, high_watermark=999, fmt=BINARY)
+            theirs = _struct_body(data, "t", 0, 0, 999, BINARY)
+    finally:
+        _restjson.use_simd(was)
+    assert ours == theirs
+    assert [r["value"] for r in json.loads(ours[1])] == [base64.b64encode(v).decode() for v in values]
