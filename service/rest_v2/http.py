@@ -110,8 +110,15 @@ async def read_body(request: web.Request, held: Hold | None = None) -> bytes:
         return await request.read()
     if declared is not None:
         held.resize(declared)
-        chunks = []  # joined once: aiohttp's read() grows a bytearray and then copies it into bytes
+        # joined once (aiohttp's read() grows a bytearray, then copies it into bytes), with read()'s limit:
+        # a body sent with a Content-Encoding arrives decompressed and may outgrow its Content-Length
+        chunks, size = [], 0
         while chunk := await request.content.readany():
+            size += len(chunk)
+            if size > limit:
+                raise RecordTooLargeError(f"request body of over {limit} bytes exceeds max.request.size={limit}")
+            if size > declared:
+                held.resize(size)
             chunks.append(chunk)
         return b"".join(chunks)
     body = bytearray()

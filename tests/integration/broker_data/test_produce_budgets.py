@@ -6,6 +6,7 @@ Every assertion is on the budget's answers and accounting, never on timing or RS
 from __future__ import annotations
 
 import asyncio
+import gzip
 import io
 import json
 from collections.abc import AsyncIterator
@@ -156,3 +157,21 @@ async def test_a_chunked_body_is_held_chunk_by_chunk(make_client: MakeClient) ->
         await client.post(TOPIC_PATH, data=too_large, headers={"Content-Type": BINARY}), 413, 41301
     )
     assert budget.in_use == 0
+
+
+async def test_a_compressed_body_is_held_and_limited_as_it_decompresses(make_client: MakeClient) -> None:
+    """A body sent with Content-Encoding: gzip arrives decompressed, larger than its Content-Length: the
+    budget holds what arrives and max.request.size applies to it, as to any body."""
+    client = await make_client(**{"max.request.size": str(64 * KiB)})
+    budget = client.app[CONVERSION_BUDGET]
+    body = rest_body(20, 1000)  # about 27 KB of text, a few hundred bytes gzipped
+    gzipped = gzip.compress(body)
+    headers = {"Content-Type": BINARY, "Content-Encoding": "gzip"}
+    response = await client.post(TOPIC_PATH, data=gzipped, headers=headers)
+    assert response.status == 200, await response.text()
+    assert len((await response.json(content_type=None))["offsets"]) == 20
+    assert budget.peak >= len(body) > len(gzipped) and budget.in_use == 0
+    bomb = gzip.compress(rest_body(100, 1000))  # about 135 KB once decompressed, over the limit
+    await expect_error(await client.post(TOPIC_PATH, data=bomb, headers=headers), 413, 41301)
+    assert budget.in_use == 0
+    assert (await client.get("/health")).status == 200
