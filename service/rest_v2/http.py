@@ -116,7 +116,9 @@ async def read_body(request: web.Request, held: Hold | None = None) -> bytes:
         while chunk := await request.content.readany():
             size += len(chunk)
             if size > limit:
-                raise RecordTooLargeError(f"request body of over {limit} bytes exceeds max.request.size={limit}")
+                raise RecordTooLargeError(
+                    f"request body of over {limit} bytes exceeds max.request.size={limit}"
+                )
             if size > declared:
                 held.resize(size)
             chunks.append(chunk)
