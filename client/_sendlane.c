@@ -142,12 +142,12 @@ lane_traverse(SendLane *self, visitproc visit, void *arg)
 static int
 lane_clear(SendLane *self)
 {
+    Py_CLEAR(self->batches); /* first: send, arm and close check it before touching the rest */
     Py_CLEAR(self->accumulator);
     Py_CLEAR(self->router);
     Py_CLEAR(self->idempotence);
     Py_CLEAR(self->handle_type);
     Py_CLEAR(self->make_record);
-    Py_CLEAR(self->batches);
     Py_CLEAR(self->snapshot);
     return 0;
 }

@@ -471,11 +471,11 @@ take_partition(cursor *c, long long *partition)
     Py_ssize_t start = c->i;
     long long v = 0;
     while (c->i < c->n && c->p[c->i] >= '0' && c->p[c->i] <= '9') {
+        if (c->i - start == 18) {
+            return 0; /* a 19th digit: msgspec decides */
+        }
         v = v * 10 + (c->p[c->i] - '0');
         c->i++;
-        if (c->i - start > 18) {
-            return 0;
-        }
     }
     Py_ssize_t digits = c->i - start;
     if (digits == 0 || (digits > 1 && c->p[start] == '0')) {
@@ -680,50 +680,59 @@ py_parse_binary_records(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     if (count < 0) {
         Py_RETURN_NONE;
     }
-    PyObject *keys = PyList_New(count), *values = PyList_New(count), *partitions = PyList_New(count);
-    /* where each new bytes object's decoded text goes: 2 per row, NULL for a null */
-    unsigned char **targets = PyMem_RawCalloc((size_t)count * 2 + 1, sizeof(unsigned char *));
-    if (keys == NULL || values == NULL || partitions == NULL || targets == NULL) {
+    /* The keys and values are made and decoded before any list holds them: while the GIL is released
+       nothing but this call can reach them (a list is visible to the garbage collector, a bytes object
+       held only here is not). items[2r] and items[2r + 1] are row r's key and value, NULL for a null. */
+    PyObject **items = PyMem_RawCalloc((size_t)count * 2, sizeof(PyObject *));
+    PyObject *keys = NULL, *values = NULL, *partitions = NULL;
+    if (items == NULL) {
+        PyErr_NoMemory();
+        goto error;
+    }
+    for (Py_ssize_t r = 0; r < 2 * count; r++) {
+        Py_ssize_t at = r % 2 ? rows[r / 2].value_at : rows[r / 2].key_at;
+        Py_ssize_t len = r % 2 ? rows[r / 2].value_len : rows[r / 2].key_len;
+        if (len >= 0 && (items[r] = PyBytes_FromStringAndSize(NULL, decoded_size(p + at, len))) == NULL) {
+            goto error;
+        }
+    }
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t r = 0; r < 2 * count; r++) {
+        if (items[r] != NULL) {
+            Py_ssize_t at = r % 2 ? rows[r / 2].value_at : rows[r / 2].key_at;
+            Py_ssize_t len = r % 2 ? rows[r / 2].value_len : rows[r / 2].key_len;
+            b64_decode_into(p + at, len, (unsigned char *)PyBytes_AS_STRING(items[r]));
+        }
+    }
+    Py_END_ALLOW_THREADS
+    keys = PyList_New(count);
+    values = PyList_New(count);
+    partitions = PyList_New(count);
+    if (keys == NULL || values == NULL || partitions == NULL) {
         goto error;
     }
     for (Py_ssize_t r = 0; r < count; r++) {
-        body_row *row = &rows[r];
-        PyObject *column[2] = {keys, values};
-        Py_ssize_t at[2] = {row->key_at, row->value_at}, len[2] = {row->key_len, row->value_len};
-        for (int k = 0; k < 2; k++) {
-            PyObject *item;
-            if (len[k] < 0) {
-                item = Py_NewRef(Py_None);
-            } else {
-                item = PyBytes_FromStringAndSize(NULL, decoded_size(p + at[k], len[k]));
-                if (item == NULL) {
-                    goto error;
-                }
-                targets[2 * r + k] = (unsigned char *)PyBytes_AS_STRING(item);
-            }
-            PyList_SET_ITEM(column[k], r, item);
-        }
-        PyObject *partition = row->partition < 0 ? Py_NewRef(Py_None) : PyLong_FromLongLong(row->partition);
+        PyObject *partition =
+            rows[r].partition < 0 ? Py_NewRef(Py_None) : PyLong_FromLongLong(rows[r].partition);
         if (partition == NULL) {
             goto error;
         }
         PyList_SET_ITEM(partitions, r, partition);
+        /* each list takes the reference items held */
+        PyList_SET_ITEM(keys, r, items[2 * r] != NULL ? items[2 * r] : Py_NewRef(Py_None));
+        PyList_SET_ITEM(values, r, items[2 * r + 1] != NULL ? items[2 * r + 1] : Py_NewRef(Py_None));
+        items[2 * r] = items[2 * r + 1] = NULL;
     }
-    Py_BEGIN_ALLOW_THREADS
-    for (Py_ssize_t r = 0; r < count; r++) {
-        if (targets[2 * r] != NULL) {
-            b64_decode_into(p + rows[r].key_at, rows[r].key_len, targets[2 * r]);
-        }
-        if (targets[2 * r + 1] != NULL) {
-            b64_decode_into(p + rows[r].value_at, rows[r].value_len, targets[2 * r + 1]);
-        }
-    }
-    Py_END_ALLOW_THREADS
-    PyMem_RawFree(targets);
+    PyMem_RawFree(items);
     PyMem_RawFree(rows);
     return Py_BuildValue("(NNN)", keys, values, partitions);
 error:
-    PyMem_RawFree(targets);
+    if (items != NULL) {
+        for (Py_ssize_t r = 0; r < 2 * count; r++) {
+            Py_XDECREF(items[r]);
+        }
+    }
+    PyMem_RawFree(items);
     PyMem_RawFree(rows);
     Py_XDECREF(keys);
     Py_XDECREF(values);

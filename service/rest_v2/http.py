@@ -89,13 +89,16 @@ async def read_body(request: web.Request, held: Hold | None = None) -> bytes:
 
     A declared ``Content-Length`` over the limit is refused before reading; a chunked body is cut off by
     aiohttp's ``client_max_size`` (the same setting), which the error middleware answers with 413.
-    ``Request.read`` is used because it raises the stream's buffer limits and copies each chunk as it
-    arrives, so the transport's receive buffers are reused: holding the chunks and joining them later
-    measured three times slower for 1 MiB bodies (fresh pages for every chunk).
+    Without ``held``, ``Request.read`` reads it (it raises the stream's buffer limits and copies each
+    chunk as it arrives; holding the chunks and joining them later measured three times slower for 1 MiB
+    bodies before the broker fixed glibc's allocator thresholds, ``tierlog.service.allocator``).
 
-    With ``held``, a hold of a byte budget, the body's bytes are held before they are read: the declared
-    ``Content-Length`` at once, a chunked body chunk by chunk as it arrives (then read here, with the
-    limit checked per chunk).
+    With ``held``, a hold of a byte budget (REST produce), the body's bytes are held before they are read:
+    the declared ``Content-Length`` at once, a chunked body chunk by chunk as it arrives, with the limit
+    checked per chunk. A declared body is read as ``Request.read`` does (the same buffer limits, the same
+    limit on what arrives: a body with a ``Content-Encoding`` arrives decompressed and may outgrow its
+    ``Content-Length``, and the hold grows with it), but its chunks are joined once instead of copied
+    twice: 5-10% less broker CPU per MiB of REST produce with the allocator thresholds set.
 
     Raises:
         RecordTooLargeError: (41301) the body is larger than ``max.request.size``.
@@ -113,6 +116,9 @@ async def read_body(request: web.Request, held: Hold | None = None) -> bytes:
         # joined once (aiohttp's read() grows a bytearray, then copies it into bytes), with read()'s limit:
         # a body sent with a Content-Encoding arrives decompressed and may outgrow its Content-Length
         chunks, size = [], 0
+        raise_limits = getattr(request.content, "set_read_chunk_size", None)  # aiohttp 3.14 and later
+        if raise_limits is not None:
+            raise_limits(limit)  # as Request.read does: fewer pause/resume cycles
         while chunk := await request.content.readany():
             size += len(chunk)
             if size > limit:
