@@ -59,12 +59,12 @@ from tierlog.tiering.errors import (
     UnknownPartitionError,
     UnknownTopicError,
 )
+from tierlog.tiering.partitioner import StickyPartitioner, partition_for_key
 
 try:  # send's common case in C; absent only where the compiled codec is absent too (no compiler)
     from tierlog.client import _sendlane
 except ImportError:  # pragma: no cover - the pure codec's fallback already warned
     _sendlane = None  # type: ignore[assignment]
-from tierlog.tiering.partitioner import StickyPartitioner, partition_for_key
 
 __all__ = ["AsyncProducer", "to_bytes", "to_headers"]
 

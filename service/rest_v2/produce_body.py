@@ -9,8 +9,9 @@ With the ``binary`` embedded format keys and values are base64 strings (standard
 with ``json`` they are any JSON value, stored as its compact UTF-8 serialization. ``null`` or an
 absent key/value stays null. The body is walked record by record (:mod:`.json_stream`) with the
 semantics of parsing it whole; see :func:`parse_produce_rows`. A ``binary`` body of at most
-:data:`FAST_PATH_MAX_BYTES` is first tried whole with msgspec (:func:`_fast_binary_rows`), which only ever
-answers the records of a valid body: anything else falls back to the walk, so errors are the walk's.
+:data:`FAST_PATH_MAX_BYTES` is first tried whole (:func:`_fast_binary_rows`): by the compiled
+``_restjson.parse_binary_records`` when it is exactly ``{"records": [...]}``, else with msgspec. Both only
+ever answer the records of a valid body: anything else falls back to the walk, so errors are the walk's.
 
 Every function here is pure and safe to call from a worker thread.
 """
@@ -431,7 +432,10 @@ def _fast_binary_rows(body: bytes, max_records: int | None) -> ProduceColumns | 
     :data:`YIELD_MASK` + 1 at a time with the GIL handed over between slices. With the compiled codec
     msgspec reads keys and values as text, and the compiled core decodes them a slice at a time
     (:func:`_decode_base64`) with the GIL released, declining any text that is not canonical base64 (then
-    the walk decides)."""
+    the walk decides). Before msgspec, with the compiled extensions, a body that is exactly
+    ``{"records": [...]}`` of plain records (at most ``key``, ``value`` and ``partition`` each, canonical
+    base64, a partition of at most 18 digits) is parsed and decoded in C with the GIL released
+    (``service/rest_v2/_restjson.c``); it answers None for any other body, and msgspec goes on."""
     if len(body) > FAST_PATH_MAX_BYTES or body[:1] != b"{" or b"\\" in body:
         return None
     if count_bytes(body, b'"records"', 2) != 1:
