@@ -25,8 +25,7 @@
 #include <structmember.h>
 #include <time.h>
 
-/* length, attributes, deltas and the key/value/header-count varints of one record, at worst (the Python
-   path's RECORD_OVERHEAD, which the producer passes in and this checks) */
+/* the attribute names the lane reads and writes (interned once), and the empty headers tuple */
 static PyObject *str_used, *str_waiting, *str_records, *str_size, *str_full, *str_fatal, *str_snapshot,
     *str_wakeup, *str_set, *empty_tuple;
 
@@ -43,7 +42,7 @@ typedef struct {
     long long batch_size;
     long long memory;
     long long record_limit;
-    long long overhead;
+    long long overhead; /* the Python path's RECORD_OVERHEAD: a record's framing at worst */
     int closed;
 } SendLane;
 
@@ -223,8 +222,11 @@ lane_send(SendLane *self, PyObject *const *args, Py_ssize_t nargs)
     PyObject *result = NULL, *records = NULL, *record = NULL, *stamp = NULL;
     PyObject *new_size = NULL, *new_used = NULL;
     int ok = snapshot_current(self);
-    if (ok <= 0) {
-        goto fallback_or_error;
+    if (ok < 0) {
+        goto error;
+    }
+    if (ok == 0) {
+        goto fallback;
     }
     if (self->idempotence != Py_None) {
         PyObject *fatal = PyObject_GetAttr(self->idempotence, str_fatal);
@@ -333,10 +335,6 @@ lane_send(SendLane *self, PyObject *const *args, Py_ssize_t nargs)
     }
     result = handle;
     goto finish;
-fallback_or_error:
-    if (ok < 0) {
-        goto error;
-    }
 fallback:
     result = Py_NewRef(Py_None);
     goto finish;
