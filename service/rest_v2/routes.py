@@ -49,6 +49,7 @@ from tierlog.service.rest_v2.http import (
     offload,
     partition_index,
     read_body,
+    send_body,
     topic_name,
 )
 from tierlog.service.rest_v2.media import (
@@ -382,7 +383,7 @@ def _records_offer(request: web.Request) -> Offer:
     return offer
 
 
-async def fetch_records(request: web.Request) -> web.Response:
+async def fetch_records(request: web.Request) -> web.StreamResponse:
     """Records from ``offset`` as the v2 JSON array, long-polling up to ``timeout`` ms for new data.
 
     Idempotent. Raises NotAcceptableError (406), BadRequestError (400), UnknownTopicError /
@@ -414,7 +415,7 @@ async def fetch_records(request: web.Request) -> web.Response:
     delivered, body = await offload(len(result.data), convert)
     count(request, "tierlog_records_out_total", delivered, topic=name, api="rest")
     count(request, "tierlog_http_body_bytes_total", len(body), api="rest", direction="out", topic=name)
-    return web.Response(body=body, content_type=offer.response_type)
+    return await send_body(request, body, offer.response_type, what=f"a records fetch of {name}")
 
 
 DEFAULT_MESSAGES_COUNT = 1
