@@ -740,6 +740,57 @@ error:
     return NULL;
 }
 
+/* ---------------------------------------------------------------- produce answers */
+
+/* append_offsets(out, partition, low, high): appends to the bytearray out, for each offset from low up to
+   high, the produce answer's line ,{"partition":P,"offset":O,"error_code":null,"error":null} (the text
+   Python's %d formatting makes). */
+static PyObject *
+py_append_offsets(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 4) {
+        PyErr_SetString(PyExc_TypeError, "append_offsets(out, partition, low, high)");
+        return NULL;
+    }
+    PyObject *out = args[0];
+    if (!PyByteArray_CheckExact(out)) {
+        PyErr_SetString(PyExc_TypeError, "append_offsets: out must be a bytearray");
+        return NULL;
+    }
+    long long partition, low, high;
+    if (((partition = PyLong_AsLongLong(args[1])) == -1 && PyErr_Occurred()) ||
+        ((low = PyLong_AsLongLong(args[2])) == -1 && PyErr_Occurred()) ||
+        ((high = PyLong_AsLongLong(args[3])) == -1 && PyErr_Occurred())) {
+        return NULL;
+    }
+    static const char head[] = ",{\"partition\":", mid[] = ",\"offset\":",
+                      tail[] = ",\"error_code\":null,\"error\":null}";
+    Py_ssize_t fixed = (Py_ssize_t)(sizeof(head) - 1 + sizeof(mid) - 1 + sizeof(tail) - 1) +
+                       decimal_len(partition);
+    /* 20 decimal digits at most per offset: a bound checked before the exact size is summed */
+    if (high < low || high - low > (PY_SSIZE_T_MAX - PyByteArray_GET_SIZE(out)) / (fixed + 20)) {
+        PyErr_SetString(PyExc_ValueError, "append_offsets: high must be at least low, and the text fit");
+        return NULL;
+    }
+    Py_ssize_t size = 0;
+    for (long long v = low; v < high; v++) {
+        size += fixed + decimal_len(v);
+    }
+    Py_ssize_t at = PyByteArray_GET_SIZE(out);
+    if (PyByteArray_Resize(out, at + size) < 0) {
+        return NULL;
+    }
+    char *o = PyByteArray_AS_STRING(out) + at;
+    for (long long v = low; v < high; v++) {
+        o = LIT(o, head);
+        o = decimal_write(o, partition);
+        o = LIT(o, mid);
+        o = decimal_write(o, v);
+        o = LIT(o, tail);
+    }
+    Py_RETURN_NONE;
+}
+
 /* use_simd(flag) -> whether the vector paths were on: turns them off (False) or back on where the CPU
    has them (True), for tests that compare both paths. Not thread-safe. */
 static PyObject *
@@ -765,6 +816,8 @@ static PyMethodDef methods[] = {
      "value_validity, first, last, start_offset, high_watermark, topic_json, partition, out) -> (low, high)"},
     {"parse_binary_records", (PyCFunction)(void (*)(void))py_parse_binary_records, METH_FASTCALL,
      "parse_binary_records(body, limit) -> (keys, values, partitions), or None"},
+    {"append_offsets", (PyCFunction)(void (*)(void))py_append_offsets, METH_FASTCALL,
+     "append_offsets(out, partition, low, high): the produce answer's lines of offsets low to high - 1"},
     {"use_simd", py_use_simd, METH_O, "use_simd(flag) -> whether the vector paths were on (for tests)"},
     {NULL, NULL, 0, NULL},
 };

@@ -14,7 +14,7 @@ import base64
 import binascii
 import json
 from bisect import bisect_left
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from itertools import groupby
 from typing import Any
 
@@ -180,18 +180,31 @@ def produce_answer(partitions: Sequence[int], outcomes: Mapping[int, int | Tierl
     next_offset = {p: o for p, o in outcomes.items() if not isinstance(o, TierlogError)}
     out = bytearray(b'{"offsets":[')
     # A run of records of one partition at a time (all of them for a partition-scoped produce): a long run
-    # is formatted by one C call per slice of _ANSWER_SLICE records, not line by line; every line starts
-    # with a comma, the first one's is taken out at the end. The GIL is handed over every _ANSWER_SLICE
-    # records.
+    # is formatted by one C call per slice of _ANSWER_SLICE records, not line by line (the compiled core's
+    # append_offsets with the compiled codec, bytes formatting without); every line starts with a comma,
+    # the first one's is taken out at the end. The GIL is handed over every _ANSWER_SLICE records.
+    compiled = _restjson.append_offsets if _restjson is not None and _accel.native is not None else None
     written = 0
-    for partition, run in groupby(partitions):
-        size = len(list(run))
+    runs: Iterable[tuple[int, int]]
+    if partitions and partitions.count(partitions[0]) == len(partitions):
+        runs = ((partitions[0], len(partitions)),)  # one partition (a partition-scoped produce): one run
+    else:
+        runs = ((partition, len(list(run))) for partition, run in groupby(partitions))
+    for partition, size in runs:
         line = failed.get(partition)
         if line is not None:
             out += (b"," + line) * size
         else:
             offset = next_offset[partition]
             next_offset[partition] = offset + size
+            if compiled is not None:  # one C call per slice of _ANSWER_SLICE records
+                for low in range(offset, offset + size, _ANSWER_SLICE):
+                    compiled(out, partition, low, min(low + _ANSWER_SLICE, offset + size))
+                written += size
+                if written >= _ANSWER_SLICE:
+                    written = 0
+                    hand_over()
+                continue
             template = b',{"partition":%d,"offset":%%d,"error_code":null,"error":null}' % partition
             if size < _SHORT_RUN:  # keyed records spread over partitions: runs of a record or two
                 for one in range(offset, offset + size):

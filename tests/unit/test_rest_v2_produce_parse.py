@@ -240,7 +240,49 @@ def test_the_answer_text_is_the_offsets_dump(
     grouped = [(p, [i for i, q in enumerate(partitions) if q == p], o) for p, o in outcomes.items()]
     offsets = produce_offsets(len(partitions), grouped)
     expected = dump_json({"offsets": offsets, "key_schema_id": None, "value_schema_id": None})
-    assert bytes(produce_answer(partitions, outcomes)) == expected
+    assert _answers(partitions, outcomes) == [expected] * len(_IMPLEMENTATIONS)
+
+
+def _answers(partitions: list[int], outcomes: dict[int, int | TierlogError]) -> list[bytes]:
+    """produce_answer's text as the pure fallback and as the compiled core writes it (when loaded)."""
+    answers = []
+    for implementation in _IMPLEMENTATIONS:
+        with _accel.use(implementation):
+            answers.append(bytes(produce_answer(partitions, outcomes)))
+    return answers
+
+
+_IMPLEMENTATIONS = ("pure", "compiled") if _accel.available is not None else ("pure",)
+
+
+def test_the_answer_holds_offsets_of_any_width() -> None:
+    """Offsets and partitions of every decimal width the compiled core sizes, around each power of ten."""
+    edges = sorted({0, 1, 2**63 - 2} | {10**k + d for k in range(1, 19) for d in (-1, 0)})
+    for partition in (0, 9, 10, 2**31 - 1):
+        for first in edges:
+            count = min(3, 2**63 - 1 - first)
+            offsets = [{"partition": partition, "offset": first + i, "error_code": None, "error": None}
+                       for i in range(count)]  # fmt: skip
+            expected = dump_json({"offsets": offsets, "key_schema_id": None, "value_schema_id": None})
+            assert _answers([partition] * count, {partition: first}) == [expected] * len(_IMPLEMENTATIONS)
+
+
+@pytest.mark.skipif(_accel.available is None, reason="the compiled extensions did not build here")
+def test_the_compiled_lines_refuse_bad_arguments_and_change_nothing() -> None:
+    from tierlog.service.rest_v2 import _restjson
+
+    out = bytearray(b"[")
+    with pytest.raises(ValueError, match="at least low"):
+        _restjson.append_offsets(out, 0, 5, 4)
+    with pytest.raises(ValueError, match="fit"):
+        _restjson.append_offsets(out, 0, 0, 2**62)
+    with pytest.raises(TypeError, match="bytearray"):
+        _restjson.append_offsets(bytes(out), 0, 0, 1)  # type: ignore[arg-type]
+    with pytest.raises(OverflowError):
+        _restjson.append_offsets(out, 0, 0, 2**64)
+    assert out == b"["
+    _restjson.append_offsets(out, 3, 7, 7)
+    assert out == b"["
 
 
 def test_a_full_disk_is_50701_per_record() -> None:
@@ -269,7 +311,7 @@ def test_the_answer_text_is_the_offsets_dump_for_any_runs(
     grouped = [(p, [i for i, q in enumerate(partitions) if q == p], o) for p, o in outcomes.items()]
     offsets = produce_offsets(len(partitions), grouped)
     expected = dump_json({"offsets": offsets, "key_schema_id": None, "value_schema_id": None})
-    assert bytes(produce_answer(partitions, outcomes)) == expected
+    assert _answers(partitions, outcomes) == [expected] * len(_IMPLEMENTATIONS)
 
 
 def _counts(data: bytes, needle: bytes, limit: int | None) -> list[int]:
