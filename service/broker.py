@@ -81,6 +81,7 @@ class Broker:
         self.background = TaskSet()
         self._state: meta.BrokerState | None = None
         self._topics: dict[str, Topic] = {}
+        self._embedded_view: tuple[tuple[object, ...], ClusterView] | None = None  # (its inputs, it)
         self._lock = asyncio.Lock()
         self._ready = asyncio.Event()
         self._failed: BaseException | None = None
@@ -292,9 +293,15 @@ class Broker:
         if self.cluster is not None:
             return self.cluster.cache.view()
         topics = [(t.name, t.partition_count) for t in list(self._topics.values())]
-        return embedded_view(
+        inputs = (self.cluster_id, self.broker_id, self.advertised_url, self.settings.broker_rack, *topics)
+        made = self._embedded_view
+        if made is not None and made[0] == inputs:  # the same topics: the view made for them (immutable)
+            return made[1]
+        view = embedded_view(
             self.cluster_id, self.broker_id, self.advertised_url, self.settings.broker_rack, topics
         )
+        self._embedded_view = (inputs, view)
+        return view
 
     @property
     def replication(self) -> ReplicaManager | None:

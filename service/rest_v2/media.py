@@ -19,6 +19,7 @@ Everything here is pure: parsing never raises; callers turn ``None`` into 406 or
 from __future__ import annotations
 
 import enum
+import functools
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -82,8 +83,14 @@ class KafkaMediaType:
     version: str | None
 
 
+# The header parsers are memoized: a client sends the same few header values request after request.
+_PARSED_HEADERS = 256
+
+
+@functools.lru_cache(maxsize=_PARSED_HEADERS)
 def parse_kafka_type(content_type: str | None) -> KafkaMediaType | None:
-    """The REST Proxy media type ``content_type`` names, or ``None`` for anything else (415). Pure.
+    """The REST Proxy media type ``content_type`` names, or ``None`` for anything else (415). Pure
+    (memoized).
 
     Accepts ``application/vnd.kafka[.binary|.json|.avro|.protobuf|.jsonschema][.v1|.v2]+json`` and
     ``application/json``, parameters (``; charset=utf-8``) ignored, case-insensitively.
@@ -208,13 +215,14 @@ def _media_type(raw: str) -> tuple[str, dict[str, str]]:
     return kind.strip().lower(), parsed
 
 
-def parse_accept(header: str | None) -> list[MediaRange]:
+@functools.lru_cache(maxsize=_PARSED_HEADERS)
+def parse_accept(header: str | None) -> tuple[MediaRange, ...]:
     """The media ranges of an ``Accept`` header; a missing or empty header accepts everything.
 
-    Malformed entries and unparsable q-values are skipped (a bad q counts as 0). Pure.
+    Malformed entries and unparsable q-values are skipped (a bad q counts as 0). Pure (memoized).
     """
     if header is None or not header.strip():
-        return [MediaRange("*", "*", 1.0)]
+        return (MediaRange("*", "*", 1.0),)
     ranges: list[MediaRange] = []
     for item in header.split(","):
         kind, params = _media_type(item)
@@ -226,7 +234,7 @@ def parse_accept(header: str | None) -> list[MediaRange]:
         except ValueError:
             q = 0.0
         ranges.append(MediaRange(main, sub, min(max(q, 0.0), 1.0)))
-    return ranges
+    return tuple(ranges)
 
 
 def _client_quality(ranges: Sequence[MediaRange], media_type: str) -> float:

@@ -19,6 +19,7 @@ of the resource type, never a scan over every ACL.
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 from dataclasses import dataclass
 
@@ -80,10 +81,11 @@ def _principal(value: object) -> str:
     return str(Principal.parse(_text(value, "principal")))
 
 
+@functools.lru_cache(maxsize=1024)  # every request asks, mostly for the same few client addresses
 def canonical_host(text: str) -> str:
     """``text`` as ACLs and the authorizer compare hosts: an IP address in its canonical form (``ipaddress``),
     an IPv4-mapped IPv6 address (``::ffff:127.0.0.1``, how a dual-stack listener shows an IPv4 client) as the
-    IPv4 address; anything else (``*``, a name) stripped and otherwise unchanged. Pure."""
+    IPv4 address; anything else (``*``, a name) stripped and otherwise unchanged. Pure (memoized)."""
     text = text.strip()
     try:
         address = ipaddress.ip_address(text)
