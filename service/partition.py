@@ -316,6 +316,41 @@ class Partition:
         self._metrics.inc("tierlog_bytes_out_total", len(result.data), topic=self.topic)
         return result
 
+    async def read_then(
+        self,
+        offset: int,
+        max_bytes: int,
+        then: Callable[[ReadResult], T],
+        *,
+        max_wait_ms: int = 0,
+        min_bytes: int = 1,
+    ) -> tuple[ReadResult, T | None]:
+        """A consumer's :meth:`read`, and ``then(result)`` run in the log I/O thread that read the bytes,
+        right after a local read that answers (one hand-over to a worker per request instead of two: the
+        REST fetch renders its JSON this way).
+
+        ``then`` must be pure CPU work on the result (it runs off the event loop, in the pool sized by
+        ``log.io.threads``) and must not answer None. The second item is None when ``then`` did not run:
+        the bytes came from the remote tier, or the long poll ended with fewer than ``min_bytes``; the
+        caller runs it then. Whatever ``then`` raises is raised here. Raises: as :meth:`read`.
+        """
+        wait = min(min_bytes, max_bytes)
+        self._check_leader()
+
+        def read_local() -> tuple[ReadResult, T | None]:
+            result = self._log.read(offset, max_bytes, max_offset=self.high_watermark)
+            return result, then(result) if len(result.data) >= wait else None
+
+        answer: tuple[ReadResult, T | None] | ReadResult = await self._local_or_remote(
+            offset,
+            lambda: self._poll(read_local, lambda pair: len(pair[0].data), max_wait_ms, wait),
+            lambda remote: remote.read(offset, max_bytes, self._ranges),
+        )
+        if not isinstance(answer, tuple):  # a ReadResult from the remote tier
+            answer = (answer, None)
+        self._metrics.inc("tierlog_bytes_out_total", len(answer[0].data), topic=self.topic)
+        return answer
+
     async def read_slice(
         self,
         offset: int,

@@ -25,9 +25,9 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 from urllib.parse import quote
 
 import aiohttp
@@ -66,6 +66,8 @@ LOG_END_OFFSET = "Tierlog-Log-End-Offset"
 EARLIEST = -2
 LATEST = -1
 
+T = TypeVar("T")
+
 
 @dataclass(frozen=True, slots=True)
 class Offsets:
@@ -99,6 +101,20 @@ class RoutedPartition(Protocol):
         """Whole batches from the one holding ``offset``, long-polling up to ``max_wait_ms``. Idempotent."""
         ...
 
+    async def read_then(
+        self,
+        offset: int,
+        max_bytes: int,
+        then: Callable[[ReadResult], T],
+        *,
+        max_wait_ms: int = 0,
+        min_bytes: int = 1,
+    ) -> tuple[ReadResult, T | None]:
+        """:meth:`read`, and ``then`` (pure CPU work, never answering None) run on the result in the worker
+        thread that read it where that is possible (a local read); the second item is None when it did
+        not run, and the caller runs it. Idempotent."""
+        ...
+
     async def offsets(self) -> Offsets:
         """Log start offset and high watermark. Idempotent."""
         ...
@@ -129,6 +145,19 @@ class LocalPartition:
         self, offset: int, max_bytes: int, *, max_wait_ms: int = 0, min_bytes: int = 1
     ) -> ReadResult:
         return await self.partition.read(offset, max_bytes, max_wait_ms=max_wait_ms, min_bytes=min_bytes)
+
+    async def read_then(
+        self,
+        offset: int,
+        max_bytes: int,
+        then: Callable[[ReadResult], T],
+        *,
+        max_wait_ms: int = 0,
+        min_bytes: int = 1,
+    ) -> tuple[ReadResult, T | None]:
+        return await self.partition.read_then(
+            offset, max_bytes, then, max_wait_ms=max_wait_ms, min_bytes=min_bytes
+        )
 
     async def offsets(self) -> Offsets:
         return Offsets(self.partition.log_start_offset, self.partition.high_watermark)
@@ -284,6 +313,18 @@ class LeaderPartition:
             log_start_offset=_header(headers, LOG_START_OFFSET),
             log_end_offset=_header(headers, LOG_END_OFFSET),
         )
+
+    async def read_then(
+        self,
+        offset: int,
+        max_bytes: int,
+        then: Callable[[ReadResult], T],
+        *,
+        max_wait_ms: int = 0,
+        min_bytes: int = 1,
+    ) -> tuple[ReadResult, T | None]:
+        """:meth:`read`; ``then`` is left to the caller (the bytes were read by the leader)."""
+        return await self.read(offset, max_bytes, max_wait_ms=max_wait_ms, min_bytes=min_bytes), None
 
     async def offsets(self) -> Offsets:
         earliest, latest = await asyncio.gather(self._list_offset(EARLIEST), self._list_offset(LATEST))

@@ -76,6 +76,7 @@ from tierlog.tiering.errors import (
     UnknownPartitionError,
     UnsupportedMediaTypeError,
 )
+from tierlog.tiering.log.types import ReadResult
 from tierlog.tiering.partitioner import StickyPartitioner
 
 if TYPE_CHECKING:
@@ -400,9 +401,8 @@ async def fetch_records(request: web.Request) -> web.StreamResponse:
     offset = int_param(request, "offset", None, low=0)
     timeout = int_param(request, "timeout", DEFAULT_FETCH_TIMEOUT_MS, low=0, high=MAX_FETCH_TIMEOUT_MS)
     max_bytes = int_param(request, "max_bytes", DEFAULT_FETCH_MAX_BYTES, low=1, high=MAX_FETCH_MAX_BYTES)
-    result = await partition.read(offset, max_bytes, max_wait_ms=timeout, min_bytes=1)
 
-    def convert() -> tuple[int, bytes | bytearray]:
+    def convert(result: ReadResult) -> tuple[int, bytes | bytearray]:
         return records_body(
             result.data,
             topic=name,
@@ -412,7 +412,11 @@ async def fetch_records(request: web.Request) -> web.StreamResponse:
             fmt=fmt,
         )
 
-    delivered, body = await offload(len(result.data), convert)
+    # rendered in the log I/O thread that read the bytes where the read is local (one hand-over, not two)
+    result, rendered = await partition.read_then(offset, max_bytes, convert, max_wait_ms=timeout, min_bytes=1)
+    delivered, body = (
+        rendered if rendered is not None else await offload(len(result.data), lambda: convert(result))
+    )
     count(request, "tierlog_records_out_total", delivered, topic=name, api="rest")
     count(request, "tierlog_http_body_bytes_total", len(body), api="rest", direction="out", topic=name)
     return await send_body(request, body, offer.response_type, what=f"a records fetch of {name}")

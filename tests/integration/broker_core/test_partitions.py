@@ -6,6 +6,7 @@ import asyncio
 import base64
 import json
 import os
+import threading
 
 import pytest
 
@@ -17,7 +18,7 @@ from tierlog.tiering.codec.batch import iter_records
 from tierlog.tiering.codec.compression import Compression
 from tierlog.tiering.codec.header import iter_batches
 from tierlog.tiering.errors import CorruptRecordError, NotFoundError, OffsetOutOfRangeError
-from tierlog.tiering.log import ManualClock
+from tierlog.tiering.log import ManualClock, ReadResult
 
 from .conftest import Node, StartNode, batch
 
@@ -58,6 +59,38 @@ async def test_long_poll_times_out_empty(node: Node) -> None:
     slice_ = await partition.read_slice(0, 1024, max_wait_ms=20)
     assert slice_.size == 0
     slice_.close()
+
+
+async def test_read_then_runs_its_work_off_the_loop_with_the_read(node: Node) -> None:
+    """read_then's work runs once, in the log I/O thread, on the result it answers with; it is left to
+    the caller when the poll ends short of min_bytes; what it raises reaches the caller and the partition
+    reads on."""
+    await node.create("then", 1)
+    partition = node.broker.topic("then").partition(0)
+    loop_thread = threading.get_ident()
+    calls: list[tuple[int, bytes]] = []
+
+    def then(result: ReadResult) -> int:
+        calls.append((threading.get_ident(), result.data))
+        return len(values(result.data))
+
+    reader = asyncio.create_task(partition.read_then(0, 1 << 20, then, max_wait_ms=60_000))
+    await asyncio.sleep(0)
+    assert not reader.done() and not calls  # nothing to answer yet: nothing converted
+    await partition.append(batch(b"a", b"b"))
+    result, answered = await reader
+    assert answered == 2 and values(result.data) == [b"a", b"b"]
+    assert len(calls) == 1 and calls[0][0] != loop_thread and calls[0][1] == result.data
+
+    short, none = await partition.read_then(0, 1 << 20, then, max_wait_ms=20, min_bytes=1 << 20)
+    assert none is None and values(short.data) == [b"a", b"b"] and len(calls) == 1
+
+    def fail(result: ReadResult) -> int:
+        raise CorruptRecordError("bad bytes")
+
+    with pytest.raises(CorruptRecordError, match="bad bytes"):
+        await partition.read_then(0, 1 << 20, fail)
+    assert values((await partition.read(0, 1 << 20)).data) == [b"a", b"b"]
 
 
 async def test_shutdown_interrupts_long_polls(node: Node) -> None:
