@@ -25,7 +25,7 @@ leader's native API).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
@@ -82,6 +82,7 @@ from tierlog.tiering.partitioner import StickyPartitioner
 if TYPE_CHECKING:
     from tierlog.service.broker import Broker
     from tierlog.service.cluster.view import PartitionView
+    from tierlog.service.topic import Topic
     from tierlog.tiering.log import LogConfig
 
 __all__ = ["OPENAPI_PATHS", "STICKY", "setup_routes"]
@@ -328,8 +329,10 @@ async def _produce(request: web.Request, *, fixed: int | None) -> web.Response:
     :func:`~tierlog.service.rest_v2.convert.conversion_estimate` of the body. Parsing, partitioning, batch
     building and the answer run in a worker thread that gives the GIL up between records (the estimate of
     a body up to :data:`ESTIMATE_INLINE_BYTES` and the answer of one partition's run of up to
-    :data:`ANSWER_INLINE_RECORDS` records, both short, on the event loop); the count and a lower bound of
-    each batch's size are checked before any batch is built. Append failures after
+    :data:`ANSWER_INLINE_RECORDS` records, both short, on the event loop): for a topic that exists, the
+    parse and the conversion in one hand-over; otherwise the body is parsed before the topic is looked up
+    or auto-created (a bad body is refused first, creating nothing), and converted after; the count and a
+    lower bound of each batch's size are checked before any batch is built. Append failures after
     validation are reported per record with error_code 50002 (50003 when retriable, 50701 for a full
     disk), as Confluent's proxy does.
     """
@@ -344,25 +347,23 @@ async def _produce(request: web.Request, *, fixed: int | None) -> web.Response:
             held.resize(conversion_estimate(body, max_records))
         else:
             held.resize(await offload(size, lambda: conversion_estimate(body, max_records)))
-        records = await offload(size, lambda: parse_produce_rows(body, fmt, max_records=max_records))
-        body = b""
-        topic = await authz.ensure_topic(request, name)
-        partition_count = len(_partition_views(_broker(request), name))
-        sticky = request.app[STICKY]
-        config = topic.config
-        max_bytes, compression = config.max_message_bytes, _compression(config)
+        existing = _existing_topic(request, name)
+        if existing is None:  # parsed before the topic is looked up or auto-created: a bad body is 422 first
+            rows = await offload(size, lambda: parse_produce_rows(body, fmt, max_records=max_records))
+            body = b""
+            topic = await authz.ensure_topic(request, name)
+            convert = _converter(request, topic, fixed)
+            partitions, built = await offload(size, lambda: convert(rows))
+        else:  # the topic exists: parsed and converted in one hand-over to a worker
+            convert = _converter(request, existing, fixed)
+            unparsed = [body]  # the worker takes the body out, so it is freed once parsed
+            body = b""
 
-        def convert() -> tuple[list[int], dict[int, tuple[list[int], bytes]]]:
-            try:
-                partitions = assign_partitions(
-                    records, partition_count, topic=name, sticky=sticky, fixed=fixed
-                )
-                _check_fit(records, partitions, compression, max_bytes)
-                return partitions, _build_batches(records, partitions, compression, max_bytes)
-            finally:
-                records.clear()  # a slice at a time, here, not on the event loop
+            def parse_and_convert() -> tuple[list[int], dict[int, tuple[list[int], bytes]]]:
+                parsed = parse_produce_rows(unparsed.pop(), fmt, max_records=max_records)
+                return convert(parsed)
 
-        partitions, built = await offload(size, convert)
+            partitions, built = await offload(size, parse_and_convert)
         outcomes = await _append(request.app, name, {p: batch for p, (_, batch) in built.items()})
         inline = len(built) == 1 and len(partitions) <= ANSWER_INLINE_RECORDS
         built.clear()
@@ -372,6 +373,39 @@ async def _produce(request: web.Request, *, fixed: int | None) -> web.Response:
             answer = await offload(size, lambda: produce_answer(partitions, outcomes))
     count(request, "tierlog_http_body_bytes_total", size, api="rest", direction="in", topic=name)
     return web.Response(body=answer, content_type=content_type)
+
+
+def _existing_topic(request: web.Request, name: str) -> Topic | None:
+    """Topic ``name`` when it exists now, as :func:`authz.ensure_topic` would answer it at once (no
+    auto-creation, no authorization to create, no error); else None."""
+    broker = _broker(request)
+    found = broker.local_topics.get(name) if broker.ready else None
+    if found is None or name not in broker.cluster_view().partitions:
+        return None
+    return found
+
+
+def _converter(
+    request: web.Request, topic: Topic, fixed: int | None
+) -> Callable[[ProduceColumns], tuple[list[int], dict[int, tuple[list[int], bytes]]]]:
+    """The produce conversion for ``topic``: parsed rows to each record's partition and each partition's
+    batch (the partition count read now, on the event loop). Runs off the loop; clears the rows a slice
+    at a time as it goes."""
+    name = topic.name
+    partition_count = len(_partition_views(_broker(request), name))
+    sticky = request.app[STICKY]
+    config = topic.config
+    max_bytes, compression = config.max_message_bytes, _compression(config)
+
+    def convert(records: ProduceColumns) -> tuple[list[int], dict[int, tuple[list[int], bytes]]]:
+        try:
+            partitions = assign_partitions(records, partition_count, topic=name, sticky=sticky, fixed=fixed)
+            _check_fit(records, partitions, compression, max_bytes)
+            return partitions, _build_batches(records, partitions, compression, max_bytes)
+        finally:
+            records.clear()  # a slice at a time, here, not on the event loop
+
+    return convert
 
 
 def _records_offer(request: web.Request) -> Offer:
