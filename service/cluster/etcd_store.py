@@ -244,14 +244,19 @@ class EtcdMetadataStore(MetadataStore):
         full = self._full(prefix)
         with self._errors(f"watch of {prefix!r} from revision {start_revision}"):
             handle = await client.watch(full, range_end=prefix_range_end(full), start_revision=start_revision)
+        task = asyncio.current_task()
+        if task is not None and task.cancelling():
+            # aetcd waits for the watch's creation with asyncio.wait_for, which on Python 3.11 answers the
+            # result and drops the cancel when one arrives as the watch is created: the task would then wait
+            # on the watch for ever (a close awaiting it hung). The cancel is still requested: honour it.
+            await _cancel_watch(handle)
+            raise asyncio.CancelledError
         try:
             with self._errors(f"watch of {prefix!r}"):
                 async for event in handle:
                     yield self._event(event)
         finally:
-            with contextlib.suppress(Exception):
-                async with asyncio.timeout(_CANCEL_TIMEOUT_S):
-                    await handle.cancel()
+            await _cancel_watch(handle)
         if not self._closed:
             raise MetadataStoreError(f"the watch of {prefix!r} ended (the etcd connection was closed)")
 
@@ -399,6 +404,13 @@ class EtcdMetadataStore(MetadataStore):
             task = asyncio.get_running_loop().create_task(_close_quietly(client))
             self._closing.add(task)
             task.add_done_callback(self._closing.discard)
+
+
+async def _cancel_watch(handle: Any) -> None:
+    """Cancel an aetcd watch, within ``_CANCEL_TIMEOUT_S``; errors are ignored (the stream may be gone)."""
+    with contextlib.suppress(Exception):
+        async with asyncio.timeout(_CANCEL_TIMEOUT_S):
+            await handle.cancel()
 
 
 async def _close_quietly(client: Any) -> None:
