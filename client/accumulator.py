@@ -293,7 +293,8 @@ class RecordAccumulator:
                         f"{self._used} bytes wait for the broker"
                     )
                 try:
-                    await asyncio.wait_for(self._space.wait(), remaining)
+                    async with asyncio.timeout(remaining):  # not wait_for: Python 3.11's can drop a cancel
+                        await self._space.wait()
                 except TimeoutError:
                     continue
             self._used += size

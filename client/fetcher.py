@@ -323,4 +323,5 @@ class Fetcher:
     async def wait(self, timeout: float) -> None:  # noqa: ASYNC109 - a poll-style bound, not a deadline
         """Wait up to ``timeout`` seconds for records or a fetch error."""
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self.data_ready.wait(), timeout)
+            async with asyncio.timeout(timeout):  # not wait_for: Python 3.11's can drop a cancel
+                await self.data_ready.wait()

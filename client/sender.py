@@ -129,7 +129,8 @@ class Sender:
                 await acc.wakeup.wait()
             else:
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(acc.wakeup.wait(), delay)
+                    async with asyncio.timeout(delay):  # not wait_for: Python 3.11's can drop a cancel
+                        await acc.wakeup.wait()
 
     @property
     def fatal(self) -> TierlogError | None:

@@ -708,7 +708,8 @@ class Partition:
             if discard is not None:
                 discard(result)
             try:
-                await asyncio.wait_for(wake.wait(), remaining)
+                async with asyncio.timeout(remaining):  # not wait_for: Python 3.11's can drop a cancel
+                    await wake.wait()
             except TimeoutError:
                 return await self._final(fetch)
 

@@ -352,7 +352,8 @@ class ClusterNode:
                 complete = False
             if not complete:
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._stopping.wait(), RETRY_S)
+                    async with asyncio.timeout(RETRY_S):  # not wait_for: Python 3.11's can drop a cancel
+                        await self._stopping.wait()
                 self._dirty.set()
 
     async def reconcile(self) -> bool:

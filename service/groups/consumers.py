@@ -401,7 +401,8 @@ class ConsumerManager:
         if not partitions:
             instance.changed.clear()
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(instance.changed.wait(), timeout / 1000)
+                async with asyncio.timeout(timeout / 1000):  # not wait_for: Python 3.11's can drop a cancel
+                    await instance.changed.wait()
             return []
         for tp in partitions:
             if tp not in instance.positions:

@@ -351,7 +351,8 @@ class RemoteTier:
             else:
                 wait_s, retry_s = interval_s, UPLOAD_RETRY_FIRST_S
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), wait_s)
+                async with asyncio.timeout(wait_s):  # not wait_for: Python 3.11's can drop a cancel
+                    await self._wake.wait()
 
     async def upload_pass(self) -> int:
         """One pass: every remote partition rolls if idle too long and uploads its sealed segments,

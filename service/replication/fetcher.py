@@ -250,7 +250,8 @@ class ReplicaFetcher:
         if at_most_s is not None:
             delay = min(delay, at_most_s)
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._stopping.wait(), delay)
+            async with asyncio.timeout(delay):  # not wait_for: Python 3.11's can drop a cancel
+                await self._stopping.wait()
 
     async def _truncate(self) -> None:
         """Truncate the local log to where it agrees with the leader's (see :func:`truncation_point`)."""
