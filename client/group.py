@@ -131,7 +131,8 @@ class GroupMembership:
         attempt = 0
         while True:
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._rejoin.wait(), interval)
+                async with asyncio.timeout(interval):  # not wait_for: Python 3.11's can drop a cancel
+                    await self._rejoin.wait()
             if self._rejoin.is_set():
                 return "resubscribed"
             try:

@@ -230,7 +230,8 @@ def metrics_middleware(metrics: Metrics) -> Middleware:
     metrics.describe(
         "tierlog_http_request_duration_seconds",
         "histogram",
-        "Time to produce the response (headers and body handed to aiohttp), by method, route and status",
+        "Time to produce the response (headers and body handed to aiohttp; for a REST records fetch of 64 "
+        "KiB or more, until its body is written), by method, route and status",
     )
 
     @web.middleware

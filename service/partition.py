@@ -322,24 +322,27 @@ class Partition:
         max_bytes: int,
         then: Callable[[ReadResult], T],
         *,
+        then_up_to: int,
         max_wait_ms: int = 0,
         min_bytes: int = 1,
     ) -> tuple[ReadResult, T | None]:
         """A consumer's :meth:`read`, and ``then(result)`` run in the log I/O thread that read the bytes,
-        right after a local read that answers (one hand-over to a worker per request instead of two: the
-        REST fetch renders its JSON this way).
+        right after a local read that answers with at most ``then_up_to`` bytes (one hand-over to a worker
+        per request instead of two: the REST fetch renders its JSON this way).
 
-        ``then`` must be pure CPU work on the result (it runs off the event loop, in the pool sized by
-        ``log.io.threads``) and must not answer None. The second item is None when ``then`` did not run:
-        the bytes came from the remote tier, or the long poll ended with fewer than ``min_bytes``; the
-        caller runs it then. Whatever ``then`` raises is raised here. Raises: as :meth:`read`.
+        ``then`` must be pure CPU work on the result, short at ``then_up_to`` bytes: it holds one of the
+        ``log.io.threads`` meanwhile, which appends, reads and flushes wait for. It must not answer None.
+        The second item is None when ``then`` did not run: the bytes came from the remote tier, the result
+        is larger than ``then_up_to``, or the long poll ended with fewer than ``min_bytes``; the caller
+        runs it then. Whatever ``then`` raises is raised here. Raises: as :meth:`read`.
         """
         wait = min(min_bytes, max_bytes)
         self._check_leader()
 
         def read_local() -> tuple[ReadResult, T | None]:
             result = self._log.read(offset, max_bytes, max_offset=self.high_watermark)
-            return result, then(result) if len(result.data) >= wait else None
+            size = len(result.data)
+            return result, then(result) if wait <= size <= then_up_to else None
 
         answer: tuple[ReadResult, T | None] | ReadResult = await self._local_or_remote(
             offset,

@@ -107,12 +107,13 @@ class RoutedPartition(Protocol):
         max_bytes: int,
         then: Callable[[ReadResult], T],
         *,
+        then_up_to: int,
         max_wait_ms: int = 0,
         min_bytes: int = 1,
     ) -> tuple[ReadResult, T | None]:
-        """:meth:`read`, and ``then`` (pure CPU work, never answering None) run on the result in the worker
-        thread that read it where that is possible (a local read); the second item is None when it did
-        not run, and the caller runs it. Idempotent."""
+        """:meth:`read`, and ``then`` (pure CPU work, never answering None) run on a result of at most
+        ``then_up_to`` bytes in the worker thread that read it where that is possible (a local read); the
+        second item is None when it did not run, and the caller runs it. Idempotent."""
         ...
 
     async def offsets(self) -> Offsets:
@@ -152,11 +153,12 @@ class LocalPartition:
         max_bytes: int,
         then: Callable[[ReadResult], T],
         *,
+        then_up_to: int,
         max_wait_ms: int = 0,
         min_bytes: int = 1,
     ) -> tuple[ReadResult, T | None]:
         return await self.partition.read_then(
-            offset, max_bytes, then, max_wait_ms=max_wait_ms, min_bytes=min_bytes
+            offset, max_bytes, then, then_up_to=then_up_to, max_wait_ms=max_wait_ms, min_bytes=min_bytes
         )
 
     async def offsets(self) -> Offsets:
@@ -320,6 +322,7 @@ class LeaderPartition:
         max_bytes: int,
         then: Callable[[ReadResult], T],
         *,
+        then_up_to: int,
         max_wait_ms: int = 0,
         min_bytes: int = 1,
     ) -> tuple[ReadResult, T | None]:

@@ -768,8 +768,9 @@ py_append_offsets(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     Py_ssize_t fixed = (Py_ssize_t)(sizeof(head) - 1 + sizeof(mid) - 1 + sizeof(tail) - 1) +
                        decimal_len(partition);
     /* 20 decimal digits at most per offset: a bound checked before the exact size is summed */
-    if (high < low || high - low > (PY_SSIZE_T_MAX - PyByteArray_GET_SIZE(out)) / (fixed + 20)) {
-        PyErr_SetString(PyExc_ValueError, "append_offsets: high must be at least low, and the text fit");
+    if (low < 0 || high < low || high - low > (PY_SSIZE_T_MAX - PyByteArray_GET_SIZE(out)) / (fixed + 20)) {
+        PyErr_SetString(PyExc_ValueError,
+                        "append_offsets: low must be at least 0, high at least low, and the text fit");
         return NULL;
     }
     Py_ssize_t size = 0;

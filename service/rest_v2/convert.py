@@ -69,6 +69,7 @@ __all__ = [
     "produce_offsets",
     "produce_answer",
     "records_body",
+    "renders_in_c",
     "records_to_json",
     "consumer_records",
     "dump_json",
@@ -182,7 +183,8 @@ def produce_answer(partitions: Sequence[int], outcomes: Mapping[int, int | Tierl
     # A run of records of one partition at a time (all of them for a partition-scoped produce): a long run
     # is formatted by one C call per slice of _ANSWER_SLICE records, not line by line (the compiled core's
     # append_offsets with the compiled codec, bytes formatting without); every line starts with a comma,
-    # the first one's is taken out at the end. The GIL is handed over every _ANSWER_SLICE records.
+    # the first one's is taken out at the end. The GIL is handed over after a run once _ANSWER_SLICE
+    # records are written.
     compiled = _restjson.append_offsets if _restjson is not None and _accel.native is not None else None
     written = 0
     runs: Iterable[tuple[int, int]]
@@ -373,9 +375,15 @@ def records_body(
         InvalidRequestError: (42201) with ``json``, a key that is not valid JSON; InvalidValueError (42202) a
             value.
     """
-    if _restjson is not None and _accel.native is not None and fmt is EmbeddedFormat.BINARY:
+    if renders_in_c(fmt):
         return _binary_body(data, json.dumps(topic).encode(), partition, start_offset, high_watermark)
     return _struct_body(data, topic, partition, start_offset, high_watermark, fmt)
+
+
+def renders_in_c(fmt: EmbeddedFormat) -> bool:
+    """Whether :func:`records_body` writes ``fmt`` with the compiled core (the binary format, with the
+    compiled codec and the REST extension loaded): some ten times faster than msgspec's path."""
+    return _restjson is not None and _accel.native is not None and fmt is EmbeddedFormat.BINARY
 
 
 def _struct_body(

@@ -11,7 +11,7 @@ import logging
 from collections.abc import Callable
 from typing import TypeVar
 
-from aiohttp import web
+from aiohttp import hdrs, web
 
 from tierlog.service.budget import Hold
 from tierlog.service.metadata import topic_name_problem
@@ -171,14 +171,17 @@ async def send_body(
 ) -> web.StreamResponse:
     """Answer ``request`` with ``body`` (status 200, ``content_type``) and return the response.
 
-    A body under 64 KiB goes out as a plain ``web.Response``: aiohttp writes headers and body in one
-    write. A larger one is written after its headers, as a view: on Python before 3.12.9 aiohttp joins
-    headers and body into one new ``bytes`` before writing (a copy of the whole answer on the event loop,
-    some 6% of the broker's CPU under REST fetches of 1 MiB), and the socket transport copies a ``bytes``
-    remainder once more when the kernel takes part of it. A client that leaves midway is logged at debug
-    level (``what`` names the answer) and answered no further.
+    A body under 64 KiB, and any answer to a HEAD request (no body may follow its headers), goes out as a
+    plain ``web.Response``: aiohttp writes headers and body in one write. A larger one is written here,
+    after its headers, as a view: aiohttp joins headers and body into one new ``bytes`` before writing on
+    Pythons where it does not use ``writelines`` (before 3.12.9, and 3.13.0-3.13.1): a copy of the whole
+    answer on the event loop, some 6% of the broker's CPU under REST fetches of 1 MiB. The socket
+    transport also copies a ``bytes`` remainder once more when the kernel takes part of it. The handler
+    then returns once the body is written (its duration includes the client's download). A client that
+    leaves midway is logged at debug level (``what`` names the answer) and answered no further; one gone
+    before the headers are sent raises ConnectionError (the error middleware's 499).
     """
-    if len(body) < SEPARATE_HEADERS_BYTES:
+    if len(body) < SEPARATE_HEADERS_BYTES or request.method == hdrs.METH_HEAD:
         return web.Response(body=body, content_type=content_type)
     response = web.StreamResponse()
     response.content_type = content_type

@@ -41,6 +41,7 @@ from tierlog.service.rest_v2.convert import (
     produce_answer,
     records_body,
     records_to_json,
+    renders_in_c,
 )
 from tierlog.service.rest_v2.http import (
     count,
@@ -99,6 +100,12 @@ ESTIMATE_INLINE_BYTES = 2 * 2**20
 ANSWER_INLINE_RECORDS = 1024
 DEFAULT_FETCH_TIMEOUT_MS = 1000
 MAX_FETCH_TIMEOUT_MS = 300_000
+# A records fetch is rendered in the log I/O thread that read it (Partition.read_then) up to this much
+# data: about a millisecond of work with the compiled core (the _SLOW bound for the json format and the
+# pure codec, some ten times slower per byte). A larger read is rendered in the default executor, so a
+# large fetch never holds one of the log.io.threads long.
+RENDER_IN_READ_BYTES = 2 * 2**20
+RENDER_IN_READ_BYTES_SLOW = 256 * 1024
 DEFAULT_FETCH_MAX_BYTES = 1024 * 1024
 MAX_FETCH_MAX_BYTES = 64 * 1024 * 1024
 
@@ -408,6 +415,24 @@ def _converter(
     return convert
 
 
+async def _rendered(
+    partition: RoutedPartition,
+    offset: int,
+    max_bytes: int,
+    wait_ms: int,
+    convert: Callable[[ReadResult], tuple[int, bytes | bytearray]],
+    in_read: int,
+) -> tuple[int, bytes | bytearray]:
+    """A records fetch's read and its rendering, answering the rendering only (the raw bytes are freed
+    before the answer is written)."""
+    result, rendered = await partition.read_then(
+        offset, max_bytes, convert, then_up_to=in_read, max_wait_ms=wait_ms, min_bytes=1
+    )
+    if rendered is not None:
+        return rendered
+    return await offload(len(result.data), lambda: convert(result))
+
+
 def _records_offer(request: web.Request) -> Offer:
     offer = negotiate(request.headers.get("Accept"), RECORDS_OFFERS)
     if offer is None or offer.embedded is None:
@@ -446,11 +471,9 @@ async def fetch_records(request: web.Request) -> web.StreamResponse:
             fmt=fmt,
         )
 
-    # rendered in the log I/O thread that read the bytes where the read is local (one hand-over, not two)
-    result, rendered = await partition.read_then(offset, max_bytes, convert, max_wait_ms=timeout, min_bytes=1)
-    delivered, body = (
-        rendered if rendered is not None else await offload(len(result.data), lambda: convert(result))
-    )
+    # rendered in the log I/O thread that read the bytes where the read is local and small (one hand-over)
+    in_read = RENDER_IN_READ_BYTES if renders_in_c(fmt) else RENDER_IN_READ_BYTES_SLOW
+    delivered, body = await _rendered(partition, offset, max_bytes, timeout, convert, in_read)
     count(request, "tierlog_records_out_total", delivered, topic=name, api="rest")
     count(request, "tierlog_http_body_bytes_total", len(body), api="rest", direction="out", topic=name)
     return await send_body(request, body, offer.response_type, what=f"a records fetch of {name}")

@@ -276,6 +276,8 @@ def test_the_compiled_lines_refuse_bad_arguments_and_change_nothing() -> None:
         _restjson.append_offsets(out, 0, 5, 4)
     with pytest.raises(ValueError, match="fit"):
         _restjson.append_offsets(out, 0, 0, 2**62)
+    with pytest.raises(ValueError, match="at least 0"):
+        _restjson.append_offsets(out, 0, -2, 2**63 - 1)  # high - low would overflow
     with pytest.raises(TypeError, match="bytearray"):
         _restjson.append_offsets(bytes(out), 0, 0, 1)  # type: ignore[arg-type]
     with pytest.raises(OverflowError):

@@ -87,3 +87,15 @@ async def test_a_client_that_leaves_midway_is_logged_and_the_server_serves_on(
         assert len(answered) == 2
     finally:
         await runner.cleanup()
+
+
+async def test_a_head_request_gets_the_headers_and_no_body(aiohttp_client: ClientFactory) -> None:
+    """HEAD (routed with GET) answers the length a GET would have, and nothing after the headers: the next
+    answer on the same connection is read intact."""
+    big = b"\x03" * (2 * SEPARATE_HEADERS_BYTES)
+    client = await aiohttp_client(_app({"big": big, "small": b"ok"}, []))
+    async with client.head("/big") as response:
+        assert response.status == 200 and response.headers["Content-Length"] == str(len(big))
+        assert await response.read() == b""
+    async with client.get("/small") as response:
+        assert await response.read() == b"ok"

@@ -63,8 +63,8 @@ async def test_long_poll_times_out_empty(node: Node) -> None:
 
 async def test_read_then_runs_its_work_off_the_loop_with_the_read(node: Node) -> None:
     """read_then's work runs once, in the log I/O thread, on the result it answers with; it is left to
-    the caller when the poll ends short of min_bytes; what it raises reaches the caller and the partition
-    reads on."""
+    the caller when the poll ends short of min_bytes or the result is over then_up_to; what it raises
+    reaches the caller and the partition reads on."""
     await node.create("then", 1)
     partition = node.broker.topic("then").partition(0)
     loop_thread = threading.get_ident()
@@ -74,22 +74,26 @@ async def test_read_then_runs_its_work_off_the_loop_with_the_read(node: Node) ->
         calls.append((threading.get_ident(), result.data))
         return len(values(result.data))
 
-    reader = asyncio.create_task(partition.read_then(0, 1 << 20, then, max_wait_ms=60_000))
-    await asyncio.sleep(0)
-    assert not reader.done() and not calls  # nothing to answer yet: nothing converted
+    reader = asyncio.create_task(
+        partition.read_then(0, 1 << 20, then, then_up_to=1 << 20, max_wait_ms=60_000)
+    )
     await partition.append(batch(b"a", b"b"))
     result, answered = await reader
     assert answered == 2 and values(result.data) == [b"a", b"b"]
     assert len(calls) == 1 and calls[0][0] != loop_thread and calls[0][1] == result.data
 
-    short, none = await partition.read_then(0, 1 << 20, then, max_wait_ms=20, min_bytes=1 << 20)
+    short, none = await partition.read_then(
+        0, 1 << 20, then, then_up_to=1 << 20, max_wait_ms=20, min_bytes=1 << 20
+    )
     assert none is None and values(short.data) == [b"a", b"b"] and len(calls) == 1
+    large, left = await partition.read_then(0, 1 << 20, then, then_up_to=len(result.data) - 1)
+    assert left is None and large.data == result.data and len(calls) == 1
 
     def fail(result: ReadResult) -> int:
         raise CorruptRecordError("bad bytes")
 
     with pytest.raises(CorruptRecordError, match="bad bytes"):
-        await partition.read_then(0, 1 << 20, fail)
+        await partition.read_then(0, 1 << 20, fail, then_up_to=1 << 20)
     assert values((await partition.read(0, 1 << 20)).data) == [b"a", b"b"]
 
 

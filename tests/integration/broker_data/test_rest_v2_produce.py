@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import json
-import threading
 from collections.abc import AsyncIterator, Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +23,6 @@ from tests.integration.broker_data.helpers import (
     produce,
     segment_records,
 )
-from tierlog.service.rest_v2 import routes
 from tierlog.service.state import BROKER
 from tierlog.tiering.partitioner import partition_for_key
 
@@ -191,34 +191,21 @@ async def test_a_bad_body_is_400_before_a_missing_topic_is_404(make_client: Make
     assert await (await client.get("/topics")).json(content_type=None) == []
 
 
-async def test_a_large_body_for_an_existing_topic_takes_one_worker_hand_over(
-    client: Client, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Parsed, partitioned and built in one worker thread, off the event loop; a new topic is parsed first,
-    then auto-created, then converted in a second hand-over."""
-    calls: list[str] = []
-    real_offload = getattr(routes, "offload")  # noqa: B009 - the route's own name, not exported
+async def test_a_large_body_for_an_existing_topic_takes_one_worker_hand_over(client: Client) -> None:
+    """A body over OFFLOAD_BYTES for a topic that exists is parsed and converted in one job of the
+    default executor (the log append has its own pool); two before, as a new topic still takes."""
+    jobs: list[str] = []
 
-    async def offload(size: int, fn: Callable[[], Any]) -> Any:
-        calls.append("hand-over")
-        return await real_offload(size, fn)
+    class Counting(ThreadPoolExecutor):
+        def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:
+            jobs.append(getattr(fn, "__name__", repr(fn)))
+            return super().submit(fn, *args, **kwargs)
 
-    def spy(label: str, real: Any) -> Any:
-        def call(*args: Any, **kwargs: Any) -> Any:
-            calls.append(label if threading.get_ident() != loop_thread else f"{label} on the loop")
-            return real(*args, **kwargs)
-
-        return call
-
-    loop_thread = threading.get_ident()
-    monkeypatch.setattr(routes, "offload", offload)
-    for name, label in (("parse_produce_rows", "parse"), ("assign_partitions", "assign")):
-        monkeypatch.setattr(routes, name, spy(label, getattr(routes, name)))  # the route's own names
+    # the loop's default executor from now on (the loop shuts it down when it closes)
+    asyncio.get_running_loop().set_default_executor(Counting(max_workers=2))
     records = [{"value": b64(b"v" * 1024)} for _ in range(100)]  # a body over OFFLOAD_BYTES
-    answer = await produce(client, "/topics/fresh/partitions/0", records)  # auto-creates the topic
-    assert len(answer["offsets"]) == 100
-    assert calls == ["hand-over", "parse", "hand-over", "assign"]
-    calls.clear()
-    answer = await produce(client, "/topics/fresh/partitions/0", records)
-    assert [o["offset"] for o in answer["offsets"]] == list(range(100, 200))
-    assert calls == ["hand-over", "parse", "assign"]
+    await client.app[BROKER].create_topic("existing", 1)
+    jobs.clear()
+    answer = await produce(client, "/topics/existing/partitions/0", records)
+    assert [o["offset"] for o in answer["offsets"]] == list(range(100))
+    assert len(jobs) == 1, jobs

@@ -3,7 +3,10 @@
 aetcd waits for a watch's creation with ``asyncio.wait_for``; on Python 3.11 that answers the result and
 drops the cancel when one arrives as the result does, and the watch then waited for ever (a security
 store's close hung on it, once in about ten runs). The client here drops every cancel that arrives while
-it creates the watch, as that race does; the store must still end the task and cancel the watch.
+it creates the watch, as that race does; the store must still end the task and cancel the watch. It is
+a fake in place of the store's connection because the race cannot be produced on demand with a real
+etcd (it needs the cancel and the watch's creation in the same loop iteration); the real-etcd suites
+(tests/integration/cluster, tests/integration/security/test_store.py) run the same code path.
 """
 
 from __future__ import annotations
