@@ -25,11 +25,16 @@ localstack:
 run: venv
 	$(BIN)/tierlog serve $(ARGS)
 
+# The suite runs in TEST_WORKERS pytest-xdist worker processes, a test file per worker at a time (its
+# module fixtures stay in one process); TEST_WORKERS=0 runs it in this process.
+TEST_WORKERS ?= 2
+XDIST := -n $(TEST_WORKERS) --dist loadfile
+
 test: venv localstack
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	$(BIN)/python -m pytest $(XDIST) $(PYTEST_ARGS)
 
 test-fast: venv localstack
-	$(BIN)/python -m pytest -m "not slow" $(PYTEST_ARGS)
+	$(BIN)/python -m pytest $(XDIST) -m "not slow" $(PYTEST_ARGS)
 
 # The source folders as ruff sees them. mypy is strict (pyproject.toml) on the tierlog package (tierlog/ maps
 # the folders in), then on the tests and the infra scripts.
