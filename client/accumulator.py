@@ -29,6 +29,7 @@ from tierlog.client.idempotence import Stamp, increment_sequence
 from tierlog.client.types import RecordMetadata, TopicPartition
 from tierlog.tiering.codec.records import Record
 from tierlog.tiering.errors import TierlogError
+from tierlog.tiering.waits import wait_signalled
 
 __all__ = ["DeliveryFuture", "PendingRecord", "ProducerBatch", "RecordAccumulator", "record_size"]
 
@@ -292,10 +293,7 @@ class RecordAccumulator:
                         f"buffer_memory ({self._memory} bytes) stayed full for max_block_ms: "
                         f"{self._used} bytes wait for the broker"
                     )
-                try:
-                    async with asyncio.timeout(remaining):  # not wait_for: Python 3.11's can drop a cancel
-                        await self._space.wait()
-                except TimeoutError:
+                if not await wait_signalled(self._space, remaining):
                     continue
             self._used += size
 

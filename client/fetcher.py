@@ -15,7 +15,6 @@ none: the error is raised by the next ``poll``). Everything runs on the consumer
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import functools
 import logging
 from collections import deque
@@ -31,6 +30,7 @@ from tierlog.client.types import CREATE_TIME, LOG_APPEND_TIME, ConsumerRecord, T
 from tierlog.tiering.codec import _accel
 from tierlog.tiering.codec.batch import iter_decoded_batches
 from tierlog.tiering.errors import OffsetOutOfRangeError, TierlogError
+from tierlog.tiering.waits import wait_signalled
 
 __all__ = ["EARLIEST", "LATEST", "Fetcher", "PartitionState", "decode_records"]
 
@@ -322,6 +322,4 @@ class Fetcher:
 
     async def wait(self, timeout: float) -> None:  # noqa: ASYNC109 - a poll-style bound, not a deadline
         """Wait up to ``timeout`` seconds for records or a fetch error."""
-        with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(timeout):  # not wait_for: Python 3.11's can drop a cancel
-                await self.data_ready.wait()
+        await wait_signalled(self.data_ready, timeout)

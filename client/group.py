@@ -11,7 +11,6 @@ waiting for the session timeout.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -27,6 +26,7 @@ from tierlog.tiering.errors import (
     TierlogError,
     UnknownMemberError,
 )
+from tierlog.tiering.waits import wait_signalled
 
 __all__ = ["GroupMembership", "Subscription"]
 
@@ -130,9 +130,7 @@ class GroupMembership:
         interval = self._config.heartbeat_interval_ms / 1000
         attempt = 0
         while True:
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(interval):  # not wait_for: Python 3.11's can drop a cancel
-                    await self._rejoin.wait()
+            await wait_signalled(self._rejoin, interval)
             if self._rejoin.is_set():
                 return "resubscribed"
             try:

@@ -44,6 +44,7 @@ from tierlog.tiering.errors import (
     TierlogError,
     UnknownProducerIdError,
 )
+from tierlog.tiering.waits import wait_signalled
 
 __all__ = ["PRODUCERS_PATH", "Sender"]
 
@@ -128,9 +129,7 @@ class Sender:
             if delay is None:
                 await acc.wakeup.wait()
             else:
-                with contextlib.suppress(TimeoutError):
-                    async with asyncio.timeout(delay):  # not wait_for: Python 3.11's can drop a cancel
-                        await acc.wakeup.wait()
+                await wait_signalled(acc.wakeup, delay)
 
     @property
     def fatal(self) -> TierlogError | None:

@@ -38,6 +38,7 @@ from tierlog.tiering.errors import (
     UnavailableError,
     UnknownTopicError,
 )
+from tierlog.tiering.waits import wait_signalled
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -710,10 +711,7 @@ class Partition:
                 return result
             if discard is not None:
                 discard(result)
-            try:
-                async with asyncio.timeout(remaining):  # not wait_for: Python 3.11's can drop a cancel
-                    await wake.wait()
-            except TimeoutError:
+            if not await wait_signalled(wake, remaining):
                 return await self._final(fetch)
 
     async def _final(self, fetch: Callable[[], Any]) -> Any:

@@ -82,6 +82,7 @@ from tierlog.tiering.errors import (
     UnknownTopicError,
 )
 from tierlog.tiering.log.clock import Clock, SystemClock
+from tierlog.tiering.waits import wait_signalled
 
 __all__ = ["Controller", "check_alter", "decide_partition"]
 
@@ -340,10 +341,7 @@ class Controller:
 
     async def _act_loop(self) -> None:
         while True:
-            # asyncio.timeout, not wait_for: Python 3.11's wait_for can swallow a cancel (close would hang)
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(self._timer_timeout()):
-                    await self._wake.wait()
+            await wait_signalled(self._wake, self._timer_timeout())
             self._wake.clear()
             view = self._view
             if view is None:

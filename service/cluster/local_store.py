@@ -48,6 +48,7 @@ from tierlog.service.cluster.store import (
     WatchEvent,
 )
 from tierlog.tiering.log.clock import Clock, SystemClock
+from tierlog.tiering.waits import wait_signalled
 
 __all__ = ["LocalMetadataStore"]
 
@@ -400,10 +401,7 @@ class LocalMetadataStore(MetadataStore):
             wait_s = _REAPER_MAX_WAIT_S
             if deadlines:
                 wait_s = min(wait_s, max(0.0, (min(deadlines) - self._clock.now_ms()) / 1000))
-            # asyncio.timeout, not wait_for: Python 3.11's wait_for can swallow a cancel (close would hang)
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(wait_s):
-                    await self._leases_changed.wait()
+            await wait_signalled(self._leases_changed, wait_s)
 
 
 def _check_distinct(ops: Sequence[Op]) -> None:

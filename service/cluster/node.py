@@ -31,7 +31,6 @@ Every store call goes through
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import uuid
 from collections.abc import Awaitable, Callable, Iterable
@@ -64,6 +63,7 @@ from tierlog.tiering.errors import (
     TierlogError,
     UnavailableError,
 )
+from tierlog.tiering.waits import wait_signalled
 
 if TYPE_CHECKING:
     from tierlog.service.broker import Broker
@@ -351,9 +351,7 @@ class ClusterNode:
                 log.exception("reconciling the local partitions failed; retrying")
                 complete = False
             if not complete:
-                with contextlib.suppress(TimeoutError):
-                    async with asyncio.timeout(RETRY_S):  # not wait_for: Python 3.11's can drop a cancel
-                        await self._stopping.wait()
+                await wait_signalled(self._stopping, RETRY_S)
                 self._dirty.set()
 
     async def reconcile(self) -> bool:

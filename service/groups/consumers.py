@@ -47,6 +47,7 @@ from tierlog.tiering.errors import (
     UnknownPartitionError,
     UnknownTopicError,
 )
+from tierlog.tiering.waits import wait_signalled
 
 __all__ = ["ConsumerManager", "ConsumerInstance", "PartitionReader", "ReadLike"]
 
@@ -400,9 +401,7 @@ class ConsumerManager:
         await self._maybe_auto_commit(instance)
         if not partitions:
             instance.changed.clear()
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(timeout / 1000):  # not wait_for: Python 3.11's can drop a cancel
-                    await instance.changed.wait()
+            await wait_signalled(instance.changed, timeout / 1000)
             return []
         for tp in partitions:
             if tp not in instance.positions:

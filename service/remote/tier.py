@@ -35,6 +35,7 @@ from tierlog.tiering.remote.reader import RemoteReader
 from tierlog.tiering.remote.remote_log import RemoteLog, UploadEvent
 from tierlog.tiering.remote.retrying import RetryingStore, RetryPolicy
 from tierlog.tiering.remote.store import ObjectStore
+from tierlog.tiering.waits import wait_signalled
 
 if TYPE_CHECKING:
     from tierlog.service.config import Settings
@@ -350,9 +351,7 @@ class RemoteTier:
                 retry_s = min(UPLOAD_RETRY_CAP_S, retry_s * 2)
             else:
                 wait_s, retry_s = interval_s, UPLOAD_RETRY_FIRST_S
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(wait_s):  # not wait_for: Python 3.11's can drop a cancel
-                    await self._wake.wait()
+            await wait_signalled(self._wake, wait_s)
 
     async def upload_pass(self) -> int:
         """One pass: every remote partition rolls if idle too long and uploads its sealed segments,

@@ -43,6 +43,7 @@ from tierlog.tiering.errors import (
     UnknownTopicError,
 )
 from tierlog.tiering.log.leader_epoch import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET, EpochEntry
+from tierlog.tiering.waits import wait_signalled
 
 if TYPE_CHECKING:
     from tierlog.service.cluster.model import BrokerRegistration
@@ -249,9 +250,7 @@ class ReplicaFetcher:
         delay = self._settings.replica_fetch_backoff_ms / 1000
         if at_most_s is not None:
             delay = min(delay, at_most_s)
-        with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(delay):  # not wait_for: Python 3.11's can drop a cancel
-                await self._stopping.wait()
+        await wait_signalled(self._stopping, delay)
 
     async def _truncate(self) -> None:
         """Truncate the local log to where it agrees with the leader's (see :func:`truncation_point`)."""

@@ -29,6 +29,7 @@ from tierlog.service.cluster.model import AlterPartitionRequest, PartitionState
 from tierlog.service.replication.leader import LeaderState
 from tierlog.tiering.errors import FencedLeaderEpochError, InvalidUpdateVersionError, TierlogError
 from tierlog.tiering.log.clock import Clock
+from tierlog.tiering.waits import wait_signalled
 
 __all__ = ["AlterPartition", "IsrManager"]
 
@@ -133,9 +134,7 @@ class IsrManager:
             except Exception:  # a bug or a failing on_change must not end the partition's ISR upkeep
                 self._state.abort()  # not _abort(): on_change may be what failed
                 log.exception("ISR upkeep of %s failed; deciding again at the next check", self.name)
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(self._interval):
-                    await self._poked.wait()
+            await wait_signalled(self._poked, self._interval)
             self._poked.clear()
 
     async def _decide_and_send(self) -> None:
