@@ -64,6 +64,10 @@ SEQUENCE_ERRORS = {
 }
 
 
+def _nothing(result: ReadResult) -> None:
+    """The work of a plain consumer read (never run: ``then_up_to`` is -1)."""
+
+
 class Partition:
     """An open partition of a topic.
 
@@ -292,28 +296,19 @@ class Partition:
             UnknownTopicError: the topic was deleted.
             CorruptRecordError, UnavailableError: a remote read failed (the bytes or the store).
         """
-        wait = min(min_bytes, max_bytes)
-        if replica_id is not None:
-            self._replica_fetched(replica_id, offset)
-            result: ReadResult = await self._poll(
-                lambda: self._log.read(offset, max_bytes),
-                lambda r: len(r.data),
-                max_wait_ms,
-                wait,
-                replica=True,
+        if replica_id is None:  # a consumer's: read_then with nothing to run
+            result, _ = await self.read_then(
+                offset, max_bytes, _nothing, then_up_to=-1, max_wait_ms=max_wait_ms, min_bytes=min_bytes
             )
-        else:
-            self._check_leader()
-            result = await self._local_or_remote(
-                offset,
-                lambda: self._poll(
-                    lambda: self._log.read(offset, max_bytes, max_offset=self.high_watermark),
-                    lambda r: len(r.data),
-                    max_wait_ms,
-                    wait,
-                ),
-                lambda remote: remote.read(offset, max_bytes, self._ranges),
-            )
+            return result
+        self._replica_fetched(replica_id, offset)
+        result: ReadResult = await self._poll(
+            lambda: self._log.read(offset, max_bytes),
+            lambda r: len(r.data),
+            max_wait_ms,
+            min(min_bytes, max_bytes),
+            replica=True,
+        )
         self._metrics.inc("tierlog_bytes_out_total", len(result.data), topic=self.topic)
         return result
 
@@ -327,9 +322,10 @@ class Partition:
         max_wait_ms: int = 0,
         min_bytes: int = 1,
     ) -> tuple[ReadResult, T | None]:
-        """A consumer's :meth:`read`, and ``then(result)`` run in the log I/O thread that read the bytes,
-        right after a local read that answers with at most ``then_up_to`` bytes (one hand-over to a worker
-        per request instead of two: the REST fetch renders its JSON this way).
+        """A consumer's :meth:`read` (which is this with nothing to run), and ``then(result)`` run in the
+        log I/O thread that read the bytes, right after a local read that answers with at most
+        ``then_up_to`` bytes (one hand-over to a worker per request instead of two: the REST fetch renders
+        its JSON this way).
 
         ``then`` must be pure CPU work on the result, short at ``then_up_to`` bytes: it holds one of the
         ``log.io.threads`` meanwhile, which appends, reads and flushes wait for. It must not answer None.

@@ -202,19 +202,15 @@ def produce_answer(partitions: Sequence[int], outcomes: Mapping[int, int | Tierl
             if compiled is not None:  # one C call per slice of _ANSWER_SLICE records
                 for low in range(offset, offset + size, _ANSWER_SLICE):
                     compiled(out, partition, low, min(low + _ANSWER_SLICE, offset + size))
-                written += size
-                if written >= _ANSWER_SLICE:
-                    written = 0
-                    hand_over()
-                continue
-            template = b',{"partition":%d,"offset":%%d,"error_code":null,"error":null}' % partition
-            if size < _SHORT_RUN:  # keyed records spread over partitions: runs of a record or two
-                for one in range(offset, offset + size):
-                    out += template % one
             else:
-                for low in range(offset, offset + size, _ANSWER_SLICE):
-                    high = min(low + _ANSWER_SLICE, offset + size)
-                    out += template * (high - low) % tuple(range(low, high))
+                template = b',{"partition":%d,"offset":%%d,"error_code":null,"error":null}' % partition
+                if size < _SHORT_RUN:  # keyed records spread over partitions: runs of a record or two
+                    for one in range(offset, offset + size):
+                        out += template % one
+                else:
+                    for low in range(offset, offset + size, _ANSWER_SLICE):
+                        high = min(low + _ANSWER_SLICE, offset + size)
+                        out += template * (high - low) % tuple(range(low, high))
         written += size
         if written >= _ANSWER_SLICE:
             written = 0
