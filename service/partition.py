@@ -297,10 +297,10 @@ class Partition:
             CorruptRecordError, UnavailableError: a remote read failed (the bytes or the store).
         """
         if replica_id is None:  # a consumer's: read_then with nothing to run
-            result, _ = await self.read_then(
+            answer = await self.read_then(
                 offset, max_bytes, _nothing, then_up_to=-1, max_wait_ms=max_wait_ms, min_bytes=min_bytes
             )
-            return result
+            return answer[0]
         self._replica_fetched(replica_id, offset)
         result: ReadResult = await self._poll(
             lambda: self._log.read(offset, max_bytes),
