@@ -49,8 +49,10 @@ def start_broker(brokers: Brokers, clock: ManualClock, remote_uri: str, moto_ser
             "num.partitions": "1",
             "remote.uri": remote_uri,
             "s3.endpoint.url": moto_server.endpoint_url,
-            # bounds whole calls, the in-flight attempt included: room for a cold moto_server request
-            "remote.retry.deadline.ms": "2000",
+            # bounds whole calls, the in-flight attempt included: room for a moto_server request while
+            # the other test worker, Spark's JVM and brokers share two cores (2 s once timed out a
+            # broker's first manifest read, which then adopted nothing)
+            "remote.retry.deadline.ms": "10000",
             "log.retention.check.interval.ms": str(2**31 - 1),
         }
         running = await brokers.start({**defaults, **overrides}, clock=clock, remote_store=remote_store)
