@@ -1339,6 +1339,31 @@ py_decode_columns(PyObject *self, PyObject *sections)
         c.count = c.entries = c.key_nulls = c.value_nulls = c.hvalue_nulls = 0;
     }
     PyObject *result = NULL;
+    /* The values are written straight into the bytes object answered (sized for every section's bytes,
+     * shrunk at the end): the scratch copy and the copy out of it cost two passes over the largest
+     * column. gb_reserve never moves it: the values of sections 0..s fit in their total size. */
+    gbuf kept_values = c.value_data;
+    PyObject *values = NULL;
+    Py_ssize_t total = 0;
+    for (Py_ssize_t s = 0; s < PySequence_Fast_GET_SIZE(seq); s++) {
+        PyObject *item = PySequence_Fast_GET_ITEM(seq, s);
+        if (!PyTuple_Check(item) || PyTuple_GET_SIZE(item) < 1) {
+            continue;  /* the parse below raises */
+        }
+        Py_buffer view;
+        if (PyObject_GetBuffer(PyTuple_GET_ITEM(item, 0), &view, PyBUF_SIMPLE) < 0) {
+            goto done;
+        }
+        total += view.len;
+        PyBuffer_Release(&view);
+    }
+    values = PyBytes_FromStringAndSize(NULL, total);
+    if (values == NULL) {
+        goto done;
+    }
+    c.value_data.data = PyBytes_AS_STRING(values);
+    c.value_data.len = 0;
+    c.value_data.cap = total;
     for (int k = 2; k < NCOLUMN_BUFS; k++) {
         gbuf *b = col_buf(&c, k);
         if ((k == 2 || k == 5 || k == 8 || k == 9 || k == 11) && put_i32(b, 0) < 0) {
@@ -1374,7 +1399,18 @@ py_decode_columns(PyObject *self, PyObject *sections)
     }
     for (int k = 0; k < NCOLUMN_BUFS; k++) {
         gbuf *b = col_buf(&c, k);
-        PyObject *bytes = PyBytes_FromStringAndSize(b->data ? b->data : "", b->len);
+        PyObject *bytes;
+        if (b == &c.value_data) {
+            if (_PyBytes_Resize(&values, b->len) < 0) {
+                Py_CLEAR(result);
+                goto done;
+            }
+            bytes = values;
+            values = NULL;
+        }
+        else {
+            bytes = PyBytes_FromStringAndSize(b->data ? b->data : "", b->len);
+        }
         if (bytes == NULL) {
             Py_CLEAR(result);
             goto done;
@@ -1391,6 +1427,8 @@ py_decode_columns(PyObject *self, PyObject *sections)
         PyTuple_SET_ITEM(result, NCOLUMN_BUFS + k, v);
     }
 done:
+    Py_XDECREF(values);
+    c.value_data = kept_values;
     for (int k = 0; k < NCOLUMN_BUFS; k++) {
         gbuf *b = col_buf(&c, k);
         if (!mine || b->cap > SCRATCH_KEEP) {
