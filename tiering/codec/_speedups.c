@@ -1386,6 +1386,11 @@ py_decode_columns(PyObject *self, PyObject *sections)
         if (PyObject_GetBuffer(data, &view, PyBUF_SIMPLE) < 0) {
             goto done;
         }
+        if (view.len > c.value_data.cap - c.value_data.len) {  /* a section grew since it was measured */
+            PyBuffer_Release(&view);
+            PyErr_SetString(PyExc_ValueError, "a section changed size during decode_columns");
+            goto done;
+        }
         int rc = columns_section(&c, view.buf, view.len, count, base_offset, base_ts, append_obj != Py_None,
                                  append_time);
         PyBuffer_Release(&view);

@@ -145,3 +145,23 @@ def test_both_refuse_a_truncated_or_corrupt_buffer(cut: int) -> None:
         with _accel.use(implementation), pytest.raises(CorruptRecordError):
             decode_columns(bytes(unsealed), verify=False)
     assert decode_batch(buf).records[0].key == b"k"
+
+
+@pytest.mark.skipif(_accel.native is None, reason="the compiled core is not built here")
+def test_a_section_that_grows_during_the_call_is_refused_not_overrun() -> None:
+    """The compiled walk writes the values into an answer sized before it starts; a section that Python
+    code (here an append time's ``__index__``) lengthens meanwhile is refused, never written past."""
+    assert _accel.native is not None
+    buf = build_batch([Record(None, b"v" * 100)] * 4, now_ms=NOW)
+    section = bytearray(buf[HEADER_SIZE:])
+
+    class Grows:
+        def __index__(self) -> int:
+            section.extend(b"\0" * 4096)
+            return NOW
+
+    with pytest.raises(ValueError, match="changed size"):
+        _accel.native.decode_columns([(section, 4, 0, NOW, Grows())])
+    # measured as they are, the same sections decode
+    done = _accel.native.decode_columns([(bytes(buf[HEADER_SIZE:]), 4, 0, NOW, None)])
+    assert done[6] == b"v" * 400
