@@ -24,10 +24,11 @@ async def test_back_pressure_then_delivery_timeout_when_the_broker_is_down(broke
         broker.url,
         buffer_memory=4096,
         max_block_ms=300,
-        delivery_timeout_ms=1500,
+        # the first send, with the broker up, auto-creates the topic within these too
+        delivery_timeout_ms=3000,
         retry_backoff_ms=20,
         retry_backoff_max_ms=100,
-        request_timeout_ms=1000,
+        request_timeout_ms=2000,
     )
     try:
         await producer.send_and_wait("down", b"first", partition=0)
