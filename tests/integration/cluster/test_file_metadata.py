@@ -23,8 +23,10 @@ async def test_a_broker_on_a_metadata_file_keeps_its_topics_and_leads_them_after
     settings = {
         "metadata.uri": f"file://{path}",
         "broker.id": "7",
-        "broker.session.timeout.ms": "2000",
-        "broker.heartbeat.interval.ms": "500",
+        # the session also bounds the wait for the topic's leaders and for the broker's own registration:
+        # room for a loaded machine (a clean stop deregisters, so the restart does not wait on it)
+        "broker.session.timeout.ms": "6000",
+        "broker.heartbeat.interval.ms": "1000",
     }
     first = await brokers.start(settings)
     broker = first.broker
