@@ -1321,7 +1321,9 @@ static PyObject *
 py_decode_columns(PyObject *self, PyObject *sections)
 {
     /* sections: iterable of (data, count, base_offset, base_timestamp, append_time or None) */
-    PyObject *seq = PySequence_Fast(sections, "sections must be a sequence");
+    /* A tuple of its own: the items stay alive and the same while Python code that the walk runs (an
+     * append time's __index__) changes the caller's list. */
+    PyObject *seq = PySequence_Tuple(sections);
     if (seq == NULL) {
         return NULL;
     }
@@ -1354,8 +1356,13 @@ py_decode_columns(PyObject *self, PyObject *sections)
         if (PyObject_GetBuffer(PyTuple_GET_ITEM(item, 0), &view, PyBUF_SIMPLE) < 0) {
             goto done;
         }
-        total += view.len;
+        Py_ssize_t len = view.len;
         PyBuffer_Release(&view);
+        if (len > PY_SSIZE_T_MAX - total) {
+            PyErr_NoMemory();
+            goto done;
+        }
+        total += len;
     }
     values = PyBytes_FromStringAndSize(NULL, total);
     if (values == NULL) {

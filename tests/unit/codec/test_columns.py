@@ -7,6 +7,7 @@ LogAppendTime and null keys, values and header values.
 from __future__ import annotations
 
 import struct
+from typing import cast
 
 import pyarrow as pa
 import pytest
@@ -148,9 +149,10 @@ def test_both_refuse_a_truncated_or_corrupt_buffer(cut: int) -> None:
 
 
 @pytest.mark.skipif(_accel.native is None, reason="the compiled core is not built here")
-def test_a_section_that_grows_during_the_call_is_refused_not_overrun() -> None:
+def test_sections_changed_during_the_call_are_refused_or_ignored_never_overrun() -> None:
     """The compiled walk writes the values into an answer sized before it starts; a section that Python
-    code (here an append time's ``__index__``) lengthens meanwhile is refused, never written past."""
+    code (here an append time's ``__index__``) lengthens meanwhile is refused, never written past, and a
+    list of sections emptied meanwhile is not read from."""
     assert _accel.native is not None
     buf = build_batch([Record(None, b"v" * 100)] * 4, now_ms=NOW)
     section = bytearray(buf[HEADER_SIZE:])
@@ -161,7 +163,21 @@ def test_a_section_that_grows_during_the_call_is_refused_not_overrun() -> None:
             return NOW
 
     with pytest.raises(ValueError, match="changed size"):
-        _accel.native.decode_columns([(section, 4, 0, NOW, Grows())])
+        # an int to the walk (it takes the append time through __index__), not to the type checker
+        _accel.native.decode_columns([(section, 4, 0, NOW, cast(int, Grows()))])
     # measured as they are, the same sections decode
     done = _accel.native.decode_columns([(bytes(buf[HEADER_SIZE:]), 4, 0, NOW, None)])
     assert done[6] == b"v" * 400
+
+    # the walk works on its own snapshot of the sections: emptying the caller's list changes nothing
+    sections: list[tuple[bytes, int, int, int, int | None]] = []
+
+    class Clears:
+        def __index__(self) -> int:
+            sections.clear()
+            return NOW
+
+    sections += [(bytes(buf[HEADER_SIZE:]), 4, 0, NOW, cast(int, Clears()))]
+    sections += [(bytes(buf[HEADER_SIZE:]), 4, 4, NOW, None)]
+    both = _accel.native.decode_columns(sections)
+    assert (both[6], both[-5]) == (b"v" * 800, 8)
