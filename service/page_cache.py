@@ -7,7 +7,6 @@ import mmap
 import os
 import sys
 import threading
-from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -22,20 +21,35 @@ _ASK_FROM_BYTES = 256 << 10
 _warm_buffers = threading.local()
 
 
-def _load_mincore() -> Callable[..., int] | None:
-    """The C library's ``mincore`` (Linux), or None where it is not there or not usable."""
-    if not sys.platform.startswith("linux"):
+class _Libc:
+    """The C library calls :func:`resident` makes (Linux): ``mmap``, ``mincore``, ``munmap``."""
+
+    def __init__(self) -> None:
+        libc = ctypes.CDLL(None, use_errno=True)  # the C library this process already runs on
+        self.mmap = libc.mmap
+        self.mmap.argtypes = (
+            ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_int64
+        )  # fmt: skip
+        self.mmap.restype = ctypes.c_void_p
+        self.mincore = libc.mincore
+        self.mincore.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p)
+        self.mincore.restype = ctypes.c_int
+        self.munmap = libc.munmap
+        self.munmap.argtypes = (ctypes.c_void_p, ctypes.c_size_t)
+        self.munmap.restype = ctypes.c_int
+
+
+def _load_libc() -> _Libc | None:
+    if not sys.platform.startswith("linux") or ctypes.sizeof(ctypes.c_void_p) != 8:
         return None
     try:
-        mincore = ctypes.CDLL(None, use_errno=True).mincore  # the C library this process already runs on
+        return _Libc()
     except (OSError, AttributeError):
         return None
-    mincore.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p)
-    mincore.restype = ctypes.c_int
-    return mincore
 
 
-_mincore = _load_mincore()
+_libc = _load_libc()
+_MAP_FAILED = 2**64 - 1  # (void *) -1
 _LOW_BIT = bytes(i & 1 for i in range(256))  # mincore's residency bit of each page's byte (the rest reserved)
 
 
@@ -64,27 +78,32 @@ def warm_pages(region: FileSlice) -> FileSlice:
 
 def resident(fd: int, position: int, size: int) -> bool:
     """Whether every page of ``size`` bytes of ``fd`` from ``position`` is in the page cache, asked of the
-    kernel (``mincore`` on a mapping of the region, which touches no page) without copying them. False
-    when it cannot tell (not Linux, a failed mapping). Thread-safe; never raises."""
-    if _mincore is None or size <= 0:
-        return size <= 0
-    start = position - position % mmap.ALLOCATIONGRANULARITY
-    length = position + size - start
-    pages = -(-length // mmap.PAGESIZE)
-    try:
-        # ACCESS_COPY (a private mapping) only because ctypes wants a writable buffer for the address;
-        # nothing is written, so no page is copied
-        mapping = mmap.mmap(fd, length, offset=start, access=mmap.ACCESS_COPY)
-    except (OSError, ValueError):
+    kernel (``mincore`` on a read-only shared mapping of the region, which touches no page) without copying
+    them. Thread-safe; never raises.
+
+    False when it cannot tell: not 64-bit Linux, a failed mapping, or a file this process neither owns nor
+    runs as root for (Linux 5.0 and later answer "all cached" for those, so as not to reveal another
+    user's page cache). A region past the end of the file is not cached either.
+    """
+    if size <= 0:
+        return True
+    if _libc is None:
         return False
     try:
-        anchor = ctypes.c_char.from_buffer(mapping)
-        try:
-            vector = (ctypes.c_ubyte * pages)()
-            if _mincore(ctypes.addressof(anchor), length, vector) != 0:
-                return False
-            return b"\0" not in bytes(vector).translate(_LOW_BIT)
-        finally:
-            del anchor
+        owner = os.fstat(fd).st_uid
+    except OSError:
+        return False
+    if owner != os.geteuid() and os.geteuid() != 0:
+        return False
+    start = position - position % mmap.ALLOCATIONGRANULARITY
+    length = position + size - start
+    address = _libc.mmap(None, length, mmap.PROT_READ, mmap.MAP_SHARED, fd, start)
+    if address is None or address == _MAP_FAILED:
+        return False
+    try:
+        vector = (ctypes.c_ubyte * -(-length // mmap.PAGESIZE))()
+        if _libc.mincore(address, length, vector) != 0:
+            return False
+        return b"\0" not in bytes(vector).translate(_LOW_BIT)
     finally:
-        mapping.close()
+        _libc.munmap(address, length)

@@ -31,9 +31,12 @@ pytestmark = pytest.mark.integration
 # Also the bounds of the healthy phases' S3 calls (the first manifest read, the catch-up uploads, the
 # final remote read): room for a moto_server answer while the other test worker keeps both cores busy.
 DEADLINE_MS = 3000
-TIMEOUT_MS = 1000  # connect and read timeouts of one attempt
 # Generous bounds derived from the settings (scheduling slack, not a performance target).
 SLACK_S = 10.0
+# Connect and read timeouts of one attempt: longer than the bound on the blackholed read, so that only
+# the deadline can end it in time (the attempts' own timeouts and retries would take over 20 s)
+TIMEOUT_MS = 20_000
+assert TIMEOUT_MS / 1000 > DEADLINE_MS / 1000 * 2 + SLACK_S
 
 
 @pytest.fixture
