@@ -334,11 +334,12 @@ class S3ObjectStore:
     async def put_if_absent(self, key: str, data: bytes) -> bool:
         """See :meth:`ObjectStore.put_if_absent`: ``PutObject`` with ``If-None-Match: *``.
 
-        Services known to honour the header: AWS S3 (since 2024), MinIO, moto, LocalStack (the contract
-        suite's race test checks each backend it runs against). A service that answers ``NotImplemented``
-        raises :class:`InvalidRequestError` naming the fallback. With ``conditional_writes=False`` the store
-        falls back to HEAD-then-PUT, which is **not** safe against concurrent writers: use it only where a
-        single broker writes each partition's manifest.
+        Services known to honour the header: AWS S3 (since 2024), MinIO, LocalStack (the contract suite's
+        race test checks each backend it runs against). moto honours it but not atomically: two racing
+        writers can both be told they created the key, so the test suite runs moto with its writes locked.
+        A service that answers ``NotImplemented`` raises :class:`InvalidRequestError` naming the fallback.
+        With ``conditional_writes=False`` the store falls back to HEAD-then-PUT, which is **not** safe
+        against concurrent writers: use it only where a single broker writes each partition's manifest.
         """
         validate_key(key)
         if not self.conditional_writes:

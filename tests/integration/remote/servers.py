@@ -7,6 +7,7 @@ bounded deadline (readiness, not an assertion), and terminated and waited on at 
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import os
 import shutil
 import socket
@@ -85,20 +86,18 @@ def server_env(extra: dict[str, str]) -> dict[str, str]:
 
 @contextlib.contextmanager
 def run_moto(workdir: Path) -> Iterator[S3Server]:
-    """Start ``moto_server`` (from this interpreter's environment) and stop it on exit."""
-    exe = Path(sys.executable).parent / "moto_server"
-    if not exe.exists():
-        found = shutil.which("moto_server")
-        if found is None:
-            raise RuntimeError("moto_server is not installed: pip install 'moto[server]'")
-        exe = Path(found)
+    """Start ``moto_server`` (this interpreter's moto, its object writes made atomic by ``moto_atomic.py``)
+    and stop it on exit."""
+    if importlib.util.find_spec("moto") is None or importlib.util.find_spec("flask") is None:
+        raise RuntimeError("moto_server is not installed: pip install 'moto[server]'")
+    launcher = Path(__file__).with_name("moto_atomic.py")
     min_part = 1024
     for attempt in range(3):  # a free port can be taken by someone else before moto binds it
         port = free_port()
         log = workdir / f"moto-{attempt}.log"
         with open(log, "wb") as out:
             proc = subprocess.Popen(
-                [str(exe), "-H", "127.0.0.1", "-p", str(port)],
+                [sys.executable, str(launcher), "-H", "127.0.0.1", "-p", str(port)],
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 env=server_env({"S3_UPLOAD_PART_MIN_SIZE": str(min_part)}),
