@@ -17,22 +17,33 @@ import functools
 import threading
 from typing import Any
 
+# moto's handler of a plain PutObject, then (older 5.x releases) its handler of every PUT on a key.
+_HANDLERS = ("put_object", "_key_response_put")
+
 
 def make_puts_atomic() -> None:
+    """Wrap the first of ``_HANDLERS`` that moto's ``S3Response`` has in one lock. Idempotent.
+
+    Raises:
+        RuntimeError: this moto has none of them (the race test would be flaky again: say so at start-up).
+    """
     from moto.s3.responses import S3Response
 
-    original = S3Response.put_object
+    name = next((n for n in _HANDLERS if hasattr(S3Response, n)), None)
+    if name is None:
+        raise RuntimeError(f"moto's S3Response has none of {_HANDLERS}: update tests' moto_atomic.py")
+    original = getattr(S3Response, name)
     if getattr(original, "tierlog_atomic", False):
         return
     lock = threading.Lock()
 
     @functools.wraps(original)
-    def put_object(self: Any) -> Any:
+    def locked(self: Any, *args: Any, **kwargs: Any) -> Any:
         with lock:
-            return original(self)
+            return original(self, *args, **kwargs)
 
-    put_object.tierlog_atomic = True  # type: ignore[attr-defined]
-    S3Response.put_object = put_object  # type: ignore[method-assign]
+    locked.tierlog_atomic = True  # type: ignore[attr-defined]
+    setattr(S3Response, name, locked)
 
 
 if __name__ == "__main__":
