@@ -38,42 +38,34 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
 
+from tierlog.service.cluster.controller_view import View, Write
 from tierlog.service.cluster.decisions import check_alter, decide_partition
 from tierlog.service.cluster.membership import Membership
 from tierlog.service.cluster.model import (
-    BROKERS,
     CONTROLLER,
     CONTROLLER_EPOCH,
     NO_LEADER,
-    PARTITIONS,
-    TOPICS,
     AlterPartitionRequest,
-    BrokerRegistration,
     ControllerRecord,
     PartitionState,
     TopicAssignment,
     broker_key,
-    parse_partition_key,
     partition_key,
     topic_key,
 )
 from tierlog.service.cluster.store import (
     Compare,
     Delete,
-    KeyValue,
     LeaseExpiredError,
     MetadataStore,
     MetadataStoreError,
     Op,
     Put,
-    WatchEvent,
 )
 from tierlog.service.config import Settings
 from tierlog.service.metrics import Metrics, Sample
 from tierlog.tiering.errors import (
-    CorruptRecordError,
     FencedLeaderEpochError,
     IneligibleReplicaError,
     NotControllerError,
@@ -93,91 +85,6 @@ BATCH_PARTITIONS = 32
 UNCLEAN = "unclean.leader.election.enable"
 # Attempts of one AlterPartition whose commit keeps losing to concurrent writes before it answers retriable.
 ALTER_ATTEMPTS = 16
-
-
-class _View:
-    """The controller's copy of the store: every key it decides from, with the revision it was read at."""
-
-    def __init__(self, revision: int) -> None:
-        self.revision = revision
-        self.brokers: dict[int, BrokerRegistration] = {}
-        self.broker_revs: dict[int, int] = {}  # the revision each live registration was read at
-        self.controller: ControllerRecord | None = None
-        self.controller_rev = 0  # 0: no controller key (a corrupt one still counts as present)
-        self.epoch: int | None = 0  # None: controller_epoch is unreadable, so nobody may campaign
-        self.epoch_rev = 0
-        self.topics: dict[str, tuple[TopicAssignment, int]] = {}
-        # topic -> partition -> (state, mod_revision); state None: the stored value is corrupt
-        self.partitions: dict[str, dict[int, tuple[PartitionState | None, int]]] = {}
-
-    @classmethod
-    def load(cls, kvs: Iterable[KeyValue], revision: int) -> _View:
-        view = cls(revision)
-        for kv in kvs:
-            view.put(kv.key, kv.value, kv.mod_revision)
-        return view
-
-    def apply(self, event: WatchEvent) -> None:
-        if event.kind == "put":
-            self.put(event.key, event.value, event.mod_revision)
-        else:
-            self.delete(event.key)
-        self.revision = max(self.revision, event.mod_revision)
-
-    def put(self, key: str, value: bytes, revision: int) -> None:
-        try:
-            if key == CONTROLLER:
-                self.controller, self.controller_rev = None, revision
-                self.controller = ControllerRecord.decode(key, value)
-            elif key == CONTROLLER_EPOCH:
-                self.epoch, self.epoch_rev = None, revision
-                self.epoch = int(value.decode())
-            elif key.startswith(BROKERS):
-                broker_id = int(key.removeprefix(BROKERS))
-                self.brokers[broker_id] = BrokerRegistration.decode(key, value)
-                self.broker_revs[broker_id] = revision
-            elif key.startswith(TOPICS):
-                self.topics[key.removeprefix(TOPICS)] = (TopicAssignment.decode(key, value), revision)
-            elif key.startswith(PARTITIONS):
-                topic, index = parse_partition_key(key)
-                states = self.partitions.setdefault(topic, {})
-                states[index] = (None, revision)
-                states[index] = (PartitionState.decode(key, value), revision)
-        except (CorruptRecordError, ValueError, UnicodeDecodeError) as err:
-            log.error("controller: ignoring unreadable metadata key %r: %s", key, err)
-
-    def delete(self, key: str) -> None:
-        if key == CONTROLLER:
-            self.controller, self.controller_rev = None, 0
-        elif key == CONTROLLER_EPOCH:
-            self.epoch, self.epoch_rev = 0, 0
-        elif key.startswith(BROKERS):
-            with contextlib.suppress(ValueError):
-                self.brokers.pop(int(key.removeprefix(BROKERS)), None)
-                self.broker_revs.pop(int(key.removeprefix(BROKERS)), None)
-        elif key.startswith(TOPICS):
-            self.topics.pop(key.removeprefix(TOPICS), None)
-        elif key.startswith(PARTITIONS):
-            with contextlib.suppress(CorruptRecordError):
-                topic, index = parse_partition_key(key)
-                states = self.partitions.get(topic, {})
-                states.pop(index, None)
-                if not states:
-                    self.partitions.pop(topic, None)
-
-
-@dataclass(frozen=True, slots=True)
-class _Write:
-    """One decided change: ``state`` None deletes the partition state (its topic or index is gone)."""
-
-    topic: str
-    topic_rev: int  # the topic key's revision the decision was made from (0: the topic is gone)
-    partition: int
-    read_rev: int
-    state: PartitionState | None
-    reason: str | None
-    old_leader: int
-    old_isr: tuple[int, ...] | None = None  # None: the partition had no state
 
 
 class Controller:
@@ -207,7 +114,7 @@ class Controller:
         self._retry_s = min(1.0, settings.broker_heartbeat_interval_ms / 1000)
         self._clock: Clock = clock or SystemClock()
         self._metrics = metrics
-        self._view: _View | None = None
+        self._view: View | None = None
         self._active = False
         self._fence = 0  # the controller key's mod_revision written by our election; 0 when not active
         self._lease = 0  # the lease our controller key lives under
@@ -323,7 +230,7 @@ class Controller:
 
     async def _sync_once(self) -> None:
         kvs, revision = await self.store.range("")
-        self._view = _View.load(kvs, revision)
+        self._view = View.load(kvs, revision)
         self._observe(self._view)
         self._wake.set()
         watch = self.store.watch("", revision + 1)
@@ -373,7 +280,7 @@ class Controller:
             return None
         return max(0.0, (self._next_rebalance_ms - self._clock.now_ms()) / 1000)
 
-    async def _step(self, view: _View) -> bool:
+    async def _step(self, view: View) -> bool:
         """One pass; True when it wrote (or tried to), so another pass must follow."""
         self._observe(view)
         if not self._active:
@@ -391,7 +298,7 @@ class Controller:
         self._preferred_pending = preferred and not done
         return bool(writes)
 
-    async def _campaign(self, view: _View, last_epoch: int) -> None:
+    async def _campaign(self, view: View, last_epoch: int) -> None:
         lease, epoch = self.membership.lease, last_epoch + 1
         record = ControllerRecord(self.broker_id, epoch)
         revision = await self.store.commit(
@@ -406,7 +313,7 @@ class Controller:
         if self._metrics is not None:
             self._metrics.inc("tierlog_controller_elections_total")
 
-    def _observe(self, view: _View) -> None:
+    def _observe(self, view: View) -> None:
         """Take the known controller from ``view``; stop acting when it shows we were deposed."""
         # Strictly later: the events of one revision arrive one by one, and ours put controller_epoch first.
         if self._active and view.revision > self._fence and view.controller_rev != self._fence:
@@ -492,7 +399,7 @@ class Controller:
             state = PartitionState(
                 current.leader, current.leader_epoch, new_isr, current.partition_epoch + 1, self._own_epoch
             )
-            write = _Write(request.topic, topic_kv.mod_revision, request.partition, state_kv.mod_revision,
+            write = Write(request.topic, topic_kv.mod_revision, request.partition, state_kv.mod_revision,
                            state, None, current.leader, current.isr)  # fmt: skip
             if await self._commit([write], registrations, fence=fence):
                 return state
@@ -507,9 +414,9 @@ class Controller:
 
     # ---- decisions ---------------------------------------------------------------------------------------
 
-    def _plan(self, view: _View, preferred: bool) -> list[_Write]:
+    def _plan(self, view: View, preferred: bool) -> list[Write]:
         live = frozenset(view.brokers)
-        writes: list[_Write] = []
+        writes: list[Write] = []
         for name in sorted(view.topics):
             assignment, topic_rev = view.topics[name]
             unclean = self._unclean_enabled(assignment)
@@ -526,7 +433,7 @@ class Controller:
                 if decided is not None:
                     old_leader, old_isr = (NO_LEADER, None) if state is None else (state.leader, state.isr)
                     writes.append(
-                        _Write(name, topic_rev, index, read_rev, decided[0], decided[1], old_leader, old_isr)
+                        Write(name, topic_rev, index, read_rev, decided[0], decided[1], old_leader, old_isr)
                     )
         for name, states in sorted(view.partitions.items()):
             assignment_entry = view.topics.get(name)
@@ -536,7 +443,7 @@ class Controller:
             for index, (state, read_rev) in sorted(states.items()):
                 if index >= count:
                     old_leader = NO_LEADER if state is None else state.leader
-                    writes.append(_Write(name, topic_rev, index, read_rev, None, None, old_leader))
+                    writes.append(Write(name, topic_rev, index, read_rev, None, None, old_leader))
         return writes
 
     def _unclean_enabled(self, assignment: TopicAssignment) -> bool:
@@ -544,9 +451,9 @@ class Controller:
         value = assignment.configs.get(UNCLEAN, self._unclean_default)
         return value.strip().lower() == "true"
 
-    async def _execute(self, writes: list[_Write]) -> bool:
+    async def _execute(self, writes: list[Write]) -> bool:
         """Commit ``writes`` topic by topic in batches; False when a commit was refused (re-read first)."""
-        by_topic: dict[str, list[_Write]] = {}
+        by_topic: dict[str, list[Write]] = {}
         for write in writes:
             by_topic.setdefault(write.topic, []).append(write)
         for topic_writes in by_topic.values():
@@ -558,7 +465,7 @@ class Controller:
         return True
 
     async def _commit(
-        self, batch: list[_Write], brokers: Mapping[int, int] | None = None, *, fence: int | None = None
+        self, batch: list[Write], brokers: Mapping[int, int] | None = None, *, fence: int | None = None
     ) -> bool:
         """Commit one batch of decisions about one topic: compared on the controller fence, the topic key,
         each partition key and the registration of each broker the decisions rest on (``brokers``: id ->
@@ -599,7 +506,7 @@ class Controller:
             self._record(write)
         return True
 
-    def _record(self, write: _Write) -> None:
+    def _record(self, write: Write) -> None:
         state = write.state
         if state is None:
             log.info(
