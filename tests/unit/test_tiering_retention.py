@@ -8,7 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tierlog.tiering.remote import manifest as mf
-from tierlog.tiering.remote.remote_log import remote_retention_plan
+from tierlog.tiering.remote.plans import remote_retention_plan
 
 
 def segments(sizes: list[int], timestamps: list[int]) -> tuple[mf.RemoteSegment, ...]:

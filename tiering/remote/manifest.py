@@ -74,6 +74,7 @@ __all__ = [
     "set_log_start_offset",
     "prune_deleted",
     "readable_segments",
+    "ManifestSummary",
     "segment_for_offset",
     "segment_for_timestamp",
     "find_segment",
@@ -433,3 +434,27 @@ def find_segment(manifest: Manifest, segment_uuid: uuid.UUID) -> RemoteSegment |
         if segment.segment_uuid == segment_uuid:
             return segment
     return None
+
+
+@dataclass(frozen=True, slots=True)
+class ManifestSummary:
+    """What the hot paths ask of a manifest, computed once per manifest: the remote next offset and start
+    offset (None: nothing readable), the readable bytes, and whether an upload or deletion is unfinished."""
+
+    manifest: Manifest
+    next_offset: int | None
+    start_offset: int | None
+    readable_bytes: int
+    unfinished: bool
+
+    @classmethod
+    def of(cls, manifest: Manifest) -> ManifestSummary:
+        finished = [s.last_offset for s in manifest.segments if s.state is SegmentState.COPY_FINISHED]
+        readable = readable_segments(manifest)
+        return cls(
+            manifest,
+            max(finished) + 1 if finished else None,
+            max(readable[0].base_offset, manifest.log_start_offset) if readable else None,
+            sum(s.size_bytes for s in readable),
+            any(s.state is not SegmentState.COPY_FINISHED for s in manifest.segments),
+        )

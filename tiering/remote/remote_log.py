@@ -32,6 +32,7 @@ from tierlog.tiering.remote import manifest as mf
 from tierlog.tiering.remote.layout import parse_manifest_key, partition_prefix
 from tierlog.tiering.remote.manifest_recovery import recover_manifest
 from tierlog.tiering.remote.manifest_store import ManifestStore
+from tierlog.tiering.remote.plans import remote_retention_plan, segment_epochs, upload_batches
 from tierlog.tiering.remote.store import ObjectStore
 from tierlog.tiering.remote.trim import TRIM_DIR, remove_trimmed, trimmed_copy
 from tierlog.tiering.remote.uploader import (
@@ -41,7 +42,7 @@ from tierlog.tiering.remote.uploader import (
     upload_segments,
 )
 
-__all__ = ["RemoteLog", "UploadEvent", "remote_retention_plan"]
+__all__ = ["RemoteLog", "UploadEvent"]
 
 log = logging.getLogger("tierlog.remote")
 
@@ -53,29 +54,6 @@ _MARK_BUCKET_MS = 1000
 
 
 @dataclass(frozen=True, slots=True)
-class _Summary:
-    """What the hot paths ask of a manifest, computed once per manifest."""
-
-    manifest: mf.Manifest
-    next_offset: int | None
-    start_offset: int | None
-    readable_bytes: int
-    unfinished: bool
-
-    @classmethod
-    def of(cls, manifest: mf.Manifest) -> _Summary:
-        finished = [s.last_offset for s in manifest.segments if s.state is mf.SegmentState.COPY_FINISHED]
-        readable = mf.readable_segments(manifest)
-        return cls(
-            manifest,
-            max(finished) + 1 if finished else None,
-            max(readable[0].base_offset, manifest.log_start_offset) if readable else None,
-            sum(s.size_bytes for s in readable),
-            any(s.state is not mf.SegmentState.COPY_FINISHED for s in manifest.segments),
-        )
-
-
-@dataclass(frozen=True, slots=True)
 class UploadEvent:
     """What a listener hears: ``kind`` is uploaded, failed, deleted, cleaned or recovered (a damaged
     manifest was recovered; ``segments`` re-derived from objects)."""
@@ -84,33 +62,6 @@ class UploadEvent:
     segments: int = 0
     bytes: int = 0
     seconds: float = 0.0  # wall time the upload took (for throughput), not the injected clock
-
-
-def remote_retention_plan(
-    readable: tuple[mf.RemoteSegment, ...],
-    *,
-    now_ms: int,
-    retention_ms: int,
-    retention_bytes: int,
-    local_only_bytes: int,
-) -> list[mf.RemoteSegment]:
-    """The oldest readable remote segments whole-log retention deletes (-1 limits mean unlimited).
-
-    By time: a segment whose max timestamp (its creation time when it has none) is more than
-    ``retention_ms`` old. By size: the oldest while remote bytes plus ``local_only_bytes`` (local data
-    not in the remote tier) stay at or above ``retention_bytes`` without them. A prefix only. Pure.
-    """
-    total = sum(s.size_bytes for s in readable) + local_only_bytes
-    doomed: list[mf.RemoteSegment] = []
-    for segment in readable:
-        reference = segment.max_timestamp if segment.max_timestamp >= 0 else segment.created_ms
-        by_time = retention_ms >= 0 and now_ms - reference > retention_ms
-        by_size = retention_bytes >= 0 and total - segment.size_bytes >= retention_bytes
-        if not (by_time or by_size):
-            break
-        total -= segment.size_bytes
-        doomed.append(segment)
-    return doomed
 
 
 class RemoteLog:
@@ -150,7 +101,7 @@ class RemoteLog:
         self.partition = partition
         self._clock = clock
         self._listener = listener
-        self._summary = _Summary.of(mf.empty(topic, partition))
+        self._summary = mf.ManifestSummary.of(mf.empty(topic, partition))
         self._needs_cleaning = False
         self._lock = asyncio.Lock()
         self._check_divergence = False
@@ -217,7 +168,7 @@ class RemoteLog:
 
     @_manifest.setter
     def _manifest(self, manifest: mf.Manifest) -> None:
-        self._summary = _Summary.of(manifest)  # one atomic swap: readers in threads see old or new
+        self._summary = mf.ManifestSummary.of(manifest)  # one atomic swap: readers in threads see old or new
 
     @property
     def remote_next_offset(self) -> int | None:
@@ -479,54 +430,19 @@ class RemoteLog:
         self.last_error = None
 
     def _batches(self, sealed: list[SegmentInfo]) -> list[list[SegmentInfo]]:
-        """The sealed segments past the remote data, oldest first, in batches of consecutive segments of
-        at most ``upload_batch_bytes`` together (a larger segment goes alone) and ``upload_batch_segments``.
-        A segment straddling the remote end goes alone (it is uploaded trimmed, see :meth:`_upload_batch`).
-        Under a leader epoch, planning stops at the first segment that is not wholly below the high
-        watermark (the engine's ``high_watermark``; the log end when it has none).
-        """
-        done = self.remote_next_offset
+        """:func:`~.plans.upload_batches` of ``sealed`` past the remote data. Under a leader epoch,
+        planning stops at the first segment that is not wholly below the high watermark (the engine's
+        ``high_watermark``; the log end when it has none)."""
         limit = self.log.log_end_offset
         if self._leader_epoch is not None:
             limit = min(limit, getattr(self.log, "high_watermark", limit))
-        batches: list[list[SegmentInfo]] = []
-        size = 0
-        for info in sealed:
-            if info.size_bytes == 0 or (done is not None and info.next_offset <= done):
-                continue
-            if info.next_offset > limit:
-                break
-            if done is not None and info.base_offset < done:
-                batches.append([info])  # straddles the remote end: uploaded trimmed, alone
-                size = self.upload_batch_bytes  # nothing joins it
-                continue
-            current = batches[-1] if batches else None
-            if (
-                current is None
-                or size + info.size_bytes > self.upload_batch_bytes
-                or len(current) >= self.upload_batch_segments
-            ):
-                batches.append([info])
-                size = info.size_bytes
-            else:
-                current.append(info)
-                size += info.size_bytes
-        return batches
-
-    def _segment_epochs(self, base: int, last: int) -> tuple[tuple[int, int], ...]:
-        """The leader epochs of offsets ``[base, last]`` from the log's epoch cache, as
-        ``RemoteSegment.leader_epochs`` (the epoch in force at ``base`` starting there); () without one."""
-        cache = getattr(self.log, "epochs", None)
-        if cache is None:
-            return ()
-        entries = list(cache.entries())
-        found: list[tuple[int, int]] = []
-        for index, entry in enumerate(entries):
-            end = entries[index + 1].start_offset - 1 if index + 1 < len(entries) else None
-            if (end is not None and end < base) or entry.start_offset > last:
-                continue
-            found.append((entry.epoch, max(entry.start_offset, base)))
-        return tuple(found)
+        return upload_batches(
+            sealed,
+            done=self.remote_next_offset,
+            limit=limit,
+            max_bytes=self.upload_batch_bytes,
+            max_segments=self.upload_batch_segments,
+        )
 
     async def _upload_batch(self, batch: list[SegmentInfo], epoch: int | None) -> int:
         """Upload one batch (see :func:`upload_segments`); returns how many segments were committed.
@@ -570,7 +486,7 @@ class RemoteLog:
 
     async def _upload(self, batch: list[SegmentInfo], epoch: int | None) -> int:
         started = time.monotonic()
-        epochs = [self._segment_epochs(info.base_offset, info.next_offset - 1) for info in batch]
+        epochs = [segment_epochs(self.log, info.base_offset, info.next_offset - 1) for info in batch]
         try:
             result = await upload_segments(
                 self.store, self.manifests, self.topic, self.partition, batch, self._clock,
