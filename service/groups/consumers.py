@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import inspect
 import logging
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -32,9 +31,10 @@ from tierlog.service.groups.consumer_config import ConsumerSettings
 from tierlog.service.groups.coordination import Coordination
 from tierlog.service.groups.coordinator import Clock
 from tierlog.service.groups.instance import ConsumerInstance, PartitionReader, ReadLike, TopicPartition
+from tierlog.service.groups.patterns import NO_TOPIC, compile_pattern, matching_topics
+from tierlog.service.groups.reading import check_partition, first_record_at_or_after, log_bounds
 from tierlog.service.rest_v2.convert import consumer_records
 from tierlog.service.security.model import Principal
-from tierlog.tiering.codec.batch import iter_records
 from tierlog.tiering.codec.header import iter_batches
 from tierlog.tiering.errors import (
     ConsumerInstanceExistsError,
@@ -44,16 +44,12 @@ from tierlog.tiering.errors import (
     InvalidRequestError,
     OffsetOutOfRangeError,
     RebalanceInProgressError,
-    UnknownPartitionError,
-    UnknownTopicError,
 )
 from tierlog.tiering.waits import wait_signalled
 
 __all__ = ["ConsumerManager", "ConsumerInstance", "PartitionReader", "ReadLike"]
 
 log = logging.getLogger(__name__)
-
-NO_TOPIC = "(?!)"  # the group subscription of a resolved pattern that matches no topic the principal may Read
 
 
 class ConsumerManager:
@@ -205,7 +201,9 @@ class ConsumerManager:
             raise InvalidConsumerConfigError("give exactly one of topics and topic_pattern")
         resolved = None
         if pattern is not None and instance.may_read is not None:
-            resolved = self._resolve(_compile(pattern), instance.may_read)
+            resolved = matching_topics(
+                compile_pattern(pattern), self._broker.partition_counts(), instance.may_read
+            )
             await self._join(instance, resolved, None)
         else:
             await self._join(instance, topics, pattern)
@@ -225,7 +223,9 @@ class ConsumerManager:
         """
         if instance.pattern is None or instance.may_read is None or not instance.subscribed:
             return
-        resolved = self._resolve(_compile(instance.pattern), instance.may_read)
+        resolved = matching_topics(
+            compile_pattern(instance.pattern), self._broker.partition_counts(), instance.may_read
+        )
         if resolved == instance.resolved:
             return
         try:
@@ -249,14 +249,6 @@ class ConsumerManager:
         )
         instance.member_id = result.member_id
 
-    def _resolve(self, pattern: re.Pattern[str], may_read: Callable[[str], bool]) -> list[str]:
-        """The topics ``pattern`` matches that ``may_read`` allows, sorted (internal topics never)."""
-        return sorted(
-            t
-            for t in self._broker.partition_counts()
-            if pattern.fullmatch(t) and not t.startswith("__") and may_read(t)
-        )
-
     async def unsubscribe(self, instance: ConsumerInstance) -> None:
         """Drop the subscription (and leave the group) or the manual assignment. Idempotent."""
         if instance.member_id:
@@ -278,7 +270,7 @@ class ConsumerManager:
             raise IllegalStateError("Subscription to topics, partitions and pattern are mutually exclusive.")
         counts = self._broker.partition_counts()
         for topic, partition in partitions:
-            self._check_partition(counts, topic, partition)
+            check_partition(counts, topic, partition)
         instance.manual = sorted(set(partitions))
         for tp in list(instance.positions):
             if tp not in instance.manual:
@@ -304,7 +296,9 @@ class ConsumerManager:
         """The subscribed topics; for a pattern, the topics it matches now (those ``may_read`` allows)."""
         if instance.pattern is None:
             return list(instance.topics)
-        return self._resolve(re.compile(instance.pattern), instance.may_read or _every_topic)
+        return matching_topics(
+            re.compile(instance.pattern), self._broker.partition_counts(), instance.may_read
+        )
 
     # -- positions ------------------------------------------------------------------------------------
 
@@ -334,13 +328,9 @@ class ConsumerManager:
         """
         targets = {}
         for tp in partitions:
-            start, high = await self._bounds(tp)
+            start, high = await log_bounds(self._broker, tp)
             targets[tp] = high if end else start
         self.seek(instance, targets)
-
-    async def _bounds(self, tp: TopicPartition) -> tuple[int, int]:
-        bounds = self._broker.log_bounds(*tp)
-        return await bounds if inspect.isawaitable(bounds) else bounds
 
     async def seek_to_timestamps(
         self, instance: ConsumerInstance, timestamps: Mapping[TopicPartition, int]
@@ -355,24 +345,13 @@ class ConsumerManager:
         counts = self._broker.partition_counts()
         targets = {}
         for tp, timestamp in timestamps.items():
-            self._check_partition(counts, *tp)
+            check_partition(counts, *tp)
             found = await self._broker.offset_for_timestamp(tp[0], tp[1], timestamp)
             if found is None:
-                targets[tp] = (await self._bounds(tp))[1]
+                targets[tp] = (await log_bounds(self._broker, tp))[1]
             else:
-                targets[tp] = await self._first_record_at_or_after(tp, found, timestamp)
+                targets[tp] = await first_record_at_or_after(self._broker, tp, found, timestamp)
         self.seek(instance, targets)
-
-    async def _first_record_at_or_after(self, tp: TopicPartition, batch_offset: int, timestamp: int) -> int:
-        """The offset of the first record at or after ``timestamp`` in the batch at ``batch_offset`` (the
-        log's time index finds batches; Kafka answers records)."""
-        result = await self._broker.read(tp[0], tp[1], batch_offset, 1, 0, 1)
-        for header, record in iter_records(result.data):
-            if header.is_control or record.offset < batch_offset:
-                continue
-            if record.timestamp >= timestamp:
-                return record.offset
-        return batch_offset
 
     # -- records --------------------------------------------------------------------------------------
 
@@ -524,7 +503,7 @@ class ConsumerManager:
         return await self._reset_position(instance, tp)
 
     async def _reset_position(self, instance: ConsumerInstance, tp: TopicPartition) -> int:
-        start, high = await self._bounds(tp)
+        start, high = await log_bounds(self._broker, tp)
         if instance.settings.auto_offset_reset == "none":
             raise OffsetOutOfRangeError(
                 f"no committed offset for {tp[0]}-{tp[1]} and auto.offset.reset is none",
@@ -554,7 +533,7 @@ class ConsumerManager:
             return _committed_json(stored)
         counts = self._broker.partition_counts()
         for (topic, partition), (offset, _) in offsets.items():
-            self._check_partition(counts, topic, partition)
+            check_partition(counts, topic, partition)
             if offset < -1:
                 raise InvalidRequestError(f"invalid offset {offset} for {topic}-{partition}")
         await self._commit(instance, {tp: (o + 1, m) for tp, (o, m) in offsets.items()})
@@ -600,25 +579,6 @@ class ConsumerManager:
             )
         else:
             await self._coordinator.commit(instance.group, offsets)
-
-    @staticmethod
-    def _check_partition(counts: Mapping[str, int], topic: str, partition: int) -> None:
-        if topic not in counts:
-            raise UnknownTopicError(f"Topic not found. ({topic})")
-        if not 0 <= partition < counts[topic]:
-            raise UnknownPartitionError(f"Partition not found. (partition {partition} of topic {topic})")
-
-
-def _every_topic(topic: str) -> bool:
-    return True
-
-
-def _compile(pattern: str) -> re.Pattern[str]:
-    """Raises InvalidRequestError for a malformed pattern (as the coordinator does)."""
-    try:
-        return re.compile(pattern)
-    except re.error as err:
-        raise InvalidRequestError(f"invalid topic pattern {pattern!r}: {err}") from err
 
 
 def _committed_json(stored: Mapping[TopicPartition, int]) -> list[dict[str, Any]]:

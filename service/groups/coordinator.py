@@ -34,6 +34,7 @@ from typing import Protocol
 
 from tierlog.service.groups.assignors import STRATEGIES, Member, TopicPartition, assign
 from tierlog.service.groups.offsets import CommittedOffset, OffsetStore
+from tierlog.service.groups.patterns import compile_pattern, matching_topics
 from tierlog.tiering.errors import (
     IllegalGenerationError,
     InvalidRequestError,
@@ -109,7 +110,7 @@ class _Member:
     def subscribed(self, all_topics: Sequence[str]) -> frozenset[str]:
         if self.pattern is None:
             return self.topics
-        return frozenset(t for t in all_topics if self.pattern.fullmatch(t) and not t.startswith("__"))
+        return frozenset(matching_topics(self.pattern, all_topics))
 
 
 @dataclass
@@ -401,12 +402,7 @@ class GroupCoordinator:
 
     @staticmethod
     def _compile(pattern: str | None) -> re.Pattern[str] | None:
-        if pattern is None:
-            return None
-        try:
-            return re.compile(pattern)
-        except re.error as err:
-            raise InvalidRequestError(f"invalid topic pattern {pattern!r}: {err}") from err
+        return None if pattern is None else compile_pattern(pattern)
 
     def _member(self, group_id: str, member_id: str) -> tuple[_Group, _Member]:
         group = self._groups.get(group_id)

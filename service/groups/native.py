@@ -11,17 +11,16 @@ read. See docs/groups.md for the full reference.
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Mapping
 from typing import Any
 
 from aiohttp import web
 
 from tierlog.service.groups.consumer_config import parse_partitions
-from tierlog.service.groups.consumers import NO_TOPIC
 from tierlog.service.groups.coordination import Coordination
 from tierlog.service.groups.coordinator import JoinResult
 from tierlog.service.groups.lag import group_lag
+from tierlog.service.groups.patterns import NO_TOPIC, compile_pattern, matching_topics
 from tierlog.service.groups.routing import from_other_brokers, group_route
 from tierlog.service.groups.state import CONSUMERS, COORDINATOR, require_ready
 from tierlog.service.security import authz
@@ -109,18 +108,12 @@ def _readable_matches(request: web.Request, pattern: str) -> tuple[list[str], st
     see: the topics, and the pattern to pass on (one matching nothing when no topic matches).
 
     Raises InvalidRequestError for a malformed pattern."""
-    try:
-        compiled = re.compile(pattern)
-    except re.error as err:
-        raise InvalidRequestError(f"invalid topic pattern {pattern!r}: {err}") from err
     names = request.app[BROKER].cluster_view().partitions
-    readable = [
-        name
-        for name in sorted(names)
-        if compiled.fullmatch(name)
-        and not name.startswith("__")
-        and authz.allowed(request, Operation.READ, ResourceType.TOPIC, name)
-    ]
+    readable = matching_topics(
+        compile_pattern(pattern),
+        names,
+        lambda name: authz.allowed(request, Operation.READ, ResourceType.TOPIC, name),
+    )
     return (readable, None) if readable else ([], NO_TOPIC)
 
 
