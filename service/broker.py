@@ -26,7 +26,13 @@ from tierlog.service.producer_ids import ProducerIdManager
 from tierlog.service.remote.tier import RemoteTier
 from tierlog.service.tasks import TaskSet
 from tierlog.service.topic import Topic
-from tierlog.service.topic_configs import TOPIC_CONFIGS, TopicConfig, validate_overrides
+from tierlog.service.topic_configs import TopicConfig, validate_overrides
+from tierlog.service.topic_rules import (
+    check_known_config,
+    check_new_topic,
+    check_partition_count,
+    check_replication_factor_alone,
+)
 from tierlog.tiering.errors import (
     InvalidConfigError,
     TierlogError,
@@ -46,8 +52,6 @@ if TYPE_CHECKING:
 __all__ = ["AppendInfo", "Broker", "Partition", "Topic"]
 
 log = logging.getLogger("tierlog.broker")
-
-MAX_PARTITIONS = 10_000
 
 
 class Broker:
@@ -391,7 +395,7 @@ class Broker:
             return await self.cluster.topics.create(
                 name, partitions, configs or {}, internal=internal, replication_factor=replication_factor
             )
-        _check_replication_factor(replication_factor)
+        check_replication_factor_alone(replication_factor)
         async with self._lock:
             return await self._create_locked(name, partitions, configs or {}, internal=internal)
 
@@ -415,20 +419,15 @@ class Broker:
     def _validate_create(
         self, name: str, partitions: int | None, configs: Mapping[str, str], *, internal: bool
     ) -> tuple[int, dict[str, str]]:
-        meta.validate_topic_name(name)
-        if name.startswith("__") and not internal:
-            raise InvalidConfigError(
-                f"Topic name {name!r} is reserved: names starting with '__' are internal"
-            )
-        if name in self._topics:
-            raise InvalidConfigError(f"Topic '{name}' already exists.")
-        folded = name.replace(".", "_")
-        for other in self._topics:
-            if other.replace(".", "_") == folded:
-                raise InvalidConfigError(f"Topic '{name}' collides with existing topic: {other}")
-        count = self.settings.num_partitions if partitions is None else partitions
-        _check_partition_count(count)
-        return count, validate_overrides(self.settings.topic_defaults, configs)
+        return check_new_topic(
+            name,
+            partitions,
+            configs,
+            existing=self._topics,
+            num_partitions=self.settings.num_partitions,
+            topic_defaults=self.settings.topic_defaults,
+            internal=internal,
+        )
 
     async def _create_locked(
         self, name: str, partitions: int | None, configs: Mapping[str, str], *, internal: bool
@@ -515,7 +514,7 @@ class Broker:
             merged: dict[str, str] = dict(record.configs)
             for key, value in updates.items():
                 if value is None:
-                    _check_known(key)
+                    check_known_config(key)
                     merged.pop(key, None)
                 else:
                     merged[key] = value
@@ -552,10 +551,10 @@ class Broker:
         self.check_ready()
         if self.cluster is not None:
             self.topic(name)
-            return await self.cluster.topics.add_partitions(name, count, _check_partition_count)
+            return await self.cluster.topics.add_partitions(name, count, check_partition_count)
         async with self._lock:
             topic = self.topic(name)
-            _check_partition_count(count)
+            check_partition_count(count)
             current = len(topic.partitions)
             if count < current:
                 raise InvalidConfigError(
@@ -687,20 +686,6 @@ class Broker:
         return samples
 
 
-def _check_partition_count(count: object) -> None:
-    if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= MAX_PARTITIONS:
-        raise InvalidConfigError(f"Number of partitions must be an integer between 1 and {MAX_PARTITIONS}.")
-
-
-def _check_replication_factor(factor: int | None) -> None:
-    """An embedded broker is a one-broker cluster: a replication factor other than 1 cannot be met."""
-    if factor is None or factor == 1:
-        return
-    if isinstance(factor, bool) or not isinstance(factor, int) or factor < 1:
-        raise InvalidConfigError("Replication factor must be larger than 0.")
-    raise InvalidConfigError(f"Replication factor: {factor} larger than available brokers: 1.")
-
-
 def _metadata_store(settings: Settings) -> MetadataStore:
     """The store ``metadata.uri`` names: etcd (over TLS with ``metadata.ssl.*``), or (``file://``) the local
     store persisted in that file."""
@@ -714,8 +699,3 @@ def _metadata_store(settings: Settings) -> MetadataStore:
     from tierlog.service.cluster.etcd_store import EtcdMetadataStore
 
     return EtcdMetadataStore.from_settings(settings)
-
-
-def _check_known(name: str) -> None:
-    if name not in TOPIC_CONFIGS:
-        raise InvalidConfigError(f"Unknown topic config name: {name}")
