@@ -6,7 +6,7 @@ broker's replication factor, a config name to reset. Pure functions; every refus
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Mapping
 
 from tierlog.service import metadata as meta
 from tierlog.service.topic_configs import TOPIC_CONFIGS, validate_overrides
@@ -28,7 +28,7 @@ def check_new_topic(
     partitions: int | None,
     configs: Mapping[str, str],
     *,
-    existing: Iterable[str],
+    existing: Collection[str],
     num_partitions: int,
     topic_defaults: Mapping[str, str],
     internal: bool,
@@ -39,7 +39,6 @@ def check_new_topic(
     meta.validate_topic_name(name)
     if name.startswith("__") and not internal:
         raise InvalidConfigError(f"Topic name {name!r} is reserved: names starting with '__' are internal")
-    existing = list(existing)
     if name in existing:
         raise InvalidConfigError(f"Topic '{name}' already exists.")
     folded = name.replace(".", "_")

@@ -636,7 +636,7 @@ def table(rows: list[Row]) -> str:
 def opener(name: str, workdir: Path) -> Callable[[], contextlib.AbstractContextManager[S3Server]] | str:
     """What starts the named server, or why it cannot run here."""
     if name == "moto":
-        return lambda: run_moto(workdir)
+        return lambda: run_moto(workdir, atomic_puts=False)  # moto as it is: its PUTs not serialised
     python, reason = find_localstack_python()
     if python is None:
         return f"LocalStack skipped: {reason}"

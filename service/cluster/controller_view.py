@@ -3,8 +3,11 @@
 :class:`View` is the controller's own copy of every key it decides from (brokers, the controller key and
 epoch, topics, partition states), each with the revision it was read at, kept by the controller's sync
 task from one range read and the watch after it (:mod:`tierlog.service.cluster.controller`). A stored value
-that does not parse is logged and kept as "present but unreadable", never guessed at. :class:`Write` is one
-decided change to a partition's state with the revisions its commit compares against.
+that does not parse is logged and never guessed at: an unreadable controller key, controller epoch or
+partition state is kept as present but unreadable (None at the revision read, so a commit over it still
+compares that revision, and an unreadable epoch stops campaigns); an unreadable broker registration or topic
+keeps the last good value read, or stays absent. :class:`Write` is one decided change to a partition's
+state with the revisions its commit compares against.
 """
 
 from __future__ import annotations

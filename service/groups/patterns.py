@@ -1,9 +1,9 @@
 """Topic-pattern subscriptions: compiling a client's pattern and resolving it over topic names.
 
 A pattern matches a whole topic name (``re.fullmatch``, as Kafka's Java regex ``matches``) and never an
-internal topic (a name starting with ``__``). With security on, the REST consumer layer resolves a pattern
-only over the topics the principal may Read, and a resolution that matches nothing is handed to the group
-as :data:`NO_TOPIC`, a pattern that matches no name.
+internal topic (a name starting with ``__``). With security on, the REST consumers and the native group
+routes resolve a pattern only over the topics the principal may Read, and a resolution that matches nothing
+is handed to the group as :data:`NO_TOPIC`, a pattern that matches no name.
 """
 
 from __future__ import annotations

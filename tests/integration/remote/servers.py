@@ -85,19 +85,21 @@ def server_env(extra: dict[str, str]) -> dict[str, str]:
 
 
 @contextlib.contextmanager
-def run_moto(workdir: Path) -> Iterator[S3Server]:
-    """Start ``moto_server`` (this interpreter's moto, its object writes made atomic by ``moto_atomic.py``)
-    and stop it on exit."""
-    if importlib.util.find_spec("moto") is None or importlib.util.find_spec("flask") is None:
+def run_moto(workdir: Path, *, atomic_puts: bool = True) -> Iterator[S3Server]:
+    """Start this interpreter's ``moto_server`` and stop it on exit. With ``atomic_puts`` (the tests) its
+    object writes are made atomic as S3's are (``moto_atomic.py``); the benchmarks run moto as it is."""
+    if any(importlib.util.find_spec(name) is None for name in ("moto", "flask", "flask_cors")):
         raise RuntimeError("moto_server is not installed: pip install 'moto[server]'")
-    launcher = Path(__file__).with_name("moto_atomic.py")
+    # -P: the launcher's directory is not put on sys.path, so no test module can shadow one moto imports
+    command = [sys.executable, "-P"]
+    command += [str(Path(__file__).with_name("moto_atomic.py"))] if atomic_puts else ["-m", "moto.server"]
     min_part = 1024
     for attempt in range(3):  # a free port can be taken by someone else before moto binds it
         port = free_port()
         log = workdir / f"moto-{attempt}.log"
         with open(log, "wb") as out:
             proc = subprocess.Popen(
-                [sys.executable, str(launcher), "-H", "127.0.0.1", "-p", str(port)],
+                [*command, "-H", "127.0.0.1", "-p", str(port)],
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 env=server_env({"S3_UPLOAD_PART_MIN_SIZE": str(min_part)}),
