@@ -58,8 +58,10 @@ def damage(data: bytes, how: str) -> bytes:
 
 
 async def _start(start_broker: StartBroker, backend: ObjectStore) -> Client:
-    # the broker closes its store at shutdown: the wrapper leaves the test's backend open across restarts
-    return await start_broker(remote_store=SwitchableStore(backend))
+    # the broker closes its store at shutdown: the wrapper leaves the test's backend open across restarts;
+    # one segment per upload batch, so each upload is its own started/finished pair of manifest versions
+    # whatever the uploader's timing (the tests count versions back from the newest)
+    return await start_broker(remote_store=SwitchableStore(backend), **{"remote.upload.batch.segments": "1"})
 
 
 async def _uploaded_topic(
