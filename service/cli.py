@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, NoReturn
 from aiohttp import web
 
 from tierlog.service import allocator
-from tierlog.service.config import SETTINGS_TABLE, Settings, SettingsError, env_name, flag_name, load_settings
+from tierlog.service.config import SETTINGS_TABLE, Settings, SettingsError, load_settings
 from tierlog.service.connections import GuardedSite
 from tierlog.service.security.tls import ServerTls, TlsError, server_context
 
@@ -53,14 +53,9 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--config", type=Path, metavar="FILE", help="TOML settings file (env TIERLOG_CONFIG)")
     for name, spec in SETTINGS_TABLE.items():
-        default = "none" if spec.default is None else spec.default
+        # argparse %-formats help text: a literal % in a doc must be doubled
         parser.add_argument(
-            flag_name(name),
-            dest=name,
-            metavar="VALUE",
-            default=None,
-            # argparse %-formats help text: a literal % in a doc must be doubled
-            help=f"{spec.doc} [{env_name(name)}; default {default}]".replace("%", "%%"),
+            spec.flag, dest=name, metavar="VALUE", default=None, help=spec.help.replace("%", "%%")
         )
     return parser
 

@@ -1,27 +1,41 @@
-"""The table of broker settings: every name, its default, its one-line meaning and its parser.
+"""The table of broker settings: one row per setting, which gives everything about it (see
+:class:`~tierlog.service.setting_spec.SettingSpec`).
 
 :mod:`tierlog.service.config` resolves them (flags, environment, TOML file) into one
-:class:`~tierlog.service.config.Settings`; the CLI builds its flags and the docs test its rows from here.
+:class:`~tierlog.service.config.Settings`, whose attributes the rows fill; the cross-field rules are in
+:mod:`tierlog.service.setting_rules`. The CLI builds its flags and ``--help`` lines, and
+:mod:`tierlog.service.settings_doc` the tables of ``docs/configuration.md``, from here. Each tuple below is
+one table of the docs, in its order.
 """
 
 from __future__ import annotations
 
-from typing import Any, TypeVar
+from typing import Any
 
 from tierlog.service.security.settings import SECURITY_TABLE
-from tierlog.service.setting_spec import SettingSpec, parse_url
+from tierlog.service.setting_spec import ENV_PREFIX, SettingSpec, env_name, flag_name, parse_url
 from tierlog.service.setting_spec import bool_value as _bool
 from tierlog.service.setting_spec import int_range as _int
 from tierlog.service.setting_spec import path_value as _path
 from tierlog.service.setting_spec import text_value as _text
+from tierlog.service.setting_uris import optional_metadata_uri, parse_remote_uri
 from tierlog.service.topic_configs import TOPIC_CONFIGS
 from tierlog.tiering.errors import InvalidRequestError
 
-__all__ = ["ENV_PREFIX", "SETTINGS_TABLE", "TABLE", "SettingSpec", "env_name", "flag_name", "parse_url"]
+__all__ = [
+    "CLUSTER_TABLE",
+    "ENV_PREFIX",
+    "PROCESS_TABLE",
+    "SECURITY_TABLE",
+    "SETTINGS_TABLE",
+    "TABLE",
+    "TOPIC_DEFAULTS_TABLE",
+    "SettingSpec",
+    "env_name",
+    "flag_name",
+    "parse_url",
+]
 
-T = TypeVar("T")
-
-ENV_PREFIX = "TIERLOG_"
 _LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 
 
@@ -38,7 +52,13 @@ def _level(raw: str) -> str:
     return value
 
 
-def _topic_default(topic_config: str, broker_name: str, doc: str) -> SettingSpec[str]:
+def _unless_empty(raw: str) -> str | None:
+    return raw or None
+
+
+def _topic_default(broker_name: str, topic_config: str) -> SettingSpec[str]:
+    """The broker setting ``broker_name``: the default of the topic config ``topic_config``, parsed and
+    validated by the topic config's own rules."""
     spec = TOPIC_CONFIGS[topic_config]
 
     def parse(raw: str) -> str:
@@ -47,309 +67,417 @@ def _topic_default(topic_config: str, broker_name: str, doc: str) -> SettingSpec
         except InvalidRequestError as err:
             raise ValueError(err.message.split(": ", 1)[-1]) from None
 
-    return SettingSpec(broker_name, spec.default, doc, parse, topic_config)
+    return SettingSpec(
+        broker_name,
+        spec.default,
+        f"the broker-wide default of the topic config `{topic_config}`",
+        parse,
+        topic_config,
+    )
 
 
 DATA_DIR = SettingSpec(
-    "data.dir", "./data", "directory holding the partition logs and the broker state", _path
+    "data.dir",
+    "./data",
+    "Directory holding the partition logs (`<topic>-<partition>/`, Kafka's layout) and the broker state file "
+    "`tierlog-state.json`. Created if missing; must not be a file.",
+    _path,
 )
-HOST = SettingSpec("host", "127.0.0.1", "address the HTTP server binds", _text)
-PORT = SettingSpec("port", "8082", "TCP port of the HTTP server (0 picks a free one)", _int(0, 65535))
+HOST = SettingSpec(
+    "host",
+    "127.0.0.1",
+    "Address the HTTP server binds.",
+    _text,
+)
+PORT = SettingSpec(
+    "port",
+    "8082",
+    "TCP port (the REST proxy port). `0` picks a free port; the chosen one is logged (`listening on "
+    "http://...`).",
+    _int(0, 65535),
+)
 ADVERTISED_URL = SettingSpec(
-    "advertised.url", None, "base URL of v3 `metadata.self` links (default http://host:port)", parse_url
+    "advertised.url",
+    None,
+    "Base URL used in the `metadata.self` links of the v3 admin API.",
+    parse_url,
+    shown_default="http://<host>:<port>",
 )
 REMOTE_URI = SettingSpec(
     "remote.uri",
     None,
-    "remote tier: a local directory (default <data.dir>/remote) or s3://bucket/prefix",
-    _text,
+    "Where sealed segments go: a local directory (a path or `file:///path`) or `s3://bucket/prefix`. "
+    "Validated at start (bucket name rules, scheme) and shown in the start-up log line.",
+    parse_remote_uri,
+    shown_default="<data.dir>/remote",
 )
 S3_ENDPOINT_URL = SettingSpec(
-    "s3.endpoint.url", None, "S3 endpoint for s3:// remote URIs (default $AWS_ENDPOINT_URL)", parse_url
+    "s3.endpoint.url",
+    None,
+    "S3 endpoint for `s3://` remote URIs (MinIO, LocalStack, moto). An `http://` or `https://` URL. Unset "
+    "means AWS.",
+    parse_url,
+    shown_default="$AWS_ENDPOINT_URL",
 )
 REMOTE_UPLOAD_CONCURRENCY = SettingSpec(
     "remote.upload.concurrency",
     "4",
-    "partitions uploading to the remote tier at the same time",
+    "Partitions uploading sealed segments to the remote tier at the same time (each partition uploads its "
+    "segments one by one, in offset order).",
     _int(1, 1024),
 )
 REMOTE_UPLOAD_INTERVAL_MS = SettingSpec(
     "remote.upload.interval.ms",
     "10000",
-    "how often the uploader looks for sealed segments besides when a segment rolls",
+    "How often the uploader looks for work besides when a segment rolls (also how soon uploads resume after "
+    "an object-store outage).",
     _int(1, 2**31 - 1),
 )
 REMOTE_MAX_UPLOAD_INTERVAL_MS = SettingSpec(
     "remote.max.upload.interval.ms",
     "3600000",
-    "roll an active segment whose oldest unuploaded data is this old (-1 never)",
+    "Roll the active segment of a remote topic once its oldest unuploaded data is this old, so idle "
+    "partitions reach the bucket. `-1`: never.",
     _int(-1, 2**63 - 1),
 )
 REMOTE_LOCAL_DISK_BUDGET_BYTES = SettingSpec(
     "remote.local.disk.budget.bytes",
     "-1",
-    "refuse produce (503) to remote topics past this many local bytes while uploads are behind; -1 unlimited",
+    "Bound on the local bytes of remote-enabled partitions: a produce that would pass it while uploads are "
+    "behind is refused with 503 (50301, retriable). `-1`: unlimited.",
     _int(-1, 2**63 - 1),
 )
 REMOTE_RETRY_DEADLINE_MS = SettingSpec(
     "remote.retry.deadline.ms",
     "30000",
-    "how long one object-store request is retried (capped, jittered backoff) before it fails",
+    "How long one object-store request is retried (throttling, 5xx, timeouts; capped jittered backoff) "
+    "before the upload or read fails. A failed upload is retried on the next pass.",
     _int(0, 2**31 - 1),
 )
 S3_CONNECT_TIMEOUT_MS = SettingSpec(
     "s3.connect.timeout.ms",
     "10000",
-    "how long one attempt waits for a TCP connection to the S3 endpoint",
+    "How long one S3 request attempt waits for a TCP connection to the endpoint (like the AWS SDKs' connect "
+    "timeout). A timed-out attempt counts as a retriable failure, and every request, attempts and backoff "
+    "together, ends within `remote.retry.deadline.ms`.",
     _int(1, 2**31 - 1),
 )
 S3_READ_TIMEOUT_MS = SettingSpec(
     "s3.read.timeout.ms",
     "30000",
-    "how long one attempt waits for the next bytes of an S3 response",
+    "How long one S3 request attempt waits for the next bytes of a response (the AWS SDKs' socket/read "
+    "timeout). An endpoint that accepts connections and never answers fails an attempt after this long; the "
+    "whole request still ends within `remote.retry.deadline.ms`.",
     _int(1, 2**31 - 1),
 )
 REMOTE_CACHE_BYTES = SettingSpec(
-    "remote.cache.bytes", "268435456", "memory for cached chunks of remote segments", _int(0, 2**63 - 1)
+    "remote.cache.bytes",
+    "268435456",
+    "Memory for cached chunks of remote segments (remote reads).",
+    _int(0, 2**63 - 1),
 )
 REMOTE_LOG_READER_THREADS = SettingSpec(
     "remote.log.reader.threads",
     "8",
-    "worker threads for ranged GETs of remote segments (S3), apart from log I/O and the event loop",
+    "Worker threads (Kafka's name) that run the ranged GETs of remote segments on an `s3://` remote tier, "
+    "each reading its body to the end; their own pool, apart from `log.io.threads` and the event loop.",
     _int(1, 1024),
 )
 REMOTE_UPLOAD_PART_THREADS = SettingSpec(
     "remote.upload.part.threads",
     "8",
-    "worker threads sending multipart upload parts (S3): the parts in flight, and in memory, at once",
+    "Worker threads that send the parts of multipart uploads (files over 16 MiB) on an `s3://` remote tier, "
+    "each reading its 8 MiB part from disk: the parts in flight, and so in memory, at once across every "
+    "upload; their own pool, apart from `remote.log.reader.threads`, `log.io.threads` and the event loop.",
     _int(1, 1024),
 )
 REMOTE_FETCH_READAHEAD_CHUNKS = SettingSpec(
     "remote.fetch.readahead.chunks",
     "4",
-    "chunks of a remote segment fetched ahead of a sequential reader (ranged GETs in flight per stream)",
+    "Chunks (4 MiB) of a remote segment fetched ahead of a sequential reader: up to this many ranged GETs in "
+    "flight per stream besides the one it waits for. `0`: no read-ahead.",
     _int(0, 64),
 )
 REMOTE_UPLOAD_BATCH_BYTES = SettingSpec(
     "remote.upload.batch.bytes",
     "67108864",
-    "consecutive sealed segments of a partition uploaded together, up to this many bytes, under two "
-    "manifest commits",
+    "Consecutive sealed segments of one partition go up together, up to this many bytes, under two manifest "
+    "commits per batch (not per segment): small segments cost far fewer requests.",
     _int(1, 2**63 - 1),
 )
 REMOTE_UPLOAD_BATCH_SEGMENTS = SettingSpec(
     "remote.upload.batch.segments",
     "32",
-    "most sealed segments in one upload batch",
+    "Most sealed segments in one upload batch.",
     _int(1, 4096),
 )
 REMOTE_UPLOAD_FILE_CONCURRENCY = SettingSpec(
     "remote.upload.file.concurrency",
     "4",
-    "files of one partition's upload batch put to the object store at the same time",
+    "Objects of one partition's batch (segments, then their indexes) put to the object store at the same "
+    "time.",
     _int(1, 256),
 )
 REMOTE_UPLOAD_INDEXES_PACKED = SettingSpec(
     "remote.upload.indexes.packed",
     "true",
-    "upload a segment's offset and time index as one .indexes object (false: separate .index and "
-    ".timeindex objects, which brokers and Spark jobs of older releases read without scanning)",
+    "Upload a segment's offset and time index as one packed `.indexes` object (one small PUT per segment "
+    "instead of two; see [object-store.md](object-store.md#the-packed-index-object)). `false` writes "
+    "separate `.index` and `.timeindex` objects, which brokers, Spark jobs and `tierlog tiering check` of "
+    "releases before the packed layout understand: set it while such a release still runs against the bucket "
+    "(a rolling upgrade), then turn it back on; once packed objects exist, do not roll back (see the upgrade "
+    "notes there). Both layouts are always read.",
     _bool,
 )
 REMOTE_RESTORE_ON_START = SettingSpec(
     "remote.restore.on.start",
     "false",
-    "at start, recreate topics found in the remote tier that this broker does not have",
+    "At start, recreate topics the remote tier has manifests for and this broker lacks (see "
+    "[tiering.md](tiering.md#restore)).",
     _bool,
 )
 NUM_PARTITIONS = SettingSpec(
-    "num.partitions", "1", "partitions of a topic created without a count", _int(1, 100_000)
+    "num.partitions",
+    "1",
+    "Partitions of a topic created without a count (auto-created topics too).",
+    _int(1, 100_000),
 )
 AUTO_CREATE_TOPICS_ENABLE = SettingSpec(
-    "auto.create.topics.enable", "true", "create a topic on first produce", _bool
+    "auto.create.topics.enable",
+    "true",
+    "Create an unknown topic on its first produce, with `num.partitions`. With `false`, producing to an "
+    "unknown topic answers 404 / 40401.",
+    _bool,
 )
 MAX_REQUEST_SIZE = SettingSpec(
-    "max.request.size", "10485760", "largest HTTP request body in bytes", _int(1024, 2**31 - 1)
+    "max.request.size",
+    "10485760",
+    "Largest HTTP request body in bytes; larger bodies are answered 413 / 41301.",
+    _int(1024, 2**31 - 1),
 )
 LOG_RETENTION_CHECK_INTERVAL_MS = SettingSpec(
     "log.retention.check.interval.ms",
     "300000",
-    "how often retention runs over every partition",
+    "How often retention runs over every partition (as Kafka).",
     _int(1, 2**63 - 1),
 )
 LOG_FLUSH_SCHEDULER_INTERVAL_MS = SettingSpec(
     "log.flush.scheduler.interval.ms",
     "1000",
-    "how often flush.ms and segment.ms are checked",
+    "How often every partition is checked for a time-based flush (`flush.ms`) and roll (`segment.ms`). "
+    'Kafka\'s default is "never"; tierlog checks every second so that `flush.ms` and `segment.ms` take '
+    "effect without traffic.",
     _int(1, 2**63 - 1),
 )
 OFFSETS_RETENTION_MINUTES = SettingSpec(
     "offsets.retention.minutes",
     "10080",
-    "keep a memberless group's committed offsets this long",
+    "Committed offsets of a consumer group with no members expire this long after the later of their commit "
+    "and the moment the group became empty.",
     _int(1, 2**31 - 1),
 )
 CONSUMER_INSTANCE_TIMEOUT_MS = SettingSpec(
     "consumer.instance.timeout.ms",
     "300000",
-    "delete a REST consumer instance unused this long",
+    "A REST Proxy v2 consumer instance unused this long is deleted (without a final commit) and leaves its "
+    "group.",
     _int(1000, 2**31 - 1),
 )
 GROUP_DEFAULT_ASSIGNOR = SettingSpec(
     "group.default.assignor",
     "range",
-    "assignment strategy of groups whose members ask for none (range, roundrobin, sticky)",
+    "Assignment strategy of a group whose members ask for none: `range`, `roundrobin`, `sticky` (alias "
+    "`cooperative-sticky`).",
     _assignor,
 )
 LOGGING_LEVEL = SettingSpec(
-    "logging.level", "INFO", "DEBUG, INFO, WARNING or ERROR (log lines go to stderr)", _level
+    "logging.level",
+    "INFO",
+    "`DEBUG`, `INFO`, `WARNING` or `ERROR`. Log lines go to stderr. The HTTP access log is written only at "
+    "`DEBUG`.",
+    _level,
 )
 CONNECTIONS_MAX_IDLE_MS = SettingSpec(
     "connections.max.idle.ms",
     "600000",
-    "close a client connection that has no request in progress for this long",
+    "Close a client connection that has no request in progress for this long (Kafka's setting of the same "
+    "name; also the HTTP keep-alive timeout).",
     _int(100, 2**31 - 1),
 )
 REQUEST_READ_TIMEOUT_MS = SettingSpec(
     "request.read.timeout.ms",
     "30000",
-    "close a connection whose request headers and body are not all received this long after its first byte",
+    "Close a connection whose request line, headers and body are not all received this long after the "
+    "request's first byte (a slow or stalled sender). A long poll that is waiting for data is not affected.",
     _int(100, 2**31 - 1),
 )
 MAX_CONNECTIONS = SettingSpec(
     "max.connections",
     "512",
-    "most client connections open at once; more are answered 503 (50301) and closed. Keep it well "
-    "below the process's file descriptor limit, which segments share",
+    "Most client connections open at once. A connection beyond it is answered `503` with error code `50301` "
+    "and closed. Keep it well below the process's file descriptor limit (`ulimit -n`): segments and indexes "
+    "use descriptors too.",
     _int(1, 2**20),
 )
 REST_PRODUCE_MAX_RECORDS = SettingSpec(
     "rest.produce.max.records",
     "100000",
-    "most records in one REST produce request; more are refused with 422 before any batch is built",
+    "Most records in one REST v2 JSON produce request. The body is parsed record by record and the parse "
+    "stops at record `max + 1`, answered `422` without reading the rest. A request whose records cannot fit "
+    "in the target partitions' `max.message.bytes` (at least 7 bytes each, plus keys and values, "
+    "uncompressed topics) is answered `413` / `41301` before any batch is built.",
     _int(1, 2**31 - 1),
 )
 REST_PRODUCE_CONVERSION_MAX_BYTES = SettingSpec(
     "rest.produce.conversion.max.bytes",
     "16777216",
-    "bytes of REST JSON produce bodies converted to batches at once; a body that does not fit is "
-    "answered 503 (50301, retriable)",
+    "Memory of REST v2 JSON produce requests being read, parsed and converted to batches at once, "
+    "broker-wide. A request holds its declared `Content-Length` before its body is read (a chunked body, "
+    "chunk by chunk), then an estimate of its conversion: twice the body plus 400 bytes per record (one per "
+    "`{`, at most `rest.produce.max.records + 1`). A request that does not fit is answered at once with "
+    "`503` / `50301` (retriable: retry with backoff); one larger than the whole budget runs only as the "
+    "oldest request holding it.",
     _int(1, 2**63 - 1),
 )
 QUEUED_MAX_REQUEST_BYTES = SettingSpec(
     "queued.max.request.bytes",
     "67108864",
-    "bytes of acks=0 native produce bodies waiting for their background append; a body that does not "
-    "fit is answered 503 (50301, retriable)",
+    "Bytes of `acks=0` native produce bodies validated and waiting for their background append, broker-wide "
+    "(Kafka's setting of the same name). A body that does not fit is answered `503` / `50301` (retriable) "
+    "and nothing is appended; the bytes are given back when the append ends, failed or not. Shutdown awaits "
+    "every pending append.",
     _int(1, 2**63 - 1),
 )
 LOG_IO_THREADS = SettingSpec(
     "log.io.threads",
     "8",
-    "worker threads for partition log I/O (appends, local reads, flushes, retention), apart from other work",
+    "Worker threads for partition log I/O: appends, local reads (including warming the pages a fetch is "
+    "about to `sendfile`), flushes and retention. A REST records fetch of up to 2 MiB (256 KiB in the json "
+    "format or with the pure codec) is also rendered as JSON in the thread that read it, about a millisecond "
+    "of work, so the request takes one hand-over to a worker instead of two; a larger one is rendered in the "
+    "default executor. Sized apart from the default executor so slow disk work cannot starve other blocking "
+    "calls, and other work cannot starve the logs.",
     _int(1, 1024),
 )
 ACCEPT_ERROR_LOG_INTERVAL_MS = SettingSpec(
     "accept.error.log.interval.ms",
     "10000",
-    "log failures to accept a connection (EMFILE, ENFILE) at most once per this interval",
+    "When the kernel refuses to accept a connection (`EMFILE`, `ENFILE`, `ENOBUFS`), log it at most once per "
+    "this interval, with the count since the last line; `tierlog_accept_errors_total` counts every failure.",
     _int(1, 2**31 - 1),
 )
 
 BROKER_ID = SettingSpec(
-    "broker.id", "0", "this broker's id in its cluster (unique per broker)", _int(0, 2**31 - 1)
+    "broker.id",
+    "0",
+    "This broker's id, unique in its cluster. A second live broker with the same id is refused at start.",
+    _int(0, 2**31 - 1),
 )
 BROKER_RACK = SettingSpec(
-    "broker.rack", None, "rack (or zone) of this broker; replicas of a partition spread over racks", _text
+    "broker.rack",
+    None,
+    "Rack or zone of this broker. Replica placement spreads each partition's replicas over racks, as Kafka "
+    "does.",
+    _unless_empty,
 )
 METADATA_URI = SettingSpec(
     "metadata.uri",
     None,
-    "cluster metadata store: etcd://host:port[,host:port...]/prefix; unset runs one broker on local metadata",
-    _text,
+    "`etcd://host:port[,host:port...]/prefix`: the etcd cluster holding brokers, the controller, topics, "
+    "assignments, leaders and epochs, under the key prefix (default `tierlog`). `file:///path`: one broker "
+    "on the local metadata store persisted in that file (the cluster code path without etcd; see "
+    "[cluster.md](cluster.md#one-broker-on-a-metadata-file-no-etcd)). Unset: one broker, local metadata in "
+    "`tierlog-state.json`, no etcd.",
+    optional_metadata_uri,
 )
 DEFAULT_REPLICATION_FACTOR = SettingSpec(
     "default.replication.factor",
     "1",
-    "replicas of each partition of a topic created without replication_factor",
+    "Replicas of each partition of a topic created without `replication_factor`.",
     _int(1, 32767),
 )
 AUTO_LEADER_REBALANCE_ENABLE = SettingSpec(
     "auto.leader.rebalance.enable",
     "true",
-    "the controller moves leadership back to each partition's preferred (first) replica when it can",
+    "The controller moves leadership back to a partition's preferred (first) replica when that replica is "
+    "alive and in sync.",
     _bool,
 )
 LEADER_IMBALANCE_CHECK_INTERVAL_SECONDS = SettingSpec(
     "leader.imbalance.check.interval.seconds",
     "300",
-    "how often the controller looks for partitions not led by their preferred replica",
+    "How often the controller checks for partitions not led by their preferred replica.",
     _int(1, 2**31 - 1),
 )
 BROKER_SESSION_TIMEOUT_MS = SettingSpec(
     "broker.session.timeout.ms",
     "9000",
-    "a broker (and the controller) whose metadata-store lease is not renewed for this long is gone",
+    "TTL of a broker's etcd lease (rounded up to whole seconds). A broker, or the controller, whose lease is "
+    "not renewed within it is gone: its registration disappears and another broker may become controller.",
     _int(2000, 2**31 - 1),
 )
 OFFSETS_TOPIC_NUM_PARTITIONS = SettingSpec(
     "offsets.topic.num.partitions",
     "1",
-    "partitions of __consumer_offsets when it is created; a group's coordinator leads partition "
-    "hash(group) % count (Kafka's default is 50)",
+    "Partitions of `__consumer_offsets` when it is first created (an existing topic keeps its count). A "
+    "group's coordinator is the leader of partition `abs(hash(group_id)) % count`, Kafka's rule; in a "
+    "cluster, more partitions spread group coordination over brokers. Kafka's default is 50; ours is 1 so a "
+    "single broker opens one internal log.",
     _int(1, 1000),
 )
 BROKER_HEARTBEAT_INTERVAL_MS = SettingSpec(
     "broker.heartbeat.interval.ms",
     "2000",
-    "how often a broker renews its metadata-store lease",
+    "How often the lease is renewed; at most half the session timeout.",
     _int(100, 2**31 - 1),
 )
 
 REPLICA_LAG_TIME_MAX_MS = SettingSpec(
     "replica.lag.time.max.ms",
     "30000",
-    "a follower that has not caught up to the leader's log end for this long leaves the ISR",
+    "A follower that has not caught up to the leader's log end offset for this long is removed from the ISR "
+    "(through the controller). It rejoins once it has caught up again.",
     _int(1, 2**31 - 1),
 )
 REPLICA_FETCH_MAX_BYTES = SettingSpec(
     "replica.fetch.max.bytes",
     "1048576",
-    "bytes a follower asks for per replica fetch (at least one batch is always returned)",
+    "Bytes a follower asks for in one replica fetch; at least one whole batch is always returned.",
     _int(1, 2**31 - 1),
 )
 REPLICA_FETCH_WAIT_MAX_MS = SettingSpec(
     "replica.fetch.wait.max.ms",
     "500",
-    "how long a follower's fetch waits on the leader for new data; keep it below replica.lag.time.max.ms",
+    "How long a follower's fetch waits on the leader for new data. Keep it below `replica.lag.time.max.ms`.",
     _int(0, 2**31 - 1),
 )
 REPLICA_FETCH_BACKOFF_MS = SettingSpec(
     "replica.fetch.backoff.ms",
     "1000",
-    "how long a follower waits before fetching again after an error",
+    "How long a follower waits after a failed fetch before trying again.",
     _int(0, 2**31 - 1),
 )
 REPLICA_HIGH_WATERMARK_CHECKPOINT_INTERVAL_MS = SettingSpec(
     "replica.high.watermark.checkpoint.interval.ms",
     "5000",
-    "how often each partition's high watermark is written to its replication-offset-checkpoint file",
+    "How often each partition's high watermark is written to its `replication-offset-checkpoint` file.",
     _int(1, 2**31 - 1),
 )
 PRODUCER_ID_EXPIRATION_MS = SettingSpec(
     "producer.id.expiration.ms",
     "86400000",
-    "a partition forgets an idempotent producer id whose last batch is older than this (batch timestamps)",
+    "A partition forgets an idempotent producer id whose last batch's timestamp is this old (design note "
+    "0011); its next batch is then accepted at any sequence, as in Kafka.",
     _int(1, 2**31 - 1),
 )
 PRODUCER_ID_EXPIRATION_CHECK_INTERVAL_MS = SettingSpec(
     "producer.id.expiration.check.interval.ms",
     "600000",
-    "how often each partition removes expired producer ids",
+    "How often every partition removes expired producer ids.",
     _int(1, 2**31 - 1),
 )
 
-TABLE: tuple[SettingSpec[Any], ...] = (
+PROCESS_TABLE: tuple[SettingSpec[Any], ...] = (
     DATA_DIR,
     HOST,
     PORT,
@@ -358,6 +486,13 @@ TABLE: tuple[SettingSpec[Any], ...] = (
     S3_ENDPOINT_URL,
     REMOTE_UPLOAD_CONCURRENCY,
     REMOTE_UPLOAD_INTERVAL_MS,
+    REMOTE_UPLOAD_BATCH_BYTES,
+    REMOTE_UPLOAD_BATCH_SEGMENTS,
+    REMOTE_UPLOAD_PART_THREADS,
+    REMOTE_UPLOAD_FILE_CONCURRENCY,
+    REMOTE_UPLOAD_INDEXES_PACKED,
+    REMOTE_LOG_READER_THREADS,
+    REMOTE_FETCH_READAHEAD_CHUNKS,
     REMOTE_MAX_UPLOAD_INTERVAL_MS,
     REMOTE_LOCAL_DISK_BUDGET_BYTES,
     REMOTE_RETRY_DEADLINE_MS,
@@ -365,13 +500,6 @@ TABLE: tuple[SettingSpec[Any], ...] = (
     S3_READ_TIMEOUT_MS,
     REMOTE_CACHE_BYTES,
     REMOTE_RESTORE_ON_START,
-    REMOTE_FETCH_READAHEAD_CHUNKS,
-    REMOTE_LOG_READER_THREADS,
-    REMOTE_UPLOAD_PART_THREADS,
-    REMOTE_UPLOAD_BATCH_BYTES,
-    REMOTE_UPLOAD_BATCH_SEGMENTS,
-    REMOTE_UPLOAD_FILE_CONCURRENCY,
-    REMOTE_UPLOAD_INDEXES_PACKED,
     NUM_PARTITIONS,
     AUTO_CREATE_TOPICS_ENABLE,
     MAX_REQUEST_SIZE,
@@ -389,15 +517,17 @@ TABLE: tuple[SettingSpec[Any], ...] = (
     REST_PRODUCE_MAX_RECORDS,
     REST_PRODUCE_CONVERSION_MAX_BYTES,
     QUEUED_MAX_REQUEST_BYTES,
+)
+CLUSTER_TABLE: tuple[SettingSpec[Any], ...] = (
+    METADATA_URI,
     BROKER_ID,
     BROKER_RACK,
-    METADATA_URI,
     DEFAULT_REPLICATION_FACTOR,
     AUTO_LEADER_REBALANCE_ENABLE,
     LEADER_IMBALANCE_CHECK_INTERVAL_SECONDS,
     BROKER_SESSION_TIMEOUT_MS,
-    BROKER_HEARTBEAT_INTERVAL_MS,
     OFFSETS_TOPIC_NUM_PARTITIONS,
+    BROKER_HEARTBEAT_INTERVAL_MS,
     REPLICA_LAG_TIME_MAX_MS,
     REPLICA_FETCH_MAX_BYTES,
     REPLICA_FETCH_WAIT_MAX_MS,
@@ -405,34 +535,26 @@ TABLE: tuple[SettingSpec[Any], ...] = (
     REPLICA_HIGH_WATERMARK_CHECKPOINT_INTERVAL_MS,
     PRODUCER_ID_EXPIRATION_MS,
     PRODUCER_ID_EXPIRATION_CHECK_INTERVAL_MS,
-    _topic_default("min.insync.replicas", "min.insync.replicas", "default min.insync.replicas"),
-    _topic_default("unclean.leader.election.enable", "unclean.leader.election.enable", "default unclean"),
-    _topic_default("segment.bytes", "log.segment.bytes", "default segment.bytes"),
-    _topic_default("segment.ms", "log.roll.ms", "default segment.ms"),
-    _topic_default("segment.index.bytes", "log.index.size.max.bytes", "default segment.index.bytes"),
-    _topic_default("index.interval.bytes", "log.index.interval.bytes", "default index.interval.bytes"),
-    _topic_default("retention.ms", "log.retention.ms", "default retention.ms"),
-    _topic_default("retention.bytes", "log.retention.bytes", "default retention.bytes"),
-    _topic_default("local.retention.ms", "log.local.retention.ms", "default local.retention.ms"),
-    _topic_default("local.retention.bytes", "log.local.retention.bytes", "default local.retention.bytes"),
-    _topic_default("flush.messages", "log.flush.interval.messages", "default flush.messages"),
-    _topic_default("flush.ms", "log.flush.interval.ms", "default flush.ms"),
-    _topic_default("max.message.bytes", "message.max.bytes", "default max.message.bytes"),
-    _topic_default("message.timestamp.type", "log.message.timestamp.type", "default message.timestamp.type"),
-    _topic_default("cleanup.policy", "log.cleanup.policy", "default cleanup.policy"),
-    _topic_default("compression.type", "compression.type", "default compression.type"),
-    _topic_default("file.delete.delay.ms", "log.segment.delete.delay.ms", "default file.delete.delay.ms"),
+)
+TOPIC_DEFAULTS_TABLE: tuple[SettingSpec[Any], ...] = (
+    _topic_default("log.segment.bytes", "segment.bytes"),
+    _topic_default("log.roll.ms", "segment.ms"),
+    _topic_default("log.index.size.max.bytes", "segment.index.bytes"),
+    _topic_default("log.index.interval.bytes", "index.interval.bytes"),
+    _topic_default("log.retention.ms", "retention.ms"),
+    _topic_default("log.retention.bytes", "retention.bytes"),
+    _topic_default("log.local.retention.ms", "local.retention.ms"),
+    _topic_default("log.local.retention.bytes", "local.retention.bytes"),
+    _topic_default("log.flush.interval.messages", "flush.messages"),
+    _topic_default("log.flush.interval.ms", "flush.ms"),
+    _topic_default("message.max.bytes", "max.message.bytes"),
+    _topic_default("log.message.timestamp.type", "message.timestamp.type"),
+    _topic_default("log.cleanup.policy", "cleanup.policy"),
+    _topic_default("compression.type", "compression.type"),
+    _topic_default("log.segment.delete.delay.ms", "file.delete.delay.ms"),
+    _topic_default("min.insync.replicas", "min.insync.replicas"),
+    _topic_default("unclean.leader.election.enable", "unclean.leader.election.enable"),
 )  # fmt: skip
-TABLE += SECURITY_TABLE
+TABLE: tuple[SettingSpec[Any], ...] = PROCESS_TABLE + CLUSTER_TABLE + TOPIC_DEFAULTS_TABLE + SECURITY_TABLE
 
 SETTINGS_TABLE: dict[str, SettingSpec[Any]] = {spec.name: spec for spec in TABLE}
-
-
-def flag_name(name: str) -> str:
-    """``log.segment.bytes`` -> ``--log-segment-bytes``. Pure."""
-    return "--" + name.replace(".", "-")
-
-
-def env_name(name: str) -> str:
-    """``log.segment.bytes`` -> ``TIERLOG_LOG_SEGMENT_BYTES``. Pure."""
-    return ENV_PREFIX + name.replace(".", "_").upper()

@@ -5,19 +5,22 @@ from __future__ import annotations
 import dataclasses
 import types
 from pathlib import Path
-from typing import get_args, get_type_hints
+from typing import Any, get_args, get_origin, get_type_hints
 
 import pytest
 
+from tierlog.service import settings_table
 from tierlog.service.config import (
     SETTINGS_TABLE,
     Settings,
     SettingsError,
+    SettingSpec,
     build_settings,
     env_name,
     flag_name,
     load_settings,
 )
+from tierlog.service.security.settings import SecuritySettings
 
 
 def test_defaults(tmp_path: Path) -> None:
@@ -147,3 +150,44 @@ def test_metadata_uris_name_etcd_endpoints_or_a_local_file(tmp_path: Path) -> No
     for bad in ("etcd://nohost/x", "file://relative/x", "file:///dir/", "zk://h:1/x", "etcd://h:1/a b"):
         with pytest.raises(SettingsError, match=r"metadata\.uri"):
             build_settings({"metadata.uri": bad})
+
+
+@pytest.mark.parametrize(
+    ("cls", "rows", "besides"),
+    [
+        (
+            Settings,
+            settings_table.PROCESS_TABLE + settings_table.CLUSTER_TABLE,
+            {"topic_defaults", "security", "sources"},
+        ),
+        (SecuritySettings, settings_table.SECURITY_TABLE, set()),
+    ],
+)
+def test_each_row_fills_one_attribute_of_its_type(
+    cls: type[object], rows: tuple[SettingSpec[Any], ...], besides: set[str]
+) -> None:
+    """The table and the settings classes agree: one attribute per row, named by the row, of the type its
+    parser returns (checked on the default and, for an unset default, on a value the parser takes)."""
+    attributes = [spec.attr for spec in rows if spec.attr is not None]
+    assert len(attributes) == len(rows)
+    assert sorted(f.name for f in dataclasses.fields(cls)) == sorted([*attributes, *besides])  # type: ignore[arg-type]
+    hints = get_type_hints(cls)
+    examples = {
+        "advertised.url": "http://h:1",
+        "s3.endpoint.url": "http://s3:9",
+        "remote.uri": "s3://bucket-1",
+        "metadata.uri": "etcd://h:1/x",
+        "plaintext.port": "1",
+    }
+    for spec in rows:
+        assert spec.attr == (spec.attribute or spec.name.replace(".", "_"))
+        text = spec.default if spec.default is not None else examples.get(spec.name, "/a.pem")
+        value = spec.parse(text)
+        hint = hints[spec.attr]
+        options = get_args(hint) if isinstance(hint, types.UnionType) else (hint,)
+        kinds = tuple(get_origin(k) or k for k in options if k is not type(None))
+        assert value is None or isinstance(value, kinds), spec.name
+
+
+def test_topic_defaults_fill_no_attribute() -> None:
+    assert all(spec.attr is None and spec.topic_config for spec in settings_table.TOPIC_DEFAULTS_TABLE)

@@ -1,4 +1,5 @@
-"""docs/configuration.md documents every broker setting and every topic config, with its flag; the OpenAPI
+"""docs/configuration.md documents every broker setting (its tables generated from the settings table) and
+every topic config, with its flag; the OpenAPI
 document defines every schema it refers to; the docs use only import paths that exist; every design note
 has a status and a date."""
 
@@ -10,6 +11,7 @@ from pathlib import Path
 
 from tierlog.service.config import SETTINGS_TABLE, flag_name
 from tierlog.service.openapi import build_document, render
+from tierlog.service.settings_doc import render_configuration
 from tierlog.service.topic_configs import TOPIC_CONFIGS
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -35,6 +37,12 @@ def test_every_setting_and_config_is_documented() -> None:
     missing += [flag_name(name) for name in process if f"`{flag_name(name)}`" not in text]
     missing += [f"`{name}`" for name in TOPIC_CONFIGS if f"| `{name}` |" not in text]
     assert missing == []
+
+
+def test_the_settings_tables_are_the_ones_the_settings_table_generates() -> None:
+    """After changing a setting's row: ``python -m tierlog.service.settings_doc docs/configuration.md``."""
+    text = DOC.read_text(encoding="utf-8")
+    assert render_configuration(text) == text
 
 
 def test_every_openapi_reference_resolves() -> None:

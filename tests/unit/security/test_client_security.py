@@ -9,6 +9,7 @@ import base64
 import ssl
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 import trustme
@@ -258,7 +259,7 @@ def test_cli_refuses_an_empty_or_missing_token_file(tmp_path: Path) -> None:
     [("none", ssl.CERT_NONE), ("requested", ssl.CERT_OPTIONAL), ("required", ssl.CERT_REQUIRED)],
 )
 def test_server_context_flags(pems: Pems, client_auth: str, mode: ssl.VerifyMode) -> None:
-    security = SecuritySettings(
+    security = _security(
         ssl_certfile=pems.cert, ssl_keyfile=pems.key, ssl_cafile=pems.ca, ssl_client_auth=client_auth
     )
     context = server_context(security)
@@ -281,15 +282,15 @@ def test_server_context_errors_name_the_setting(pems: Pems, change: str, named: 
         }.get(change, {"ssl_keyfile": pems.other_key})
     )
     with pytest.raises(TlsError, match=named):
-        server_context(SecuritySettings(**files))  # type: ignore[arg-type]
+        server_context(_security(**files))
 
 
 def test_a_reload_serves_new_handshakes_from_a_new_context(pems: Pems) -> None:
-    good = SecuritySettings(ssl_certfile=pems.cert, ssl_keyfile=pems.key)
+    good = _security(ssl_certfile=pems.cert, ssl_keyfile=pems.key)
     listening = server_context(good)
     tls = ServerTls(listening)
     with pytest.raises(TlsError):
-        server_context(SecuritySettings(ssl_certfile=pems.cert, ssl_keyfile=pems.other_key))
+        server_context(_security(ssl_certfile=pems.cert, ssl_keyfile=pems.other_key))
     assert tls.current is listening
     fresh = server_context(good)
     tls.install(fresh)
@@ -301,6 +302,12 @@ def test_a_reload_serves_new_handshakes_from_a_new_context(pems: Pems) -> None:
     assert connection.context is fresh
 
 
+def _security(**changes: Any) -> SecuritySettings:
+    """The default security settings (all off) with ``changes``, unchecked: a server context or a broker
+    client is built from them directly."""
+    return replace(load_settings({}, {}, None).security, **changes)
+
+
 def _settings(security: SecuritySettings | None = None) -> Settings:
     settings = load_settings({}, {}, None)
     return settings if security is None else replace(settings, security=security)
@@ -308,11 +315,11 @@ def _settings(security: SecuritySettings | None = None) -> Settings:
 
 def test_broker_client_security(pems: Pems) -> None:
     assert broker_client_security(_settings()).security_protocol == "PLAINTEXT"
-    tls = SecuritySettings(ssl_certfile=pems.cert, ssl_keyfile=pems.key, ssl_cafile=pems.ca)
+    tls = _security(ssl_certfile=pems.cert, ssl_keyfile=pems.key, ssl_cafile=pems.ca)
     plain_tls = broker_client_security(_settings(tls))
     assert plain_tls.security_protocol == "SSL" and plain_tls.ssl_cafile == str(pems.ca)
     assert plain_tls.ssl_certfile is None
-    mtls = SecuritySettings(
+    mtls = _security(
         ssl_certfile=pems.cert,
         ssl_keyfile=pems.key,
         ssl_cafile=pems.ca,
@@ -325,7 +332,7 @@ def test_broker_client_security(pems: Pems) -> None:
     assert own.security_protocol == "SASL_SSL"
     assert own.ssl_certfile == str(pems.cert) and own.ssl_keyfile == str(pems.key)
     assert own.headers()["Authorization"].startswith("Basic ")
-    basic_only = SecuritySettings(inter_broker_username="broker", inter_broker_password="pw")
+    basic_only = _security(inter_broker_username="broker", inter_broker_password="pw")
     assert broker_client_security(_settings(basic_only)).security_protocol == "SASL_PLAINTEXT"
 
 
