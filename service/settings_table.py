@@ -83,12 +83,7 @@ DATA_DIR = SettingSpec(
     "`tierlog-state.json`. Created if missing; must not be a file.",
     _path,
 )
-HOST = SettingSpec(
-    "host",
-    "127.0.0.1",
-    "Address the HTTP server binds.",
-    _text,
-)
+HOST = SettingSpec("host", "127.0.0.1", "Address the HTTP server binds.", _text)
 PORT = SettingSpec(
     "port",
     "8082",
@@ -206,10 +201,7 @@ REMOTE_UPLOAD_BATCH_BYTES = SettingSpec(
     _int(1, 2**63 - 1),
 )
 REMOTE_UPLOAD_BATCH_SEGMENTS = SettingSpec(
-    "remote.upload.batch.segments",
-    "32",
-    "Most sealed segments in one upload batch.",
-    _int(1, 4096),
+    "remote.upload.batch.segments", "32", "Most sealed segments in one upload batch.", _int(1, 4096)
 )
 REMOTE_UPLOAD_FILE_CONCURRENCY = SettingSpec(
     "remote.upload.file.concurrency",

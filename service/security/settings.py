@@ -85,10 +85,7 @@ SSL_CERTFILE = SettingSpec(
     path_value,
 )
 SSL_KEYFILE = SettingSpec(
-    "ssl.keyfile",
-    None,
-    "PEM private key of `ssl.certfile`; set together with it.",
-    path_value,
+    "ssl.keyfile", None, "PEM private key of `ssl.certfile`; set together with it.", path_value
 )
 SSL_CAFILE = SettingSpec(
     "ssl.cafile",
@@ -230,10 +227,7 @@ METADATA_SSL_CERTFILE = SettingSpec(
     path_value,
 )
 METADATA_SSL_KEYFILE = SettingSpec(
-    "metadata.ssl.keyfile",
-    None,
-    "PEM key of `metadata.ssl.certfile`.",
-    path_value,
+    "metadata.ssl.keyfile", None, "PEM key of `metadata.ssl.certfile`.", path_value
 )
 
 SECURITY_TABLE: tuple[SettingSpec[Any], ...] = (

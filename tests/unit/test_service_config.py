@@ -191,3 +191,15 @@ def test_each_row_fills_one_attribute_of_its_type(
 
 def test_topic_defaults_fill_no_attribute() -> None:
     assert all(spec.attr is None and spec.topic_config for spec in settings_table.TOPIC_DEFAULTS_TABLE)
+
+
+def test_cross_field_rules_derive_and_refuse(monkeypatch: pytest.MonkeyPatch) -> None:
+    tls = build_settings({"ssl.certfile": "/c.pem", "ssl.keyfile": "/k.pem", "port": "9443"})
+    assert tls.advertised_url == "https://127.0.0.1:9443"
+    assert build_settings({"advertised.url": "http://lb:80/"}).advertised_url == "http://lb:80"
+    with pytest.raises(SettingsError, match=r"^broker\.heartbeat\.interval\.ms=5000 must be at most half"):
+        build_settings({"broker.heartbeat.interval.ms": "5000"})
+    monkeypatch.setenv("AWS_ENDPOINT_URL", "s3.local")
+    with pytest.raises(SettingsError, match=r"^invalid AWS_ENDPOINT_URL 's3\.local': expected an http"):
+        build_settings({})
+    assert build_settings({"s3.endpoint.url": "http://s3:9"}).s3_endpoint_url == "http://s3:9"
