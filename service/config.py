@@ -134,7 +134,7 @@ def build_settings(values: Mapping[str, object], sources: Mapping[str, str] | No
     for name in values:
         if name not in SETTINGS_TABLE:
             raise SettingsError(f"unknown setting {name!r}{_origin(sources.get(name))}")
-    parsed = ParsedSettings({spec.name: _parse(spec, values, sources) for spec in t.TABLE}, sources)
+    parsed = ParsedSettings({spec.name: _parse(spec, values, sources) for spec in t.TABLE})
     for rule in RULES:
         rule(parsed)
     return Settings(

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Generic, TypeVar, cast
+from typing import Generic, TypeVar, cast
 from urllib.parse import urlsplit
 
 __all__ = [
@@ -103,12 +103,11 @@ class SettingSpec(Generic[T]):
 
 
 class ParsedSettings:
-    """Every setting's parsed value (None when unset) and where each came from, while the cross-field rules
-    read and complete them. Not safe to share between threads while rules run."""
+    """Every setting's parsed value by name (None when unset), while the cross-field rules read and complete
+    them. Not safe to share between threads while rules run."""
 
-    def __init__(self, values: Mapping[str, object], sources: Mapping[str, str]) -> None:
+    def __init__(self, values: Mapping[str, object]) -> None:
         self._values = dict(values)
-        self.sources = sources
 
     def get(self, spec: SettingSpec[T]) -> T:
         """The value ``spec.parse`` produced (or a rule set): a ``T`` already, typed, not converted."""
@@ -121,11 +120,6 @@ class ParsedSettings:
     def set(self, spec: SettingSpec[T], value: T) -> None:
         """Replace the value of ``spec`` (a rule deriving it from other settings)."""
         self._values[spec.name] = value
-
-    def origin(self, spec: SettingSpec[Any]) -> str:
-        """`` (from SOURCE)`` for error messages, or nothing for a default."""
-        source = self.sources.get(spec.name)
-        return f" (from {source})" if source else ""
 
 
 def text_value(raw: str) -> str:
