@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tierlog.service.cluster.model import AlterPartitionRequest, PartitionState
-from tierlog.service.cluster.peers import Budget, PeerClient
+from tierlog.service.cluster.peers import Budget, PeerAnswer, PeerClient
 from tierlog.service.native import (
     BATCHES_TYPE,
     HIGH_WATERMARK,
@@ -102,12 +102,13 @@ class ReplicationClient:
             "max_wait_ms": str(max_wait_ms),
         }
         path = f"{_partition_path(topic, partition)}/batches"
-        body, headers = await self._exchange(
+        answer = await self._exchange(
             "GET", url, path, params=params, headers=_ACCEPT_BATCHES, wait_ms=max_wait_ms
         )
+        headers = answer.headers
         try:
             return ReplicaFetch(
-                data=body,
+                data=answer.body,
                 high_watermark=int(headers[HIGH_WATERMARK]),
                 log_start_offset=int(headers[LOG_START_OFFSET]),
                 local_log_start_offset=int(headers[LOCAL_LOG_START_OFFSET]),
@@ -129,8 +130,8 @@ class ReplicationClient:
         """
         params = {"replica_id": str(self.broker_id), "leader_epoch": str(leader_epoch)}
         path = f"{_partition_path(topic, partition)}/epochs/{epoch}"
-        body, _ = await self._exchange("GET", url, path, params=params, headers=_ACCEPT_JSON)
-        doc = _json(url, body)
+        answer = await self._exchange("GET", url, path, params=params, headers=_ACCEPT_JSON)
+        doc = _json(url, answer.body)
         try:
             return int(doc["leader_epoch"]), int(doc["end_offset"])
         except (KeyError, TypeError, ValueError) as err:
@@ -144,7 +145,7 @@ class ReplicationClient:
         (50315), InvalidUpdateVersionError (40904), IneligibleReplicaError (40905), UnknownTopicError /
         UnknownPartitionError, UnavailableError.
         """
-        body, _ = await self._exchange(
+        answer = await self._exchange(
             "POST",
             url,
             f"{REPLICATION_PREFIX}/alter-partition",
@@ -153,7 +154,7 @@ class ReplicationClient:
             data=request.encode(),
         )
         try:
-            return PartitionState.decode(f"alter-partition answer of {url}", body)
+            return PartitionState.decode(f"alter-partition answer of {url}", answer.body)
         except CorruptRecordError as err:
             raise UnavailableError(err.message) from err
 
@@ -171,23 +172,22 @@ class ReplicationClient:
         headers: Mapping[str, str],
         data: bytes | None = None,
         wait_ms: int = 0,
-    ) -> tuple[bytes, Mapping[str, str]]:
-        """The body and headers of a 2xx answer to one request. Raises the answered error, or
-        UnavailableError (naming the URL) when the peer cannot be reached or does not answer in time."""
+    ) -> PeerAnswer:
+        """The 2xx answer to one request. Raises the answered error, or UnavailableError (naming the URL)
+        when the peer cannot be reached or does not answer in time."""
         if self._closed:
             raise UnavailableError(f"broker {self.broker_id} is closing: it no longer calls its peers")
         target = url.rstrip("/") + path
-        answer = await self._peers.call(
+        return await self._peers.call(
             method,
             target,
-            peer=f"{method} {target}",
+            peer=target,
             params=params,
             headers=headers,
             data=data,
             wait_ms=wait_ms,
             budget=self._budget,
         )
-        return answer.body, answer.headers
 
 
 def _partition_path(topic: str, partition: int) -> str:
