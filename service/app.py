@@ -12,6 +12,7 @@ from aiohttp import web
 
 from tierlog.service import admin_v3, health, native, openapi, rest_v2
 from tierlog.service.broker import Broker
+from tierlog.service.cluster.peers import setup_peers
 from tierlog.service.cluster.store import MetadataStoreError
 from tierlog.service.config import Settings
 from tierlog.service.connections import ConnectionGuard
@@ -89,8 +90,14 @@ def create_app(
     app[SETTINGS] = settings
     app[METRICS] = metrics
     app[CONNECTIONS] = guard
+    peers = setup_peers(app, lambda: app[BROKER].broker_id)  # opened before the broker, closed after it
     broker = app[BROKER] = Broker(
-        settings, metrics, clock=clock, remote_store=remote_store, metadata_store=metadata_store
+        settings,
+        metrics,
+        peers=peers,
+        clock=clock,
+        remote_store=remote_store,
+        metadata_store=metadata_store,
     )
     store = app[SECURITY_STORE] = (
         SecurityStore.embedded(settings.data_dir)

@@ -44,6 +44,7 @@ from tierlog.tiering.log import AppendInfo, Clock, LogConfig, PartitionLog, Syst
 
 if TYPE_CHECKING:
     from tierlog.service.cluster.node import ClusterNode
+    from tierlog.service.cluster.peers import PeerClient
     from tierlog.service.cluster.store import MetadataStore
     from tierlog.service.config import Settings
     from tierlog.service.replication.manager import ReplicaManager
@@ -58,7 +59,8 @@ class Broker:
     """Topics, partitions and their persistence for one broker process.
 
     Every coroutine must run on the event loop that opened the broker; they are safe to call
-    concurrently with each other.
+    concurrently with each other. ``peers``: the app's client to the other brokers (the cluster member's
+    replication calls use it; the app opens it before and closes it after the broker).
     """
 
     def __init__(
@@ -66,12 +68,14 @@ class Broker:
         settings: Settings,
         metrics: Metrics,
         *,
+        peers: PeerClient,
         clock: Clock | None = None,
         remote_store: ObjectStore | None = None,
         metadata_store: MetadataStore | None = None,
     ) -> None:
         self.settings = settings
         self.metrics = metrics
+        self.peers = peers
         self._clock = clock
         self.data_dir = settings.data_dir
         self.cluster_id = ""

@@ -114,6 +114,7 @@ class ClusterNode:
             settings=settings,
             cache=self.cache,
             clock=broker.clock,
+            peers=broker.peers,
             remote=broker.remote,
             remote_history=broker.remote.remote_epoch_history,
         )

@@ -4,48 +4,45 @@ A REST proxy in front of a Kafka cluster sends each partition's requests to that
 tierlog broker does the same for its REST v2 routes. :func:`routed_partition` answers the partition a
 route works on as a :class:`RoutedPartition`: the local one when this broker leads it
 (:class:`LocalPartition`), else a :class:`LeaderPartition` that does the same operation on the leader
-through its native API (``docs/native-api.md``), over one ``aiohttp.ClientSession`` the app owns
-(:data:`LEADER_CLIENT`, opened and closed by :func:`setup_proxy`'s cleanup context).
+through its native API (``docs/native-api.md``), over the broker's one peer client
+(:class:`~tierlog.service.cluster.peers.PeerClient`, which the app owns; :data:`LEADER_CLIENT` is the
+proxy's thin user of it, set by :func:`setup_proxy`).
 
 Errors from the leader come back as the same :class:`~tierlog.tiering.errors.TierlogError` classes its
 answer names (by ``error_code``; a not-leader answer keeps the leader it names, an out-of-range one the
 valid range). A leader that cannot be reached is :class:`LeaderNotAvailableError` (50311, retriable) and
 one that does not answer in time :class:`UnavailableError` (50301, retriable): never a wrong answer.
 
-The leader is called as this broker (its TLS trust and certificate, its own ``Authorization``;
-:func:`~tierlog.service.security.tls.broker_client_security`), never with the client's credentials: the
-broker that received the request has already authorized its user, and the leader's native API checks
-only that the caller is a broker (a super user).
+The leader is called as this broker (the peer client's identity: its TLS trust and certificate, its own
+``Authorization``), never with the client's credentials: the broker that received the request has already
+authorized its user, and the leader's native API checks only that the caller is a broker (a super user).
 
-Timeouts: connecting gets ``broker.session.timeout.ms`` (a broker that cannot accept within its session is
-as good as gone), the whole exchange ``request.read.timeout.ms`` plus any long-poll wait asked for.
+Timeouts (the peer client's default budget): connecting gets ``broker.session.timeout.ms`` (a broker that
+cannot accept within its session is as good as gone), the whole exchange ``request.read.timeout.ms`` plus
+any long-poll wait asked for.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 from urllib.parse import quote
 
-import aiohttp
 from aiohttp import web
 
-from tierlog.client.security import ClientSecurity
-from tierlog.service.security.tls import broker_client_security
-from tierlog.service.state import BROKER, SETTINGS
+from tierlog.service.cluster.peers import PEERS, PeerClient
+from tierlog.service.state import BROKER
 from tierlog.tiering.errors import (
     LeaderNotAvailableError,
     NotLeaderOrFollowerError,
     UnavailableError,
-    error_from_answer,
 )
 from tierlog.tiering.log.types import AppendInfo, ReadResult
 
 if TYPE_CHECKING:
-    from tierlog.service.config import Settings
     from tierlog.service.partition import Partition
 
 __all__ = [
@@ -169,44 +166,14 @@ class LocalPartition:
 
 
 class LeaderClient:
-    """The HTTP client of one broker to the native API of the others: one pooled session.
+    """The proxy's calls to the native API of the other brokers, over the broker's :class:`PeerClient`.
 
-    :meth:`start` and :meth:`close` run in the app's cleanup context; requests between them are safe to
-    make concurrently. ``security``: this broker's identity towards the others (default: plaintext, no
-    credentials).
+    Safe to use concurrently while the peer client is open (the app's cleanup context opens and closes
+    it).
     """
 
-    def __init__(self, *, connect_ms: int, request_ms: int, security: ClientSecurity | None = None) -> None:
-        self._connect_s = connect_ms / 1000
-        self._request_s = request_ms / 1000
-        self._security = security if security is not None else ClientSecurity()
-        self._session: aiohttp.ClientSession | None = None
-
-    @classmethod
-    def from_settings(cls, settings: Settings) -> LeaderClient:
-        return cls(
-            connect_ms=settings.broker_session_timeout_ms,
-            request_ms=settings.request_read_timeout_ms,
-            security=broker_client_security(settings),
-        )
-
-    async def start(self) -> None:
-        """Open the session (on the app's event loop; the SSL context's PEM files are read in a worker
-        thread). Idempotent. Raises InvalidRequestError: a TLS file of the broker cannot be used."""
-        if self._session is None:
-            ssl = await asyncio.to_thread(self._security.connector_ssl)
-            if self._session is None:
-                self._session = aiohttp.ClientSession(
-                    connector=aiohttp.TCPConnector(ssl=ssl),
-                    headers=self._security.headers(),
-                    raise_for_status=False,
-                )
-
-    async def close(self) -> None:
-        """Close the session and its connections. Idempotent."""
-        session, self._session = self._session, None
-        if session is not None:
-            await session.close()
+    def __init__(self, peers: PeerClient) -> None:
+        self._peers = peers
 
     async def request(
         self,
@@ -218,46 +185,29 @@ class LeaderClient:
         accept: str,
         data: bytes | None = None,
         wait_ms: int = 0,
-    ) -> tuple[bytes, dict[str, str]]:
+    ) -> tuple[bytes, Mapping[str, str]]:
         """One exchange with the leader: the body and headers of a 2xx answer.
 
         Raises:
             TierlogError: the error the leader answered (its class by ``error_code``).
             LeaderNotAvailableError: (50311) the leader cannot be reached.
             UnavailableError: (50301) the leader did not answer within the timeout, or this broker is
-                not started.
+                not serving.
         """
-        session = self._session
-        if session is None:
-            raise UnavailableError("the broker is not serving: it cannot reach partition leaders")
         headers = {"Accept": accept}
         if data is not None:
             headers["Content-Type"] = BATCHES_TYPE
-        timeout = aiohttp.ClientTimeout(total=self._request_s + wait_ms / 1000, sock_connect=self._connect_s)
-        url = leader.url + path
-        try:
-            async with session.request(
-                method, url, params=params, data=data, headers=headers, timeout=timeout
-            ) as response:
-                body = await response.read()
-                if response.status >= 300:
-                    raise error_from_answer(response.status, body)
-                return body, dict(response.headers)
-        except aiohttp.ConnectionTimeoutError as err:
-            raise LeaderNotAvailableError(
-                f"the leader of {leader.label} (broker {leader.leader_id} at {leader.url}) did not accept a "
-                f"connection within {self._connect_s:.0f} s"
-            ) from err
-        except TimeoutError:
-            raise UnavailableError(
-                f"the leader of {leader.label} (broker {leader.leader_id} at {leader.url}) did not answer "
-                f"within {timeout.total:.0f} s"
-            ) from None
-        except aiohttp.ClientError as err:
-            raise LeaderNotAvailableError(
-                f"the leader of {leader.label} (broker {leader.leader_id} at {leader.url}) is unreachable: "
-                f"{err}"
-            ) from err
+        answer = await self._peers.call(
+            method,
+            leader.url + path,
+            peer=f"the leader of {leader.label} (broker {leader.leader_id} at {leader.url})",
+            params=params,
+            headers=headers,
+            data=data,
+            wait_ms=wait_ms,
+            unreachable=LeaderNotAvailableError,
+        )
+        return answer.body, answer.headers
 
 
 class LeaderPartition:
@@ -346,7 +296,7 @@ class LeaderPartition:
         accept: str,
         data: bytes | None = None,
         wait_ms: int = 0,
-    ) -> tuple[bytes, dict[str, str]]:
+    ) -> tuple[bytes, Mapping[str, str]]:
         """One request to the leader; when it answers that another broker now leads the partition (50310,
         refused before anything was read or appended), once more to that one. Raises as
         :meth:`LeaderClient.request`."""
@@ -385,7 +335,7 @@ def _json_object(body: bytes) -> dict[str, Any]:
     return doc
 
 
-def _header(headers: dict[str, str], name: str) -> int:
+def _header(headers: Mapping[str, str], name: str) -> int:
     raw = headers.get(name)
     if raw is None or not raw.lstrip("-").isdigit():
         raise UnavailableError(f"the leader's fetch answer has no valid {name} header")
@@ -396,19 +346,9 @@ LEADER_CLIENT: web.AppKey[LeaderClient] = web.AppKey("tierlog.cluster.leader_cli
 
 
 def setup_proxy(app: web.Application) -> None:
-    """Give ``app`` its :class:`LeaderClient`, opened on startup and closed on cleanup. Call once per app,
-    before it starts (the REST v2 routes' setup does)."""
-    client = LeaderClient.from_settings(app[SETTINGS])
-    app[LEADER_CLIENT] = client
-
-    async def leader_client_ctx(app: web.Application) -> AsyncIterator[None]:
-        await client.start()
-        try:
-            yield
-        finally:
-            await client.close()
-
-    app.cleanup_ctx.append(leader_client_ctx)
+    """Give ``app`` its :class:`LeaderClient`, a user of the app's :class:`PeerClient` (:data:`PEERS`, set
+    up first by the app factory). Call once per app, before it starts (the REST v2 routes' setup does)."""
+    app[LEADER_CLIENT] = LeaderClient(app[PEERS])
 
 
 def routed_partition(app: web.Application, topic: str, index: int) -> RoutedPartition:

@@ -17,12 +17,15 @@ Errors (all retriable, 503): the coordinator partition has no live leader, ``Lea
 (50311); the coordinator cannot be reached or does not answer in time, ``UnavailableError`` (50301); the
 coordinator is still loading the partition, ``UnavailableError``.
 
-A forwarded request is sent as this broker (its TLS trust and certificate and its own ``Authorization``;
-:func:`~tierlog.service.security.tls.broker_client_security`), never with the client's credentials, and
-names the client in :data:`~tierlog.service.security.authn.FORWARDED_PRINCIPAL` and
-:data:`~tierlog.service.security.authn.FORWARDED_HOST`: the coordinator authorizes that user (it honours
-the two headers only from a caller allowed ClusterAction on the Cluster, i.e. a broker; Kafka's KIP-590
-envelope). Whatever the client sent under those names is dropped first.
+A forwarded request goes over the broker's one peer client
+(:class:`~tierlog.service.cluster.peers.PeerClient`, which the app owns; :data:`FORWARDER` is this
+module's thin user of it). It is sent as this broker (its TLS trust and certificate and its own
+``Authorization``), never with the client's credentials, and names the client in
+:data:`~tierlog.service.security.authn.FORWARDED_PRINCIPAL` and
+:data:`~tierlog.service.security.authn.FORWARDED_HOST`
+(:meth:`~tierlog.service.cluster.peers.PeerClient.forwarded_headers`): the coordinator authorizes that
+user (it honours the two headers only from a caller allowed ClusterAction on the Cluster, i.e. a broker;
+Kafka's KIP-590 envelope). Whatever the client sent under those names is dropped first.
 
 Timeouts: connecting to the coordinator gets ``broker.session.timeout.ms`` (a broker that cannot accept a
 connection within its session is as good as gone); the whole exchange :data:`MAX_FORWARD_S`, because a
@@ -35,21 +38,18 @@ import asyncio
 import functools
 import json
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-import aiohttp
 from aiohttp import web
 from yarl import URL
 
-from tierlog.client.security import ClientSecurity
+from tierlog.service.cluster.peers import FORWARDED_BY, PEERS, Budget, PeerAnswer, PeerClient, relayed_headers
 from tierlog.service.groups.hashing import coordinator_partition
 from tierlog.service.groups.offsets import OFFSETS_TOPIC
 from tierlog.service.groups.state import LOADER, require_ready
-from tierlog.service.security.authn import CLIENT_HOST, FORWARDED_HOST, FORWARDED_PRINCIPAL, PRINCIPAL
-from tierlog.service.security.tls import broker_client_security
-from tierlog.service.state import BROKER, SETTINGS
+from tierlog.service.state import BROKER
 from tierlog.tiering.errors import (
     LeaderNotAvailableError,
     NotCoordinatorError,
@@ -75,25 +75,6 @@ __all__ = [
 
 log = logging.getLogger("tierlog.groups.routing")
 
-FORWARDED_BY = "Tierlog-Forwarded-By"
-# RFC 9110 7.6.1 hop-by-hop fields, and what aiohttp sets itself for the new hop
-HOP_BY_HOP = frozenset(
-    {
-        "connection",
-        "keep-alive",
-        "proxy-connection",
-        "proxy-authenticate",
-        "proxy-authorization",
-        "te",
-        "trailer",
-        "transfer-encoding",
-        "upgrade",
-        "host",
-        "content-length",
-    }
-)
-# The client's credentials and claims about who it forwards for never travel on: the broker sends its own.
-NOT_FORWARDED = HOP_BY_HOP | {"authorization", FORWARDED_PRINCIPAL.lower(), FORWARDED_HOST.lower()}
 # A forwarded join waits for its generation, up to the rebalance timeout; the coordinator bounds that.
 MAX_FORWARD_S = 30 * 60 + 30
 
@@ -212,48 +193,12 @@ def base_url_of(request: web.Request) -> str:
 
 
 class Forwarder:
-    """Forwards requests to other brokers over one pooled ``aiohttp.ClientSession`` that the app owns
-    (:func:`setup_forwarding`). Safe to use concurrently between :meth:`start` and :meth:`close`.
-    ``security``: this broker's identity towards the others (default: plaintext, no credentials)."""
+    """Forwards requests to other brokers over the broker's :class:`PeerClient`. Safe to use concurrently
+    while the peer client is open (the app's cleanup context opens and closes it)."""
 
-    def __init__(
-        self, broker_id: Callable[[], int], *, connect_ms: int, security: ClientSecurity | None = None
-    ) -> None:
-        self._broker_id = broker_id
-        self._connect_s = connect_ms / 1000
-        self._security = security if security is not None else ClientSecurity()
-        self._own_headers = self._security.headers()
-        self._session: aiohttp.ClientSession | None = None
-
-    async def start(self) -> None:
-        """Open the session on the app's loop (the SSL context's PEM files are read in a worker thread).
-        Idempotent. Raises InvalidRequestError: a TLS file of the broker cannot be used."""
-        if self._session is None:
-            ssl = await asyncio.to_thread(self._security.connector_ssl)
-            if self._session is None:
-                self._session = aiohttp.ClientSession(
-                    connector=aiohttp.TCPConnector(ssl=ssl), auto_decompress=False
-                )
-
-    async def close(self) -> None:
-        """Close the session. Idempotent."""
-        session, self._session = self._session, None
-        if session is not None:
-            await session.close()
-
-    def _headers(self, request: web.Request) -> dict[str, str]:
-        """The client's end-to-end headers without its credentials, this broker's own ``Authorization``, and
-        who the request is for (when authentication named anyone)."""
-        headers = {k: v for k, v in request.headers.items() if k.lower() not in NOT_FORWARDED}
-        headers.update(self._own_headers)
-        headers[FORWARDED_BY] = str(self._broker_id())
-        principal = request.get(PRINCIPAL)
-        if principal is not None:
-            headers[FORWARDED_PRINCIPAL] = str(principal)
-        host = request.get(CLIENT_HOST)
-        if host is not None:
-            headers[FORWARDED_HOST] = host
-        return headers
+    def __init__(self, peers: PeerClient) -> None:
+        self._peers = peers
+        self._budget = Budget(MAX_FORWARD_S, peers.budget.connect_s)
 
     async def forward(self, request: web.Request, target: Coordinate) -> web.Response:
         """Send ``request`` to ``target``'s broker and answer what it answered.
@@ -263,14 +208,11 @@ class Forwarder:
         """
         body = await request.read()
         url = URL(target.leader_url.rstrip("/") + request.raw_path, encoded=True)
-        try:
-            status, headers, payload = await self._exchange(request.method, url, self._headers(request), body)
-        except (aiohttp.ClientError, TimeoutError) as err:
-            raise UnavailableError(
-                f"the coordinator of group {target.group_id} (broker {target.leader_id} at "
-                f"{target.leader_url}) is unreachable: {err or type(err).__name__}; retry"
-            ) from err
-        return web.Response(status=status, body=payload, headers=headers)
+        peer = (
+            f"the coordinator of group {target.group_id} (broker {target.leader_id} at {target.leader_url})"
+        )
+        answer = await self._exchange(request.method, url, peer, self._peers.forwarded_headers(request), body)
+        return web.Response(status=answer.status, body=answer.body, headers=relayed_headers(answer.headers))
 
     async def gather_json(self, request: web.Request, urls: list[str]) -> list[Any]:
         """The JSON answers of every broker at ``urls`` to the same request (marked as forwarded, so each
@@ -280,55 +222,31 @@ class Forwarder:
             UnavailableError: (50301) a broker cannot be reached or answered an error.
         """
         body = await request.read()
-        headers = self._headers(request)
+        headers = self._peers.forwarded_headers(request)
 
         async def one(base: str) -> Any:
             url = URL(base.rstrip("/") + request.raw_path, encoded=True)
-            try:
-                status, _, payload = await self._exchange(request.method, url, headers, body)
-            except (aiohttp.ClientError, TimeoutError) as err:
-                raise UnavailableError(f"broker at {base} is unreachable: {err}; retry") from err
-            if status != 200:
-                raise UnavailableError(f"broker at {base} answered {status}: {payload[:200]!r}; retry")
-            return json.loads(payload)
+            answer = await self._exchange(request.method, url, f"broker at {base}", headers, body)
+            if answer.status != 200:
+                raise UnavailableError(
+                    f"broker at {base} answered {answer.status}: {answer.body[:200]!r}; retry"
+                )
+            return json.loads(answer.body)
 
         return list(await asyncio.gather(*(one(url) for url in urls)))
 
     async def _exchange(
-        self, method: str, url: URL, headers: dict[str, str], body: bytes
-    ) -> tuple[int, dict[str, str], bytes]:
-        session = self._session
-        if session is None:
-            raise UnavailableError("the broker is not serving: it cannot reach group coordinators")
-        timeout = aiohttp.ClientTimeout(total=MAX_FORWARD_S, sock_connect=self._connect_s)
-        async with session.request(
-            method, url, headers=headers, data=body or None, allow_redirects=False, timeout=timeout
-        ) as response:
-            payload = await response.read()
-            kept = {k: v for k, v in response.headers.items() if k.lower() not in HOP_BY_HOP}
-            kept.pop("Date", None)
-            kept.pop("Server", None)
-            return response.status, kept, payload
+        self, method: str, url: URL, peer: str, headers: dict[str, str], body: bytes
+    ) -> PeerAnswer:
+        return await self._peers.exchange(
+            method, url, peer=peer, headers=headers, data=body or None, budget=self._budget, relay=True
+        )
 
 
 FORWARDER: web.AppKey[Forwarder] = web.AppKey("tierlog.groups.forwarder", Forwarder)
 
 
 def setup_forwarding(app: web.Application) -> None:
-    """Give ``app`` its :class:`Forwarder`, opened on startup and closed on cleanup. Call once."""
-    settings = app[SETTINGS]
-    forwarder = Forwarder(
-        lambda: app[BROKER].broker_id,
-        connect_ms=settings.broker_session_timeout_ms,
-        security=broker_client_security(settings),
-    )
-    app[FORWARDER] = forwarder
-
-    async def forwarder_ctx(app: web.Application) -> AsyncIterator[None]:
-        await forwarder.start()
-        try:
-            yield
-        finally:
-            await forwarder.close()
-
-    app.cleanup_ctx.append(forwarder_ctx)
+    """Give ``app`` its :class:`Forwarder`, a user of the app's :class:`PeerClient` (:data:`PEERS`, set up
+    first by the app factory). Call once."""
+    app[FORWARDER] = Forwarder(app[PEERS])

@@ -1,4 +1,4 @@
-"""The HTTP calls one broker makes to its peers for replication: one pooled aiohttp session per broker.
+"""The HTTP calls one broker makes to its peers for replication, over the broker's one peer client.
 
 Three exchanges, each the client side of a route in :mod:`tierlog.service.replication.routes`:
 
@@ -8,7 +8,9 @@ Three exchanges, each the client side of a route in :mod:`tierlog.service.replic
 :meth:`alter_partition`  a leader asks the controller to change the ISR (Kafka's AlterPartition, KIP-497)
 =====================  ===========================================================================
 
-Error answers come back as the broker's typed errors
+The session, this broker's identity, the translation of answers and of an unreachable peer are the
+:class:`~tierlog.service.cluster.peers.PeerClient`'s (one per broker, owned by the app); this module has
+the request shapes only. Error answers come back as the broker's typed errors
 (:func:`~tierlog.tiering.errors.error_from_answer`, so a 41602 keeps its ``local_log_start_offset`` and a
 50310 the leader it names); a peer that cannot be reached or does not answer in time is an
 :class:`~tierlog.tiering.errors.UnavailableError` naming the URL (retriable).
@@ -16,15 +18,13 @@ Error answers come back as the broker's typed errors
 
 from __future__ import annotations
 
-import asyncio
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-import aiohttp
-
-from tierlog.client.security import ClientSecurity
 from tierlog.service.cluster.model import AlterPartitionRequest, PartitionState
+from tierlog.service.cluster.peers import Budget, PeerAnswer, PeerClient
 from tierlog.service.native import (
     BATCHES_TYPE,
     HIGH_WATERMARK,
@@ -33,11 +33,14 @@ from tierlog.service.native import (
     LOG_END_OFFSET,
     LOG_START_OFFSET,
 )
-from tierlog.tiering.errors import CorruptRecordError, TierlogError, UnavailableError, error_from_answer
+from tierlog.tiering.errors import CorruptRecordError, UnavailableError
 
 __all__ = ["REPLICATION_PREFIX", "ReplicaFetch", "ReplicationClient"]
 
 REPLICATION_PREFIX = "/native/v1/replication"
+_ACCEPT_BATCHES = {"Accept": BATCHES_TYPE}
+_ACCEPT_JSON = {"Accept": "application/json"}
+_SEND_JSON = {"Accept": "application/json", "Content-Type": "application/json"}
 
 
 @dataclass(frozen=True)
@@ -53,20 +56,19 @@ class ReplicaFetch:
 
 
 class ReplicationClient:
-    """One broker's client to its peers' replication routes (one keep-alive session, opened lazily).
+    """One broker's client to its peers' replication routes, over the broker's :class:`PeerClient`.
 
     Requests may run concurrently from the event loop. Each has ``timeout_s`` plus its long-poll wait to
-    complete. :meth:`close` ends the session for good: a request that comes later (a task still winding
-    down) fails with UnavailableError instead of opening a session nobody would close. ``security``: how
-    this broker reaches and authenticates to its peers (default: plaintext, no credentials).
+    complete (Kafka's ``replica.socket.timeout.ms``). :meth:`close` ends this client's calls for good: a
+    request that comes later (a task still winding down) fails with UnavailableError; the peer client
+    itself is closed by its owner, the app.
     """
 
-    def __init__(self, *, broker_id: int, timeout_s: float, security: ClientSecurity | None = None) -> None:
+    def __init__(self, peers: PeerClient, *, broker_id: int, timeout_s: float) -> None:
         self.broker_id = broker_id
         self.timeout_s = timeout_s
-        self._security = security if security is not None else ClientSecurity()
-        self._session: aiohttp.ClientSession | None = None
-        self._open_lock = asyncio.Lock()
+        self._peers = peers
+        self._budget = Budget(timeout_s)
         self._closed = False
 
     async def fetch(
@@ -100,12 +102,13 @@ class ReplicationClient:
             "max_wait_ms": str(max_wait_ms),
         }
         path = f"{_partition_path(topic, partition)}/batches"
-        body, headers = await self._exchange(
-            "GET", url, path, params=params, accept=BATCHES_TYPE, wait_ms=max_wait_ms
+        answer = await self._exchange(
+            "GET", url, path, params=params, headers=_ACCEPT_BATCHES, wait_ms=max_wait_ms
         )
+        headers = answer.headers
         try:
             return ReplicaFetch(
-                data=body,
+                data=answer.body,
                 high_watermark=int(headers[HIGH_WATERMARK]),
                 log_start_offset=int(headers[LOG_START_OFFSET]),
                 local_log_start_offset=int(headers[LOCAL_LOG_START_OFFSET]),
@@ -127,8 +130,8 @@ class ReplicationClient:
         """
         params = {"replica_id": str(self.broker_id), "leader_epoch": str(leader_epoch)}
         path = f"{_partition_path(topic, partition)}/epochs/{epoch}"
-        body, _ = await self._exchange("GET", url, path, params=params, accept="application/json")
-        doc = _json(url, body)
+        answer = await self._exchange("GET", url, path, params=params, headers=_ACCEPT_JSON)
+        doc = _json(url, answer.body)
         try:
             return int(doc["leader_epoch"]), int(doc["end_offset"])
         except (KeyError, TypeError, ValueError) as err:
@@ -142,50 +145,22 @@ class ReplicationClient:
         (50315), InvalidUpdateVersionError (40904), IneligibleReplicaError (40905), UnknownTopicError /
         UnknownPartitionError, UnavailableError.
         """
-        body, _ = await self._exchange(
+        answer = await self._exchange(
             "POST",
             url,
             f"{REPLICATION_PREFIX}/alter-partition",
             params={},
-            accept="application/json",
+            headers=_SEND_JSON,
             data=request.encode(),
         )
         try:
-            return PartitionState.decode(f"alter-partition answer of {url}", body)
+            return PartitionState.decode(f"alter-partition answer of {url}", answer.body)
         except CorruptRecordError as err:
             raise UnavailableError(err.message) from err
 
     async def close(self) -> None:
-        """Close the session and its connections. Idempotent."""
+        """End this client's calls (the shared session stays with its owner). Idempotent."""
         self._closed = True
-        session, self._session = self._session, None
-        if session is not None:
-            await session.close()
-
-    async def _open(self) -> aiohttp.ClientSession:
-        """The session, opened on first use. Its SSL context reads PEM files, so it is built in a worker
-        thread, once even when several requests start together. Raises UnavailableError: closing, or the
-        TLS files cannot be used (the message names the file)."""
-        if self._session is not None:
-            return self._session
-        async with self._open_lock:
-            if self._session is None:
-                try:
-                    ssl = await asyncio.to_thread(self._security.connector_ssl)
-                except TierlogError as err:
-                    raise UnavailableError(
-                        f"broker {self.broker_id} cannot call its peers: {err.message}"
-                    ) from err
-                if self._closed:
-                    raise UnavailableError(
-                        f"broker {self.broker_id} is closing: it no longer calls its peers"
-                    )
-                self._session = aiohttp.ClientSession(
-                    connector=aiohttp.TCPConnector(ssl=ssl),
-                    headers=self._security.headers(),
-                    raise_for_status=False,
-                )
-            return self._session
 
     async def _exchange(
         self,
@@ -193,33 +168,26 @@ class ReplicationClient:
         url: str,
         path: str,
         *,
-        params: dict[str, str],
-        accept: str,
+        params: Mapping[str, str],
+        headers: Mapping[str, str],
         data: bytes | None = None,
         wait_ms: int = 0,
-    ) -> tuple[bytes, Any]:
-        """The body and headers of a 2xx answer to one request. Raises the answered error, or
-        UnavailableError (naming the URL) when the peer cannot be reached or does not answer in time."""
+    ) -> PeerAnswer:
+        """The 2xx answer to one request. Raises the answered error, or UnavailableError (naming the URL)
+        when the peer cannot be reached or does not answer in time."""
         if self._closed:
             raise UnavailableError(f"broker {self.broker_id} is closing: it no longer calls its peers")
-        session = await self._open()
-        headers = {"Accept": accept}
-        if data is not None:
-            headers["Content-Type"] = "application/json"
         target = url.rstrip("/") + path
-        timeout = aiohttp.ClientTimeout(total=self.timeout_s + wait_ms / 1000)
-        try:
-            async with session.request(
-                method, target, params=params, data=data, headers=headers, timeout=timeout
-            ) as response:
-                body = await response.read()
-                if response.status >= 300:
-                    raise error_from_answer(response.status, body)
-                return body, response.headers
-        except TimeoutError:
-            raise UnavailableError(f"{method} {target} got no answer within {timeout.total:.1f} s") from None
-        except aiohttp.ClientError as err:
-            raise UnavailableError(f"{method} {target} failed: {err}") from err
+        return await self._peers.call(
+            method,
+            target,
+            peer=target,
+            params=params,
+            headers=headers,
+            data=data,
+            wait_ms=wait_ms,
+            budget=self._budget,
+        )
 
 
 def _partition_path(topic: str, partition: int) -> str:

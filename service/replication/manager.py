@@ -4,7 +4,8 @@ says, and owns what that role runs (design 0010).
 One :class:`ReplicaManager` per cluster member (``broker.replication``), owned by the
 :class:`~tierlog.service.cluster.node.ClusterNode`, which hands it every partition's state on each reconcile
 pass (:meth:`ReplicaManager.apply`) and closes it on shutdown. It owns one
-:class:`~tierlog.service.replication.client.ReplicationClient` (the peer calls), and per partition either:
+:class:`~tierlog.service.replication.client.ReplicationClient` (the peer calls, over the broker's one
+:class:`~tierlog.service.cluster.peers.PeerClient`), and per partition either:
 
 - **leading**: a :class:`~tierlog.service.replication.leader.LeaderState` (set on the partition, so produces
   and follower fetches drive it) and an :class:`~tierlog.service.replication.isr.IsrManager` that proposes
@@ -35,7 +36,6 @@ from tierlog.service.replication.client import ReplicationClient
 from tierlog.service.replication.fetcher import ReplicaFetcher
 from tierlog.service.replication.isr import IsrManager
 from tierlog.service.replication.leader import LeaderState
-from tierlog.service.security.tls import broker_client_security
 from tierlog.tiering.errors import (
     LeaderNotAvailableError,
     NotControllerError,
@@ -45,6 +45,7 @@ from tierlog.tiering.errors import (
 
 if TYPE_CHECKING:
     from tierlog.service.cluster.cache import MetadataCache
+    from tierlog.service.cluster.peers import PeerClient
     from tierlog.service.config import Settings
     from tierlog.service.partition import Partition
     from tierlog.service.remote.tier import RemoteTier
@@ -82,6 +83,7 @@ class ReplicaManager:
         settings: Settings,
         cache: MetadataCache,
         clock: Clock,
+        peers: PeerClient,
         remote: RemoteTier | None = None,
         remote_history: RemoteHistory | None = None,
     ) -> None:
@@ -91,9 +93,7 @@ class ReplicaManager:
         self.clock = clock
         self.remote = remote
         self.remote_history = remote_history
-        self.client = ReplicationClient(
-            broker_id=broker_id, timeout_s=CLIENT_TIMEOUT_S, security=broker_client_security(settings)
-        )
+        self.client = ReplicationClient(peers, broker_id=broker_id, timeout_s=CLIENT_TIMEOUT_S)
         self._replicas: dict[tuple[str, int], _Replica] = {}
         self._closed = False
 

@@ -22,6 +22,7 @@ from aiohttp.test_utils import TestClient, TestServer
 from tests.integration.broker import Brokers, RunningBroker
 from tests.integration.cluster.inproc import InprocCluster
 from tests.integration.groups.helpers import BINARY, call, decoded, produce
+from tierlog.service.cluster.peers import PeerClient
 from tierlog.service.errors import error_middleware
 from tierlog.service.groups.hashing import coordinator_partition, java_string_hash, kafka_abs
 from tierlog.service.groups.offsets import OFFSETS_TOPIC
@@ -247,12 +248,12 @@ async def echo(request: web.Request) -> web.Response:
 
 @pytest.fixture
 async def forwarder() -> AsyncIterator[Forwarder]:
-    started = Forwarder(lambda: 7, connect_ms=5_000)
-    await started.start()
+    peers = PeerClient(lambda: 7, connect_ms=5_000, request_ms=10_000)
+    await peers.start()
     try:
-        yield started
+        yield Forwarder(peers)
     finally:
-        await started.close()
+        await peers.close()
 
 
 async def front(forwarder: Forwarder, target_url: str) -> TestClient[web.Request, web.Application]:

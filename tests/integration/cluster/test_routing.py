@@ -17,6 +17,7 @@ import pytest
 
 from tests.integration.broker import Brokers, RunningBroker
 from tests.integration.cluster.inproc import InprocCluster
+from tierlog.service.cluster.peers import PeerClient
 from tierlog.service.cluster.proxy import LeaderClient, LeaderPartition
 from tierlog.tiering.codec.batch import build_batch, iter_records
 from tierlog.tiering.codec.records import Record
@@ -31,12 +32,12 @@ def batch(*values: bytes, timestamp: int = -1) -> bytes:
 
 @pytest.fixture
 async def leader_client() -> AsyncIterator[LeaderClient]:
-    client = LeaderClient(connect_ms=5000, request_ms=10_000)
-    await client.start()
+    peers = PeerClient(lambda: 0, connect_ms=5000, request_ms=10_000)
+    await peers.start()
     try:
-        yield client
+        yield LeaderClient(peers)
     finally:
-        await client.close()
+        await peers.close()
 
 
 @pytest.fixture

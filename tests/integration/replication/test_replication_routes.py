@@ -19,6 +19,7 @@ import pytest
 from tests.integration.broker import Brokers, RunningBroker
 from tests.integration.cluster.inproc import DEADLINE_S, InprocCluster
 from tierlog.service.cluster.model import AlterPartitionRequest, PartitionState
+from tierlog.service.cluster.peers import PeerClient
 from tierlog.service.replication.client import ReplicationClient
 from tierlog.tiering.codec.batch import build_batch
 from tierlog.tiering.codec.header import decode_header
@@ -46,8 +47,19 @@ async def cluster(tmp_path: Path) -> AsyncIterator[InprocCluster]:
 
 
 @pytest.fixture
-async def client() -> AsyncIterator[ReplicationClient]:
-    peer = ReplicationClient(broker_id=99, timeout_s=10)
+async def peers() -> AsyncIterator[PeerClient]:
+    """A peer client as a broker's app owns one (opened here, closed after the test)."""
+    started = PeerClient(lambda: 99, connect_ms=10_000, request_ms=10_000)
+    await started.start()
+    try:
+        yield started
+    finally:
+        await started.close()
+
+
+@pytest.fixture
+async def client(peers: PeerClient) -> AsyncIterator[ReplicationClient]:
+    peer = ReplicationClient(peers, broker_id=99, timeout_s=10)
     try:
         yield peer
     finally:
@@ -176,14 +188,14 @@ async def test_leader_serves_a_follower_and_fences_everyone_else(cluster: Inproc
 
 
 async def test_replication_client_against_a_cluster(
-    cluster: InprocCluster, client: ReplicationClient
+    cluster: InprocCluster, peers: PeerClient, client: ReplicationClient
 ) -> None:
     leader, follower, _ = await two_replica_topic(cluster)
     state = partition_state(cluster)
     lead, other = cluster.brokers[leader], cluster.brokers[follower]
     await produce(lead, b"x")
     await caught_up(other)
-    as_follower = ReplicationClient(broker_id=follower, timeout_s=10)
+    as_follower = ReplicationClient(peers, broker_id=follower, timeout_s=10)
     try:
         fetched = await as_follower.fetch(
             lead.url, TOPIC, 0, offset=1, leader_epoch=state.leader_epoch, max_bytes=1 << 20, max_wait_ms=0
@@ -283,7 +295,7 @@ async def test_a_broker_alone_has_no_replication_routes(brokers: Brokers) -> Non
 
 
 async def test_a_tiered_leader_sends_a_follower_below_its_local_log_to_the_remote_tier(
-    tmp_path: Path,
+    tmp_path: Path, peers: PeerClient
 ) -> None:
     """A follower that was away while the leader uploaded and deleted local segments catches up; a replica
     fetch below the leader's local log start answers 41602 with that start (KIP-405), and the whole log's
@@ -322,7 +334,7 @@ async def test_a_tiered_leader_sends_a_follower_below_its_local_log_to_the_remot
             lambda: partition_state(cluster).isr == (leader, follower), "the ISR to grow back"
         )
 
-        peer = ReplicationClient(broker_id=follower, timeout_s=10)
+        peer = ReplicationClient(peers, broker_id=follower, timeout_s=10)
         try:
             with pytest.raises(OffsetMovedToTieredStorageError) as moved:
                 await peer.fetch(
