@@ -2,7 +2,7 @@
 
 Used by the CLI and by the producer's topic auto-creation. Every method is a coroutine on the client's loop,
 safe to call concurrently, and raises the typed errors importable from :mod:`tierlog.client` (for example
-:class:`~tierlog.tiering.errors.UnknownTopicError`, :class:`~tierlog.tiering.errors.InvalidConfigError`).
+:class:`~tierlog.wire.errors.UnknownTopicError`, :class:`~tierlog.wire.errors.InvalidConfigError`).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from tierlog.client.router import Requester, Router
 from tierlog.client.security import ClientSecurity
 from tierlog.client.transport import PartitionInfo, TopicMetadata, segment
 from tierlog.client.types import TopicPartition
-from tierlog.tiering.errors import NoSuchRouteError, UnavailableError, UnknownTopicError
+from tierlog.wire.errors import NoSuchRouteError, UnavailableError, UnknownTopicError
 
 __all__ = ["AsyncAdmin", "TopicConfig"]
 

@@ -34,7 +34,7 @@ from tierlog.client.group import GroupMembership, Subscription
 from tierlog.client.router import Router
 from tierlog.client.transport import segment
 from tierlog.client.types import ConsumerRecord, OffsetAndMetadata, OffsetAndTimestamp, TopicPartition
-from tierlog.tiering.errors import IllegalGenerationError, IllegalStateError, TierlogError, UnknownMemberError
+from tierlog.wire.errors import IllegalGenerationError, IllegalStateError, TierlogError, UnknownMemberError
 
 __all__ = ["AsyncConsumer", "ConsumerRebalanceListener", "CommitCallback"]
 

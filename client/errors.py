@@ -1,6 +1,6 @@
 """The client's own errors, and the one place that turns a broker answer into a typed error.
 
-Every error the broker sends is a class of :mod:`tierlog.tiering.errors` (``UnknownTopicError``,
+Every error the broker sends is a class of :mod:`tierlog.wire.errors` (``UnknownTopicError``,
 ``OffsetOutOfRangeError`` ...), the same class the broker raised; the errors here happen in the client only
 (a connection refused, a timeout, a full buffer, a closed client) and are subclasses of the same kinds, with
 codes from the same table. Callers match on the kind (``NotFoundError``, ``ConflictError``,
@@ -15,7 +15,7 @@ else in the client inspects error codes of an answer.
 
 from __future__ import annotations
 
-from tierlog.tiering.errors import (
+from tierlog.wire.errors import (
     ConflictError,
     InvalidRequestError,
     TierlogError,
@@ -81,5 +81,5 @@ class CommitFailedError(ConflictError):
 
 def error_from_response(status: int, payload: bytes) -> TierlogError:
     """The typed error for a broker answer with HTTP ``status`` and body ``payload``: see
-    :func:`tierlog.tiering.errors.error_from_answer` (the one reader, shared with the broker). Pure."""
+    :func:`tierlog.wire.errors.error_from_answer` (the one reader, shared with the broker). Pure."""
     return error_from_answer(status, payload)

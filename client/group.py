@@ -20,13 +20,13 @@ from tierlog.client.config import ConsumerConfig
 from tierlog.client.router import Requester
 from tierlog.client.transport import segment
 from tierlog.client.types import TopicPartition
-from tierlog.tiering.errors import (
+from tierlog.tiering.waits import wait_signalled
+from tierlog.wire.errors import (
     IllegalGenerationError,
     RebalanceInProgressError,
     TierlogError,
     UnknownMemberError,
 )
-from tierlog.tiering.waits import wait_signalled
 
 __all__ = ["GroupMembership", "Subscription"]
 

@@ -41,7 +41,8 @@ from tierlog.client.metadata import ClusterMetadata, decode_metadata, legacy_met
 from tierlog.client.security import ClientSecurity
 from tierlog.client.transport import BrokerClient, Params, TopicMetadata
 from tierlog.client.types import TopicPartition
-from tierlog.tiering.errors import (
+from tierlog.tiering.topic_names import topic_name_problem
+from tierlog.wire.errors import (
     BadRequestError,
     LeaderNotAvailableError,
     NoSuchRouteError,
@@ -50,7 +51,6 @@ from tierlog.tiering.errors import (
     UnknownPartitionError,
     UnknownTopicError,
 )
-from tierlog.tiering.topic_names import topic_name_problem
 
 __all__ = ["METADATA_PATH", "AnyBroker", "Requester", "Router", "is_routing_error"]
 

@@ -37,14 +37,14 @@ from tierlog.client.router import Requester, Router
 from tierlog.client.types import TopicPartition
 from tierlog.tiering.codec.batch import build_batch
 from tierlog.tiering.codec.compression import Compression
-from tierlog.tiering.errors import (
+from tierlog.tiering.waits import wait_signalled
+from tierlog.wire.errors import (
     DuplicateSequenceError,
     InvalidRequestError,
     NoSuchRouteError,
     TierlogError,
     UnknownProducerIdError,
 )
-from tierlog.tiering.waits import wait_signalled
 
 __all__ = ["PRODUCERS_PATH", "Sender"]
 

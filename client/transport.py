@@ -5,7 +5,7 @@ failure into a typed error: an error answer through :func:`tierlog.client.errors
 refused or reset connection into :class:`~tierlog.client.errors.BrokerUnavailableError`, no answer within the
 request timeout into :class:`~tierlog.client.errors.RequestTimeoutError`. Both are retriable; nothing here
 retries (callers decide). A TLS handshake refused over a certificate (the broker's does not verify, or the
-broker wants one from the client) is :class:`~tierlog.tiering.errors.UnauthorizedError`, not retriable, as
+broker wants one from the client) is :class:`~tierlog.wire.errors.UnauthorizedError`, not retriable, as
 Kafka's ``SslAuthenticationException``; but under TLS 1.3 a broker refuses a missing client certificate after
 the handshake and the client sees only a closed connection, a BrokerUnavailableError whose message says so.
 A :class:`~tierlog.client.security.ClientSecurity` gives the session its SSL context and ``Authorization``
@@ -29,7 +29,7 @@ import aiohttp
 
 from tierlog.client.errors import BrokerUnavailableError, RequestTimeoutError, error_from_response
 from tierlog.client.security import ClientSecurity
-from tierlog.tiering.errors import InvalidRequestError, UnauthorizedError
+from tierlog.wire.errors import InvalidRequestError, UnauthorizedError
 
 __all__ = ["BATCHES_TYPE", "BrokerClient", "FetchAnswer", "PartitionInfo", "TopicMetadata"]
 

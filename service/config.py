@@ -25,7 +25,7 @@ from tierlog.service.security.redact import without_userinfo
 from tierlog.service.security.settings import SecuritySettings, security_settings
 from tierlog.service.settings_table import SETTINGS_TABLE, SettingSpec, env_name, flag_name
 from tierlog.service.topic_configs import check_combination, effective_configs
-from tierlog.tiering.errors import InvalidRequestError
+from tierlog.wire.errors import InvalidRequestError
 
 __all__ = [
     "SETTINGS_TABLE",

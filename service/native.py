@@ -60,7 +60,7 @@ from tierlog.service.security import authz
 from tierlog.service.security.model import Operation, ResourceType
 from tierlog.service.state import BROKER, SETTINGS
 from tierlog.tiering.codec.validate import validate_batch
-from tierlog.tiering.errors import (
+from tierlog.wire.errors import (
     AuthorizationError,
     BadRequestError,
     CorruptBatchError,

@@ -18,7 +18,7 @@ from tierlog.service.rest_v2.media import Offer, negotiate
 from tierlog.service.security import authz
 from tierlog.service.security.model import CLUSTER_NAME, Operation, ResourceType
 from tierlog.service.state import BROKER
-from tierlog.tiering.errors import BadRequestError, NotAcceptableError, UnsupportedMediaTypeError
+from tierlog.wire.errors import BadRequestError, NotAcceptableError, UnsupportedMediaTypeError
 
 __all__ = ["PRODUCERS_PATH", "init_producer_id", "setup_routes"]
 

@@ -15,7 +15,7 @@ from tierlog.service.setting_spec import int_range as _int
 from tierlog.service.setting_spec import path_value as _path
 from tierlog.service.setting_spec import text_value as _text
 from tierlog.service.topic_configs import TOPIC_CONFIGS
-from tierlog.tiering.errors import InvalidRequestError
+from tierlog.wire.errors import InvalidRequestError
 
 __all__ = ["ENV_PREFIX", "SETTINGS_TABLE", "TABLE", "SettingSpec", "env_name", "flag_name", "parse_url"]
 

@@ -20,7 +20,7 @@ from typing import Any
 from tierlog.client.errors import BrokerUnavailableError, RequestTimeoutError
 from tierlog.client.security import ClientSecurity
 from tierlog.client.transport import BrokerClient, PartitionInfo, segment
-from tierlog.tiering.errors import (
+from tierlog.wire.errors import (
     CorruptRecordError,
     TierlogError,
     UnknownTopicError,

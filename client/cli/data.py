@@ -20,7 +20,7 @@ from tierlog.client.consumer import AsyncConsumer
 from tierlog.client.producer import AsyncProducer
 from tierlog.client.progress import Progress
 from tierlog.client.types import ConsumerRecord, RecordMetadata, TopicPartition
-from tierlog.tiering.errors import InvalidRequestError
+from tierlog.wire.errors import InvalidRequestError
 
 __all__ = ["FIELDS", "run_produce", "run_consume", "render"]
 

@@ -7,7 +7,7 @@ route works on as a :class:`RoutedPartition`: the local one when this broker lea
 through its native API (``docs/native-api.md``), over one ``aiohttp.ClientSession`` the app owns
 (:data:`LEADER_CLIENT`, opened and closed by :func:`setup_proxy`'s cleanup context).
 
-Errors from the leader come back as the same :class:`~tierlog.tiering.errors.TierlogError` classes its
+Errors from the leader come back as the same :class:`~tierlog.wire.errors.TierlogError` classes its
 answer names (by ``error_code``; a not-leader answer keeps the leader it names, an out-of-range one the
 valid range). A leader that cannot be reached is :class:`LeaderNotAvailableError` (50311, retriable) and
 one that does not answer in time :class:`UnavailableError` (50301, retriable): never a wrong answer.
@@ -36,13 +36,13 @@ from aiohttp import web
 from tierlog.client.security import ClientSecurity
 from tierlog.service.security.tls import broker_client_security
 from tierlog.service.state import BROKER, SETTINGS
-from tierlog.tiering.errors import (
+from tierlog.tiering.log.types import AppendInfo, ReadResult
+from tierlog.wire.errors import (
     LeaderNotAvailableError,
     NotLeaderOrFollowerError,
     UnavailableError,
     error_from_answer,
 )
-from tierlog.tiering.log.types import AppendInfo, ReadResult
 
 if TYPE_CHECKING:
     from tierlog.service.config import Settings

@@ -50,7 +50,7 @@ from tierlog.service.groups.state import LOADER, require_ready
 from tierlog.service.security.authn import CLIENT_HOST, FORWARDED_HOST, FORWARDED_PRINCIPAL, PRINCIPAL
 from tierlog.service.security.tls import broker_client_security
 from tierlog.service.state import BROKER, SETTINGS
-from tierlog.tiering.errors import (
+from tierlog.wire.errors import (
     LeaderNotAvailableError,
     NotCoordinatorError,
     UnavailableError,

@@ -9,9 +9,9 @@ Three exchanges, each the client side of a route in :mod:`tierlog.service.replic
 =====================  ===========================================================================
 
 Error answers come back as the broker's typed errors
-(:func:`~tierlog.tiering.errors.error_from_answer`, so a 41602 keeps its ``local_log_start_offset`` and a
+(:func:`~tierlog.wire.errors.error_from_answer`, so a 41602 keeps its ``local_log_start_offset`` and a
 50310 the leader it names); a peer that cannot be reached or does not answer in time is an
-:class:`~tierlog.tiering.errors.UnavailableError` naming the URL (retriable).
+:class:`~tierlog.wire.errors.UnavailableError` naming the URL (retriable).
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from tierlog.service.native import (
     LOG_END_OFFSET,
     LOG_START_OFFSET,
 )
-from tierlog.tiering.errors import CorruptRecordError, TierlogError, UnavailableError, error_from_answer
+from tierlog.wire.errors import CorruptRecordError, TierlogError, UnavailableError, error_from_answer
 
 __all__ = ["REPLICATION_PREFIX", "ReplicaFetch", "ReplicationClient"]
 

@@ -42,7 +42,7 @@ from tierlog.service.rest_v2.convert import dump_json
 from tierlog.service.rest_v2.http import int_param, partition_index, read_body, topic_name
 from tierlog.service.rest_v2.media import Offer, negotiate
 from tierlog.service.state import BROKER
-from tierlog.tiering.errors import (
+from tierlog.wire.errors import (
     BadRequestError,
     CorruptRecordError,
     FencedLeaderEpochError,

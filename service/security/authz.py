@@ -31,7 +31,7 @@ from tierlog.service.security.acl import AclAuthorizer, AclSnapshot, canonical_h
 from tierlog.service.security.authn import CLIENT_HOST, FORWARDED_HOST, FORWARDED_PRINCIPAL, PRINCIPAL
 from tierlog.service.security.model import CLUSTER_NAME, Operation, Principal, ResourceType
 from tierlog.service.state import BROKER, METRICS
-from tierlog.tiering.errors import AuthorizationError, InvalidRequestError
+from tierlog.wire.errors import AuthorizationError, InvalidRequestError
 
 if TYPE_CHECKING:
     from tierlog.service.broker import Topic

@@ -27,7 +27,8 @@ from tierlog.service.rest_v2.media import EmbeddedFormat
 from tierlog.tiering.codec import _accel
 from tierlog.tiering.codec.batch import build_batch
 from tierlog.tiering.codec.records import Record
-from tierlog.tiering.errors import (
+from tierlog.tiering.partitioner import StickyPartitioner, partition_for_key
+from tierlog.wire.errors import (
     BadRequestError,
     CorruptRecordError,
     InternalError,
@@ -40,7 +41,6 @@ from tierlog.tiering.errors import (
     UnknownPartitionError,
     UnknownTopicError,
 )
-from tierlog.tiering.partitioner import StickyPartitioner, partition_for_key
 
 BINARY = EmbeddedFormat.BINARY
 JSON = EmbeddedFormat.JSON

@@ -13,8 +13,8 @@ from tierlog.service.topic_configs import (
     normalize_value,
     validate_overrides,
 )
-from tierlog.tiering.errors import InvalidConfigError, InvalidRequestError
 from tierlog.tiering.log import LogConfig
+from tierlog.wire.errors import InvalidConfigError, InvalidRequestError
 
 
 def test_defaults_match_the_log_engine() -> None:

@@ -1,0 +1,8 @@
+"""tierlog's wire contract: what the broker, the storage engine and the client must agree on.
+
+Every layer may import this package (:mod:`tierlog.service`, :mod:`tierlog.tiering`, :mod:`tierlog.client`,
+the Spark source and the CLI), and it imports nothing from any of them, so the broker and its clients read
+one definition of each error code and of each name the native protocol puts on the wire.
+
+- :mod:`tierlog.wire.errors`: the one table of error classes and their codes.
+"""
