@@ -47,8 +47,10 @@ def offenders(package: str, forbidden: tuple[str, ...]) -> list[str]:
         ("tiering/codec", ("asyncio", "aiohttp", "aiobotocore", "botocore", "pyspark")),
         (
             "tierlog/wire",
-            ("tierlog.service", "tierlog.tiering", "tierlog.client", "tierlog.cli", "tierlog.spark")
-            + ("service", "tiering", "client", "asyncio", "aiohttp"),
+            (
+                *("tierlog.service", "tierlog.tiering", "tierlog.client", "tierlog.cli", "tierlog.spark"),
+                *("service", "tiering", "client", "asyncio", "aiohttp"),
+            ),
         ),
     ],
 )
