@@ -1,7 +1,7 @@
 """The HTTP mapping of tierlog's errors: the one middleware that turns every error into a JSON response.
 
 Every :class:`~tierlog.wire.errors.TierlogError` becomes the body ``{"error_code": err.code, "message":
-err.message}`` with the status its code encodes (:func:`http_status`); an
+err.message}`` with the status its code encodes (:func:`tierlog.wire.errors.http_status`); an
 :class:`~tierlog.wire.errors.OffsetOutOfRangeError` also carries ``log_start_offset`` and
 ``log_end_offset``. aiohttp's own HTTP errors (unknown route 404, wrong method 405, body over the size limit
 413) get the same JSON envelope. Anything else is a bug: it is logged with its traceback and answered with 500
@@ -35,6 +35,7 @@ from tierlog.wire.errors import (
     OffsetOutOfRangeError,
     RecordTooLargeError,
     TierlogError,
+    http_status,
 )
 
 __all__ = [
@@ -42,22 +43,12 @@ __all__ = [
     "error_content_type",
     "error_middleware",
     "error_body",
-    "http_status",
     "json_error",
 ]
 
 REST_PROXY_PREFIXES = ("/topics", "/consumers", "/brokers")
 
 log = logging.getLogger("tierlog.http")
-
-
-def http_status(code: int) -> int:
-    """The HTTP status an error code answers with. Pure.
-
-    Confluent's five-digit codes start with their status (40401 is a 404, 50301 a 503); its v3 admin API
-    also answers plain three-digit codes, which are the status itself.
-    """
-    return code if code < 1000 else code // 100
 
 
 def error_body(err: TierlogError) -> dict[str, Any]:

@@ -119,7 +119,8 @@ AUTHORIZER: web.AppKey[Authorizer] = web.AppKey("tierlog.authorizer", Authorizer
 
 
 def _refusal(operation: Operation, resource_type: ResourceType, name: str) -> AuthorizationError:
-    return AuthorizationError(f"Not authorized to {operation.kafka_name} {resource_type.kafka_name} '{name}'")
+    message = f"Not authorized to {operation.kafka_name} {resource_type.kafka_name} '{name}'"
+    return AuthorizationError(message, resource_type=resource_type.value)
 
 
 def allowed(request: web.Request, operation: Operation, resource_type: ResourceType, name: str) -> bool:

@@ -9,8 +9,9 @@ import pytest
 
 import tierlog.client
 from tierlog.client import errors
-from tierlog.service.errors import error_body, http_status
+from tierlog.service.errors import error_body
 from tierlog.wire import errors as kinds
+from tierlog.wire.errors import http_status
 
 
 def answer(code: int, message: str = "m", **extra: int) -> bytes:

@@ -11,7 +11,6 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tierlog.service.errors import http_status
 from tierlog.service.rest_v2.convert import (
     ProduceRecord,
     _struct_body,
@@ -40,6 +39,7 @@ from tierlog.wire.errors import (
     UnavailableError,
     UnknownPartitionError,
     UnknownTopicError,
+    http_status,
 )
 
 BINARY = EmbeddedFormat.BINARY

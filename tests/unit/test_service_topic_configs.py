@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 
-from tierlog.service.errors import http_status
 from tierlog.service.metadata import validate_topic_name
 from tierlog.service.topic_configs import (
     TOPIC_CONFIGS,
@@ -14,7 +13,7 @@ from tierlog.service.topic_configs import (
     validate_overrides,
 )
 from tierlog.tiering.log import LogConfig
-from tierlog.wire.errors import InvalidConfigError, InvalidRequestError
+from tierlog.wire.errors import InvalidConfigError, InvalidRequestError, http_status
 
 
 def test_defaults_match_the_log_engine() -> None:
