@@ -51,11 +51,11 @@ from tierlog.wire.errors import (
     UnknownPartitionError,
     UnknownTopicError,
 )
+from tierlog.wire.native import METADATA_PATH
 
-__all__ = ["METADATA_PATH", "AnyBroker", "Requester", "Router", "is_routing_error"]
+__all__ = ["AnyBroker", "Requester", "Router", "is_routing_error"]
 
 log = logging.getLogger("tierlog.client.metadata")
-METADATA_PATH = "/native/v1/metadata"
 T = TypeVar("T")
 _MAX_QUERY = 4096  # bytes of ``topic=`` parameters in one metadata request (servers cap a line at 8 KiB)
 _ROUTING_ERRORS = (

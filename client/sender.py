@@ -45,10 +45,9 @@ from tierlog.wire.errors import (
     TierlogError,
     UnknownProducerIdError,
 )
+from tierlog.wire.native import PRODUCERS_PATH
 
-__all__ = ["PRODUCERS_PATH", "Sender"]
-
-PRODUCERS_PATH = "/native/v1/producers"
+__all__ = ["Sender"]
 
 log = logging.getLogger("tierlog.client.producer")
 # Batches this large or compressed are encoded off the loop: zstd, lz4 and gzip release the GIL.

@@ -28,7 +28,6 @@ import json
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
-from urllib.parse import quote
 
 import aiohttp
 from aiohttp import web
@@ -42,6 +41,15 @@ from tierlog.wire.errors import (
     NotLeaderOrFollowerError,
     UnavailableError,
     error_from_answer,
+)
+from tierlog.wire.native import (
+    BATCHES_TYPE,
+    EARLIEST,
+    HIGH_WATERMARK,
+    LATEST,
+    LOG_END_OFFSET,
+    LOG_START_OFFSET,
+    partition_path,
 )
 
 if TYPE_CHECKING:
@@ -58,13 +66,6 @@ __all__ = [
     "routed_partition",
     "setup_proxy",
 ]
-
-BATCHES_TYPE = "application/vnd.tierlog.batches"  # tierlog.service.native.BATCHES_TYPE (native imports us)
-HIGH_WATERMARK = "Tierlog-High-Watermark"
-LOG_START_OFFSET = "Tierlog-Log-Start-Offset"
-LOG_END_OFFSET = "Tierlog-Log-End-Offset"
-EARLIEST = -2
-LATEST = -1
 
 T = TypeVar("T")
 
@@ -269,7 +270,7 @@ class LeaderPartition:
         self._index = index
         self.leader_id = leader_id
         self.url = url.rstrip("/")
-        self._path = f"/native/v1/topics/{quote(topic, safe='')}/partitions/{index}"
+        self._path = partition_path(topic, index)
 
     @property
     def topic(self) -> str:

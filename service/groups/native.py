@@ -27,10 +27,11 @@ from tierlog.service.security import authz
 from tierlog.service.security.model import CLUSTER_NAME, Operation, ResourceType
 from tierlog.service.state import BROKER
 from tierlog.wire.errors import BadRequestError, InvalidRequestError
+from tierlog.wire.native import GROUPS_PREFIX
 
 __all__ = ["setup_routes", "OPENAPI_PATHS"]
 
-BASE = "/native/v1/groups"
+BASE = GROUPS_PREFIX
 
 
 def _coordinator(request: web.Request) -> Coordination:

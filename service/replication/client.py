@@ -25,19 +25,19 @@ import aiohttp
 
 from tierlog.client.security import ClientSecurity
 from tierlog.service.cluster.model import AlterPartitionRequest, PartitionState
-from tierlog.service.native import (
+from tierlog.wire.errors import CorruptRecordError, TierlogError, UnavailableError, error_from_answer
+from tierlog.wire.native import (
+    ALTER_PARTITION_PATH,
     BATCHES_TYPE,
     HIGH_WATERMARK,
     LEADER_EPOCH,
     LOCAL_LOG_START_OFFSET,
     LOG_END_OFFSET,
     LOG_START_OFFSET,
+    replica_partition_path,
 )
-from tierlog.wire.errors import CorruptRecordError, TierlogError, UnavailableError, error_from_answer
 
-__all__ = ["REPLICATION_PREFIX", "ReplicaFetch", "ReplicationClient"]
-
-REPLICATION_PREFIX = "/native/v1/replication"
+__all__ = ["ReplicaFetch", "ReplicationClient"]
 
 
 @dataclass(frozen=True)
@@ -99,7 +99,7 @@ class ReplicationClient:
             "max_bytes": str(max_bytes),
             "max_wait_ms": str(max_wait_ms),
         }
-        path = f"{_partition_path(topic, partition)}/batches"
+        path = f"{replica_partition_path(topic, partition)}/batches"
         body, headers = await self._exchange(
             "GET", url, path, params=params, accept=BATCHES_TYPE, wait_ms=max_wait_ms
         )
@@ -126,7 +126,7 @@ class ReplicationClient:
         Idempotent. Raises: the leader and epoch errors of :meth:`fetch`, UnavailableError.
         """
         params = {"replica_id": str(self.broker_id), "leader_epoch": str(leader_epoch)}
-        path = f"{_partition_path(topic, partition)}/epochs/{epoch}"
+        path = f"{replica_partition_path(topic, partition)}/epochs/{epoch}"
         body, _ = await self._exchange("GET", url, path, params=params, accept="application/json")
         doc = _json(url, body)
         try:
@@ -145,7 +145,7 @@ class ReplicationClient:
         body, _ = await self._exchange(
             "POST",
             url,
-            f"{REPLICATION_PREFIX}/alter-partition",
+            ALTER_PARTITION_PATH,
             params={},
             accept="application/json",
             data=request.encode(),
@@ -220,10 +220,6 @@ class ReplicationClient:
             raise UnavailableError(f"{method} {target} got no answer within {timeout.total:.1f} s") from None
         except aiohttp.ClientError as err:
             raise UnavailableError(f"{method} {target} failed: {err}") from err
-
-
-def _partition_path(topic: str, partition: int) -> str:
-    return f"{REPLICATION_PREFIX}/topics/{topic}/partitions/{partition}"
 
 
 def _json(url: str, body: bytes) -> dict[str, Any]:

@@ -7,4 +7,5 @@ one definition of each error code and of each name the native protocol puts on t
 - :mod:`tierlog.wire.errors`: the one table of error classes: our code, HTTP status, kind, retriable flag and
   Kafka error code of each.
 - :mod:`tierlog.wire.errors_doc`: that table rendered as ``docs/errors.md``.
+- :mod:`tierlog.wire.native`: the native API's content type, header names and route prefixes.
 """
