@@ -6,7 +6,7 @@
 
 The asyncio classes are the implementation; ``Producer`` and ``Consumer`` run them on a background thread
 for synchronous code. Every error a client call raises is importable from here: the kinds, the errors the
-broker answers (the classes of :mod:`tierlog.tiering.errors`, the ones the broker raised) and the client's
+broker answers (the classes of :mod:`tierlog.wire.errors`, the ones the broker raised) and the client's
 own (:mod:`tierlog.client.errors`). TLS and credentials are options of every client (``security_protocol``,
 ``ssl_cafile``, ``sasl_plain_username`` ...; :mod:`tierlog.client.security`). See docs/client.md.
 """
@@ -33,7 +33,7 @@ from tierlog.client.types import (
     RecordMetadata,
     TopicPartition,
 )
-from tierlog.tiering.errors import (
+from tierlog.wire.errors import (
     AuthorizationError,
     BadRequestError,
     ConflictError,

@@ -2,7 +2,7 @@
 
 Used by the CLI and by the producer's topic auto-creation. Every method is a coroutine on the client's loop,
 safe to call concurrently, and raises the typed errors importable from :mod:`tierlog.client` (for example
-:class:`~tierlog.tiering.errors.UnknownTopicError`, :class:`~tierlog.tiering.errors.InvalidConfigError`).
+:class:`~tierlog.wire.errors.UnknownTopicError`, :class:`~tierlog.wire.errors.InvalidConfigError`).
 """
 
 from __future__ import annotations
@@ -17,7 +17,8 @@ from tierlog.client.router import Requester, Router
 from tierlog.client.security import ClientSecurity
 from tierlog.client.transport import PartitionInfo, TopicMetadata, segment
 from tierlog.client.types import TopicPartition
-from tierlog.tiering.errors import NoSuchRouteError, UnavailableError, UnknownTopicError
+from tierlog.wire.errors import NoSuchRouteError, UnavailableError, UnknownTopicError
+from tierlog.wire.native import GROUPS_PREFIX, METADATA_PATH, group_path
 
 __all__ = ["AsyncAdmin", "TopicConfig"]
 
@@ -83,7 +84,7 @@ class AsyncAdmin:
         read (``GET /v3/clusters`` needs Describe on the Cluster). Idempotent."""
         if self._cluster_id is None:
             try:
-                answer = await self._broker.json("GET", "/native/v1/metadata")
+                answer = await self._broker.json("GET", METADATA_PATH)
                 self._cluster_id = str(answer["cluster_id"])
             except NoSuchRouteError:  # a broker older than the native metadata route
                 answer = await self._broker.json("GET", "/v3/clusters")
@@ -188,10 +189,10 @@ class AsyncAdmin:
 
     async def list_groups(self) -> list[dict[str, Any]]:
         """``[{"group_id", "state"}]`` for every group the broker knows. Idempotent."""
-        answer = await self._broker.json("GET", "/native/v1/groups")
+        answer = await self._broker.json("GET", GROUPS_PREFIX)
         return list(answer["groups"])
 
     async def describe_group(self, group_id: str) -> dict[str, Any]:
         """State, generation, members with assignments and per-partition lag. Raises UnknownGroupError."""
-        answer: dict[str, Any] = await self._broker.json("GET", f"/native/v1/groups/{segment(group_id)}")
+        answer: dict[str, Any] = await self._broker.json("GET", group_path(group_id))
         return answer

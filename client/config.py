@@ -2,7 +2,7 @@
 
 ``ProducerConfig.from_kwargs(linger_ms=5, compression_type="zstd")`` accepts exactly the names listed on the
 dataclasses (``acks`` takes 0, 1, -1 or ``"all"``); an unknown name or a bad value raises
-:class:`~tierlog.tiering.errors.InvalidRequestError` naming it, so a typo fails at construction, not silently.
+:class:`~tierlog.wire.errors.InvalidRequestError` naming it, so a typo fails at construction, not silently.
 The security options (``security_protocol``, ``ssl_cafile`` ... ``sasl_oauth_token``) are aiokafka's, checked
 by :class:`~tierlog.client.security.ClientSecurity`; under SSL a bare ``host:port`` bootstrap server is
 ``https://``.
@@ -19,7 +19,7 @@ from urllib.parse import urlsplit
 
 from tierlog.client.security import ClientSecurity
 from tierlog.tiering.codec.compression import Compression
-from tierlog.tiering.errors import InvalidRequestError
+from tierlog.wire.errors import InvalidRequestError
 
 __all__ = ["CommonConfig", "ProducerConfig", "ConsumerConfig", "bootstrap_urls", "normalise_bootstrap"]
 

@@ -32,9 +32,9 @@ from tierlog.client.errors import ClientClosedError, CommitFailedError
 from tierlog.client.fetcher import EARLIEST, LATEST, Fetcher
 from tierlog.client.group import GroupMembership, Subscription
 from tierlog.client.router import Router
-from tierlog.client.transport import segment
 from tierlog.client.types import ConsumerRecord, OffsetAndMetadata, OffsetAndTimestamp, TopicPartition
-from tierlog.tiering.errors import IllegalGenerationError, IllegalStateError, TierlogError, UnknownMemberError
+from tierlog.wire.errors import IllegalGenerationError, IllegalStateError, TierlogError, UnknownMemberError
+from tierlog.wire.native import group_path
 
 __all__ = ["AsyncConsumer", "ConsumerRebalanceListener", "CommitCallback"]
 
@@ -84,9 +84,7 @@ class AsyncConsumer:
         self.config = ConsumerConfig.from_kwargs(configs)
         self._router = Router.from_config(self.config)
         self._broker = self._router.any
-        self._group_path = (
-            f"/native/v1/groups/{segment(self.config.group_id)}" if self.config.group_id else ""
-        )
+        self._group_path = group_path(self.config.group_id) if self.config.group_id else ""
         self._fetcher: Fetcher | None = None
         self._membership: GroupMembership | None = None
         self._group_task: asyncio.Task[None] | None = None

@@ -29,14 +29,13 @@ from tierlog.client.transport import BrokerClient
 from tierlog.client.types import CREATE_TIME, LOG_APPEND_TIME, ConsumerRecord, TopicPartition
 from tierlog.tiering.codec import _accel
 from tierlog.tiering.codec.batch import iter_decoded_batches
-from tierlog.tiering.errors import OffsetOutOfRangeError, TierlogError
 from tierlog.tiering.waits import wait_signalled
+from tierlog.wire.errors import OffsetOutOfRangeError, TierlogError
+from tierlog.wire.native import EARLIEST, LATEST
 
 __all__ = ["EARLIEST", "LATEST", "Fetcher", "PartitionState", "decode_records"]
 
 log = logging.getLogger("tierlog.client.consumer")
-EARLIEST = -2
-LATEST = -1
 COMMITTED = -3
 _new_tuple = tuple.__new__
 CommittedLookup = Callable[[list[TopicPartition]], Awaitable[dict[TopicPartition, int]]]

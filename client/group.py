@@ -18,15 +18,15 @@ from typing import Any
 from tierlog.client.backoff import backoff_seconds
 from tierlog.client.config import ConsumerConfig
 from tierlog.client.router import Requester
-from tierlog.client.transport import segment
 from tierlog.client.types import TopicPartition
-from tierlog.tiering.errors import (
+from tierlog.tiering.waits import wait_signalled
+from tierlog.wire.errors import (
     IllegalGenerationError,
     RebalanceInProgressError,
     TierlogError,
     UnknownMemberError,
 )
-from tierlog.tiering.waits import wait_signalled
+from tierlog.wire.native import group_path
 
 __all__ = ["GroupMembership", "Subscription"]
 
@@ -59,7 +59,7 @@ class GroupMembership:
         assert config.group_id is not None
         self._broker = broker
         self._config = config
-        self._path = f"/native/v1/groups/{segment(config.group_id)}"
+        self._path = group_path(config.group_id)
         self.subscription = subscription
         self._on_assigned = on_assigned
         self._on_revoked = on_revoked

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tierlog.client.types import TopicPartition
-from tierlog.tiering.errors import (
+from tierlog.wire.errors import (
     DuplicateSequenceError,
     InvalidRequestError,
     ProducerFencedError,

@@ -14,7 +14,7 @@ from collections.abc import Coroutine
 from typing import Any, TypeVar
 
 from tierlog.client.errors import ClientClosedError
-from tierlog.tiering.errors import IllegalStateError
+from tierlog.wire.errors import IllegalStateError
 
 __all__ = ["LoopThread"]
 

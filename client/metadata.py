@@ -17,7 +17,7 @@ from types import MappingProxyType
 from typing import Any
 
 from tierlog.client.types import TopicPartition
-from tierlog.tiering.errors import CorruptRecordError, UnknownTopicError
+from tierlog.wire.errors import CorruptRecordError, UnknownTopicError
 
 __all__ = [
     "NO_LEADER",

@@ -51,7 +51,8 @@ from tierlog.client.sender import Sender
 from tierlog.client.types import RecordMetadata, TopicPartition
 from tierlog.tiering.codec import _accel
 from tierlog.tiering.codec.records import Record
-from tierlog.tiering.errors import (
+from tierlog.tiering.partitioner import StickyPartitioner, partition_for_key
+from tierlog.wire.errors import (
     InvalidConfigError,
     LeaderNotAvailableError,
     RecordTooLargeError,
@@ -59,7 +60,6 @@ from tierlog.tiering.errors import (
     UnknownPartitionError,
     UnknownTopicError,
 )
-from tierlog.tiering.partitioner import StickyPartitioner, partition_for_key
 
 try:  # send's common case in C; absent only where the compiled codec is absent too (no compiler)
     from tierlog.client import _sendlane

@@ -41,7 +41,8 @@ from tierlog.client.metadata import ClusterMetadata, decode_metadata, legacy_met
 from tierlog.client.security import ClientSecurity
 from tierlog.client.transport import BrokerClient, Params, TopicMetadata
 from tierlog.client.types import TopicPartition
-from tierlog.tiering.errors import (
+from tierlog.tiering.topic_names import topic_name_problem
+from tierlog.wire.errors import (
     BadRequestError,
     LeaderNotAvailableError,
     NoSuchRouteError,
@@ -50,12 +51,11 @@ from tierlog.tiering.errors import (
     UnknownPartitionError,
     UnknownTopicError,
 )
-from tierlog.tiering.topic_names import topic_name_problem
+from tierlog.wire.native import METADATA_PATH
 
-__all__ = ["METADATA_PATH", "AnyBroker", "Requester", "Router", "is_routing_error"]
+__all__ = ["AnyBroker", "Requester", "Router", "is_routing_error"]
 
 log = logging.getLogger("tierlog.client.metadata")
-METADATA_PATH = "/native/v1/metadata"
 T = TypeVar("T")
 _MAX_QUERY = 4096  # bytes of ``topic=`` parameters in one metadata request (servers cap a line at 8 KiB)
 _ROUTING_ERRORS = (

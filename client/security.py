@@ -16,7 +16,7 @@ URL under SSL or SASL_SSL is an error, since it would send in plaintext what was
 plaintext protocol with http and https URLs mixed stays as it is: each https URL is then verified against the
 system's trust store (what the client did before these options existed).
 
-Every check raises :class:`~tierlog.tiering.errors.InvalidRequestError` naming the option; secrets never
+Every check raises :class:`~tierlog.wire.errors.InvalidRequestError` naming the option; secrets never
 appear in a repr or a message. A :class:`ClientSecurity` is immutable and safe to share between threads and
 clients; its SSL context is built once, on first use.
 """
@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from tierlog.tiering.errors import InvalidRequestError
+from tierlog.wire.errors import InvalidRequestError
 
 __all__ = [
     "PASSWORD_ENV",

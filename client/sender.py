@@ -37,18 +37,17 @@ from tierlog.client.router import Requester, Router
 from tierlog.client.types import TopicPartition
 from tierlog.tiering.codec.batch import build_batch
 from tierlog.tiering.codec.compression import Compression
-from tierlog.tiering.errors import (
+from tierlog.tiering.waits import wait_signalled
+from tierlog.wire.errors import (
     DuplicateSequenceError,
     InvalidRequestError,
     NoSuchRouteError,
     TierlogError,
     UnknownProducerIdError,
 )
-from tierlog.tiering.waits import wait_signalled
+from tierlog.wire.native import PRODUCERS_PATH
 
-__all__ = ["PRODUCERS_PATH", "Sender"]
-
-PRODUCERS_PATH = "/native/v1/producers"
+__all__ = ["Sender"]
 
 log = logging.getLogger("tierlog.client.producer")
 # Batches this large or compressed are encoded off the loop: zstd, lz4 and gzip release the GIL.

@@ -18,7 +18,7 @@ from tierlog.client.consumer import AsyncConsumer, CommitCallback, ConsumerRebal
 from tierlog.client.errors import ClientClosedError
 from tierlog.client.loop_thread import LoopThread
 from tierlog.client.types import ConsumerRecord, OffsetAndMetadata, OffsetAndTimestamp, TopicPartition
-from tierlog.tiering.errors import IllegalStateError
+from tierlog.wire.errors import IllegalStateError
 
 __all__ = ["Consumer"]
 

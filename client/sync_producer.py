@@ -26,7 +26,7 @@ from tierlog.client.loop_thread import LoopThread
 from tierlog.client.producer import AsyncProducer, HeadersArg
 from tierlog.client.types import RecordMetadata
 from tierlog.tiering.codec.records import Record
-from tierlog.tiering.errors import TierlogError
+from tierlog.wire.errors import TierlogError
 
 __all__ = ["HANDOFF_BYTES", "Producer", "RecordFuture"]
 

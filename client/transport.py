@@ -5,7 +5,7 @@ failure into a typed error: an error answer through :func:`tierlog.client.errors
 refused or reset connection into :class:`~tierlog.client.errors.BrokerUnavailableError`, no answer within the
 request timeout into :class:`~tierlog.client.errors.RequestTimeoutError`. Both are retriable; nothing here
 retries (callers decide). A TLS handshake refused over a certificate (the broker's does not verify, or the
-broker wants one from the client) is :class:`~tierlog.tiering.errors.UnauthorizedError`, not retriable, as
+broker wants one from the client) is :class:`~tierlog.wire.errors.UnauthorizedError`, not retriable, as
 Kafka's ``SslAuthenticationException``; but under TLS 1.3 a broker refuses a missing client certificate after
 the handshake and the client sees only a closed connection, a BrokerUnavailableError whose message says so.
 A :class:`~tierlog.client.security.ClientSecurity` gives the session its SSL context and ``Authorization``
@@ -29,14 +29,18 @@ import aiohttp
 
 from tierlog.client.errors import BrokerUnavailableError, RequestTimeoutError, error_from_response
 from tierlog.client.security import ClientSecurity
-from tierlog.tiering.errors import InvalidRequestError, UnauthorizedError
+from tierlog.wire.errors import InvalidRequestError, UnauthorizedError
+from tierlog.wire.native import (
+    BATCHES_TYPE,
+    HIGH_WATERMARK,
+    LOG_END_OFFSET,
+    LOG_START_OFFSET,
+    partition_path,
+    topic_path,
+)
 
 __all__ = ["BATCHES_TYPE", "BrokerClient", "FetchAnswer", "PartitionInfo", "TopicMetadata"]
 
-BATCHES_TYPE = "application/vnd.tierlog.batches"
-_HIGH_WATERMARK = "Tierlog-High-Watermark"
-_LOG_START = "Tierlog-Log-Start-Offset"
-_LOG_END = "Tierlog-Log-End-Offset"
 Params: TypeAlias = Mapping[str, str] | Sequence[tuple[str, str]] | None
 
 
@@ -234,7 +238,7 @@ class BrokerClient:
 
     async def produce(self, topic: str, partition: int, batches: bytes, acks: str) -> dict[str, Any]:
         """Append raw batches; answer the broker's JSON (offsets with acks 1/all). Not idempotent."""
-        path = f"/native/v1/topics/{segment(topic)}/partitions/{partition}/batches"
+        path = partition_path(topic, partition) + "/batches"
         _, raw, _ = await self.call(
             "POST", path, data=batches, params={"acks": acks}, headers={"Content-Type": BATCHES_TYPE}
         )
@@ -248,7 +252,7 @@ class BrokerClient:
 
         Raises OffsetOutOfRangeError with the valid range, and the errors of :meth:`call`.
         """
-        path = f"/native/v1/topics/{segment(topic)}/partitions/{partition}/batches"
+        path = partition_path(topic, partition) + "/batches"
         params = {
             "offset": str(offset),
             "max_bytes": str(max_bytes),
@@ -261,9 +265,9 @@ class BrokerClient:
         )
         return FetchAnswer(
             raw,
-            int(headers.get(_HIGH_WATERMARK, "-1")),
-            int(headers.get(_LOG_START, "-1")),
-            int(headers.get(_LOG_END, "-1")),
+            int(headers.get(HIGH_WATERMARK, "-1")),
+            int(headers.get(LOG_START_OFFSET, "-1")),
+            int(headers.get(LOG_END_OFFSET, "-1")),
         )
 
     async def list_offset(self, topic: str, partition: int, timestamp: int) -> tuple[int, int]:
@@ -271,14 +275,14 @@ class BrokerClient:
 
         Idempotent. Raises as :meth:`call`.
         """
-        path = f"/native/v1/topics/{segment(topic)}/partitions/{partition}/offsets"
+        path = partition_path(topic, partition) + "/offsets"
         answer = await self.json("GET", path, params={"timestamp": str(timestamp)})
         return int(answer["offset"]), int(answer["timestamp"])
 
     async def topic_metadata(self, topic: str) -> TopicMetadata:
         """Partition count and offsets of ``topic`` (of the partitions this broker leads, in a cluster).
         Idempotent. Raises UnknownTopicError, as :meth:`call`."""
-        answer = await self.json("GET", f"/native/v1/topics/{segment(topic)}")
+        answer = await self.json("GET", topic_path(topic))
         partitions = [
             PartitionInfo(p["partition"], p["log_start_offset"], p["high_watermark"], p["log_end_offset"])
             for p in answer["partitions"]

@@ -29,7 +29,7 @@ import asyncio
 
 from aiohttp import web
 
-from tierlog.tiering.errors import BadRequestError
+from tierlog.wire.errors import BadRequestError
 
 __all__ = ["BODY_BUFFERS", "KEEP_BYTES", "LARGEST", "LEASE_BYTES", "BodyBuffers", "Lease"]
 

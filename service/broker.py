@@ -33,14 +33,14 @@ from tierlog.service.topic_rules import (
     check_partition_count,
     check_replication_factor_alone,
 )
-from tierlog.tiering.errors import (
+from tierlog.tiering.log import AppendInfo, Clock, LogConfig, PartitionLog, SystemClock
+from tierlog.wire.errors import (
     InvalidConfigError,
     TierlogError,
     UnavailableError,
     UnknownTopicError,
     storage_error,
 )
-from tierlog.tiering.log import AppendInfo, Clock, LogConfig, PartitionLog, SystemClock
 
 if TYPE_CHECKING:
     from tierlog.service.cluster.node import ClusterNode

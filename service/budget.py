@@ -24,7 +24,7 @@ from contextlib import contextmanager
 
 from aiohttp import web
 
-from tierlog.tiering.errors import UnavailableError
+from tierlog.wire.errors import UnavailableError
 
 __all__ = ["ACKS0_BUDGET", "CONVERSION_BUDGET", "ByteBudget", "Hold"]
 

@@ -1,13 +1,13 @@
 """The HTTP mapping of tierlog's errors: the one middleware that turns every error into a JSON response.
 
-Every :class:`~tierlog.tiering.errors.TierlogError` becomes the body ``{"error_code": err.code, "message":
-err.message}`` with the status its code encodes (:func:`http_status`); an
-:class:`~tierlog.tiering.errors.OffsetOutOfRangeError` also carries ``log_start_offset`` and
+Every :class:`~tierlog.wire.errors.TierlogError` becomes the body ``{"error_code": err.code, "message":
+err.message}`` with the status its code encodes (:func:`tierlog.wire.errors.http_status`); an
+:class:`~tierlog.wire.errors.OffsetOutOfRangeError` also carries ``log_start_offset`` and
 ``log_end_offset``. aiohttp's own HTTP errors (unknown route 404, wrong method 405, body over the size limit
 413) get the same JSON envelope. Anything else is a bug: it is logged with its traceback and answered with 500
 ``{"error_code": 50001}``. A 401 carries the ``WWW-Authenticate`` challenges of the listed
 ``authentication.methods``; a 429 carries ``Retry-After``. The error classes and their codes live in
-:mod:`tierlog.tiering.errors`.
+:mod:`tierlog.wire.errors`.
 
 An unknown path answers 404 with code 40400 and a wrong method 405 with 40501, so every error carries a
 five-digit code. Errors of the REST Proxy routes (``/topics``, ``/consumers``, ``/brokers``) carry the
@@ -26,7 +26,7 @@ from aiohttp.typedefs import Handler
 from tierlog.service.rest_v2.media import KAFKA_V2_JSON, negotiate, response_offers
 from tierlog.service.security.authn import challenges
 from tierlog.service.state import SETTINGS
-from tierlog.tiering.errors import (
+from tierlog.wire.errors import (
     InternalError,
     MethodNotAllowedError,
     NoSuchRouteError,
@@ -35,6 +35,7 @@ from tierlog.tiering.errors import (
     OffsetOutOfRangeError,
     RecordTooLargeError,
     TierlogError,
+    http_status,
 )
 
 __all__ = [
@@ -42,22 +43,12 @@ __all__ = [
     "error_content_type",
     "error_middleware",
     "error_body",
-    "http_status",
     "json_error",
 ]
 
 REST_PROXY_PREFIXES = ("/topics", "/consumers", "/brokers")
 
 log = logging.getLogger("tierlog.http")
-
-
-def http_status(code: int) -> int:
-    """The HTTP status an error code answers with. Pure.
-
-    Confluent's five-digit codes start with their status (40401 is a 404, 50301 a 503); its v3 admin API
-    also answers plain three-digit codes, which are the status itself.
-    """
-    return code if code < 1000 else code // 100
 
 
 def error_body(err: TierlogError) -> dict[str, Any]:

@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tierlog.tiering.errors import CorruptRecordError, InvalidConfigError
 from tierlog.tiering.topic_names import MAX_TOPIC_NAME, TOPIC_NAME_PATTERN, topic_name_problem
+from tierlog.wire.errors import CorruptRecordError, InvalidConfigError
 
 __all__ = [
     "CLEAN_SHUTDOWN_MARKER",

@@ -60,7 +60,7 @@ from tierlog.service.security import authz
 from tierlog.service.security.model import Operation, ResourceType
 from tierlog.service.state import BROKER, SETTINGS
 from tierlog.tiering.codec.validate import validate_batch
-from tierlog.tiering.errors import (
+from tierlog.wire.errors import (
     AuthorizationError,
     BadRequestError,
     CorruptBatchError,
@@ -69,6 +69,19 @@ from tierlog.tiering.errors import (
     OffsetOutOfRangeError,
     UnknownTopicError,
     UnsupportedMediaTypeError,
+)
+from tierlog.wire.native import (
+    BATCHES_TYPE,
+    EARLIEST,
+    HIGH_WATERMARK,
+    LATEST,
+    LEADER_EPOCH,
+    LOCAL_LOG_START_OFFSET,
+    LOG_END_OFFSET,
+    LOG_START_OFFSET,
+    METADATA_PATH,
+    PARTITION_ROUTE,
+    TOPIC_ROUTE,
 )
 
 if TYPE_CHECKING:
@@ -89,20 +102,11 @@ __all__ = [
 
 log = logging.getLogger("tierlog.native")
 
-BATCHES_TYPE = "application/vnd.tierlog.batches"
-HIGH_WATERMARK = "Tierlog-High-Watermark"
-LOG_START_OFFSET = "Tierlog-Log-Start-Offset"
-LOG_END_OFFSET = "Tierlog-Log-End-Offset"
-LOCAL_LOG_START_OFFSET = "Tierlog-Local-Log-Start-Offset"  # replica fetches only
-LEADER_EPOCH = "Tierlog-Leader-Epoch"  # replica fetches only
-
 DEFAULT_MAX_BYTES = 1024 * 1024
 MAX_MAX_BYTES = 256 * 1024 * 1024
 MAX_WAIT_MS = 300_000
 DEFAULT_PRODUCE_TIMEOUT_MS = 30_000  # Kafka's request.timeout.ms
 MAX_PRODUCE_TIMEOUT_MS = 2**31 - 1
-EARLIEST = -2
-LATEST = -1
 # Bytes read per worker call when sendfile cannot serve a fetch (TLS): one read and one write per fetch of
 # up to 4 MiB (fewer thread hand-overs and drains; the TLS record layer splits it anyway).
 CHUNK = 4 * 1024 * 1024
@@ -119,12 +123,11 @@ def setup_routes(app: web.Application) -> None:
     describe_metrics(app)
     app[ACKS0_BUDGET] = ByteBudget("queued.max.request.bytes", app[SETTINGS].queued_max_request_bytes)
     app[BODY_BUFFERS] = BodyBuffers()
-    base = "/native/v1/topics/{topic}"
-    app.router.add_post(base + "/partitions/{partition}/batches", produce_batches)
-    app.router.add_get(base + "/partitions/{partition}/batches", fetch_batches, allow_head=False)
-    app.router.add_get(base + "/partitions/{partition}/offsets", list_offset)
-    app.router.add_get(base, topic_metadata)
-    app.router.add_get("/native/v1/metadata", cluster_metadata)
+    app.router.add_post(PARTITION_ROUTE + "/batches", produce_batches)
+    app.router.add_get(PARTITION_ROUTE + "/batches", fetch_batches, allow_head=False)
+    app.router.add_get(PARTITION_ROUTE + "/offsets", list_offset)
+    app.router.add_get(TOPIC_ROUTE, topic_metadata)
+    app.router.add_get(METADATA_PATH, cluster_metadata)
     setup_producer_routes(app)
 
 

@@ -7,9 +7,15 @@ from typing import Any
 
 from tierlog.service.metadata import MAX_TOPIC_NAME, TOPIC_NAME_PATTERN
 from tierlog.service.native import (
-    BATCHES_TYPE,
     DEFAULT_MAX_BYTES,
     DEFAULT_PRODUCE_TIMEOUT_MS,
+    MAX_MAX_BYTES,
+    MAX_PRODUCE_TIMEOUT_MS,
+    MAX_WAIT_MS,
+)
+from tierlog.service.producer_ids import MAX_EPOCH, MAX_PRODUCER_ID
+from tierlog.wire.native import (
+    BATCHES_TYPE,
     EARLIEST,
     HIGH_WATERMARK,
     LATEST,
@@ -17,12 +23,8 @@ from tierlog.service.native import (
     LOCAL_LOG_START_OFFSET,
     LOG_END_OFFSET,
     LOG_START_OFFSET,
-    MAX_MAX_BYTES,
-    MAX_PRODUCE_TIMEOUT_MS,
-    MAX_WAIT_MS,
+    PRODUCERS_PATH,
 )
-from tierlog.service.producer_ids import MAX_EPOCH, MAX_PRODUCER_ID
-from tierlog.service.producer_routes import PRODUCERS_PATH
 
 __all__ = ["OPENAPI_PATHS", "REPLICATION_PATHS"]
 
@@ -177,7 +179,7 @@ REPLICATION_PATHS: dict[str, Any] = {
                     s400="Malformed parameter (40001)",
                     s404="Not a cluster member (40400), topic (40401) or partition not found, or replica_id "
                     "is not one of its followers (40402)",
-                    s406="Accept does not allow application/vnd.tierlog.batches (40601)",
+                    s406=f"Accept does not allow {BATCHES_TYPE} (40601)",
                     s416="Offset below the leader's local log start of a tiered partition (41602, the body "
                     "carries local_log_start_offset), or out of range (41601, the body carries the range)",
                     s503=_FENCING,
@@ -294,7 +296,7 @@ OPENAPI_PATHS: dict[str, Any] = {
                     s409="Refused by the producer's sequence, nothing appended: out of order (40906), "
                     "fenced by a newer epoch (40907), or stored already with offsets unknown (40908)",
                     s413="Batch over max.message.bytes or body over max.request.size (41301)",
-                    s415="Content-Type is not application/vnd.tierlog.batches (41501)",
+                    s415=f"Content-Type is not {BATCHES_TYPE} (41501)",
                     s422="A transactional batch, a bad producer identity, or duplicates mixed with new "
                     "batches (42201); nothing appended",
                     s503="Retriable: this broker does not lead the partition (50310, the body names the "
@@ -338,7 +340,7 @@ OPENAPI_PATHS: dict[str, Any] = {
                 **_errors(
                     s400="Malformed parameter (40001)",
                     s404="Topic (40401) or partition (40402) not found",
-                    s406="Accept does not allow application/vnd.tierlog.batches (40601)",
+                    s406=f"Accept does not allow {BATCHES_TYPE} (40601)",
                     s416="Offset out of range (41601); body and headers carry the valid range",
                     s503=_NOT_LEADER,
                 ),

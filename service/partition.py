@@ -26,7 +26,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from tierlog.service.page_cache import warm_pages
-from tierlog.tiering.errors import (
+from tierlog.tiering.waits import wait_signalled
+from tierlog.wire.errors import (
     DuplicateSequenceError,
     LeaderNotAvailableError,
     NotLeaderOrFollowerError,
@@ -38,7 +39,6 @@ from tierlog.tiering.errors import (
     UnavailableError,
     UnknownTopicError,
 )
-from tierlog.tiering.waits import wait_signalled
 
 if TYPE_CHECKING:
     from collections.abc import Sequence

@@ -24,7 +24,7 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Protocol
 
 from tierlog.service.cluster.store import Compare, Put
-from tierlog.tiering.errors import (
+from tierlog.wire.errors import (
     BadRequestError,
     CorruptRecordError,
     InvalidValueError,

@@ -18,11 +18,11 @@ from tierlog.service.rest_v2.media import Offer, negotiate
 from tierlog.service.security import authz
 from tierlog.service.security.model import CLUSTER_NAME, Operation, ResourceType
 from tierlog.service.state import BROKER
-from tierlog.tiering.errors import BadRequestError, NotAcceptableError, UnsupportedMediaTypeError
+from tierlog.wire.errors import BadRequestError, NotAcceptableError, UnsupportedMediaTypeError
+from tierlog.wire.native import PRODUCERS_PATH
 
-__all__ = ["PRODUCERS_PATH", "init_producer_id", "setup_routes"]
+__all__ = ["init_producer_id", "setup_routes"]
 
-PRODUCERS_PATH = "/native/v1/producers"
 _JSON_OFFERS = (Offer("application/json", 1.0),)
 _FIELDS = frozenset({"producer_id", "producer_epoch"})
 

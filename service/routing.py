@@ -13,7 +13,7 @@ from aiohttp import web
 from aiohttp.typedefs import Handler
 
 from tierlog.service.state import SETTINGS
-from tierlog.tiering.errors import RecordTooLargeError
+from tierlog.wire.errors import RecordTooLargeError
 
 __all__ = ["body_limit_middleware", "trailing_slash_middleware"]
 

@@ -20,7 +20,7 @@ from tierlog.service.setting_spec import path_value as _path
 from tierlog.service.setting_spec import text_value as _text
 from tierlog.service.setting_uris import optional_metadata_uri, parse_remote_uri
 from tierlog.service.topic_configs import TOPIC_CONFIGS
-from tierlog.tiering.errors import InvalidRequestError
+from tierlog.wire.errors import InvalidRequestError
 
 __all__ = [
     "CLUSTER_TABLE",

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from aiohttp import web
 
 from tierlog.service.state import BROKER, SETTINGS
-from tierlog.tiering.errors import UnavailableError
+from tierlog.wire.errors import UnavailableError
 
 if TYPE_CHECKING:
     from tierlog.service.broker import Broker

@@ -29,11 +29,11 @@ from tierlog.service import metadata as meta
 from tierlog.service.config import Settings, SettingsError, load_settings
 from tierlog.service.remote.restore import restore_missing_topics
 from tierlog.service.remote.tier import open_remote_store
-from tierlog.tiering.errors import TierlogError
 from tierlog.tiering.remote.inventory import check, remove_leaks
 from tierlog.tiering.remote.manifest_store import ManifestStore
 from tierlog.tiering.remote.retrying import RetryingStore, RetryPolicy
 from tierlog.tiering.remote.store import ObjectStore
+from tierlog.wire.errors import TierlogError
 
 __all__ = ["main"]
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from tierlog.tiering.errors import UnknownPartitionError
+from tierlog.wire.errors import UnknownPartitionError
 
 if TYPE_CHECKING:
     from tierlog.service import metadata as meta

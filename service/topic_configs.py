@@ -13,8 +13,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
-from tierlog.tiering.errors import InvalidConfigError
 from tierlog.tiering.log.config import COMPRESSION_TYPES, TIMESTAMP_TYPES, LogConfig
+from tierlog.wire.errors import InvalidConfigError
 
 __all__ = [
     "TOPIC_CONFIGS",

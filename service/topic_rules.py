@@ -10,7 +10,7 @@ from collections.abc import Collection, Mapping
 
 from tierlog.service import metadata as meta
 from tierlog.service.topic_configs import TOPIC_CONFIGS, validate_overrides
-from tierlog.tiering.errors import InvalidConfigError
+from tierlog.wire.errors import InvalidConfigError
 
 __all__ = [
     "MAX_PARTITIONS",

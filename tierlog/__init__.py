@@ -6,6 +6,8 @@ One import namespace for the whole distribution:
 - :mod:`tierlog.spark`: the PySpark data source over the archive (needs the ``spark`` extra);
 - :mod:`tierlog.service`: the broker process;
 - :mod:`tierlog.tiering`: the storage engine (record-batch codec, segments, the remote tier).
+- :mod:`tierlog.wire`: the contract they share (the error table, the native protocol's names); it imports
+  none of them.
 
 Importing ``tierlog`` itself imports none of them.
 """

@@ -14,7 +14,7 @@ from typing import Any
 from tierlog.client.admin import AsyncAdmin
 from tierlog.client.cli.cluster import NO_LEADER, PartitionLeadership, fetch_metadata, leader_offsets, table
 from tierlog.client.transport import BrokerClient, PartitionInfo
-from tierlog.tiering.errors import InvalidRequestError
+from tierlog.wire.errors import InvalidRequestError
 
 __all__ = ["run_topics", "run_groups", "parse_configs"]
 

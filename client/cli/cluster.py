@@ -20,12 +20,13 @@ from typing import Any
 from tierlog.client.errors import BrokerUnavailableError, RequestTimeoutError
 from tierlog.client.security import ClientSecurity
 from tierlog.client.transport import BrokerClient, PartitionInfo, segment
-from tierlog.tiering.errors import (
+from tierlog.wire.errors import (
     CorruptRecordError,
     TierlogError,
     UnknownTopicError,
     error_for_code,
 )
+from tierlog.wire.native import METADATA_PATH
 
 __all__ = [
     "BrokerInfo",
@@ -146,7 +147,7 @@ async def reachable_broker(
 async def fetch_metadata(broker: BrokerClient, topics: list[str] | None = None) -> ClusterMetadata:
     """The cluster's metadata as ``broker`` sees it; with ``topics``, only those topics (an unknown one
     raises UnknownTopicError). Idempotent. Raises the errors of :meth:`BrokerClient.call`."""
-    path = "/native/v1/metadata"
+    path = METADATA_PATH
     if topics:
         path += "?" + "&".join(f"topic={segment(t)}" for t in topics)
     meta = ClusterMetadata.decode(await broker.json("GET", path))

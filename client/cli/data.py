@@ -20,7 +20,7 @@ from tierlog.client.consumer import AsyncConsumer
 from tierlog.client.producer import AsyncProducer
 from tierlog.client.progress import Progress
 from tierlog.client.types import ConsumerRecord, RecordMetadata, TopicPartition
-from tierlog.tiering.errors import InvalidRequestError
+from tierlog.wire.errors import NO_KAFKA_EQUIVALENT, InvalidRequestError
 
 __all__ = ["FIELDS", "run_produce", "run_consume", "render"]
 
@@ -34,6 +34,7 @@ class LineError(InvalidRequestError):
     """An input line cannot be turned into a record (no key separator)."""
 
     code = 40006
+    kafka = NO_KAFKA_EQUIVALENT  # a command-line input error, never on the wire
 
 
 def _split(line: bytes, separator: bytes | None, number: int) -> tuple[bytes | None, bytes]:

@@ -30,7 +30,7 @@ from tierlog.client.cli.cluster import reachable_broker, run_cluster
 from tierlog.client.cli.data import DEFAULT_FORMAT, check_consume_args, parse_format, run_consume, run_produce
 from tierlog.client.config import DEFAULT_BOOTSTRAP, bootstrap_urls
 from tierlog.client.security import add_security_arguments, security_from_args
-from tierlog.tiering.errors import InvalidRequestError, TierlogError
+from tierlog.wire.errors import InvalidRequestError, TierlogError
 
 __all__ = ["COMMANDS", "main"]
 

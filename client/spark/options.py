@@ -38,8 +38,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
-from tierlog.tiering.errors import InvalidRequestError
 from tierlog.tiering.remote.layout import validate_topic
+from tierlog.wire.errors import InvalidRequestError
 
 __all__ = [
     "EARLIEST",

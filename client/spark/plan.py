@@ -23,8 +23,8 @@ from pyspark.sql.datasource import InputPartition
 
 from tierlog.client.spark.options import EARLIEST, LATEST, Bound, ScanOptions
 from tierlog.client.spark.store import ArchiveReader, list_partitions, load_manifest
-from tierlog.tiering.errors import OffsetOutOfRangeError
 from tierlog.tiering.remote import manifest as mf
+from tierlog.wire.errors import OffsetOutOfRangeError
 
 __all__ = [
     "SegmentTask",

@@ -48,9 +48,9 @@ from tierlog.client.spark.plan import SegmentTask
 from tierlog.client.spark.store import ArchiveReader
 from tierlog.tiering.codec.columns import decode_columns
 from tierlog.tiering.codec.header import LOG_OVERHEAD, BatchHeader, verify_batch
-from tierlog.tiering.errors import CorruptRecordError, NotFoundError
 from tierlog.tiering.remote.layout import segment_key
 from tierlog.tiering.remote.packed_indexes import IndexRef, index_refs
+from tierlog.wire.errors import CorruptRecordError, NotFoundError
 
 __all__ = [
     "ARROW_SCHEMA",

@@ -4,7 +4,7 @@ directory. No asyncio, no broker: Spark's driver and executors (Python workers) 
 Both backends offer the same four reads: list keys under a prefix, list "sub-directories" (the
 partitions of a topic), whole-object GET and ranged GET with half-open ``[start, end)`` ranges (the
 object-store convention of ``tierlog.tiering.remote.store``). Vendor errors become
-:mod:`tierlog.tiering.errors` kinds through :func:`tierlog.tiering.remote.translate.translating`, so a missing
+:mod:`tierlog.wire.errors` kinds through :func:`tierlog.tiering.remote.translate.translating`, so a missing
 object is ``NotFoundError`` and a throttled request that outlived botocore's retries is ``UnavailableError``.
 """
 
@@ -17,10 +17,10 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from tierlog.client.spark.options import S3Settings, StoreLocation
-from tierlog.tiering.errors import CorruptRecordError, InvalidRequestError, NotFoundError, UnavailableError
 from tierlog.tiering.remote import manifest as mf
 from tierlog.tiering.remote.layout import manifest_key, manifest_prefix, parse_manifest_key
 from tierlog.tiering.remote.translate import translating
+from tierlog.wire.errors import CorruptRecordError, InvalidRequestError, NotFoundError, UnavailableError
 
 __all__ = ["ArchiveReader", "open_archive", "load_manifest", "list_partitions"]
 
@@ -30,7 +30,7 @@ _MANIFEST_ATTEMPTS = 5
 class ArchiveReader(Protocol):
     """Read-only view of one archive (bucket + prefix, or directory). Keys are relative to the prefix.
     Implementations are safe to call from several threads; every method is idempotent (reads only).
-    Store failures raise :mod:`tierlog.tiering.errors` kinds: ``NotFoundError``, ``UnauthorizedError``,
+    Store failures raise :mod:`tierlog.wire.errors` kinds: ``NotFoundError``, ``UnauthorizedError``,
     ``UnavailableError`` (after botocore's own retries of throttling and 5xx), ``InvalidRequestError``.
     """
 

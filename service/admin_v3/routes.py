@@ -29,7 +29,7 @@ from tierlog.service.security.model import Operation, ResourceType
 from tierlog.service.security.redact import without_userinfo
 from tierlog.service.state import BROKER, SETTINGS
 from tierlog.service.topic_configs import TOPIC_CONFIGS
-from tierlog.tiering.errors import (
+from tierlog.wire.errors import (
     BadRequestError,
     InvalidConfigError,
     LeaderNotAvailableError,

@@ -35,7 +35,7 @@ from tierlog.service.cluster.model import (
 )
 from tierlog.service.cluster.store import KeyValue, MetadataStore, MetadataStoreError, WatchEvent
 from tierlog.service.cluster.view import ClusterView, PartitionView
-from tierlog.tiering.errors import CorruptRecordError
+from tierlog.wire.errors import CorruptRecordError
 
 __all__ = ["MetadataCache"]
 

@@ -65,7 +65,9 @@ from tierlog.service.cluster.store import (
 )
 from tierlog.service.config import Settings
 from tierlog.service.metrics import Metrics, Sample
-from tierlog.tiering.errors import (
+from tierlog.tiering.log.clock import Clock, SystemClock
+from tierlog.tiering.waits import wait_signalled
+from tierlog.wire.errors import (
     FencedLeaderEpochError,
     IneligibleReplicaError,
     NotControllerError,
@@ -73,8 +75,6 @@ from tierlog.tiering.errors import (
     UnknownPartitionError,
     UnknownTopicError,
 )
-from tierlog.tiering.log.clock import Clock, SystemClock
-from tierlog.tiering.waits import wait_signalled
 
 __all__ = ["Controller", "check_alter", "decide_partition"]
 

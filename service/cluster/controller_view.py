@@ -30,7 +30,7 @@ from tierlog.service.cluster.model import (
     parse_partition_key,
 )
 from tierlog.service.cluster.store import KeyValue, WatchEvent
-from tierlog.tiering.errors import CorruptRecordError
+from tierlog.wire.errors import CorruptRecordError
 
 __all__ = ["View", "Write"]
 

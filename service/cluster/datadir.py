@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from tierlog.service import metadata as meta
-from tierlog.tiering.errors import InvalidConfigError, storage_error
+from tierlog.wire.errors import InvalidConfigError, storage_error
 
 __all__ = ["LocalTopicIds", "partition_dirs"]
 

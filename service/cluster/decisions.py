@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 from tierlog.service.cluster.model import NO_LEADER, AlterPartitionRequest, PartitionState
-from tierlog.tiering.errors import (
+from tierlog.wire.errors import (
     FencedLeaderEpochError,
     IneligibleReplicaError,
     InvalidRequestError,

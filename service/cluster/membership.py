@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterable
 from tierlog.service.cluster.model import BrokerRegistration, broker_key
 from tierlog.service.cluster.store import Compare, LeaseExpiredError, MetadataStore, MetadataStoreError, Put
 from tierlog.service.metrics import Metrics, Sample
-from tierlog.tiering.errors import InvalidConfigError
+from tierlog.wire.errors import InvalidConfigError
 
 __all__ = ["Membership", "lease_ttl_seconds"]
 

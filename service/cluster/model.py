@@ -11,7 +11,7 @@ Key layout (relative to the store prefix; a topic name never contains ``/``)::
     partitions/<topic>/<partition>   PartitionState: leader, leader epoch, ISR (written by the controller)
 
 Every value is a UTF-8 JSON object (``controller_epoch`` and ``cluster/id`` are plain text). Decoders
-raise :class:`~tierlog.tiering.errors.CorruptRecordError` for anything else, naming the key.
+raise :class:`~tierlog.wire.errors.CorruptRecordError` for anything else, naming the key.
 
 Fencing: the controller writes ``partitions/...`` only in a commit that also compares the ``controller``
 key's ``mod_revision`` with the one it wrote when it was elected, and the partition key's with the one it
@@ -24,7 +24,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from tierlog.tiering.errors import CorruptRecordError
+from tierlog.wire.errors import CorruptRecordError
 
 __all__ = [
     "BROKERS",
@@ -250,9 +250,9 @@ class AlterPartitionRequest:
     """A leader's request to the controller to change a partition's ISR (Kafka's AlterPartition, KIP-497).
 
     ``leader_epoch`` and ``partition_epoch`` are those of the state the leader acts on: the controller refuses
-    a request whose leader epoch is not current (:class:`~tierlog.tiering.errors.FencedLeaderEpochError`) or
-    whose partition epoch is stale (:class:`~tierlog.tiering.errors.InvalidUpdateVersionError`), and a new ISR
-    that adds a replica not alive or not assigned (:class:`~tierlog.tiering.errors.IneligibleReplicaError`).
+    a request whose leader epoch is not current (:class:`~tierlog.wire.errors.FencedLeaderEpochError`) or
+    whose partition epoch is stale (:class:`~tierlog.wire.errors.InvalidUpdateVersionError`), and a new ISR
+    that adds a replica not alive or not assigned (:class:`~tierlog.wire.errors.IneligibleReplicaError`).
     ``broker_id`` is the leader sending it. Sent as JSON to ``POST /native/v1/replication/alter-partition``.
     """
 

@@ -56,14 +56,14 @@ from tierlog.service.metrics import Sample
 from tierlog.service.replication.manager import ReplicaManager
 from tierlog.service.topic import Topic
 from tierlog.service.topic_configs import TopicConfig
-from tierlog.tiering.errors import (
+from tierlog.tiering.waits import wait_signalled
+from tierlog.wire.errors import (
     InvalidConfigError,
     LeaderNotAvailableError,
     NotLeaderOrFollowerError,
     TierlogError,
     UnavailableError,
 )
-from tierlog.tiering.waits import wait_signalled
 
 if TYPE_CHECKING:
     from tierlog.service.broker import Broker

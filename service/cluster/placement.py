@@ -30,7 +30,7 @@ from __future__ import annotations
 import random
 from collections.abc import Sequence
 
-from tierlog.tiering.errors import InvalidConfigError
+from tierlog.wire.errors import InvalidConfigError
 
 __all__ = ["assign_replicas", "rack_alternated"]
 

@@ -8,7 +8,7 @@ through its native API (``docs/native-api.md``), over the broker's one peer clie
 (:class:`~tierlog.service.cluster.peers.PeerClient`, which the app owns; :data:`LEADER_CLIENT` is the
 proxy's thin user of it, set by :func:`setup_proxy`).
 
-Errors from the leader come back as the same :class:`~tierlog.tiering.errors.TierlogError` classes its
+Errors from the leader come back as the same :class:`~tierlog.wire.errors.TierlogError` classes its
 answer names (by ``error_code``; a not-leader answer keeps the leader it names, an out-of-range one the
 valid range). A leader that cannot be reached is :class:`LeaderNotAvailableError` (50311, retriable) and
 one that does not answer in time :class:`UnavailableError` (50301, retriable): never a wrong answer.
@@ -29,18 +29,26 @@ import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
-from urllib.parse import quote
 
 from aiohttp import web
 
 from tierlog.service.cluster.peers import PEERS, PeerClient
 from tierlog.service.state import BROKER
-from tierlog.tiering.errors import (
+from tierlog.tiering.log.types import AppendInfo, ReadResult
+from tierlog.wire.errors import (
     LeaderNotAvailableError,
     NotLeaderOrFollowerError,
     UnavailableError,
 )
-from tierlog.tiering.log.types import AppendInfo, ReadResult
+from tierlog.wire.native import (
+    BATCHES_TYPE,
+    EARLIEST,
+    HIGH_WATERMARK,
+    LATEST,
+    LOG_END_OFFSET,
+    LOG_START_OFFSET,
+    partition_path,
+)
 
 if TYPE_CHECKING:
     from tierlog.service.partition import Partition
@@ -55,13 +63,6 @@ __all__ = [
     "routed_partition",
     "setup_proxy",
 ]
-
-BATCHES_TYPE = "application/vnd.tierlog.batches"  # tierlog.service.native.BATCHES_TYPE (native imports us)
-HIGH_WATERMARK = "Tierlog-High-Watermark"
-LOG_START_OFFSET = "Tierlog-Log-Start-Offset"
-LOG_END_OFFSET = "Tierlog-Log-End-Offset"
-EARLIEST = -2
-LATEST = -1
 
 T = TypeVar("T")
 
@@ -219,7 +220,7 @@ class LeaderPartition:
         self._index = index
         self.leader_id = leader_id
         self.url = url.rstrip("/")
-        self._path = f"/native/v1/topics/{quote(topic, safe='')}/partitions/{index}"
+        self._path = partition_path(topic, index)
 
     @property
     def topic(self) -> str:

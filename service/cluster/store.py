@@ -35,7 +35,7 @@ from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from tierlog.tiering.errors import UnavailableError
+from tierlog.wire.errors import UnavailableError
 
 __all__ = [
     "Compare",

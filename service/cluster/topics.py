@@ -31,7 +31,7 @@ from tierlog.service.cluster.model import (
 from tierlog.service.cluster.placement import assign_replicas, rack_alternated
 from tierlog.service.cluster.store import Compare, Delete, KeyValue, Put
 from tierlog.service.topic_configs import TOPIC_CONFIGS, TopicConfig, validate_overrides
-from tierlog.tiering.errors import (
+from tierlog.wire.errors import (
     CorruptRecordError,
     InvalidConfigError,
     UnavailableError,

@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from tierlog.tiering.errors import InvalidRequestError
+from tierlog.wire.errors import InvalidRequestError
 
 __all__ = ["TopicPartition", "Member", "Assignment", "STRATEGIES", "assign"]
 

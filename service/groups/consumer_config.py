@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tierlog.service.rest_v2.media import EmbeddedFormat
-from tierlog.tiering.errors import InvalidConsumerConfigError
+from tierlog.wire.errors import InvalidConsumerConfigError
 
 __all__ = ["ConsumerSettings", "parse_partitions"]
 

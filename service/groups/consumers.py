@@ -36,7 +36,8 @@ from tierlog.service.groups.reading import check_partition, first_record_at_or_a
 from tierlog.service.rest_v2.convert import consumer_records
 from tierlog.service.security.model import Principal
 from tierlog.tiering.codec.header import iter_batches
-from tierlog.tiering.errors import (
+from tierlog.tiering.waits import wait_signalled
+from tierlog.wire.errors import (
     ConsumerInstanceExistsError,
     ConsumerInstanceNotFoundError,
     IllegalStateError,
@@ -45,7 +46,6 @@ from tierlog.tiering.errors import (
     OffsetOutOfRangeError,
     RebalanceInProgressError,
 )
-from tierlog.tiering.waits import wait_signalled
 
 __all__ = ["ConsumerManager", "ConsumerInstance", "PartitionReader", "ReadLike"]
 

@@ -35,7 +35,7 @@ from typing import Protocol
 from tierlog.service.groups.assignors import STRATEGIES, Member, TopicPartition, assign
 from tierlog.service.groups.offsets import CommittedOffset, OffsetStore
 from tierlog.service.groups.patterns import compile_pattern, matching_topics
-from tierlog.tiering.errors import (
+from tierlog.wire.errors import (
     IllegalGenerationError,
     InvalidRequestError,
     RebalanceInProgressError,

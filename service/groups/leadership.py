@@ -21,7 +21,7 @@ from tierlog.service.groups.consumers import ConsumerManager
 from tierlog.service.groups.hashing import coordinator_partition
 from tierlog.service.groups.offsets import OFFSETS_TOPIC
 from tierlog.service.groups.shards import CoordinatorShards
-from tierlog.tiering.errors import (
+from tierlog.wire.errors import (
     ConflictError,
     InvalidConfigError,
     NotFoundError,

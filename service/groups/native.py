@@ -26,11 +26,12 @@ from tierlog.service.groups.state import CONSUMERS, COORDINATOR, require_ready
 from tierlog.service.security import authz
 from tierlog.service.security.model import CLUSTER_NAME, Operation, ResourceType
 from tierlog.service.state import BROKER
-from tierlog.tiering.errors import BadRequestError, InvalidRequestError
+from tierlog.wire.errors import BadRequestError, InvalidRequestError
+from tierlog.wire.native import GROUPS_PREFIX
 
 __all__ = ["setup_routes", "OPENAPI_PATHS"]
 
-BASE = "/native/v1/groups"
+BASE = GROUPS_PREFIX
 
 
 def _coordinator(request: web.Request) -> Coordination:

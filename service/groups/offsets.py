@@ -21,7 +21,7 @@ from typing import Protocol
 
 from tierlog.tiering.codec.batch import build_batch, iter_records
 from tierlog.tiering.codec.records import Record
-from tierlog.tiering.errors import CorruptRecordError
+from tierlog.wire.errors import CorruptRecordError
 
 __all__ = [
     "CommittedOffset",

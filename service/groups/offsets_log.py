@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from tierlog.service.groups.offsets import LogOffsetStore
 from tierlog.service.partition import Partition
 from tierlog.tiering.codec.header import iter_batches
-from tierlog.tiering.errors import UnavailableError, UnknownTopicError
+from tierlog.wire.errors import UnavailableError, UnknownTopicError
 
 __all__ = ["PartitionOffsetLog", "restore_offsets", "REPLAY_CHUNK"]
 

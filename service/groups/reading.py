@@ -10,7 +10,7 @@ from collections.abc import Mapping
 
 from tierlog.service.groups.instance import PartitionReader, TopicPartition
 from tierlog.tiering.codec.batch import iter_records
-from tierlog.tiering.errors import UnknownPartitionError, UnknownTopicError
+from tierlog.wire.errors import UnknownPartitionError, UnknownTopicError
 
 __all__ = ["check_partition", "first_record_at_or_after", "log_bounds"]
 

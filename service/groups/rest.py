@@ -35,7 +35,7 @@ from tierlog.service.rest_v2.media import (
 from tierlog.service.security import authz
 from tierlog.service.security.authn import CLIENT_HOST, PRINCIPAL
 from tierlog.service.security.model import Operation, ResourceType
-from tierlog.tiering.errors import (
+from tierlog.wire.errors import (
     BadRequestError,
     IllegalStateError,
     InvalidConsumerConfigError,

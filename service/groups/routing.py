@@ -50,7 +50,7 @@ from tierlog.service.groups.hashing import coordinator_partition
 from tierlog.service.groups.offsets import OFFSETS_TOPIC
 from tierlog.service.groups.state import LOADER, require_ready
 from tierlog.service.state import BROKER
-from tierlog.tiering.errors import (
+from tierlog.wire.errors import (
     LeaderNotAvailableError,
     NotCoordinatorError,
     UnavailableError,

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 from aiohttp import web
 
-from tierlog.tiering.errors import UnavailableError
+from tierlog.wire.errors import UnavailableError
 
 if TYPE_CHECKING:
     from tierlog.service.groups.consumers import ConsumerManager

@@ -14,9 +14,9 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from tierlog.tiering.codec.header import decode_header
-from tierlog.tiering.errors import CorruptRecordError, NotFoundError, OffsetOutOfRangeError
 from tierlog.tiering.log import FileSlice, LogConfig, PartitionLog, ReadResult, SegmentInfo
 from tierlog.tiering.remote.remote_log import RemoteLog
+from tierlog.wire.errors import CorruptRecordError, NotFoundError, OffsetOutOfRangeError
 
 if TYPE_CHECKING:
     from tierlog.service.remote.tier import RemoteTier

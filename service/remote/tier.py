@@ -24,7 +24,6 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from tierlog.service.remote.partition import RemotePartition
-from tierlog.tiering.errors import TierlogError, UnavailableError
 from tierlog.tiering.log import Clock, SegmentInfo
 from tierlog.tiering.log.leader_epoch import EpochEntry
 from tierlog.tiering.remote.epochs import load_remote_epoch_history
@@ -36,6 +35,7 @@ from tierlog.tiering.remote.remote_log import RemoteLog, UploadEvent
 from tierlog.tiering.remote.retrying import RetryingStore, RetryPolicy
 from tierlog.tiering.remote.store import ObjectStore
 from tierlog.tiering.waits import wait_signalled
+from tierlog.wire.errors import TierlogError, UnavailableError
 
 if TYPE_CHECKING:
     from tierlog.service.config import Settings

@@ -11,9 +11,9 @@ Three exchanges, each the client side of a route in :mod:`tierlog.service.replic
 The session, this broker's identity, the translation of answers and of an unreachable peer are the
 :class:`~tierlog.service.cluster.peers.PeerClient`'s (one per broker, owned by the app); this module has
 the request shapes only. Error answers come back as the broker's typed errors
-(:func:`~tierlog.tiering.errors.error_from_answer`, so a 41602 keeps its ``local_log_start_offset`` and a
+(:func:`~tierlog.wire.errors.error_from_answer`, so a 41602 keeps its ``local_log_start_offset`` and a
 50310 the leader it names); a peer that cannot be reached or does not answer in time is an
-:class:`~tierlog.tiering.errors.UnavailableError` naming the URL (retriable).
+:class:`~tierlog.wire.errors.UnavailableError` naming the URL (retriable).
 """
 
 from __future__ import annotations
@@ -25,19 +25,20 @@ from typing import Any
 
 from tierlog.service.cluster.model import AlterPartitionRequest, PartitionState
 from tierlog.service.cluster.peers import Budget, PeerAnswer, PeerClient
-from tierlog.service.native import (
+from tierlog.wire.errors import CorruptRecordError, UnavailableError
+from tierlog.wire.native import (
+    ALTER_PARTITION_PATH,
     BATCHES_TYPE,
     HIGH_WATERMARK,
     LEADER_EPOCH,
     LOCAL_LOG_START_OFFSET,
     LOG_END_OFFSET,
     LOG_START_OFFSET,
+    replica_partition_path,
 )
-from tierlog.tiering.errors import CorruptRecordError, UnavailableError
 
-__all__ = ["REPLICATION_PREFIX", "ReplicaFetch", "ReplicationClient"]
+__all__ = ["ReplicaFetch", "ReplicationClient"]
 
-REPLICATION_PREFIX = "/native/v1/replication"
 _ACCEPT_BATCHES = {"Accept": BATCHES_TYPE}
 _ACCEPT_JSON = {"Accept": "application/json"}
 _SEND_JSON = {"Accept": "application/json", "Content-Type": "application/json"}
@@ -101,7 +102,7 @@ class ReplicationClient:
             "max_bytes": str(max_bytes),
             "max_wait_ms": str(max_wait_ms),
         }
-        path = f"{_partition_path(topic, partition)}/batches"
+        path = f"{replica_partition_path(topic, partition)}/batches"
         answer = await self._exchange(
             "GET", url, path, params=params, headers=_ACCEPT_BATCHES, wait_ms=max_wait_ms
         )
@@ -129,7 +130,7 @@ class ReplicationClient:
         Idempotent. Raises: the leader and epoch errors of :meth:`fetch`, UnavailableError.
         """
         params = {"replica_id": str(self.broker_id), "leader_epoch": str(leader_epoch)}
-        path = f"{_partition_path(topic, partition)}/epochs/{epoch}"
+        path = f"{replica_partition_path(topic, partition)}/epochs/{epoch}"
         answer = await self._exchange("GET", url, path, params=params, headers=_ACCEPT_JSON)
         doc = _json(url, answer.body)
         try:
@@ -148,7 +149,7 @@ class ReplicationClient:
         answer = await self._exchange(
             "POST",
             url,
-            f"{REPLICATION_PREFIX}/alter-partition",
+            ALTER_PARTITION_PATH,
             params={},
             headers=_SEND_JSON,
             data=request.encode(),
@@ -188,10 +189,6 @@ class ReplicationClient:
             wait_ms=wait_ms,
             budget=self._budget,
         )
-
-
-def _partition_path(topic: str, partition: int) -> str:
-    return f"{REPLICATION_PREFIX}/topics/{topic}/partitions/{partition}"
 
 
 def _json(url: str, body: bytes) -> dict[str, Any]:

@@ -32,7 +32,9 @@ from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from tierlog.tiering.errors import (
+from tierlog.tiering.log.leader_epoch import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET, EpochEntry
+from tierlog.tiering.waits import wait_signalled
+from tierlog.wire.errors import (
     FencedLeaderEpochError,
     LeaderNotAvailableError,
     NotLeaderOrFollowerError,
@@ -42,8 +44,6 @@ from tierlog.tiering.errors import (
     UnknownLeaderEpochError,
     UnknownTopicError,
 )
-from tierlog.tiering.log.leader_epoch import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET, EpochEntry
-from tierlog.tiering.waits import wait_signalled
 
 if TYPE_CHECKING:
     from tierlog.service.cluster.model import BrokerRegistration

@@ -26,7 +26,8 @@ import itertools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
-from tierlog.tiering.errors import (
+from tierlog.tiering.log.clock import Clock
+from tierlog.wire.errors import (
     IllegalStateError,
     NotEnoughReplicasAfterAppendError,
     NotEnoughReplicasError,
@@ -34,7 +35,6 @@ from tierlog.tiering.errors import (
     TierlogError,
     UnknownPartitionError,
 )
-from tierlog.tiering.log.clock import Clock
 
 __all__ = ["FollowerProgress", "LeaderState", "UNKNOWN_OFFSET"]
 

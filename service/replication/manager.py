@@ -36,7 +36,7 @@ from tierlog.service.replication.client import ReplicationClient
 from tierlog.service.replication.fetcher import ReplicaFetcher
 from tierlog.service.replication.isr import IsrManager
 from tierlog.service.replication.leader import LeaderState
-from tierlog.tiering.errors import (
+from tierlog.wire.errors import (
     LeaderNotAvailableError,
     NotControllerError,
     NotLeaderOrFollowerError,

@@ -27,22 +27,12 @@ from typing import TYPE_CHECKING
 from aiohttp import web
 
 from tierlog.service.cluster.model import AlterPartitionRequest
-from tierlog.service.native import (
-    BATCHES_TYPE,
-    HIGH_WATERMARK,
-    LEADER_EPOCH,
-    LOCAL_LOG_START_OFFSET,
-    LOG_END_OFFSET,
-    LOG_START_OFFSET,
-    MAX_MAX_BYTES,
-    MAX_WAIT_MS,
-    send_slice,
-)
+from tierlog.service.native import MAX_MAX_BYTES, MAX_WAIT_MS, send_slice
 from tierlog.service.rest_v2.convert import dump_json
 from tierlog.service.rest_v2.http import int_param, partition_index, read_body, topic_name
 from tierlog.service.rest_v2.media import Offer, negotiate
 from tierlog.service.state import BROKER
-from tierlog.tiering.errors import (
+from tierlog.wire.errors import (
     BadRequestError,
     CorruptRecordError,
     FencedLeaderEpochError,
@@ -57,17 +47,24 @@ from tierlog.tiering.errors import (
     UnknownPartitionError,
     UnsupportedMediaTypeError,
 )
+from tierlog.wire.native import (
+    ALTER_PARTITION_PATH,
+    BATCHES_TYPE,
+    HIGH_WATERMARK,
+    LEADER_EPOCH,
+    LOCAL_LOG_START_OFFSET,
+    LOG_END_OFFSET,
+    LOG_START_OFFSET,
+    REPLICA_PARTITION_ROUTE,
+)
 
 if TYPE_CHECKING:
     from tierlog.service.broker import Broker
     from tierlog.service.cluster.node import ClusterNode
     from tierlog.service.partition import Partition
 
-__all__ = ["ALTER_PARTITION_PATH", "setup_routes"]
+__all__ = ["setup_routes"]
 
-PREFIX = "/native/v1/replication"
-PARTITION_PATH = PREFIX + "/topics/{topic}/partitions/{partition}"
-ALTER_PARTITION_PATH = PREFIX + "/alter-partition"
 _BATCH_OFFERS = (Offer(BATCHES_TYPE, 1.0),)
 _JSON_OFFERS = (Offer("application/json", 1.0),)
 _MAX_EPOCH = 2**31 - 1
@@ -75,8 +72,8 @@ _MAX_EPOCH = 2**31 - 1
 
 def setup_routes(app: web.Application) -> None:
     """Register the replication routes on ``app`` (before it starts). Not idempotent: call once per app."""
-    app.router.add_get(PARTITION_PATH + "/batches", replica_fetch, allow_head=False)
-    app.router.add_get(PARTITION_PATH + "/epochs/{epoch}", epoch_end_offset)
+    app.router.add_get(REPLICA_PARTITION_ROUTE + "/batches", replica_fetch, allow_head=False)
+    app.router.add_get(REPLICA_PARTITION_ROUTE + "/epochs/{epoch}", epoch_end_offset)
     app.router.add_post(ALTER_PARTITION_PATH, alter_partition)
 
 

@@ -38,7 +38,8 @@ from tierlog.tiering.codec.batch import iter_records
 from tierlog.tiering.codec.columns import RecordColumns, decode_columns
 from tierlog.tiering.codec.header import CONTROL_BIT, HEADER, HEADER_SIZE, LOG_OVERHEAD, MAGIC, decode_header
 from tierlog.tiering.codec.records import Record
-from tierlog.tiering.errors import (
+from tierlog.tiering.partitioner import StickyPartitioner, partition_for_key
+from tierlog.wire.errors import (
     CorruptRecordError,
     InsufficientStorageError,
     InternalError,
@@ -47,7 +48,6 @@ from tierlog.tiering.errors import (
     TierlogError,
     UnknownPartitionError,
 )
-from tierlog.tiering.partitioner import StickyPartitioner, partition_for_key
 
 try:  # the binary records array's text in C; absent only where the compiled codec is absent too
     from tierlog.service.rest_v2 import _restjson

@@ -16,7 +16,7 @@ from aiohttp import hdrs, web
 from tierlog.service.budget import Hold
 from tierlog.service.metadata import topic_name_problem
 from tierlog.service.state import METRICS, SETTINGS
-from tierlog.tiering.errors import BadRequestError, RecordTooLargeError, UnknownPartitionError
+from tierlog.wire.errors import BadRequestError, RecordTooLargeError, UnknownPartitionError
 
 __all__ = [
     "OFFLOAD_BYTES",

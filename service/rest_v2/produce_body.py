@@ -30,7 +30,7 @@ import msgspec
 from tierlog.service.rest_v2.json_stream import JsonCursor, Skipped, decode_text, dump_json, reject_constant
 from tierlog.service.rest_v2.media import EmbeddedFormat
 from tierlog.tiering.codec import _accel
-from tierlog.tiering.errors import (
+from tierlog.wire.errors import (
     BadRequestError,
     InvalidBodyError,
     InvalidRequestError,

@@ -70,15 +70,15 @@ from tierlog.tiering.codec.batch import build_batch_columns
 from tierlog.tiering.codec.compression import Compression
 from tierlog.tiering.codec.header import HEADER_SIZE
 from tierlog.tiering.codec.records import MIN_RECORD_SIZE
-from tierlog.tiering.errors import (
+from tierlog.tiering.log.types import ReadResult
+from tierlog.tiering.partitioner import StickyPartitioner
+from tierlog.wire.errors import (
     NotAcceptableError,
     RecordTooLargeError,
     TierlogError,
     UnknownPartitionError,
     UnsupportedMediaTypeError,
 )
-from tierlog.tiering.log.types import ReadResult
-from tierlog.tiering.partitioner import StickyPartitioner
 
 if TYPE_CHECKING:
     from tierlog.service.broker import Broker

@@ -35,7 +35,7 @@ from tierlog.service.security.model import (
     Principal,
     ResourceType,
 )
-from tierlog.tiering.errors import InvalidRequestError
+from tierlog.wire.errors import InvalidRequestError
 
 __all__ = [
     "WILDCARD_PRINCIPAL",

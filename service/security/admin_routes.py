@@ -35,7 +35,7 @@ from tierlog.service.security.acl import validate_binding, validate_filter
 from tierlog.service.security.model import AclBinding, AclFilter
 from tierlog.service.security.scram import DEFAULT_ITERATIONS, ScramCredential, make_credential
 from tierlog.service.security.store import SECURITY_STORE, SecurityStore, check_user_name
-from tierlog.tiering.errors import BadRequestError, InvalidRequestError, UnavailableError
+from tierlog.wire.errors import BadRequestError, InvalidRequestError, UnavailableError
 
 __all__ = ["ACL_FIELDS", "ROUTES", "acl_json", "setup_routes", "user_json"]
 

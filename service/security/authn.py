@@ -51,7 +51,7 @@ from tierlog.service.security.acl import canonical_host
 from tierlog.service.security.model import ANONYMOUS, Principal
 from tierlog.service.security.principal_rules import PrincipalMapper, subject_name
 from tierlog.service.security.throttle import FailureThrottle, TooManyFailuresError
-from tierlog.tiering.errors import UnauthorizedError, UnavailableError
+from tierlog.wire.errors import UnauthorizedError, UnavailableError
 
 if TYPE_CHECKING:
     from tierlog.service.metrics import Metrics

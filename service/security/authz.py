@@ -31,7 +31,8 @@ from tierlog.service.security.acl import AclAuthorizer, AclSnapshot, canonical_h
 from tierlog.service.security.authn import CLIENT_HOST, FORWARDED_HOST, FORWARDED_PRINCIPAL, PRINCIPAL
 from tierlog.service.security.model import CLUSTER_NAME, Operation, Principal, ResourceType
 from tierlog.service.state import BROKER, METRICS
-from tierlog.tiering.errors import AuthorizationError, InvalidRequestError
+from tierlog.wire import native
+from tierlog.wire.errors import AuthorizationError, InvalidRequestError
 
 if TYPE_CHECKING:
     from tierlog.service.broker import Topic
@@ -119,7 +120,8 @@ AUTHORIZER: web.AppKey[Authorizer] = web.AppKey("tierlog.authorizer", Authorizer
 
 
 def _refusal(operation: Operation, resource_type: ResourceType, name: str) -> AuthorizationError:
-    return AuthorizationError(f"Not authorized to {operation.kafka_name} {resource_type.kafka_name} '{name}'")
+    message = f"Not authorized to {operation.kafka_name} {resource_type.kafka_name} '{name}'"
+    return AuthorizationError(message, resource_type=resource_type.value)
 
 
 def allowed(request: web.Request, operation: Operation, resource_type: ResourceType, name: str) -> bool:
@@ -220,9 +222,7 @@ _V3 = "/v3/clusters/{cluster_id}"
 _V3_TOPIC = _V3 + "/topics/{topic_name}"
 _V3_GROUP = _V3 + "/consumer-groups/{group}"
 _INSTANCE = "/consumers/{group}/instances/{instance}"
-_NATIVE_PARTITION = "/native/v1/topics/{topic}/partitions/{partition}"
-_REPLICATION = "/native/v1/replication"
-_NATIVE_GROUP = "/native/v1/groups/{group}"
+_NATIVE_GROUP = native.GROUPS_PREFIX + "/{group}"
 
 # GET rows also cover HEAD (added below).
 _ROWS: dict[tuple[str, str], Row] = {
@@ -273,15 +273,15 @@ _ROWS: dict[tuple[str, str], Row] = {
     ("GET", "/topics/{topic}/partitions/{partition}/records"): _READ_TOPIC,
     ("GET", "/topics/{topic}/partitions/{partition}/messages"): _READ_TOPIC,
     # native
-    ("POST", _NATIVE_PARTITION + "/batches"): _needs((_WRITE, _TOPIC, "topic")),
-    ("GET", _NATIVE_PARTITION + "/batches"): _READ_TOPIC,
-    ("GET", _NATIVE_PARTITION + "/offsets"): _DESCRIBE_TOPIC,
-    ("GET", "/native/v1/topics/{topic}"): _DESCRIBE_TOPIC,
-    ("GET", "/native/v1/metadata"): AUTHENTICATED,  # topics filtered to Describe
-    ("POST", "/native/v1/producers"): HANDLER,  # IdempotentWrite on the Cluster or Write on any topic
-    ("GET", _REPLICATION + "/topics/{topic}/partitions/{partition}/batches"): _CLUSTER_ACTION,
-    ("GET", _REPLICATION + "/topics/{topic}/partitions/{partition}/epochs/{epoch}"): _CLUSTER_ACTION,
-    ("POST", _REPLICATION + "/alter-partition"): _CLUSTER_ACTION,
+    ("POST", native.PARTITION_ROUTE + "/batches"): _needs((_WRITE, _TOPIC, "topic")),
+    ("GET", native.PARTITION_ROUTE + "/batches"): _READ_TOPIC,
+    ("GET", native.PARTITION_ROUTE + "/offsets"): _DESCRIBE_TOPIC,
+    ("GET", native.TOPIC_ROUTE): _DESCRIBE_TOPIC,
+    ("GET", native.METADATA_PATH): AUTHENTICATED,  # topics filtered to Describe
+    ("POST", native.PRODUCERS_PATH): HANDLER,  # IdempotentWrite on the Cluster or Write on any topic
+    ("GET", native.REPLICA_PARTITION_ROUTE + "/batches"): _CLUSTER_ACTION,
+    ("GET", native.REPLICA_PARTITION_ROUTE + "/epochs/{epoch}"): _CLUSTER_ACTION,
+    ("POST", native.ALTER_PARTITION_PATH): _CLUSTER_ACTION,
     # REST v2 consumer instances
     ("POST", "/consumers/{group}"): _READ_GROUP,
     ("DELETE", _INSTANCE): _READ_GROUP,
@@ -298,7 +298,7 @@ _ROWS: dict[tuple[str, str], Row] = {
     ("GET", _INSTANCE + "/offsets"): _needs((_DESCRIBE, _GROUP, "group")),  # and Describe on each topic
     ("GET", _INSTANCE + "/topics/{topic}"): _needs((_READ, _GROUP, "group"), (_READ, _TOPIC, "topic")),
     # native groups
-    ("GET", "/native/v1/groups"): HANDLER,  # filtered to Describe
+    ("GET", native.GROUPS_PREFIX): HANDLER,  # filtered to Describe
     ("GET", _NATIVE_GROUP): _DESCRIBE_GROUP,
     ("POST", _NATIVE_GROUP + "/join"): _READ_GROUP,
     ("POST", _NATIVE_GROUP + "/sync"): _READ_GROUP,

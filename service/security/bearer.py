@@ -36,7 +36,7 @@ from typing import Any
 import aiohttp
 import jwt
 
-from tierlog.tiering.errors import UnauthorizedError
+from tierlog.wire.errors import UnauthorizedError
 
 __all__ = [
     "ALGORITHMS",

@@ -61,7 +61,7 @@ from tierlog.service.security.model import (
     ResourceType,
 )
 from tierlog.service.security.scram import DEFAULT_ITERATIONS, MAX_ITERATIONS, MECHANISMS, MIN_ITERATIONS
-from tierlog.tiering.errors import InvalidRequestError, TierlogError
+from tierlog.wire.errors import InvalidRequestError, TierlogError
 
 __all__ = ["build_parser", "main"]
 

@@ -31,7 +31,7 @@ from tierlog.service.security.admin_routes import ACL_FIELDS
 from tierlog.service.security.model import AclBinding, AclFilter
 from tierlog.service.security.scram import ScramCredential, make_credential
 from tierlog.service.security.store import SECURITY_FILE, SecurityStore
-from tierlog.tiering.errors import UnavailableError, error_from_answer
+from tierlog.wire.errors import UnavailableError, error_from_answer
 
 __all__ = ["BrokerTarget", "OfflineTarget", "Target", "TargetError", "UserInfo"]
 

@@ -13,7 +13,7 @@ import enum
 from dataclasses import dataclass
 from typing import Self
 
-from tierlog.tiering.errors import InvalidRequestError
+from tierlog.wire.errors import InvalidRequestError
 
 __all__ = [
     "ANONYMOUS",

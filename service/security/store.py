@@ -54,7 +54,7 @@ from tierlog.service.security.store_format import (
     user_key,
     user_name,
 )
-from tierlog.tiering.errors import ConflictError, NotFoundError, UnavailableError
+from tierlog.wire.errors import ConflictError, NotFoundError, UnavailableError
 
 __all__ = [
     "ACLS_PREFIX",

@@ -21,7 +21,7 @@ from urllib.parse import quote, unquote
 
 from tierlog.service.security.acl import validate_binding
 from tierlog.service.security.model import AclBinding, PatternType, ResourceType
-from tierlog.tiering.errors import InvalidRequestError
+from tierlog.wire.errors import InvalidRequestError
 
 __all__ = [
     "ACLS_PREFIX",

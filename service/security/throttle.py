@@ -18,7 +18,7 @@ import time
 from collections import OrderedDict, deque
 from collections.abc import Callable
 
-from tierlog.tiering.errors import ThrottledError
+from tierlog.wire.errors import ThrottledError
 
 __all__ = ["FailureThrottle", "TooManyFailuresError"]
 

@@ -38,7 +38,7 @@ from tierlog.client.errors import DeliveryTimeoutError
 from tierlog.client.sync_producer import Producer
 from tierlog.tiering.codec.batch import build_batch, iter_records
 from tierlog.tiering.codec.records import Record
-from tierlog.tiering.errors import LeaderNotAvailableError
+from tierlog.wire.errors import LeaderNotAvailableError
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 

@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tierlog.service.budget import ByteBudget
-from tierlog.tiering.errors import UnavailableError
+from tierlog.wire.errors import UnavailableError
 
 
 def test_full_budget_refuses_with_a_retriable_503() -> None:

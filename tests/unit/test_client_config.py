@@ -7,7 +7,7 @@ import pytest
 from tierlog.client.backoff import backoff_seconds
 from tierlog.client.config import ConsumerConfig, ProducerConfig, normalise_bootstrap
 from tierlog.tiering.codec.compression import Compression
-from tierlog.tiering.errors import InvalidRequestError
+from tierlog.wire.errors import InvalidRequestError
 
 
 def test_defaults_follow_kafka() -> None:

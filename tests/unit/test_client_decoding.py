@@ -18,7 +18,7 @@ from tierlog.tiering.codec.batch import build_batch
 from tierlog.tiering.codec.compression import Compression
 from tierlog.tiering.codec.header import CRC_OFFSET
 from tierlog.tiering.codec.records import Record
-from tierlog.tiering.errors import CorruptRecordError, InvalidRequestError
+from tierlog.wire.errors import CorruptRecordError, InvalidRequestError
 
 TP = TopicPartition("t", 2)
 

@@ -9,8 +9,9 @@ import pytest
 
 import tierlog.client
 from tierlog.client import errors
-from tierlog.service.errors import error_body, http_status
-from tierlog.tiering import errors as kinds
+from tierlog.service.errors import error_body
+from tierlog.wire import errors as kinds
+from tierlog.wire.errors import http_status
 
 
 def answer(code: int, message: str = "m", **extra: int) -> bytes:
@@ -68,7 +69,7 @@ def test_the_table_holds_every_wire_code_once() -> None:
 
 
 def test_a_second_class_with_a_taken_code_is_refused() -> None:
-    with pytest.raises(TypeError, match=r"40401 .*held by tierlog.tiering.errors.UnknownTopicError"):
+    with pytest.raises(TypeError, match=r"40401 .*held by tierlog.wire.errors.UnknownTopicError"):
 
         class TopicGoneError(kinds.NotFoundError):
             code = 40401

@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tierlog.tiering.codec.compression import XERIAL_MAGIC, Compression, compress, decompress
-from tierlog.tiering.errors import CorruptRecordError, InvalidRequestError
+from tierlog.wire.errors import CorruptRecordError, InvalidRequestError
 
 CODECS = list(Compression)
 COMPRESSED = [c for c in Compression if c != Compression.NONE]

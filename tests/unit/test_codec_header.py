@@ -22,7 +22,7 @@ from tierlog.tiering.codec import (
     verify_batch,
 )
 from tierlog.tiering.codec.header import HEADER_SIZE
-from tierlog.tiering.errors import CorruptRecordError, RecordTooLargeError
+from tierlog.wire.errors import CorruptRecordError, RecordTooLargeError
 
 GOLDEN = (pathlib.Path(__file__).parent / "data" / "small-none.bin").read_bytes()
 NOW = 1_750_000_000_000

@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tierlog.service.groups.assignors import STRATEGIES, Member, assign
-from tierlog.tiering.errors import InvalidRequestError
+from tierlog.wire.errors import InvalidRequestError
 
 TOPICS = ["a", "b", "c"]
 

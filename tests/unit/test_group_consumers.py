@@ -18,7 +18,7 @@ from tierlog.service.groups.offsets import MemoryOffsetStore
 from tierlog.service.rest_v2.media import EmbeddedFormat
 from tierlog.tiering.codec.batch import build_batch, iter_records
 from tierlog.tiering.codec.records import Record
-from tierlog.tiering.errors import ConflictError, InvalidRequestError, NotFoundError, OffsetOutOfRangeError
+from tierlog.wire.errors import ConflictError, InvalidRequestError, NotFoundError, OffsetOutOfRangeError
 
 
 class Clock:

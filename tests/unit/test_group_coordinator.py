@@ -9,7 +9,7 @@ import pytest
 
 from tierlog.service.groups.coordinator import GroupCoordinator, JoinResult
 from tierlog.service.groups.offsets import MemoryOffsetStore
-from tierlog.tiering.errors import (
+from tierlog.wire.errors import (
     IllegalGenerationError,
     InvalidRequestError,
     RebalanceInProgressError,

@@ -7,7 +7,7 @@ import re
 import pytest
 
 from tierlog.service.groups.patterns import NO_TOPIC, compile_pattern, matching_topics
-from tierlog.tiering.errors import InvalidRequestError
+from tierlog.wire.errors import InvalidRequestError
 
 NAMES = ["orders", "orders.eu", "__consumer_offsets", "payments", "orders-archive"]
 

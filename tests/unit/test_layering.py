@@ -1,7 +1,7 @@
 """The dependency direction of DESIGN.md, checked on every test run.
 
 ``service -> tiering`` and ``client -> tiering``; nothing imports ``service``; the codec modules import
-nothing async or vendor-specific.
+nothing async or vendor-specific; the wire contract (``tierlog/wire``) imports no layer and nothing async.
 ``make lint`` checks the same contracts with import-linter; this test keeps them enforced in CI too.
 """
 
@@ -45,6 +45,13 @@ def offenders(package: str, forbidden: tuple[str, ...]) -> list[str]:
         ("tiering", ("tierlog.service", "tierlog.client", "service", "client")),
         ("client", ("tierlog.service", "service")),
         ("tiering/codec", ("asyncio", "aiohttp", "aiobotocore", "botocore", "pyspark")),
+        (
+            "tierlog/wire",
+            (
+                *("tierlog.service", "tierlog.tiering", "tierlog.client", "tierlog.cli", "tierlog.spark"),
+                *("service", "tiering", "client", "asyncio", "aiohttp"),
+            ),
+        ),
     ],
 )
 def test_layering(package: str, forbidden: tuple[str, ...]) -> None:

@@ -10,13 +10,13 @@ import pytest
 
 from tests.unit.test_log_support import NOW, Model, decode, make_batch
 from tierlog.tiering.codec.header import crc32c, decode_header, iter_batches
-from tierlog.tiering.errors import (
+from tierlog.tiering.log import LogConfig, ManualClock, PartitionLog, SegmentInfo
+from tierlog.wire.errors import (
     CorruptRecordError,
     InvalidRequestError,
     OffsetOutOfRangeError,
     RecordTooLargeError,
 )
-from tierlog.tiering.log import LogConfig, ManualClock, PartitionLog, SegmentInfo
 
 
 def open_log(path: Path, clock: ManualClock | None = None, **config: object) -> PartitionLog:

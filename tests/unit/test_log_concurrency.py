@@ -6,8 +6,8 @@ import threading
 from pathlib import Path
 
 from tests.unit.test_log_support import NOW, decode, make_batch
-from tierlog.tiering.errors import OffsetOutOfRangeError
 from tierlog.tiering.log import LogConfig, ManualClock, PartitionLog
+from tierlog.wire.errors import OffsetOutOfRangeError
 
 
 def test_concurrent_appends_reads_and_retention_stay_consistent(tmp_path: Path) -> None:

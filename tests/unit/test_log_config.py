@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from tierlog.tiering.errors import InvalidRequestError
 from tierlog.tiering.log import LogConfig, ManualClock, SystemClock
 from tierlog.tiering.log.checkpoint import read_offset_checkpoint, write_offset_checkpoint
 from tierlog.tiering.log.naming import filename_prefix, log_path, parse_segment_file
+from tierlog.wire.errors import InvalidRequestError
 
 
 def test_defaults_are_kafkas() -> None:

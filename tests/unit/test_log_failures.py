@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from tests.unit.test_log_support import NOW, decode, make_batch
-from tierlog.tiering.errors import ConflictError, UnavailableError
 from tierlog.tiering.log import LogConfig, ManualClock, PartitionLog, naming
 from tierlog.tiering.log.log_core import RECOVERY_BACKOFF_MS
+from tierlog.wire.errors import ConflictError, UnavailableError
 
 
 @contextmanager

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from tests.unit.test_log_support import NOW, make_batch
-from tierlog.tiering.errors import UnavailableError
 from tierlog.tiering.log import LogConfig, ManualClock, PartitionLog, naming
 from tierlog.tiering.log.checkpoint import read_offset_checkpoint, write_offset_checkpoint
+from tierlog.wire.errors import UnavailableError
 
 
 def open_log(path: Path, **config: object) -> PartitionLog:

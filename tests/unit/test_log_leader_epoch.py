@@ -16,8 +16,8 @@ from tests.unit.test_log_support import NOW, make_batch
 from tierlog.tiering.codec.batch import build_batch
 from tierlog.tiering.codec.header import iter_batches, set_partition_leader_epoch, verify_batch
 from tierlog.tiering.codec.records import Record
-from tierlog.tiering.errors import InvalidRequestError, UnavailableError
 from tierlog.tiering.log import EpochEntry, LeaderEpochCache, LogConfig, ManualClock, PartitionLog, naming
+from tierlog.wire.errors import InvalidRequestError, UnavailableError
 
 E = EpochEntry
 

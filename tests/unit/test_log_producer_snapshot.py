@@ -13,15 +13,15 @@ from tests.unit.test_log_failures import file_size_limit
 from tierlog.tiering.codec.batch import build_batch
 from tierlog.tiering.codec.header import crc32c
 from tierlog.tiering.codec.records import Record
-from tierlog.tiering.errors import (
+from tierlog.tiering.log import EpochEntry, LogConfig, ManualClock, PartitionLog, ProducerInfo
+from tierlog.tiering.tools import dump_log
+from tierlog.wire.errors import (
     DuplicateSequenceError,
     InvalidRequestError,
     OutOfOrderSequenceError,
     ProducerFencedError,
     UnavailableError,
 )
-from tierlog.tiering.log import EpochEntry, LogConfig, ManualClock, PartitionLog, ProducerInfo
-from tierlog.tiering.tools import dump_log
 
 NOW = 1_700_000_000_000
 PID = 4242

@@ -7,12 +7,6 @@ from pathlib import Path
 import pytest
 
 from tierlog.tiering.codec.header import BatchHeader
-from tierlog.tiering.errors import (
-    DuplicateSequenceError,
-    InvalidRequestError,
-    OutOfOrderSequenceError,
-    ProducerFencedError,
-)
 from tierlog.tiering.log.producer_state import (
     INT32_MAX,
     BatchMetadata,
@@ -23,6 +17,12 @@ from tierlog.tiering.log.producer_state import (
     last_sequence,
 )
 from tierlog.tiering.log.segment import BatchMeta
+from tierlog.wire.errors import (
+    DuplicateSequenceError,
+    InvalidRequestError,
+    OutOfOrderSequenceError,
+    ProducerFencedError,
+)
 
 NOW = 1_700_000_000_000
 PID = 1000

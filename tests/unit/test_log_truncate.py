@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from tests.unit.test_log_support import NOW, Model, decode, make_batch
-from tierlog.tiering.errors import InvalidRequestError
 from tierlog.tiering.log import LogConfig, ManualClock, PartitionLog, naming
+from tierlog.wire.errors import InvalidRequestError
 
 CONFIG = LogConfig(segment_bytes=600, index_interval_bytes=80)
 

@@ -101,7 +101,12 @@ def test_only_tierlog_is_installed_at_the_top_level(wheel: Wheel) -> None:
 
 
 def test_the_folders_are_mapped_into_tierlog_as_real_files_once_each(wheel: Wheel) -> None:
-    for name in ("tierlog/service/app.py", "tierlog/tiering/codec/batch.py", "tierlog/client/producer.py"):
+    for name in (
+        "tierlog/service/app.py",
+        "tierlog/tiering/codec/batch.py",
+        "tierlog/client/producer.py",
+        "tierlog/wire/errors.py",
+    ):
         assert name in wheel.names
     assert "tierlog/spark.py" in wheel.names and "tierlog/cli.py" in wheel.names
     assert len(set(wheel.names)) == len(wheel.names)

@@ -9,13 +9,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tierlog.tiering.errors import InvalidRequestError
 from tierlog.tiering.remote import layout
 from tierlog.tiering.remote.factory import open_object_store, parse_store_uri
 from tierlog.tiering.remote.local import LocalObjectStore
 from tierlog.tiering.remote.prefixed import PrefixedStore
 from tierlog.tiering.remote.retrying import RetryingStore
 from tierlog.tiering.remote.store import validate_key
+from tierlog.wire.errors import InvalidRequestError
 
 U = uuid.UUID("5f0c2a8e-9d3b-4c1e-8f00-0123456789ab")
 

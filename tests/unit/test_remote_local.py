@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from tierlog.tiering.errors import ConflictError, InvalidRequestError, NotFoundError
 from tierlog.tiering.remote.local import LocalObjectStore
+from tierlog.wire.errors import ConflictError, InvalidRequestError, NotFoundError
 
 
 @pytest.fixture

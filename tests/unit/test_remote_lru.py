@@ -13,8 +13,8 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
-from tierlog.tiering.errors import InvalidRequestError, UnavailableError
 from tierlog.tiering.remote.lru import CacheListener, LruCache, Uncached
+from tierlog.wire.errors import InvalidRequestError, UnavailableError
 
 Value = tuple[str, int]  # (what was loaded, its size)
 

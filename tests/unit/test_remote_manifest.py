@@ -14,9 +14,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
-from tierlog.tiering.errors import ConflictError, CorruptRecordError, InvalidRequestError, NotFoundError
 from tierlog.tiering.remote import manifest as mf
 from tierlog.tiering.remote.manifest import RemoteSegment, SegmentState
+from tierlog.wire.errors import ConflictError, CorruptRecordError, InvalidRequestError, NotFoundError
 
 U1 = uuid.UUID("5f0c2a8e-0000-4000-8000-000000000001")
 U2 = uuid.UUID("5f0c2a8e-0000-4000-8000-000000000002")

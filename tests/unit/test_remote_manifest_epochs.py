@@ -12,12 +12,6 @@ import crc32c
 import pytest
 
 from tests.unit.test_remote_manifest import GOLDEN, GOLDEN_MANIFEST
-from tierlog.tiering.errors import (
-    ConflictError,
-    CorruptRecordError,
-    FencedLeaderEpochError,
-    InvalidRequestError,
-)
 from tierlog.tiering.log.leader_epoch import EpochEntry
 from tierlog.tiering.remote import manifest as mf
 from tierlog.tiering.remote.epochs import load_remote_epoch_history, remote_epoch_history
@@ -25,6 +19,12 @@ from tierlog.tiering.remote.layout import manifest_key
 from tierlog.tiering.remote.local import LocalObjectStore
 from tierlog.tiering.remote.manifest import RemoteSegment, SegmentState
 from tierlog.tiering.remote.manifest_store import ManifestStore
+from tierlog.wire.errors import (
+    ConflictError,
+    CorruptRecordError,
+    FencedLeaderEpochError,
+    InvalidRequestError,
+)
 
 
 def seg(

@@ -11,13 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from tierlog.tiering.errors import ConflictError, CorruptRecordError
 from tierlog.tiering.remote import manifest as mf
 from tierlog.tiering.remote.faults import FaultInjectingStore
 from tierlog.tiering.remote.layout import manifest_key
 from tierlog.tiering.remote.local import LocalObjectStore
 from tierlog.tiering.remote.manifest_store import ManifestStore
 from tierlog.tiering.remote.retrying import RetryingStore, RetryPolicy
+from tierlog.wire.errors import ConflictError, CorruptRecordError
 
 
 @pytest.fixture

@@ -10,9 +10,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tierlog.tiering.errors import CorruptRecordError
 from tierlog.tiering.remote import packed_indexes as pi
 from tierlog.tiering.remote.layout import parse_segment_key, segment_keys
+from tierlog.wire.errors import CorruptRecordError
 
 U = uuid.UUID("5f0c2a8e-0000-4000-8000-000000000001")
 

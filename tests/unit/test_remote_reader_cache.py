@@ -13,7 +13,6 @@ from pathlib import Path
 
 import pytest
 
-from tierlog.tiering.errors import UnavailableError
 from tierlog.tiering.remote.faults import FaultInjectingStore
 from tierlog.tiering.remote.instrumented import InstrumentedStore
 from tierlog.tiering.remote.local import LocalObjectStore
@@ -22,6 +21,7 @@ from tierlog.tiering.remote.packed_indexes import IndexRef, index_refs, pack
 from tierlog.tiering.remote.read_cache import ChunkCache
 from tierlog.tiering.remote.read_errors import ReadStats, RemoteObjectCorruptError, RemoteObjectMissingError
 from tierlog.tiering.remote.read_index_cache import IndexCache
+from tierlog.wire.errors import UnavailableError
 
 DATA = bytes(range(256)) * 40  # 10240 bytes: 10 chunks of 1024
 KEY = "t/0/obj.log"

@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tierlog.tiering.errors import CorruptRecordError
 from tierlog.tiering.remote.read_index import IndexInvalid, decode_offset_index, decode_time_index
+from tierlog.wire.errors import CorruptRecordError
 
 
 def offset_entries(entries: list[tuple[int, int]]) -> bytes:

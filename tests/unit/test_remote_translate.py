@@ -8,7 +8,8 @@ import errno
 import pytest
 from botocore import exceptions as bce
 
-from tierlog.tiering.errors import (
+from tierlog.tiering.remote.translate import translate, translating
+from tierlog.wire.errors import (
     ConflictError,
     InternalError,
     InvalidRequestError,
@@ -17,7 +18,6 @@ from tierlog.tiering.errors import (
     UnauthorizedError,
     UnavailableError,
 )
-from tierlog.tiering.remote.translate import translate, translating
 
 
 def client_error(code: str, status: int, message: str = "whatever") -> bce.ClientError:

@@ -11,13 +11,13 @@ import pytest
 
 from tierlog.tiering.codec.batch import build_batch
 from tierlog.tiering.codec.records import Record
-from tierlog.tiering.errors import InvalidRequestError
 from tierlog.tiering.log import LogConfig, ManualClock, PartitionLog, SegmentInfo
 from tierlog.tiering.log.offset_index import OffsetIndex
 from tierlog.tiering.log.scan import scan_batches
 from tierlog.tiering.log.segment import LogSegment
 from tierlog.tiering.log.time_index import TimeIndex
 from tierlog.tiering.remote.trim import TRIM_DIR, remove_trimmed, trimmed_copy
+from tierlog.wire.errors import InvalidRequestError
 
 START = 1_700_000_000_000
 

@@ -10,7 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from tierlog.tiering.errors import (
+from tierlog.tiering.remote.faults import FaultInjectingStore
+from tierlog.tiering.remote.instrumented import InstrumentedStore
+from tierlog.tiering.remote.local import LocalObjectStore
+from tierlog.tiering.remote.retrying import DeadlineExceededError, RetryingStore, RetryPolicy
+from tierlog.tiering.remote.store import ObjectInfo, ObjectStore
+from tierlog.wire.errors import (
     ConflictError,
     InternalError,
     InvalidRequestError,
@@ -18,11 +23,6 @@ from tierlog.tiering.errors import (
     UnauthorizedError,
     UnavailableError,
 )
-from tierlog.tiering.remote.faults import FaultInjectingStore
-from tierlog.tiering.remote.instrumented import InstrumentedStore
-from tierlog.tiering.remote.local import LocalObjectStore
-from tierlog.tiering.remote.retrying import DeadlineExceededError, RetryingStore, RetryPolicy
-from tierlog.tiering.remote.store import ObjectInfo, ObjectStore
 
 DATA = bytes(range(256)) * 8
 

@@ -11,7 +11,6 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tierlog.service.errors import http_status
 from tierlog.service.rest_v2.convert import (
     ProduceRecord,
     _struct_body,
@@ -27,7 +26,8 @@ from tierlog.service.rest_v2.media import EmbeddedFormat
 from tierlog.tiering.codec import _accel
 from tierlog.tiering.codec.batch import build_batch
 from tierlog.tiering.codec.records import Record
-from tierlog.tiering.errors import (
+from tierlog.tiering.partitioner import StickyPartitioner, partition_for_key
+from tierlog.wire.errors import (
     BadRequestError,
     CorruptRecordError,
     InternalError,
@@ -39,8 +39,8 @@ from tierlog.tiering.errors import (
     UnavailableError,
     UnknownPartitionError,
     UnknownTopicError,
+    http_status,
 )
-from tierlog.tiering.partitioner import StickyPartitioner, partition_for_key
 
 BINARY = EmbeddedFormat.BINARY
 JSON = EmbeddedFormat.JSON

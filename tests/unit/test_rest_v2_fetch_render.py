@@ -26,7 +26,7 @@ from tierlog.tiering.codec import _accel
 from tierlog.tiering.codec.batch import build_batch, iter_records
 from tierlog.tiering.codec.compression import Compression
 from tierlog.tiering.codec.records import Record
-from tierlog.tiering.errors import CorruptRecordError, InvalidRequestError, InvalidValueError, TierlogError
+from tierlog.wire.errors import CorruptRecordError, InvalidRequestError, InvalidValueError, TierlogError
 
 IMPLEMENTATIONS = ["pure"] + (["compiled"] if _accel.available is not None else [])
 

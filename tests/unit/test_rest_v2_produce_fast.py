@@ -32,7 +32,7 @@ from tierlog.service.rest_v2.produce_body import (
     _Record,
 )
 from tierlog.tiering.codec import _accel
-from tierlog.tiering.errors import BadRequestError, InvalidBodyError, TierlogError
+from tierlog.wire.errors import BadRequestError, InvalidBodyError, TierlogError
 
 BINARY = EmbeddedFormat.BINARY
 Row = tuple[bytes | None, bytes | None, int | None]

@@ -36,7 +36,7 @@ from tierlog.service.rest_v2.produce_body import (
     count_bytes,
 )
 from tierlog.tiering.codec import _accel
-from tierlog.tiering.errors import (
+from tierlog.wire.errors import (
     BadRequestError,
     InsufficientStorageError,
     InternalError,

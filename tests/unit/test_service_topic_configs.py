@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 
-from tierlog.service.errors import http_status
 from tierlog.service.metadata import validate_topic_name
 from tierlog.service.topic_configs import (
     TOPIC_CONFIGS,
@@ -13,8 +12,8 @@ from tierlog.service.topic_configs import (
     normalize_value,
     validate_overrides,
 )
-from tierlog.tiering.errors import InvalidConfigError, InvalidRequestError
 from tierlog.tiering.log import LogConfig
+from tierlog.wire.errors import InvalidConfigError, InvalidRequestError, http_status
 
 
 def test_defaults_match_the_log_engine() -> None:

@@ -11,7 +11,6 @@ import pytest
 
 from tierlog.tiering.codec.batch import build_batch
 from tierlog.tiering.codec.records import Record
-from tierlog.tiering.errors import UnavailableError
 from tierlog.tiering.log import LogConfig, ManualClock, PartitionLog
 from tierlog.tiering.remote import manifest as mf
 from tierlog.tiering.remote.faults import FaultInjectingStore
@@ -21,6 +20,7 @@ from tierlog.tiering.remote.local import LocalObjectStore
 from tierlog.tiering.remote.manifest_store import ManifestStore
 from tierlog.tiering.remote.remote_log import RemoteLog, UploadEvent
 from tierlog.tiering.remote.uploader import upload_segments
+from tierlog.wire.errors import UnavailableError
 
 START = 1_700_000_000_000
 

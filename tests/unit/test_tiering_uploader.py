@@ -12,7 +12,6 @@ import pytest
 
 from tierlog.tiering.codec.batch import build_batch
 from tierlog.tiering.codec.records import Record
-from tierlog.tiering.errors import NotFoundError, UnavailableError
 from tierlog.tiering.log import LogConfig, ManualClock, PartitionLog
 from tierlog.tiering.remote import manifest as mf
 from tierlog.tiering.remote import packed_indexes
@@ -23,6 +22,7 @@ from tierlog.tiering.remote.local import LocalObjectStore
 from tierlog.tiering.remote.manifest_store import ManifestStore
 from tierlog.tiering.remote.remote_log import RemoteLog, UploadEvent
 from tierlog.tiering.remote.uploader import clean_unfinished, delete_segments, upload_segment, upload_segments
+from tierlog.wire.errors import NotFoundError, UnavailableError
 
 START = 1_700_000_000_000
 

@@ -12,7 +12,7 @@ from tierlog.service.topic_rules import (
     check_partition_count,
     check_replication_factor_alone,
 )
-from tierlog.tiering.errors import InvalidConfigError
+from tierlog.wire.errors import InvalidConfigError
 
 
 def new(

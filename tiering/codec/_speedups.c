@@ -1892,7 +1892,7 @@ static struct PyModuleDef module = {
 PyMODINIT_FUNC
 PyInit__speedups(void)
 {
-    PyObject *errors = PyImport_ImportModule("tierlog.tiering.errors");
+    PyObject *errors = PyImport_ImportModule("tierlog.wire.errors");
     if (errors == NULL) {
         return NULL;
     }

@@ -40,7 +40,7 @@ from tierlog.tiering.codec.header import (
 )
 from tierlog.tiering.codec.records import Record, decode_records, write_record
 from tierlog.tiering.codec.varint import INT32_MAX, INT32_MIN, INT64_MAX, INT64_MIN
-from tierlog.tiering.errors import CorruptRecordError, InvalidRequestError
+from tierlog.wire.errors import CorruptRecordError, InvalidRequestError
 
 __all__ = [
     "DEFAULT_MAX_UNCOMPRESSED",

@@ -37,7 +37,7 @@ from tierlog.tiering.codec.batch import DEFAULT_MAX_UNCOMPRESSED, Buffer
 from tierlog.tiering.codec.compression import Compression, decompress
 from tierlog.tiering.codec.header import HEADER_SIZE, decode_header, verify_batch
 from tierlog.tiering.codec.records import decode_records
-from tierlog.tiering.errors import CorruptRecordError
+from tierlog.wire.errors import CorruptRecordError
 
 __all__ = ["RecordColumns", "decode_columns"]
 

@@ -19,7 +19,7 @@ The codec id lives in bits 0-2 of the batch attributes. Each codec compresses th
 
 Decompression never trusts a length from the input: the output is bounded by ``max_size`` before anything
 of that size is allocated, and any malformed stream raises
-:class:`~tierlog.tiering.errors.CorruptRecordError`. Every function here is pure and thread-safe.
+:class:`~tierlog.wire.errors.CorruptRecordError`. Every function here is pure and thread-safe.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ import cramjam
 import lz4.frame
 import zstandard
 
-from tierlog.tiering.errors import CorruptRecordError, InvalidRequestError
+from tierlog.wire.errors import CorruptRecordError, InvalidRequestError
 
 __all__ = ["Compression", "compress", "decompress"]
 

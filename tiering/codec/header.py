@@ -22,7 +22,7 @@ Because ``base_offset``, ``batch_length``, ``partition_leader_epoch``, ``magic``
 byte 21, the broker can assign offsets without recomputing the CRC.
 
 Nothing here trusts a length read from the bytes: every length is checked against the buffer first,
-and a bad batch raises :class:`~tierlog.tiering.errors.CorruptRecordError`.
+and a bad batch raises :class:`~tierlog.wire.errors.CorruptRecordError`.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from dataclasses import dataclass
 
 import crc32c as _crc32c
 
-from tierlog.tiering.errors import CorruptRecordError, RecordTooLargeError
+from tierlog.wire.errors import CorruptRecordError, RecordTooLargeError
 
 __all__ = [
     "HEADER_SIZE",

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 
 from tierlog.tiering.codec import _accel
 from tierlog.tiering.codec.varint import decode_varint, decode_varlong, write_varint, write_varlong
-from tierlog.tiering.errors import CorruptRecordError, InvalidRequestError
+from tierlog.wire.errors import CorruptRecordError, InvalidRequestError
 
 __all__ = ["Record", "Headers", "MIN_RECORD_SIZE", "write_record", "decode_records"]
 

@@ -31,7 +31,7 @@ from tierlog.tiering.codec.header import (
 )
 from tierlog.tiering.codec.records import MIN_RECORD_SIZE
 from tierlog.tiering.codec.varint import INT64_MAX, decode_varint, decode_varlong
-from tierlog.tiering.errors import CorruptRecordError
+from tierlog.wire.errors import CorruptRecordError
 
 __all__ = ["PRODUCER_ATTRIBUTES", "validate_batch", "validate_records"]
 

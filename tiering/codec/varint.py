@@ -24,7 +24,7 @@ compiled core when it is loaded (see :mod:`tierlog.tiering.codec._accel`); the c
 from __future__ import annotations
 
 from tierlog.tiering.codec import _accel
-from tierlog.tiering.errors import CorruptRecordError, InvalidRequestError
+from tierlog.wire.errors import CorruptRecordError, InvalidRequestError
 
 __all__ = [
     "INT32_MIN",

@@ -21,9 +21,9 @@ from tierlog.tiering.codec.header import (
     set_log_append_time,
     set_partition_leader_epoch,
 )
-from tierlog.tiering.errors import CorruptRecordError, InvalidRequestError
 from tierlog.tiering.log.config import LogConfig
 from tierlog.tiering.log.segment import BatchMeta, LogSegment
+from tierlog.wire.errors import CorruptRecordError, InvalidRequestError
 
 __all__ = ["PreparedAppend", "prepare", "assign", "write_batches"]
 

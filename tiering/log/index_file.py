@@ -24,7 +24,7 @@ from bisect import bisect_right
 from pathlib import Path
 from typing import ClassVar
 
-from tierlog.tiering.errors import CorruptRecordError
+from tierlog.wire.errors import CorruptRecordError
 
 __all__ = ["IndexCorruptError", "SparseIndex"]
 

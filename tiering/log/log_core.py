@@ -16,13 +16,6 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from tierlog.tiering.errors import (
-    ConflictError,
-    OffsetOutOfRangeError,
-    UnavailableError,
-    UnknownTopicError,
-    storage_error,
-)
 from tierlog.tiering.log import naming
 from tierlog.tiering.log.checkpoint import write_offset_checkpoint
 from tierlog.tiering.log.clock import Clock
@@ -34,6 +27,13 @@ from tierlog.tiering.log.reads import locate
 from tierlog.tiering.log.recovery import load_log
 from tierlog.tiering.log.segment import BatchMeta, LogSegment
 from tierlog.tiering.log.types import ProducerInfo, SegmentInfo
+from tierlog.wire.errors import (
+    ConflictError,
+    OffsetOutOfRangeError,
+    UnavailableError,
+    UnknownTopicError,
+    storage_error,
+)
 
 __all__ = ["LogCore", "LogOffsets", "io_errors"]
 

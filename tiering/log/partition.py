@@ -18,12 +18,6 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import TracebackType
 
-from tierlog.tiering.errors import (
-    InsufficientStorageError,
-    InvalidRequestError,
-    UnavailableError,
-    storage_error,
-)
 from tierlog.tiering.log import naming
 from tierlog.tiering.log.appending import assign, prepare, write_batches
 from tierlog.tiering.log.checkpoint import fsync_directory, read_offset_checkpoint
@@ -36,6 +30,12 @@ from tierlog.tiering.log.reads import first_at_or_after
 from tierlog.tiering.log.recovery import load_log
 from tierlog.tiering.log.retention import deletable_prefix, largest_timestamp
 from tierlog.tiering.log.types import AppendInfo, FileSlice, ReadResult, SegmentInfo
+from tierlog.wire.errors import (
+    InsufficientStorageError,
+    InvalidRequestError,
+    UnavailableError,
+    storage_error,
+)
 
 __all__ = ["PartitionLog"]
 

@@ -35,17 +35,17 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tierlog.tiering.codec.header import BatchHeader, crc32c
-from tierlog.tiering.errors import (
-    DuplicateSequenceError,
-    InvalidRequestError,
-    OutOfOrderSequenceError,
-    ProducerFencedError,
-)
 from tierlog.tiering.log.checkpoint import fsync_directory
 from tierlog.tiering.log.naming import SNAPSHOT_SUFFIX, TMP_SUFFIX, snapshot_path
 from tierlog.tiering.log.scan import scan_batches
 from tierlog.tiering.log.segment import BatchMeta, LogSegment
 from tierlog.tiering.log.types import AppendInfo, ProducerInfo
+from tierlog.wire.errors import (
+    DuplicateSequenceError,
+    InvalidRequestError,
+    OutOfOrderSequenceError,
+    ProducerFencedError,
+)
 
 __all__ = [
     "BatchMetadata",

@@ -10,7 +10,7 @@ import struct
 from collections.abc import Iterator
 
 from tierlog.tiering.codec.header import HEADER_SIZE, BatchHeader, decode_header, verify_batch
-from tierlog.tiering.errors import CorruptRecordError
+from tierlog.wire.errors import CorruptRecordError
 
 __all__ = ["INT32_MAX", "read_header", "read_span", "scan_batches"]
 

@@ -15,7 +15,6 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
-from tierlog.tiering.errors import CorruptRecordError, InternalError
 from tierlog.tiering.log import naming
 from tierlog.tiering.log.index_file import IndexCorruptError
 from tierlog.tiering.log.offset_index import OffsetIndex
@@ -23,6 +22,7 @@ from tierlog.tiering.log.scan import INT32_MAX, read_header, read_span, scan_bat
 from tierlog.tiering.log.time_index import ENTRY as TIME_ENTRY
 from tierlog.tiering.log.time_index import TimeIndex
 from tierlog.tiering.log.types import SegmentInfo
+from tierlog.wire.errors import CorruptRecordError, InternalError
 
 __all__ = ["LogSegment", "BatchMeta"]
 

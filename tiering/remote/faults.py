@@ -15,9 +15,9 @@ from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from tierlog.tiering.errors import InvalidRequestError, UnavailableError
 from tierlog.tiering.remote.instrumented import OPERATIONS
 from tierlog.tiering.remote.store import ObjectInfo, ObjectStore
+from tierlog.wire.errors import InvalidRequestError, UnavailableError
 
 __all__ = ["FaultInjectingStore"]
 

@@ -24,8 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from tierlog.tiering.errors import TierlogError
 from tierlog.tiering.remote.store import ObjectInfo, ObjectStore
+from tierlog.wire.errors import TierlogError
 
 __all__ = ["InstrumentedStore", "OPERATIONS"]
 
@@ -58,7 +58,7 @@ class InstrumentedStore:
 
     Counting happens on the event loop thread with no awaits in between, so concurrent calls are safe.
     ``clock`` (default ``time.perf_counter``) is injectable. Errors are counted by the class name of
-    the :mod:`tierlog.tiering.errors` kind (``"UnavailableError"``...); anything else as ``"other"``.
+    the :mod:`tierlog.wire.errors` kind (``"UnavailableError"``...); anything else as ``"other"``.
     """
 
     def __init__(self, inner: ObjectStore, *, clock: Callable[[], float] = time.perf_counter) -> None:

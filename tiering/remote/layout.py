@@ -26,8 +26,8 @@ import uuid
 from dataclasses import dataclass
 from typing import Literal
 
-from tierlog.tiering.errors import InvalidRequestError
 from tierlog.tiering.topic_names import topic_name_problem
+from tierlog.wire.errors import InvalidRequestError
 
 __all__ = [
     "SEGMENT_SUFFIXES",

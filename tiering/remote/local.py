@@ -24,9 +24,9 @@ from collections.abc import AsyncIterator, Callable, Iterable
 from pathlib import Path
 from typing import TypeVar
 
-from tierlog.tiering.errors import InvalidRequestError
 from tierlog.tiering.remote.store import ObjectInfo, validate_key, validate_prefix, validate_range
 from tierlog.tiering.remote.translate import translating
+from tierlog.wire.errors import InvalidRequestError
 
 __all__ = ["LocalObjectStore"]
 

@@ -24,7 +24,7 @@ from collections.abc import Awaitable, Callable, Hashable
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
-from tierlog.tiering.errors import InvalidRequestError, UnavailableError
+from tierlog.wire.errors import InvalidRequestError, UnavailableError
 
 __all__ = ["CacheListener", "Loader", "LruCache", "Uncached"]
 

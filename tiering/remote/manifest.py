@@ -58,8 +58,8 @@ from typing import Any
 
 import crc32c as _crc32c
 
-from tierlog.tiering.errors import ConflictError, CorruptRecordError, InvalidRequestError, NotFoundError
 from tierlog.tiering.remote.layout import MAX_OFFSET, validate_topic
+from tierlog.wire.errors import ConflictError, CorruptRecordError, InvalidRequestError, NotFoundError
 
 __all__ = [
     "FORMAT_VERSION",

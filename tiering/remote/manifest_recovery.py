@@ -23,7 +23,6 @@ import uuid
 from dataclasses import dataclass, replace
 
 from tierlog.tiering.codec.header import HEADER_SIZE, decode_header, verify_batch
-from tierlog.tiering.errors import CorruptRecordError, NotFoundError
 from tierlog.tiering.remote import manifest as mf
 from tierlog.tiering.remote import packed_indexes
 from tierlog.tiering.remote.layout import (
@@ -36,6 +35,7 @@ from tierlog.tiering.remote.layout import (
 )
 from tierlog.tiering.remote.manifest_store import ManifestStore
 from tierlog.tiering.remote.store import ObjectStore
+from tierlog.wire.errors import CorruptRecordError, NotFoundError
 
 __all__ = ["Recovery", "recover_manifest", "derive_segment"]
 

@@ -19,16 +19,16 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import replace
 
-from tierlog.tiering.errors import (
+from tierlog.tiering.remote import manifest as mf
+from tierlog.tiering.remote.layout import manifest_key, manifest_prefix, parse_manifest_key
+from tierlog.tiering.remote.store import ObjectStore
+from tierlog.wire.errors import (
     ConflictError,
     CorruptRecordError,
     FencedLeaderEpochError,
     NotFoundError,
     UnavailableError,
 )
-from tierlog.tiering.remote import manifest as mf
-from tierlog.tiering.remote.layout import manifest_key, manifest_prefix, parse_manifest_key
-from tierlog.tiering.remote.store import ObjectStore
 
 __all__ = ["ManifestStore"]
 

@@ -25,9 +25,9 @@ import struct
 import uuid
 from dataclasses import dataclass
 
-from tierlog.tiering.errors import CorruptRecordError
 from tierlog.tiering.remote.layout import segment_keys
 from tierlog.tiering.remote.manifest import RemoteSegment
+from tierlog.wire.errors import CorruptRecordError
 
 __all__ = [
     "MAGIC",

@@ -18,10 +18,10 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-from tierlog.tiering.errors import InvalidRequestError, NotFoundError, TierlogError
 from tierlog.tiering.remote.lru import CacheListener, LruCache
 from tierlog.tiering.remote.read_errors import ReadStats, RemoteObjectCorruptError, RemoteObjectMissingError
 from tierlog.tiering.remote.store import ObjectStore
+from tierlog.wire.errors import InvalidRequestError, NotFoundError, TierlogError
 
 __all__ = ["ChunkCache"]
 

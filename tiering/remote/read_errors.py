@@ -1,6 +1,6 @@
 """The errors and counters of the remote read path (:mod:`tierlog.tiering.remote.reader`).
 
-Both errors are subclasses of the public kinds in :mod:`tierlog.tiering.errors` (so the web layer maps them
+Both errors are subclasses of the public kinds in :mod:`tierlog.wire.errors` (so the web layer maps them
 with no extra code) and carry the object key, so an operator knows which object to look at.
 """
 
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-from tierlog.tiering.errors import CorruptRecordError, NotFoundError
+from tierlog.wire.errors import CorruptRecordError, NotFoundError
 
 __all__ = ["RemoteObjectCorruptError", "RemoteObjectMissingError", "ReadStats"]
 

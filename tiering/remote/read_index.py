@@ -20,7 +20,7 @@ from array import array
 from bisect import bisect_right
 from dataclasses import dataclass
 
-from tierlog.tiering.errors import CorruptRecordError
+from tierlog.wire.errors import CorruptRecordError
 
 __all__ = [
     "OFFSET_ENTRY",

@@ -17,7 +17,6 @@ from array import array
 from collections.abc import Callable
 from typing import TypeVar
 
-from tierlog.tiering.errors import InvalidRequestError, NotFoundError, UnavailableError
 from tierlog.tiering.remote.lru import CacheListener, LruCache, Uncached
 from tierlog.tiering.remote.manifest import RemoteSegment
 from tierlog.tiering.remote.packed_indexes import IndexRef
@@ -30,6 +29,7 @@ from tierlog.tiering.remote.read_index import (
     decode_time_index,
 )
 from tierlog.tiering.remote.store import ObjectStore
+from tierlog.wire.errors import InvalidRequestError, NotFoundError, UnavailableError
 
 __all__ = ["IndexCache"]
 

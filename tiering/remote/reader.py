@@ -26,7 +26,6 @@ from collections import OrderedDict
 from dataclasses import dataclass
 
 from tierlog.tiering.codec.header import HEADER_SIZE, BatchHeader, decode_header, verify_batch
-from tierlog.tiering.errors import CorruptRecordError, InvalidRequestError, OffsetOutOfRangeError
 from tierlog.tiering.remote import layout
 from tierlog.tiering.remote.manifest import Manifest, RemoteSegment, readable_segments
 from tierlog.tiering.remote.packed_indexes import IndexRef, segment_index_refs
@@ -34,6 +33,7 @@ from tierlog.tiering.remote.read_cache import ChunkCache
 from tierlog.tiering.remote.read_errors import ReadStats, RemoteObjectCorruptError, RemoteObjectMissingError
 from tierlog.tiering.remote.read_index_cache import IndexCache
 from tierlog.tiering.remote.store import ObjectStore
+from tierlog.wire.errors import CorruptRecordError, InvalidRequestError, OffsetOutOfRangeError
 
 __all__ = ["RemoteReader", "RemoteReadResult", "RemoteObjectCorruptError", "RemoteObjectMissingError"]
 

@@ -26,7 +26,6 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from tierlog.tiering.errors import CorruptRecordError, FencedLeaderEpochError, InvalidRequestError
 from tierlog.tiering.log import Clock, PartitionLog, SegmentInfo
 from tierlog.tiering.remote import manifest as mf
 from tierlog.tiering.remote.layout import parse_manifest_key, partition_prefix
@@ -41,6 +40,7 @@ from tierlog.tiering.remote.uploader import (
     delete_segments,
     upload_segments,
 )
+from tierlog.wire.errors import CorruptRecordError, FencedLeaderEpochError, InvalidRequestError
 
 __all__ = ["RemoteLog", "UploadEvent"]
 

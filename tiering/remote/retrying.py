@@ -1,6 +1,6 @@
 """A wrapper that retries transient object-store failures with capped, jittered exponential backoff.
 
-Only :class:`~tierlog.tiering.errors.UnavailableError` (throttling, 5xx, connection failures) is retried. A
+Only :class:`~tierlog.wire.errors.UnavailableError` (throttling, 5xx, connection failures) is retried. A
 missing key, a lost conditional write, a bad request or denied access is final on the first attempt:
 retrying cannot change those answers and would only delay the caller.
 
@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
 
-from tierlog.tiering.errors import InvalidRequestError, UnavailableError
 from tierlog.tiering.remote.store import ObjectInfo, ObjectStore
+from tierlog.wire.errors import InvalidRequestError, UnavailableError
 
 __all__ = ["DeadlineExceededError", "RetryPolicy", "RetryingStore"]
 

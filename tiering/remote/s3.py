@@ -46,9 +46,9 @@ from aiobotocore.config import AioConfig
 from aiobotocore.session import get_session
 from botocore.exceptions import ClientError
 
-from tierlog.tiering.errors import ConflictError, InvalidRequestError, NotFoundError, UnavailableError
 from tierlog.tiering.remote.store import ObjectInfo, validate_key, validate_prefix, validate_range
 from tierlog.tiering.remote.translate import s3_error_code, translating
+from tierlog.wire.errors import ConflictError, InvalidRequestError, NotFoundError, UnavailableError
 
 __all__ = [
     "S3ObjectStore",

@@ -14,7 +14,7 @@ Conventions shared by every implementation (the contract suite checks them again
 * **Ranges are half-open**: ``get_range(key, start, end)`` returns bytes ``[start, end)`` like a Python
   slice; ``end=None`` means "to the end of the object". A range past the end is clamped (a start at or
   beyond the size gives ``b""``), so chunked readers need not know the size first.
-* **Errors** are only :mod:`tierlog.tiering.errors` kinds: a missing key is :class:`NotFoundError`, a lost
+* **Errors** are only :mod:`tierlog.wire.errors` kinds: a missing key is :class:`NotFoundError`, a lost
   conditional write is ``False`` from :meth:`ObjectStore.put_if_absent` (never an exception), a
   transient failure is :class:`UnavailableError` (the only retriable kind).
 * ``list`` yields objects in ascending key order (UTF-8 byte order, as S3 does).
@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
-from tierlog.tiering.errors import InvalidRequestError
+from tierlog.wire.errors import InvalidRequestError
 
 __all__ = [
     "MAX_KEY_BYTES",
@@ -63,7 +63,7 @@ class ObjectStore(Protocol):
     """An async key/value store of immutable-by-convention byte objects.
 
     Every method is safe to call concurrently from one event loop. Methods raise only
-    :mod:`tierlog.tiering.errors` kinds (see the module docstring).
+    :mod:`tierlog.wire.errors` kinds (see the module docstring).
     """
 
     async def put(self, key: str, data: bytes) -> None:

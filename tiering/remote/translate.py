@@ -1,4 +1,4 @@
-"""The one place where vendor errors (botocore, OSError) become :mod:`tierlog.tiering.errors` kinds.
+"""The one place where vendor errors (botocore, OSError) become :mod:`tierlog.wire.errors` kinds.
 
 Both object-store implementations wrap every backend call in :func:`translating`, which re-raises with
 ``raise kind(...) from err`` so the vendor error stays on ``__cause__`` for logs. Matching is on S3 error
@@ -31,7 +31,7 @@ from contextlib import contextmanager
 
 from botocore import exceptions as bce
 
-from tierlog.tiering.errors import (
+from tierlog.wire.errors import (
     ConflictError,
     InternalError,
     InvalidRequestError,
@@ -146,7 +146,7 @@ def _os_error_kind(err: OSError) -> type[TierlogError]:
 
 
 def translate(err: BaseException, *, op: str, key: str = "") -> TierlogError:
-    """Build the :mod:`tierlog.tiering.errors` kind for a vendor error raised while doing ``op`` on ``key``.
+    """Build the :mod:`tierlog.wire.errors` kind for a vendor error raised while doing ``op`` on ``key``.
 
     Pure; a :class:`TierlogError` is returned unchanged. The caller raises the result ``from err``.
     """

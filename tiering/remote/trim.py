@@ -19,10 +19,10 @@ import os
 import shutil
 from pathlib import Path
 
-from tierlog.tiering.errors import CorruptRecordError, InvalidRequestError
 from tierlog.tiering.log import SegmentInfo, naming
 from tierlog.tiering.log.scan import scan_batches
 from tierlog.tiering.log.segment import LogSegment
+from tierlog.wire.errors import CorruptRecordError, InvalidRequestError
 
 __all__ = ["TRIM_DIR", "trimmed_copy", "remove_trimmed"]
 

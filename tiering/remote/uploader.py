@@ -41,13 +41,13 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from tierlog.tiering.errors import ConflictError, FencedLeaderEpochError, InvalidRequestError, NotFoundError
 from tierlog.tiering.log import Clock, SegmentInfo
 from tierlog.tiering.remote import manifest as mf
 from tierlog.tiering.remote import packed_indexes
 from tierlog.tiering.remote.layout import segment_keys
 from tierlog.tiering.remote.manifest_store import ManifestStore
 from tierlog.tiering.remote.store import ObjectStore
+from tierlog.wire.errors import ConflictError, FencedLeaderEpochError, InvalidRequestError, NotFoundError
 
 __all__ = [
     "UploadResult",

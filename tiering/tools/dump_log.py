@@ -31,7 +31,6 @@ from tierlog.tiering.codec.batch import decode_batch
 from tierlog.tiering.codec.compression import Compression
 from tierlog.tiering.codec.header import ATTRIBUTES_OFFSET, HEADER_SIZE, BatchHeader, crc32c, decode_header
 from tierlog.tiering.codec.records import Record
-from tierlog.tiering.errors import CorruptRecordError
 from tierlog.tiering.log import offset_index, time_index
 from tierlog.tiering.log.naming import (
     INDEX_SUFFIX,
@@ -40,6 +39,7 @@ from tierlog.tiering.log.naming import (
     TIMEINDEX_SUFFIX,
     parse_segment_file,
 )
+from tierlog.wire.errors import CorruptRecordError
 
 __all__ = ["main", "dump_file", "dump_snapshot", "Report"]
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tierlog.tiering.errors import InvalidConfigError, NotFoundError
+from tierlog.wire.errors import InvalidConfigError, NotFoundError
 
 from .conftest import Node, StartNode, batch
 

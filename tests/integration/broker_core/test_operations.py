@@ -12,7 +12,7 @@ from aiohttp import web
 
 from tierlog.service.errors import error_middleware
 from tierlog.service.openapi import build_document, render
-from tierlog.tiering.errors import ConsumerInstanceNotFoundError, NotFoundError, OffsetOutOfRangeError
+from tierlog.wire.errors import ConsumerInstanceNotFoundError, NotFoundError, OffsetOutOfRangeError
 
 from .conftest import Node, StartNode, batch
 

@@ -17,8 +17,8 @@ from tierlog.service.tasks import MAINTENANCE
 from tierlog.tiering.codec.batch import iter_records
 from tierlog.tiering.codec.compression import Compression
 from tierlog.tiering.codec.header import iter_batches
-from tierlog.tiering.errors import CorruptRecordError, NotFoundError, OffsetOutOfRangeError
 from tierlog.tiering.log import ManualClock, ReadResult
+from tierlog.wire.errors import CorruptRecordError, NotFoundError, OffsetOutOfRangeError
 
 from .conftest import Node, StartNode, batch
 

@@ -11,7 +11,7 @@ from yarl import URL
 
 from tests.integration.broker import Brokers, Client, RunningBroker
 from tests.integration.broker_data.helpers import BATCHES, BINARY, b64, expect_error, produce
-from tierlog.tiering.errors import InvalidConfigError
+from tierlog.wire.errors import InvalidConfigError
 
 ILLEGAL = ["evil\n", "a b", "x" * 250, ".", "..", "tab\tname", "tópico", "a/b"]
 

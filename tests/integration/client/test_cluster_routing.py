@@ -32,13 +32,13 @@ from tierlog.client.errors import BrokerUnavailableError, DeliveryTimeoutError
 from tierlog.client.router import Router
 from tierlog.tiering.codec.batch import iter_decoded_batches
 from tierlog.tiering.codec.header import iter_batches
-from tierlog.tiering.errors import (
+from tierlog.tiering.partitioner import partition_for_key
+from tierlog.wire.errors import (
     BadRequestError,
     LeaderNotAvailableError,
     NotLeaderOrFollowerError,
     UnknownTopicError,
 )
-from tierlog.tiering.partitioner import partition_for_key
 
 TOPIC = "orders"
 PARTITIONS = 6

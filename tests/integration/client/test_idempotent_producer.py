@@ -17,7 +17,7 @@ from tierlog.client import AsyncProducer, ConsumerRecord
 from tierlog.client.transport import BATCHES_TYPE
 from tierlog.tiering.codec.batch import build_batch
 from tierlog.tiering.codec.records import Record
-from tierlog.tiering.errors import OutOfOrderSequenceError, ProducerFencedError
+from tierlog.wire.errors import OutOfOrderSequenceError, ProducerFencedError
 
 FAST = {"retry_backoff_ms": 10, "retry_backoff_max_ms": 50, "linger_ms": 2}
 

@@ -35,8 +35,8 @@ from tierlog.service.cluster.model import (
 from tierlog.service.cluster.store import Compare, Delete, Put
 from tierlog.tiering.codec.batch import build_batch
 from tierlog.tiering.codec.records import Record
-from tierlog.tiering.errors import InvalidConfigError, LeaderNotAvailableError, NotLeaderOrFollowerError
 from tierlog.tiering.log import ManualClock
+from tierlog.wire.errors import InvalidConfigError, LeaderNotAvailableError, NotLeaderOrFollowerError
 
 BATCHES = "application/vnd.tierlog.batches"
 SHORT_SESSION = {"broker.session.timeout.ms": "2000", "broker.heartbeat.interval.ms": "500"}

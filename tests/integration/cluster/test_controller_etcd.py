@@ -26,7 +26,7 @@ from tierlog.service.cluster.model import (
 )
 from tierlog.service.cluster.store import Compare, Put
 from tierlog.service.config import build_settings, parse_metadata_uri
-from tierlog.tiering.errors import FencedLeaderEpochError, IneligibleReplicaError, InvalidUpdateVersionError
+from tierlog.wire.errors import FencedLeaderEpochError, IneligibleReplicaError, InvalidUpdateVersionError
 
 pytestmark = pytest.mark.integration
 

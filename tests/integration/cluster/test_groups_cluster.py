@@ -29,7 +29,7 @@ from tierlog.service.groups.offsets import OFFSETS_TOPIC
 from tierlog.service.groups.routing import FORWARDED_BY, Coordinate, Forwarder
 from tierlog.service.groups.state import CONSUMERS, GROUPS_READY
 from tierlog.tiering.codec.batch import iter_records
-from tierlog.tiering.errors import ConsumerInstanceNotFoundError
+from tierlog.wire.errors import ConsumerInstanceNotFoundError
 
 SETTINGS = {"num.partitions": "3", "offsets.topic.num.partitions": "3"}
 VALUES = {0: ["a0", "a1"], 1: ["b0", "b1"], 2: ["c0", "c1"]}

@@ -21,7 +21,7 @@ from tierlog.service.cluster.peers import PeerClient
 from tierlog.service.cluster.proxy import LeaderClient, LeaderPartition
 from tierlog.tiering.codec.batch import build_batch, iter_records
 from tierlog.tiering.codec.records import Record
-from tierlog.tiering.errors import LeaderNotAvailableError, OffsetOutOfRangeError, UnknownTopicError
+from tierlog.wire.errors import LeaderNotAvailableError, OffsetOutOfRangeError, UnknownTopicError
 
 BATCHES = "application/vnd.tierlog.batches"
 

@@ -19,13 +19,13 @@ from botocore.exceptions import ClientError, ReadTimeoutError
 from tests.integration.remote.blackhole import BlackholeProxy
 from tests.integration.remote.conftest import create_bucket
 from tests.integration.remote.servers import S3Server
-from tierlog.tiering.errors import (
+from tierlog.tiering.remote.s3 import S3ObjectStore
+from tierlog.wire.errors import (
     InvalidRequestError,
     NotFoundError,
     UnauthorizedError,
     UnavailableError,
 )
-from tierlog.tiering.remote.s3 import S3ObjectStore
 
 pytestmark = pytest.mark.integration
 

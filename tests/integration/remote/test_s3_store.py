@@ -20,15 +20,15 @@ from botocore.exceptions import EndpointConnectionError
 
 from tests.integration.remote.conftest import create_bucket
 from tests.integration.remote.servers import S3Server, free_port
-from tierlog.tiering.errors import (
+from tierlog.tiering.remote.factory import open_object_store
+from tierlog.tiering.remote.s3 import S3ObjectStore
+from tierlog.wire.errors import (
     ConflictError,
     InvalidRequestError,
     NotFoundError,
     UnauthorizedError,
     UnavailableError,
 )
-from tierlog.tiering.remote.factory import open_object_store
-from tierlog.tiering.remote.s3 import S3ObjectStore
 
 pytestmark = pytest.mark.integration
 

@@ -13,7 +13,6 @@ import pytest
 from tests.integration.remote.conftest import Backend
 from tierlog.tiering.codec.batch import build_batch
 from tierlog.tiering.codec.records import Record
-from tierlog.tiering.errors import UnavailableError
 from tierlog.tiering.log import LogConfig, ManualClock, PartitionLog
 from tierlog.tiering.remote import manifest as mf
 from tierlog.tiering.remote import packed_indexes
@@ -23,6 +22,7 @@ from tierlog.tiering.remote.layout import segment_keys
 from tierlog.tiering.remote.manifest_store import ManifestStore
 from tierlog.tiering.remote.remote_log import RemoteLog
 from tierlog.tiering.remote.store import ObjectStore
+from tierlog.wire.errors import UnavailableError
 
 START = 1_700_000_000_000
 

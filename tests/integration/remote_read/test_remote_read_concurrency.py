@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 
 from tests.integration.remote_read.helpers import Partition, replay, upload, write_log
-from tierlog.tiering.errors import InvalidRequestError
 from tierlog.tiering.remote.instrumented import InstrumentedStore
 from tierlog.tiering.remote.reader import RemoteReader
 from tierlog.tiering.remote.store import ObjectStore
+from tierlog.wire.errors import InvalidRequestError
 
 CHUNK = 2048
 

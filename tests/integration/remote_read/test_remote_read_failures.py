@@ -21,11 +21,11 @@ from tests.integration.remote_read.helpers import (
     write_log,
 )
 from tierlog.tiering.codec.header import ATTRIBUTES_OFFSET, HEADER_SIZE, iter_batches
-from tierlog.tiering.errors import CorruptRecordError, NotFoundError, OffsetOutOfRangeError, UnavailableError
 from tierlog.tiering.remote import manifest as mf
 from tierlog.tiering.remote.faults import FaultInjectingStore
 from tierlog.tiering.remote.instrumented import InstrumentedStore
 from tierlog.tiering.remote.reader import RemoteObjectCorruptError, RemoteObjectMissingError, RemoteReader
+from tierlog.wire.errors import CorruptRecordError, NotFoundError, OffsetOutOfRangeError, UnavailableError
 
 CHUNK = 2048
 

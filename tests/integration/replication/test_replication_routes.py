@@ -24,7 +24,7 @@ from tierlog.service.replication.client import ReplicationClient
 from tierlog.tiering.codec.batch import build_batch
 from tierlog.tiering.codec.header import decode_header
 from tierlog.tiering.codec.records import Record
-from tierlog.tiering.errors import (
+from tierlog.wire.errors import (
     FencedLeaderEpochError,
     NotControllerError,
     NotLeaderOrFollowerError,

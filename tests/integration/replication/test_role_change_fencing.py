@@ -23,8 +23,8 @@ from tierlog.service.replication.leader import LeaderState
 from tierlog.tiering.codec.batch import build_batch
 from tierlog.tiering.codec.header import iter_batches
 from tierlog.tiering.codec.records import Record
-from tierlog.tiering.errors import LeaderNotAvailableError, NotLeaderOrFollowerError
 from tierlog.tiering.log import LogConfig, ManualClock, PartitionLog
+from tierlog.wire.errors import LeaderNotAvailableError, NotLeaderOrFollowerError
 
 pytestmark = pytest.mark.integration
 

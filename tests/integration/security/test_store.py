@@ -38,7 +38,7 @@ from tierlog.service.security.store import (
     parse_acl_key,
     user_key,
 )
-from tierlog.tiering.errors import InvalidRequestError, NotFoundError, UnavailableError
+from tierlog.wire.errors import InvalidRequestError, NotFoundError, UnavailableError
 
 ALICE_PASSWORD = "alice-secret"
 

@@ -39,12 +39,12 @@ from tierlog.client.spark.scan import (
 from tierlog.client.spark.store import LocalArchive, load_manifest
 from tierlog.client.spark.stream import TierlogStreamReader, _prorate, decode_offsets, encode_offsets
 from tierlog.tiering.codec import Compression, Record
-from tierlog.tiering.errors import CorruptRecordError, InvalidRequestError
 from tierlog.tiering.log import SegmentInfo
 from tierlog.tiering.remote import manifest as mf
 from tierlog.tiering.remote.local import LocalObjectStore
 from tierlog.tiering.remote.manifest_store import ManifestStore
 from tierlog.tiering.remote.packed_indexes import IndexRef, index_refs, segment_index_refs
+from tierlog.wire.errors import CorruptRecordError, InvalidRequestError
 
 TOPIC = "model"
 COUNT = 400

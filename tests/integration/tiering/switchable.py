@@ -8,8 +8,8 @@ import asyncio
 from collections.abc import AsyncIterator, Iterable
 from pathlib import Path
 
-from tierlog.tiering.errors import UnavailableError
 from tierlog.tiering.remote.store import ObjectInfo, ObjectStore
+from tierlog.wire.errors import UnavailableError
 
 
 class SwitchableStore:

@@ -25,12 +25,12 @@ from tests.integration.tiering.helpers import (
 from tests.integration.tiering.switchable import SwitchableStore
 from tierlog.service.state import METRICS
 from tierlog.service.tasks import MAINTENANCE
-from tierlog.tiering.errors import CorruptRecordError, UnauthorizedError
 from tierlog.tiering.remote import manifest as mf
 from tierlog.tiering.remote.layout import manifest_key, segment_key
 from tierlog.tiering.remote.local import LocalObjectStore
 from tierlog.tiering.remote.manifest_store import ManifestStore
 from tierlog.tiering.remote.store import ObjectStore
+from tierlog.wire.errors import CorruptRecordError, UnauthorizedError
 
 pytestmark = pytest.mark.integration
 

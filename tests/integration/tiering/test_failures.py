@@ -25,12 +25,12 @@ from tests.integration.tiering.helpers import (
 from tests.integration.tiering.switchable import SwitchableStore
 from tierlog.service.state import METRICS
 from tierlog.service.tasks import MAINTENANCE
-from tierlog.tiering.errors import NotFoundError
 from tierlog.tiering.remote import manifest as mf
 from tierlog.tiering.remote.inventory import check
 from tierlog.tiering.remote.layout import manifest_key, segment_key
 from tierlog.tiering.remote.manifest_store import ManifestStore
 from tierlog.tiering.remote.store import ObjectStore
+from tierlog.wire.errors import NotFoundError
 
 pytestmark = pytest.mark.integration
 

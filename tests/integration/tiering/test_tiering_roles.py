@@ -21,7 +21,6 @@ from tierlog.service.remote.partition import RemotePartition
 from tierlog.tiering.codec.batch import build_batch
 from tierlog.tiering.codec.header import decode_header
 from tierlog.tiering.codec.records import Record
-from tierlog.tiering.errors import FencedLeaderEpochError
 from tierlog.tiering.log import LogConfig, ManualClock, PartitionLog
 from tierlog.tiering.log.leader_epoch import EpochEntry
 from tierlog.tiering.remote import manifest as mf
@@ -36,6 +35,7 @@ from tierlog.tiering.remote.s3 import S3ObjectStore
 from tierlog.tiering.remote.store import ObjectStore
 from tierlog.tiering.remote.trim import TRIM_DIR
 from tierlog.tiering.remote.uploader import clean_unfinished, upload_segments
+from tierlog.wire.errors import FencedLeaderEpochError
 
 START = 1_700_000_000_000
 

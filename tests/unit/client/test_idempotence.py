@@ -11,7 +11,7 @@ from tierlog.client.errors import DeliveryTimeoutError
 from tierlog.client.idempotence import MAX_SEQUENCE, IdempotenceState, Stamp, increment_sequence
 from tierlog.client.types import TopicPartition
 from tierlog.tiering.codec.records import Record
-from tierlog.tiering.errors import (
+from tierlog.wire.errors import (
     DuplicateSequenceError,
     InvalidRequestError,
     OutOfOrderSequenceError,

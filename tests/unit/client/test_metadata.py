@@ -11,7 +11,7 @@ from tierlog.client.config import ConsumerConfig, ProducerConfig, bootstrap_urls
 from tierlog.client.metadata import NO_LEADER, ClusterMetadata, decode_metadata, legacy_metadata
 from tierlog.client.router import Router, is_routing_error
 from tierlog.client.types import TopicPartition
-from tierlog.tiering.errors import (
+from tierlog.wire.errors import (
     CorruptRecordError,
     InvalidRequestError,
     LeaderNotAvailableError,

@@ -26,7 +26,7 @@ from tierlog.service.cluster.model import (
 from tierlog.service.cluster.store import Compare, KeyValue, Put
 from tierlog.service.config import build_settings
 from tierlog.service.metrics import Metrics
-from tierlog.tiering.errors import (
+from tierlog.wire.errors import (
     FencedLeaderEpochError,
     IneligibleReplicaError,
     InvalidRequestError,

@@ -12,8 +12,8 @@ from tierlog.service.cluster.membership import Membership, lease_ttl_seconds
 from tierlog.service.cluster.model import BrokerRegistration, broker_key
 from tierlog.service.cluster.store import MetadataStoreError
 from tierlog.service.metrics import Metrics
-from tierlog.tiering.errors import InvalidConfigError
 from tierlog.tiering.log.clock import ManualClock
+from tierlog.wire.errors import InvalidConfigError
 
 SESSION_MS = 6000
 NEVER_MS = 3_600_000  # heartbeat interval for tests that drive heartbeat() themselves

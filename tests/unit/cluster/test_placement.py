@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tierlog.service.cluster.placement import assign_replicas, rack_alternated
-from tierlog.tiering.errors import InvalidConfigError
+from tierlog.wire.errors import InvalidConfigError
 
 Brokers = list[tuple[int, str | None]]
 

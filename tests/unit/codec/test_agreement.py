@@ -19,7 +19,7 @@ from tierlog.tiering.codec.header import HEADER_SIZE
 from tierlog.tiering.codec.records import decode_records
 from tierlog.tiering.codec.validate import validate_batch, validate_records
 from tierlog.tiering.codec.varint import decode_varint, decode_varlong, encode_varint, encode_varlong
-from tierlog.tiering.errors import CorruptRecordError, InvalidRequestError
+from tierlog.wire.errors import CorruptRecordError, InvalidRequestError
 
 COMPARES_IMPLEMENTATIONS = True
 pytestmark = pytest.mark.skipif(_accel.available is None, reason="the compiled codec is not loaded")

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from tierlog.tiering.codec import Compression, Record, build_batch, decode_batch
 from tierlog.tiering.codec.batch import build_batch_columns
-from tierlog.tiering.errors import InvalidRequestError
+from tierlog.wire.errors import InvalidRequestError
 
 NOW = 1_750_000_000_000
 

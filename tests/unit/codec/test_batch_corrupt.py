@@ -21,7 +21,7 @@ from tierlog.tiering.codec import (
 )
 from tierlog.tiering.codec.header import CRC_OFFSET, HEADER, HEADER_SIZE, crc32c
 from tierlog.tiering.codec.varint import encode_varint
-from tierlog.tiering.errors import CorruptRecordError
+from tierlog.wire.errors import CorruptRecordError
 
 DATA = pathlib.Path(__file__).parents[1] / "data"
 SMALL = {c: (DATA / f"small-{c.kafka_name}.bin").read_bytes() for c in Compression}

@@ -17,7 +17,7 @@ from tierlog.tiering.codec import (
     verify_batch,
 )
 from tierlog.tiering.codec.header import CRC_OFFSET, HEADER_SIZE, crc32c
-from tierlog.tiering.errors import InvalidRequestError
+from tierlog.wire.errors import InvalidRequestError
 
 INT16 = st.integers(-(2**15), 2**15 - 1)
 INT32 = st.integers(-(2**31), 2**31 - 1)

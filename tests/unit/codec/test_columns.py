@@ -25,7 +25,7 @@ from tierlog.tiering.codec import (
     iter_records,
 )
 from tierlog.tiering.codec.header import HEADER_SIZE
-from tierlog.tiering.errors import CorruptRecordError
+from tierlog.wire.errors import CorruptRecordError
 
 COMPARES_IMPLEMENTATIONS = True
 NOW = 1_750_000_000_000

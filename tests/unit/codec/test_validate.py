@@ -16,7 +16,7 @@ from tierlog.tiering.codec import Compression, Record, build_batch, compress, de
 from tierlog.tiering.codec.header import CRC_OFFSET, HEADER, HEADER_SIZE, crc32c
 from tierlog.tiering.codec.validate import validate_batch
 from tierlog.tiering.codec.varint import encode_varint, encode_varlong
-from tierlog.tiering.errors import CorruptRecordError, RecordTooLargeError
+from tierlog.wire.errors import CorruptRecordError, RecordTooLargeError
 
 DATA = pathlib.Path(__file__).parents[1] / "data"
 NOW = 1_750_000_000_000

@@ -19,7 +19,7 @@ from tierlog.tiering.codec.varint import (
     zigzag_decode,
     zigzag_encode,
 )
-from tierlog.tiering.errors import CorruptRecordError, InvalidRequestError
+from tierlog.wire.errors import CorruptRecordError, InvalidRequestError
 
 # Encodings as Kafka writes them (cross-checked with kafka-python's encode_varint, an independent encoder).
 GOLDEN_32 = [

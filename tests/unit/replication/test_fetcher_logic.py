@@ -25,13 +25,13 @@ from tierlog.service.replication.fetcher import (
     out_of_range_action,
     truncation_point,
 )
-from tierlog.tiering.errors import (
+from tierlog.tiering.log.leader_epoch import EpochEntry, LeaderEpochCache
+from tierlog.wire.errors import (
     FencedLeaderEpochError,
     OffsetMovedToTieredStorageError,
     OffsetOutOfRangeError,
     TierlogError,
 )
-from tierlog.tiering.log.leader_epoch import EpochEntry, LeaderEpochCache
 
 # ---- a model of replicated logs ------------------------------------------------------------------------
 

@@ -14,14 +14,14 @@ from tierlog.service.cluster.model import AlterPartitionRequest, PartitionState
 from tierlog.service.replication import isr as isr_module
 from tierlog.service.replication.isr import IsrManager
 from tierlog.service.replication.leader import LeaderState
-from tierlog.tiering.errors import (
+from tierlog.tiering.log.clock import ManualClock
+from tierlog.wire.errors import (
     FencedLeaderEpochError,
     InvalidUpdateVersionError,
     NotControllerError,
     TierlogError,
     UnavailableError,
 )
-from tierlog.tiering.log.clock import ManualClock
 
 LAG_MS = 1000
 WAIT_S = 10.0

@@ -9,7 +9,8 @@ from collections.abc import Sequence
 import pytest
 
 from tierlog.service.replication.leader import LeaderState
-from tierlog.tiering.errors import (
+from tierlog.tiering.log.clock import ManualClock
+from tierlog.wire.errors import (
     IllegalStateError,
     NotEnoughReplicasAfterAppendError,
     NotEnoughReplicasError,
@@ -17,7 +18,6 @@ from tierlog.tiering.errors import (
     ProduceTimedOutError,
     UnknownPartitionError,
 )
-from tierlog.tiering.log.clock import ManualClock
 
 LAG_MS = 1000
 WAIT_S = 10.0

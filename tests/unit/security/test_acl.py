@@ -24,7 +24,7 @@ from tierlog.service.security.model import (
     Principal,
     ResourceType,
 )
-from tierlog.tiering.errors import InvalidRequestError
+from tierlog.wire.errors import InvalidRequestError
 
 ALICE = Principal.user("alice")
 BOB = Principal.user("bob")

@@ -20,7 +20,7 @@ from jwt.algorithms import ECAlgorithm, RSAAlgorithm
 from pytest_aiohttp import AiohttpServer
 
 from tierlog.service.security.bearer import BearerVerifier
-from tierlog.tiering.errors import UnauthorizedError
+from tierlog.wire.errors import UnauthorizedError
 
 NOW = 1_800_000_000.0
 AUDIENCE = "tierlog"

@@ -25,7 +25,7 @@ from tierlog.client.transport import BrokerClient
 from tierlog.service.config import Settings, load_settings
 from tierlog.service.security.settings import SecuritySettings
 from tierlog.service.security.tls import ServerTls, TlsError, broker_client_security, server_context
-from tierlog.tiering.errors import InvalidRequestError
+from tierlog.wire.errors import InvalidRequestError
 
 
 @dataclass(frozen=True)

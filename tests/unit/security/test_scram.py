@@ -23,7 +23,7 @@ from tierlog.service.security.scram import (
     make_credential,
     verify,
 )
-from tierlog.tiering.errors import InvalidRequestError
+from tierlog.wire.errors import InvalidRequestError
 
 # RFC 7677 section 3: user "user", password "pencil".
 RFC_SALT = base64.b64decode("W22ZaJ0SNY7soEsUEjb6gQ==")

@@ -8,8 +8,15 @@ or the code, never on a message string.
 
 Codes follow the Confluent REST proxy where one exists: the first three digits of a five-digit code are
 its HTTP status family (40401 is a 404, 50301 a 503), and Confluent's v3 admin API also answers plain
-three-digit codes (404). HTTP itself is not this module's business: the broker's web layer derives the
-status from the code (:mod:`tierlog.service.errors`).
+three-digit codes (404). :func:`http_status` is that derivation; the broker's web layer
+(:mod:`tierlog.service.errors`) answers with it.
+
+Each class also declares its Kafka error (``kafka``, a :class:`KafkaError`: the numeric code and name of
+Kafka's ``Errors`` enum), so a Kafka-protocol listener answers the same condition with the code a Kafka client
+expects. Where Kafka has no exact equivalent the class names the nearest one and says so (``exact=False``),
+or Kafka's ``UNKNOWN_SERVER_ERROR`` (-1) when nothing comes close (the client-only errors never travel).
+:meth:`TierlogError.kafka_error` is the one for an instance (an :class:`AuthorizationError` answers the
+topic, group or cluster code of the resource it was refused).
 
 The code-to-class registry is built from the classes: every subclass of :class:`TierlogError` that declares
 ``code`` in its own body registers it when the class is created (client-only errors in
@@ -17,65 +24,23 @@ The code-to-class registry is built from the classes: every subclass of :class:`
 :func:`error_for_code` turns a code received from a broker back into its class, so the broker and the client
 cannot drift apart (the pattern of Kafka's ``Errors`` and aiokafka's ``errors.py``).
 
-=====  ===============================  ==================  =========
-code   class                            kind                retriable
-=====  ===============================  ==================  =========
-404    NotFoundError                    not found           no
-422    InvalidBodyError                 invalid request     no
-40001  BadRequestError                  invalid request     no
-40002  InvalidConfigError               invalid request     no
-40003  CorruptBatchError                invalid request     no
-40101  UnauthorizedError                unauthorized        no
-40400  NoSuchRouteError                 not found           no
-40401  UnknownTopicError                not found           no
-40402  UnknownPartitionError            not found           no
-40403  ConsumerInstanceNotFoundError    not found           no
-40404  UnknownProducerIdError           not found           no
-40410  UnknownMemberError               not found           no
-40411  UnknownGroupError                not found           no
-40501  MethodNotAllowedError            invalid request     no
-40601  NotAcceptableError               invalid request     no
-40901  ConflictError                    conflict            no
-40902  ConsumerInstanceExistsError      conflict            no
-40903  IllegalStateError                conflict            no
-40910  RebalanceInProgressError         conflict            yes
-40904  InvalidUpdateVersionError        conflict            no
-40905  IneligibleReplicaError           conflict            no
-40906  OutOfOrderSequenceError          conflict            no
-40907  ProducerFencedError              conflict            no
-40908  DuplicateSequenceError           conflict            no
-40911  IllegalGenerationError           conflict            no
-41301  RecordTooLargeError              invalid request     no
-41501  UnsupportedMediaTypeError        invalid request     no
-41601  OffsetOutOfRangeError            invalid request     no
-41602  OffsetMovedToTieredStorageError  invalid request     no
-42201  InvalidRequestError              invalid request     no
-42202  InvalidValueError                invalid request     no
-42204  InvalidConsumerConfigError       invalid request     no
-42206  SchemaRegistryRequiredError      invalid request     no
-50001  InternalError                    internal            yes
-50002  CorruptRecordError               corrupt data        no
-50301  UnavailableError                 unavailable         yes
-50310  NotLeaderOrFollowerError         unavailable         yes
-50311  LeaderNotAvailableError          unavailable         yes
-50312  NotCoordinatorError              unavailable         yes
-50313  NotEnoughReplicasError           unavailable         yes
-50314  NotEnoughReplicasAfterAppendError unavailable        yes
-50315  FencedLeaderEpochError           unavailable         yes
-50316  UnknownLeaderEpochError          unavailable         yes
-50317  NotControllerError               unavailable         yes
-50318  ProduceTimedOutError             unavailable         yes
-50701  InsufficientStorageError         unavailable         yes
-=====  ===============================  ==================  =========
+The whole table (code, HTTP status, kind, retriable, Kafka code and name, class, meaning) is generated from
+the classes into ``docs/errors.md`` (:mod:`tierlog.wire.errors_doc`; a test keeps the file current).
 """
 
 from __future__ import annotations
 
 import errno
 import json
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import ClassVar
 
 __all__ = [
+    "KafkaError",
+    "UNKNOWN_SERVER_ERROR",
+    "NO_KAFKA_EQUIVALENT",
+    "http_status",
     "TierlogError",
     "InvalidRequestError",
     "NotFoundError",
@@ -138,6 +103,34 @@ def _name(cls: type) -> str:
     return f"{cls.__module__}.{cls.__qualname__}"
 
 
+@dataclass(frozen=True, slots=True)
+class KafkaError:
+    """An entry of Kafka's ``Errors`` enum (its numeric code and name), as one of our classes maps to it.
+
+    ``exact`` is False when Kafka has no error for the same condition and ``code`` is the nearest one (or
+    :data:`UNKNOWN_SERVER_ERROR` when nothing comes close).
+    """
+
+    code: int
+    name: str
+    exact: bool = True
+
+
+UNKNOWN_SERVER_ERROR = KafkaError(-1, "UNKNOWN_SERVER_ERROR")
+# What a class declares when Kafka has nothing close to it (client-only errors, lost compare-and-set races).
+NO_KAFKA_EQUIVALENT = KafkaError(-1, "UNKNOWN_SERVER_ERROR", exact=False)
+_INVALID_REQUEST_NEAREST = KafkaError(42, "INVALID_REQUEST", exact=False)
+
+
+def http_status(code: int) -> int:
+    """The HTTP status an error code answers with. Pure.
+
+    Confluent's five-digit codes start with their status (40401 is a 404, 50301 a 503); its v3 admin API
+    also answers plain three-digit codes, which are the status itself.
+    """
+    return code if code < 1000 else code // 100
+
+
 class TierlogError(Exception):
     """Base of every error tierlog raises on purpose.
 
@@ -148,6 +141,9 @@ class TierlogError(Exception):
 
     code: int = 50001
     retriable: ClassVar[bool] = False
+    # The public kind the class rolls up into, as docs/errors.md names it; declared on each kind.
+    kind: ClassVar[str] = "internal"
+    kafka: ClassVar[KafkaError] = UNKNOWN_SERVER_ERROR
     # What a broker puts before the message on the wire: the start of the peer proxies' message that
     # clients match on ("Illegal state: "). The message itself stays as raised, so a round trip keeps it.
     PREFIX: ClassVar[str] = ""
@@ -173,6 +169,11 @@ class TierlogError(Exception):
     def __str__(self) -> str:
         return self.message
 
+    def kafka_error(self) -> KafkaError:
+        """The Kafka error this instance answers with on a Kafka-protocol listener: the class's ``kafka``.
+        Pure."""
+        return self.kafka
+
 
 # --- the kinds ---------------------------------------------------------------------------------------------
 
@@ -181,6 +182,8 @@ class InvalidRequestError(TierlogError):
     """The request is malformed or names an invalid value. Never retried. Also Confluent's "key error"."""
 
     code = 42201
+    kind = "invalid request"
+    kafka = KafkaError(42, "INVALID_REQUEST")
 
 
 class NotFoundError(TierlogError):
@@ -190,18 +193,24 @@ class NotFoundError(TierlogError):
     """
 
     code = 404
+    kind = "not found"
+    kafka = KafkaError(91, "RESOURCE_NOT_FOUND")
 
 
 class ConflictError(TierlogError):
     """The request conflicts with the current state (already exists, fenced, stale generation)."""
 
     code = 40901
+    kind = "conflict"
+    kafka = NO_KAFKA_EQUIVALENT  # lost compare-and-set races, a directory already open
 
 
 class UnavailableError(TierlogError):
     """A dependency is temporarily unavailable (object store down, disk budget full). Retriable."""
 
     code = 50301
+    kind = "unavailable"
+    kafka = KafkaError(56, "KAFKA_STORAGE_ERROR", exact=False)  # retriable, as ours
     retriable = True
 
 
@@ -209,6 +218,8 @@ class CorruptRecordError(TierlogError):
     """Bytes failed validation: bad CRC, impossible length, truncated batch. Never served as data."""
 
     code = 50002
+    kind = "corrupt data"
+    kafka = KafkaError(2, "CORRUPT_MESSAGE")
 
 
 class UnauthorizedError(TierlogError):
@@ -216,13 +227,36 @@ class UnauthorizedError(TierlogError):
     ``WWW-Authenticate`` challenge): no credentials, or credentials that do not verify."""
 
     code = 40101
+    kind = "unauthorized"
+    kafka = KafkaError(58, "SASL_AUTHENTICATION_FAILED")
 
 
 class AuthorizationError(UnauthorizedError):
     """The caller is authenticated but no ACL allows the operation (403; Confluent's 40301). Never retried.
-    ``docs/security.md`` lists the ACL each action needs."""
+    ``docs/security.md`` lists the ACL each action needs.
+
+    ``resource_type`` names what was refused (an ACL resource type: ``TOPIC``, ``GROUP``, ``CLUSTER``,
+    ``TRANSACTIONAL_ID``; empty when the request matched no access rule at all); it picks the Kafka error
+    (:meth:`kafka_error`) and is not sent on the HTTP wire.
+    """
 
     code = 40301
+    kafka = KafkaError(31, "CLUSTER_AUTHORIZATION_FAILED", exact=False)  # no resource named
+    KAFKA_BY_RESOURCE: ClassVar[Mapping[str, KafkaError]] = {
+        "TOPIC": KafkaError(29, "TOPIC_AUTHORIZATION_FAILED"),
+        "GROUP": KafkaError(30, "GROUP_AUTHORIZATION_FAILED"),
+        "CLUSTER": KafkaError(31, "CLUSTER_AUTHORIZATION_FAILED"),
+        "TRANSACTIONAL_ID": KafkaError(53, "TRANSACTIONAL_ID_AUTHORIZATION_FAILED"),
+    }
+
+    def __init__(self, message: str, *, resource_type: str = "") -> None:
+        super().__init__(message)
+        self.resource_type = resource_type
+
+    def kafka_error(self) -> KafkaError:
+        """Kafka's authorization error for the refused resource type (the class's ``kafka`` when none is
+        named). Pure."""
+        return self.KAFKA_BY_RESOURCE.get(self.resource_type, self.kafka)
 
 
 class ThrottledError(TierlogError):
@@ -230,6 +264,8 @@ class ThrottledError(TierlogError):
     delay the answer names."""
 
     code = 42901
+    kind = "throttled"
+    kafka = KafkaError(58, "SASL_AUTHENTICATION_FAILED", exact=False)  # Kafka delays it
     retriable = True
 
 
@@ -241,6 +277,8 @@ class InternalError(TierlogError):
     """
 
     code = 50001
+    kind = "internal"
+    kafka = UNKNOWN_SERVER_ERROR
     retriable = True
 
 
@@ -251,6 +289,7 @@ class BadRequestError(InvalidRequestError):
     """The body is not valid JSON or base64, or a parameter or required field is malformed."""
 
     code = 40001
+    kafka = KafkaError(42, "INVALID_REQUEST")
 
 
 class InvalidConfigError(InvalidRequestError):
@@ -258,30 +297,35 @@ class InvalidConfigError(InvalidRequestError):
     exists. Confluent answers all of these (Kafka's ``TopicExistsException`` included) with 40002."""
 
     code = 40002
+    kafka = KafkaError(40, "INVALID_CONFIG")
 
 
 class CorruptBatchError(InvalidRequestError):
     """A produced batch failed validation (CRC, framing, magic, control bit); nothing was appended."""
 
     code = 40003
+    kafka = KafkaError(2, "CORRUPT_MESSAGE")
 
 
 class NotAcceptableError(InvalidRequestError):
     """No representation matches the ``Accept`` header."""
 
     code = 40601
+    kafka = _INVALID_REQUEST_NEAREST  # HTTP content negotiation
 
 
 class UnsupportedMediaTypeError(InvalidRequestError):
     """The ``Content-Type`` of the body is not one this route accepts."""
 
     code = 41501
+    kafka = _INVALID_REQUEST_NEAREST  # HTTP content negotiation
 
 
 class RecordTooLargeError(InvalidRequestError):
     """A batch is larger than ``max.message.bytes``, or a request body larger than ``max.request.size``."""
 
     code = 41301
+    kafka = KafkaError(10, "MESSAGE_TOO_LARGE")
 
 
 class OffsetOutOfRangeError(InvalidRequestError):
@@ -291,6 +335,7 @@ class OffsetOutOfRangeError(InvalidRequestError):
     """
 
     code = 41601
+    kafka = KafkaError(1, "OFFSET_OUT_OF_RANGE")
 
     def __init__(self, message: str, *, log_start_offset: int, log_end_offset: int) -> None:
         super().__init__(message)
@@ -305,6 +350,7 @@ class OffsetMovedToTieredStorageError(OffsetOutOfRangeError):
     """
 
     code = 41602
+    kafka = KafkaError(109, "OFFSET_MOVED_TO_TIERED_STORAGE")
 
     def __init__(
         self, message: str, *, log_start_offset: int, log_end_offset: int, local_log_start_offset: int = -1
@@ -318,6 +364,7 @@ class InvalidValueError(InvalidRequestError):
     not valid JSON when JSON was asked for."""
 
     code = 42202
+    kafka = KafkaError(87, "INVALID_RECORD", exact=False)
 
 
 class InvalidConsumerConfigError(InvalidRequestError):
@@ -327,6 +374,7 @@ class InvalidConsumerConfigError(InvalidRequestError):
     """
 
     code = 42204
+    kafka = KafkaError(40, "INVALID_CONFIG", exact=False)
     PREFIX = "Invalid consumer configuration: "
 
 
@@ -336,6 +384,7 @@ class InvalidBodyError(InvalidRequestError):
     Confluent's REST Proxy and Karapace answer these with the plain code 422; so does tierlog."""
 
     code = 422
+    kafka = _INVALID_REQUEST_NEAREST
 
 
 class SchemaRegistryRequiredError(InvalidRequestError):
@@ -344,12 +393,14 @@ class SchemaRegistryRequiredError(InvalidRequestError):
     error.")."""
 
     code = 42206
+    kafka = _INVALID_REQUEST_NEAREST
 
 
 class MethodNotAllowedError(InvalidRequestError):
     """The path exists but not with this HTTP method (405)."""
 
     code = 40501
+    kafka = _INVALID_REQUEST_NEAREST  # HTTP only
 
 
 # --- not found ---------------------------------------------------------------------------------------------
@@ -359,24 +410,28 @@ class NoSuchRouteError(NotFoundError):
     """No route has this path (404): a typo in the URL, or an API tierlog does not serve."""
 
     code = 40400
+    kafka = KafkaError(35, "UNSUPPORTED_VERSION", exact=False)  # an API not served
 
 
 class UnknownTopicError(NotFoundError):
     """The topic does not exist (or was deleted)."""
 
     code = 40401
+    kafka = KafkaError(3, "UNKNOWN_TOPIC_OR_PARTITION")
 
 
 class UnknownPartitionError(NotFoundError):
     """The partition does not exist."""
 
     code = 40402
+    kafka = KafkaError(3, "UNKNOWN_TOPIC_OR_PARTITION")
 
 
 class ConsumerInstanceNotFoundError(NotFoundError):
     """No such REST consumer instance (never created, deleted, or expired)."""
 
     code = 40403
+    kafka = KafkaError(25, "UNKNOWN_MEMBER_ID", exact=False)  # an instance is a member
 
 
 class UnknownMemberError(NotFoundError):
@@ -384,6 +439,7 @@ class UnknownMemberError(NotFoundError):
     with an empty member id."""
 
     code = 40410
+    kafka = KafkaError(25, "UNKNOWN_MEMBER_ID")
 
 
 class UnknownProducerIdError(NotFoundError):
@@ -391,12 +447,14 @@ class UnknownProducerIdError(NotFoundError):
     asks for a new id."""
 
     code = 40404
+    kafka = KafkaError(59, "UNKNOWN_PRODUCER_ID")
 
 
 class UnknownGroupError(NotFoundError):
     """No such consumer group."""
 
     code = 40411
+    kafka = KafkaError(69, "GROUP_ID_NOT_FOUND")
 
 
 # --- conflicts ---------------------------------------------------------------------------------------------
@@ -406,6 +464,7 @@ class ConsumerInstanceExistsError(ConflictError):
     """A REST consumer instance with that name already exists in the group."""
 
     code = 40902
+    kafka = KafkaError(111, "UNRELEASED_INSTANCE_ID", exact=False)  # the name is taken
 
 
 class IllegalStateError(ConflictError):
@@ -416,6 +475,7 @@ class IllegalStateError(ConflictError):
     """
 
     code = 40903
+    kafka = _INVALID_REQUEST_NEAREST
     PREFIX = "Illegal state: "
 
 
@@ -423,6 +483,7 @@ class RebalanceInProgressError(ConflictError):
     """The group is rebalancing: the member must join again to get its new assignment."""
 
     code = 40910
+    kafka = KafkaError(27, "REBALANCE_IN_PROGRESS")
     retriable = True
 
 
@@ -430,6 +491,7 @@ class IllegalGenerationError(ConflictError):
     """A group request carries a generation that is not the group's current one: the member is fenced."""
 
     code = 40911
+    kafka = KafkaError(22, "ILLEGAL_GENERATION")
 
 
 class InvalidUpdateVersionError(ConflictError):
@@ -437,6 +499,7 @@ class InvalidUpdateVersionError(ConflictError):
     no longer current; the leader re-reads the partition state and decides again."""
 
     code = 40904
+    kafka = KafkaError(95, "INVALID_UPDATE_VERSION")
 
 
 class IneligibleReplicaError(ConflictError):
@@ -444,6 +507,7 @@ class IneligibleReplicaError(ConflictError):
     not a replica of the partition."""
 
     code = 40905
+    kafka = KafkaError(107, "INELIGIBLE_REPLICA")
 
 
 class OutOfOrderSequenceError(ConflictError):
@@ -452,14 +516,17 @@ class OutOfOrderSequenceError(ConflictError):
     was appended. The producer bumps its epoch and starts its sequences again (design note 0011)."""
 
     code = 40906
+    kafka = KafkaError(45, "OUT_OF_ORDER_SEQUENCE_NUMBER")
 
 
 class ProducerFencedError(ConflictError):
-    """Kafka's PRODUCER_FENCED / INVALID_PRODUCER_EPOCH: the batch's producer epoch is older than the one
-    this partition has seen for its producer id; a newer instance of the producer took over. Nothing was
-    appended; the old instance must stop."""
+    """Kafka's INVALID_PRODUCER_EPOCH: the batch's producer epoch is older than the one this partition has
+    seen for its producer id; a newer instance of the producer took over. Nothing was appended; the old
+    instance must stop. (A Kafka partition leader answers a produce so; PRODUCER_FENCED, 90, is the
+    transaction coordinator's answer, which tierlog has no equivalent of.)"""
 
     code = 40907
+    kafka = KafkaError(47, "INVALID_PRODUCER_EPOCH")
 
 
 class DuplicateSequenceError(ConflictError):
@@ -469,6 +536,7 @@ class DuplicateSequenceError(ConflictError):
     unknown."""
 
     code = 40908
+    kafka = KafkaError(46, "DUPLICATE_SEQUENCE_NUMBER")
 
 
 # --- unavailable --------------------------------------------------------------------------------------------
@@ -480,6 +548,7 @@ class NotLeaderOrFollowerError(UnavailableError):
     client refreshes its metadata or goes straight to the leader."""
 
     code = 50310
+    kafka = KafkaError(6, "NOT_LEADER_OR_FOLLOWER")
 
     def __init__(
         self, message: str, *, leader_id: int = -1, leader_url: str = "", leader_epoch: int = -1
@@ -495,6 +564,7 @@ class NotCoordinatorError(NotLeaderOrFollowerError):
     ``__consumer_offsets`` partition). Retriable; the answer names the coordinator as ``leader_*``."""
 
     code = 50312
+    kafka = KafkaError(16, "NOT_COORDINATOR")
 
 
 class LeaderNotAvailableError(UnavailableError):
@@ -502,6 +572,7 @@ class LeaderNotAvailableError(UnavailableError):
     and no in-sync replica can take over, or an election is in progress). Retriable."""
 
     code = 50311
+    kafka = KafkaError(5, "LEADER_NOT_AVAILABLE")
 
 
 class NotEnoughReplicasError(UnavailableError):
@@ -510,6 +581,7 @@ class NotEnoughReplicasError(UnavailableError):
     catch up."""
 
     code = 50313
+    kafka = KafkaError(19, "NOT_ENOUGH_REPLICAS")
 
 
 class NotEnoughReplicasAfterAppendError(UnavailableError):
@@ -518,6 +590,7 @@ class NotEnoughReplicasAfterAppendError(UnavailableError):
     are stored; a retry stores them again unless the producer is idempotent. Retriable."""
 
     code = 50314
+    kafka = KafkaError(20, "NOT_ENOUGH_REPLICAS_AFTER_APPEND")
 
 
 class FencedLeaderEpochError(UnavailableError):
@@ -525,6 +598,7 @@ class FencedLeaderEpochError(UnavailableError):
     (a follower or a deposed leader acting on stale metadata). Retriable after a metadata refresh."""
 
     code = 50315
+    kafka = KafkaError(74, "FENCED_LEADER_EPOCH")
 
 
 class UnknownLeaderEpochError(UnavailableError):
@@ -532,6 +606,7 @@ class UnknownLeaderEpochError(UnavailableError):
     (its metadata is behind). Retriable."""
 
     code = 50316
+    kafka = KafkaError(75, "UNKNOWN_LEADER_EPOCH")
 
 
 class NotControllerError(UnavailableError):
@@ -539,6 +614,7 @@ class NotControllerError(UnavailableError):
     Retriable: the answer names the controller when it is known (``controller_id``)."""
 
     code = 50317
+    kafka = KafkaError(41, "NOT_CONTROLLER")
 
 
 class ProduceTimedOutError(UnavailableError):
@@ -547,6 +623,7 @@ class ProduceTimedOutError(UnavailableError):
     twice unless the producer is idempotent. Retriable."""
 
     code = 50318
+    kafka = KafkaError(7, "REQUEST_TIMED_OUT")
 
 
 class InsufficientStorageError(UnavailableError):
@@ -554,6 +631,7 @@ class InsufficientStorageError(UnavailableError):
     space is freed."""
 
     code = 50701
+    kafka = KafkaError(56, "KAFKA_STORAGE_ERROR")
 
 
 _DISK_FULL = frozenset({errno.ENOSPC, errno.EDQUOT})
@@ -658,7 +736,7 @@ def error_for_code(code: int, message: str) -> TierlogError:
         return kind(message)
     if kind is not None:
         return kind(message)
-    family = code if code < 1000 else code // 100
+    family = http_status(code)
     fallback = _FAMILIES.get(family) or (InvalidRequestError if 400 <= family < 500 else InternalError)
     err = fallback(message)
     err.code = code
