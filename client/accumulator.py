@@ -28,7 +28,7 @@ from tierlog.client.errors import BufferExhaustedError
 from tierlog.client.idempotence import Stamp, increment_sequence
 from tierlog.client.types import RecordMetadata, TopicPartition
 from tierlog.tiering.codec.records import Record
-from tierlog.tiering.waits import wait_signalled
+from tierlog.tiering.log.waits import wait_signalled
 from tierlog.wire.errors import TierlogError
 
 __all__ = ["DeliveryFuture", "PendingRecord", "ProducerBatch", "RecordAccumulator", "record_size"]

@@ -29,7 +29,7 @@ from tierlog.client.transport import BrokerClient
 from tierlog.client.types import CREATE_TIME, LOG_APPEND_TIME, ConsumerRecord, TopicPartition
 from tierlog.tiering.codec import _accel
 from tierlog.tiering.codec.batch import iter_decoded_batches
-from tierlog.tiering.waits import wait_signalled
+from tierlog.tiering.log.waits import wait_signalled
 from tierlog.wire.errors import OffsetOutOfRangeError, TierlogError
 from tierlog.wire.native import EARLIEST, LATEST
 

@@ -19,7 +19,7 @@ from tierlog.client.backoff import backoff_seconds
 from tierlog.client.config import ConsumerConfig
 from tierlog.client.router import Requester
 from tierlog.client.types import TopicPartition
-from tierlog.tiering.waits import wait_signalled
+from tierlog.tiering.log.waits import wait_signalled
 from tierlog.wire.errors import (
     IllegalGenerationError,
     RebalanceInProgressError,

@@ -50,8 +50,8 @@ from tierlog.client.router import Router
 from tierlog.client.sender import Sender
 from tierlog.client.types import RecordMetadata, TopicPartition
 from tierlog.tiering.codec import _accel
+from tierlog.tiering.codec.partitioner import StickyPartitioner, partition_for_key
 from tierlog.tiering.codec.records import Record
-from tierlog.tiering.partitioner import StickyPartitioner, partition_for_key
 from tierlog.wire.errors import (
     InvalidConfigError,
     LeaderNotAvailableError,

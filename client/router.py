@@ -41,7 +41,7 @@ from tierlog.client.metadata import ClusterMetadata, decode_metadata, legacy_met
 from tierlog.client.security import ClientSecurity
 from tierlog.client.transport import BrokerClient, Params, TopicMetadata
 from tierlog.client.types import TopicPartition
-from tierlog.tiering.topic_names import topic_name_problem
+from tierlog.tiering.log.topic_names import topic_name_problem
 from tierlog.wire.errors import (
     BadRequestError,
     LeaderNotAvailableError,

@@ -37,7 +37,7 @@ from tierlog.client.router import Requester, Router
 from tierlog.client.types import TopicPartition
 from tierlog.tiering.codec.batch import build_batch
 from tierlog.tiering.codec.compression import Compression
-from tierlog.tiering.waits import wait_signalled
+from tierlog.tiering.log.waits import wait_signalled
 from tierlog.wire.errors import (
     DuplicateSequenceError,
     InvalidRequestError,

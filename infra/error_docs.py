@@ -2,7 +2,8 @@
 
 Usage: ``python infra/error_docs.py > docs/errors.md``. The broker's classes live in
 :mod:`tierlog.wire.errors`; the client's register when their modules are imported, which this tool does
-(``tierlog.wire`` itself may import no layer). tests/unit/test_error_table.py fails when the file differs.
+(``tierlog.wire`` itself may import no layer). tests/unit/wire/test_error_table.py fails when the file
+differs.
 """
 
 from __future__ import annotations

@@ -10,29 +10,31 @@ from typing import TYPE_CHECKING
 
 from aiohttp import web
 
-from tierlog.service import admin_v3, health, native, openapi, rest_v2
-from tierlog.service.broker import Broker
+from tierlog.service import admin_v3, openapi, rest_v2
+from tierlog.service.cluster.metadata_store import MetadataStoreError
 from tierlog.service.cluster.peers import setup_peers
-from tierlog.service.cluster.store import MetadataStoreError
-from tierlog.service.config import Settings
-from tierlog.service.connections import ConnectionGuard
-from tierlog.service.errors import error_middleware
 from tierlog.service.groups.setup import GroupSettings, setup_groups
 from tierlog.service.metrics import Metrics, metrics_middleware
+from tierlog.service.native_api import routes as native
 from tierlog.service.replication import routes as replication_routes
-from tierlog.service.routing import body_limit_middleware, trailing_slash_middleware
 from tierlog.service.security import admin_routes as security_routes
 from tierlog.service.security.authn import AUTHENTICATOR, Authenticator, authn_middleware
 from tierlog.service.security.authz import authz_middleware, setup_authorizer
 from tierlog.service.security.bearer import BearerVerifier
-from tierlog.service.security.store import SECURITY_STORE, SecurityStore
-from tierlog.service.state import BROKER, METRICS, SETTINGS
-from tierlog.service.tasks import setup_maintenance
+from tierlog.service.security.security_store import SECURITY_STORE, SecurityStore
+from tierlog.service.settings.config import Settings
+from tierlog.service.topics.broker import Broker
+from tierlog.service.topics.tasks import setup_maintenance
+from tierlog.service.web import health
+from tierlog.service.web.connections import ConnectionGuard
+from tierlog.service.web.errors import error_middleware
+from tierlog.service.web.keys import BROKER, METRICS, SETTINGS
+from tierlog.service.web.routing import body_limit_middleware, trailing_slash_middleware
 
 if TYPE_CHECKING:
-    from tierlog.service.cluster.store import MetadataStore
+    from tierlog.service.cluster.metadata_store import MetadataStore
     from tierlog.tiering.log import Clock
-    from tierlog.tiering.remote.store import ObjectStore
+    from tierlog.tiering.remote.object_store import ObjectStore
 
 __all__ = ["CONNECTIONS", "OPEN_TASK", "create_app"]
 

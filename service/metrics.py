@@ -274,7 +274,7 @@ async def metrics_handler(request: web.Request) -> web.Response:
     """
     from tierlog.service.security import authz
     from tierlog.service.security.model import CLUSTER_NAME, Operation, ResourceType
-    from tierlog.service.state import METRICS, SETTINGS
+    from tierlog.service.web.keys import METRICS, SETTINGS
 
     if not request.app[SETTINGS].security.metrics_public:
         authz.authorize(request, Operation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME)

@@ -14,13 +14,15 @@ from typing import Any
 
 from aiohttp import web
 
-from tierlog.service import admin_v3, health, native_openapi, rest_v2
-from tierlog.service import metadata as meta
+from tierlog.service import admin_v3, rest_v2
 from tierlog.service.admin_v3 import openapi as admin_v3_openapi
 from tierlog.service.groups import admin as groups_admin
 from tierlog.service.groups import native as groups_native
 from tierlog.service.groups import rest as groups_rest
+from tierlog.service.native_api import openapi as native_openapi
 from tierlog.service.security import openapi as security_openapi
+from tierlog.service.topics import data_dir as meta
+from tierlog.service.web import health
 
 __all__ = ["DOCUMENT", "OPENAPI_PATHS", "build_document", "render", "setup_routes"]
 
@@ -110,7 +112,7 @@ def _topic_schema() -> dict[str, Any]:
 def _declare_path_parameters(path: str, operations: dict[str, Any]) -> None:
     """Declare every ``{name}`` of ``path`` as a required path parameter where a module did not, give
     every topic parameter Kafka's name rule as a pattern, and document the 400 that a ``{topic}`` path
-    (checked by :func:`tierlog.service.rest_v2.http.topic_name`) can answer."""
+    (checked by :func:`tierlog.service.web.requests.topic_name`) can answer."""
     names = re.findall(r"{([^}:]+)(?::[^}]*)?}", path)
     for method, operation in operations.items():
         if method == "parameters" or not isinstance(operation, dict):

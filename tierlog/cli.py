@@ -2,7 +2,7 @@
 
     tierlog [--version] [--bootstrap-server URL] COMMAND ...
 
-``serve`` runs a broker (:mod:`tierlog.service.cli`), ``tiering`` the remote-tier tools, ``dump-log`` the
+``serve`` runs a broker (:mod:`tierlog.service.serve`), ``tiering`` the remote-tier tools, ``dump-log`` the
 segment dumper (:mod:`tierlog.tiering.tools.dump_log`), and ``topics``/``produce``/``consume``/``groups``/
 ``cluster`` the client commands (:mod:`tierlog.client.cli.main`), ``users``/``acls`` the security
 commands (:mod:`tierlog.service.security.cli`). Options that every client command takes
@@ -21,7 +21,7 @@ __all__ = ["COMMANDS", "main"]
 
 # name -> (help, module path of its main(argv) -> int)
 COMMANDS: dict[str, tuple[str, str]] = {
-    "serve": ("run a broker", "tierlog.service.cli"),
+    "serve": ("run a broker", "tierlog.service.serve"),
     "topics": ("create, list, describe, delete and alter topics", "tierlog.client.cli.main"),
     "produce": ("produce lines from stdin or a file", "tierlog.client.cli.main"),
     "consume": ("consume records as JSON lines", "tierlog.client.cli.main"),
@@ -33,7 +33,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     ),
     "tiering": (
         "remote tier tools: check (list leaked objects), restore (recreate topics from a bucket)",
-        "tierlog.service.tiering_cli",
+        "tierlog.service.remote.cli",
     ),
     "users": ("add, remove and list users (SCRAM credentials)", "tierlog.service.security.cli"),
     "acls": ("add, remove and list ACLs (Kafka's model)", "tierlog.service.security.cli"),

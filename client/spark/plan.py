@@ -21,8 +21,8 @@ from dataclasses import dataclass
 
 from pyspark.sql.datasource import InputPartition
 
+from tierlog.client.spark.archive_reader import ArchiveReader, list_partitions, load_manifest
 from tierlog.client.spark.options import EARLIEST, LATEST, Bound, ScanOptions
-from tierlog.client.spark.store import ArchiveReader, list_partitions, load_manifest
 from tierlog.tiering.remote import manifest as mf
 from tierlog.wire.errors import OffsetOutOfRangeError
 

@@ -35,6 +35,7 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
+from tierlog.client.spark.archive_reader import ArchiveReader
 from tierlog.client.spark.arrow import (
     ARROW_SCHEMA,
     ARROW_SCHEMA_NO_HEADERS,
@@ -45,7 +46,6 @@ from tierlog.client.spark.arrow import (
 )
 from tierlog.client.spark.options import ScanOptions
 from tierlog.client.spark.plan import SegmentTask
-from tierlog.client.spark.store import ArchiveReader
 from tierlog.tiering.codec.columns import decode_columns
 from tierlog.tiering.codec.header import LOG_OVERHEAD, BatchHeader, verify_batch
 from tierlog.tiering.remote.layout import segment_key

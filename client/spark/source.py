@@ -26,6 +26,7 @@ from typing import Any
 
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
+from tierlog.client.spark.archive_reader import open_archive
 from tierlog.client.spark.options import ScanOptions, parse_options
 from tierlog.client.spark.plan import SegmentTask, load_manifests, plan_segments, resolve_range
 from tierlog.client.spark.scan import (
@@ -34,7 +35,6 @@ from tierlog.client.spark.scan import (
     CorruptSegmentError,
     scan_task,
 )
-from tierlog.client.spark.store import open_archive
 from tierlog.client.spark.stream import TierlogStreamReader
 
 __all__ = [

@@ -20,6 +20,7 @@ from typing import Any
 
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 
+from tierlog.client.spark.archive_reader import open_archive
 from tierlog.client.spark.options import Bound, ScanOptions
 from tierlog.client.spark.plan import (
     PartitionRange,
@@ -30,7 +31,6 @@ from tierlog.client.spark.plan import (
     resolve_range,
 )
 from tierlog.client.spark.scan import scan_task
-from tierlog.client.spark.store import open_archive
 from tierlog.tiering.remote import manifest as mf
 
 try:  # Spark >= 4.2; older releases run AvailableNow by wrapping the source

@@ -141,9 +141,9 @@ def run_server(kind: str, data_dir: Path, partitions: int) -> None:
         asyncio.run(_serve(_baseline_app(data_dir, partitions), None, context))
         return
     from tierlog.service.app import create_app
-    from tierlog.service.config import build_settings
     from tierlog.service.security.tls import server_context
-    from tierlog.service.state import BROKER
+    from tierlog.service.settings.config import build_settings
+    from tierlog.service.web.keys import BROKER
 
     values = {
         "data.dir": str(data_dir),
@@ -176,7 +176,7 @@ def run_server(kind: str, data_dir: Path, partitions: int) -> None:
 async def _add_user(data_dir: Path) -> None:
     """Store the benchmark's user in the broker's security file before it starts (``tierlog users add``)."""
     from tierlog.service.security.scram import make_credential
-    from tierlog.service.security.store import SecurityStore
+    from tierlog.service.security.security_store import SecurityStore
 
     store = SecurityStore.embedded(data_dir)
     await store.start()

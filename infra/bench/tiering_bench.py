@@ -70,9 +70,9 @@ from tierlog.tiering.remote import manifest as mf  # noqa: E402
 from tierlog.tiering.remote.factory import open_object_store  # noqa: E402
 from tierlog.tiering.remote.layout import segment_key  # noqa: E402
 from tierlog.tiering.remote.manifest_store import ManifestStore  # noqa: E402
+from tierlog.tiering.remote.object_store import ObjectStore  # noqa: E402
 from tierlog.tiering.remote.reader import RemoteReader  # noqa: E402
 from tierlog.tiering.remote.remote_log import RemoteLog  # noqa: E402
-from tierlog.tiering.remote.store import ObjectStore  # noqa: E402
 
 MiB = 1 << 20
 GiB = 1 << 30

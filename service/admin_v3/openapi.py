@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tierlog.service.metadata import MAX_TOPIC_NAME, TOPIC_NAME_PATTERN
+from tierlog.service.topics.data_dir import MAX_TOPIC_NAME, TOPIC_NAME_PATTERN
 
 __all__ = ["OPENAPI_COMPONENTS", "OPENAPI_PATHS"]
 

@@ -22,13 +22,13 @@ from urllib.parse import urlsplit
 from aiohttp import web
 
 from tierlog.service.admin_v3.openapi import OPENAPI_PATHS
-from tierlog.service.broker import Broker, Topic
 from tierlog.service.security import authz
 from tierlog.service.security.authz import authorize_create
 from tierlog.service.security.model import Operation, ResourceType
 from tierlog.service.security.redact import without_userinfo
-from tierlog.service.state import BROKER, SETTINGS
-from tierlog.service.topic_configs import TOPIC_CONFIGS
+from tierlog.service.topics.broker import Broker, Topic
+from tierlog.service.topics.configs import TOPIC_CONFIGS
+from tierlog.service.web.keys import BROKER, SETTINGS
 from tierlog.wire.errors import (
     BadRequestError,
     InvalidConfigError,

@@ -19,6 +19,7 @@ import logging
 from collections.abc import Callable
 from types import MappingProxyType
 
+from tierlog.service.cluster.metadata_store import KeyValue, MetadataStore, MetadataStoreError, WatchEvent
 from tierlog.service.cluster.model import (
     BROKERS,
     CLUSTER_ID,
@@ -33,7 +34,6 @@ from tierlog.service.cluster.model import (
     TopicAssignment,
     parse_partition_key,
 )
-from tierlog.service.cluster.store import KeyValue, MetadataStore, MetadataStoreError, WatchEvent
 from tierlog.service.cluster.view import ClusterView, PartitionView
 from tierlog.wire.errors import CorruptRecordError
 

@@ -42,6 +42,15 @@ from collections.abc import Callable, Iterable, Mapping
 from tierlog.service.cluster.controller_view import View, Write
 from tierlog.service.cluster.decisions import check_alter, decide_partition
 from tierlog.service.cluster.membership import Membership
+from tierlog.service.cluster.metadata_store import (
+    Compare,
+    Delete,
+    LeaseExpiredError,
+    MetadataStore,
+    MetadataStoreError,
+    Op,
+    Put,
+)
 from tierlog.service.cluster.model import (
     CONTROLLER,
     CONTROLLER_EPOCH,
@@ -54,19 +63,10 @@ from tierlog.service.cluster.model import (
     partition_key,
     topic_key,
 )
-from tierlog.service.cluster.store import (
-    Compare,
-    Delete,
-    LeaseExpiredError,
-    MetadataStore,
-    MetadataStoreError,
-    Op,
-    Put,
-)
-from tierlog.service.config import Settings
 from tierlog.service.metrics import Metrics, Sample
+from tierlog.service.settings.config import Settings
 from tierlog.tiering.log.clock import Clock, SystemClock
-from tierlog.tiering.waits import wait_signalled
+from tierlog.tiering.log.waits import wait_signalled
 from tierlog.wire.errors import (
     FencedLeaderEpochError,
     IneligibleReplicaError,

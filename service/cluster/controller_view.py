@@ -17,6 +17,7 @@ import logging
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from tierlog.service.cluster.metadata_store import KeyValue, WatchEvent
 from tierlog.service.cluster.model import (
     BROKERS,
     CONTROLLER,
@@ -29,7 +30,6 @@ from tierlog.service.cluster.model import (
     TopicAssignment,
     parse_partition_key,
 )
-from tierlog.service.cluster.store import KeyValue, WatchEvent
 from tierlog.wire.errors import CorruptRecordError
 
 __all__ = ["View", "Write"]

@@ -14,7 +14,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from tierlog.service import metadata as meta
+from tierlog.service.topics import data_dir as meta
 from tierlog.wire.errors import InvalidConfigError, storage_error
 
 __all__ = ["LocalTopicIds", "partition_dirs"]

@@ -1,4 +1,5 @@
-"""The :class:`~tierlog.service.cluster.store.MetadataStore` on a real etcd 3.5 cluster, through ``aetcd``.
+"""The :class:`~tierlog.service.cluster.metadata_store.MetadataStore` on a real etcd 3.5 cluster, through
+``aetcd``.
 
 Every key lives under ``/<prefix>/`` (the metadata URI's prefix), so one etcd can hold several clusters.
 Reads and transactions go to etcd's KV service directly (its response header carries the revision the
@@ -30,7 +31,7 @@ import grpc
 from aetcd import rpc, watcher
 from aetcd.utils import prefix_range_end
 
-from tierlog.service.cluster.store import (
+from tierlog.service.cluster.metadata_store import (
     Compare,
     Delete,
     KeyValue,
@@ -41,10 +42,10 @@ from tierlog.service.cluster.store import (
     Put,
     WatchEvent,
 )
-from tierlog.service.config import MetadataUri
+from tierlog.service.settings.config import MetadataUri
 
 if TYPE_CHECKING:
-    from tierlog.service.config import Settings
+    from tierlog.service.settings.config import Settings
 
 __all__ = ["EtcdMetadataStore", "EtcdTls"]
 

@@ -6,7 +6,14 @@ import time
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
-from tierlog.service.cluster.store import Compare, KeyValue, MetadataStore, MetadataStoreError, Op, WatchEvent
+from tierlog.service.cluster.metadata_store import (
+    Compare,
+    KeyValue,
+    MetadataStore,
+    MetadataStoreError,
+    Op,
+    WatchEvent,
+)
 from tierlog.service.metrics import Metrics
 
 __all__ = ["InstrumentedMetadataStore"]

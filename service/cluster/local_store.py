@@ -1,4 +1,5 @@
-"""An in-process :class:`~tierlog.service.cluster.store.MetadataStore`, optionally persisted to one JSON file.
+"""An in-process :class:`~tierlog.service.cluster.metadata_store.MetadataStore`, optionally persisted to one
+JSON file.
 
 It is the reference behaviour of the store contract: unit tests, in-process clusters (several brokers
 sharing one instance) and a broker started with ``metadata.uri=file:///path`` use it (the embedded default,
@@ -36,7 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tierlog.service.cluster.store import (
+from tierlog.service.cluster.metadata_store import (
     Compare,
     Delete,
     KeyValue,
@@ -48,7 +49,7 @@ from tierlog.service.cluster.store import (
     WatchEvent,
 )
 from tierlog.tiering.log.clock import Clock, SystemClock
-from tierlog.tiering.waits import wait_signalled
+from tierlog.tiering.log.waits import wait_signalled
 
 __all__ = ["LocalMetadataStore"]
 

@@ -20,8 +20,14 @@ import math
 import time
 from collections.abc import Callable, Iterable
 
+from tierlog.service.cluster.metadata_store import (
+    Compare,
+    LeaseExpiredError,
+    MetadataStore,
+    MetadataStoreError,
+    Put,
+)
 from tierlog.service.cluster.model import BrokerRegistration, broker_key
-from tierlog.service.cluster.store import Compare, LeaseExpiredError, MetadataStore, MetadataStoreError, Put
 from tierlog.service.metrics import Metrics, Sample
 from tierlog.wire.errors import InvalidConfigError
 

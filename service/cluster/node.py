@@ -1,14 +1,16 @@
 """A broker as a cluster member: the store, its membership, the controller, the metadata cache and the
 reconciler that makes the broker's open partitions follow the leadership the controller decided.
 
-:class:`ClusterNode` is owned by the :class:`~tierlog.service.broker.Broker` (``broker.cluster``; ``None`` on
+:class:`ClusterNode` is owned by the :class:`~tierlog.service.topics.broker.Broker` (``broker.cluster``;
+``None`` on
 an embedded broker). :meth:`ClusterNode.start` connects and registers; every background task (the cache's
 watch, the membership's keep-alive, the controller's two tasks, the reconciler) is owned by one of these
 objects and cancelled and awaited by :meth:`ClusterNode.close`, which also revokes the lease so the broker
 leaves the cluster at once.
 
 **Reconciling** (one pass after every change the cache applies, serialised): a topic in the store gets a
-local :class:`~tierlog.service.topic.Topic`; a partition whose assignment lists this broker as a replica is
+local :class:`~tierlog.service.topics.topic.Topic`; a partition whose assignment lists this broker as a
+replica is
 opened (created on first use, the remote tier attached when the topic tiers) and handed with its state to
 the :class:`~tierlog.service.replication.manager.ReplicaManager`, which makes it lead or follow (design
 0010); one that no longer lists it is stopped and closed (its data kept); a topic gone from the store (or
@@ -38,25 +40,25 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from tierlog.service import metadata as meta
 from tierlog.service.cluster.cache import MetadataCache
 from tierlog.service.cluster.controller import Controller
 from tierlog.service.cluster.datadir import LocalTopicIds, partition_dirs
 from tierlog.service.cluster.instrumented import InstrumentedMetadataStore
 from tierlog.service.cluster.membership import Membership
-from tierlog.service.cluster.model import CLUSTER_ID, NO_LEADER, BrokerRegistration, TopicAssignment
-from tierlog.service.cluster.store import (
+from tierlog.service.cluster.metadata_store import (
     Compare,
     MetadataStore,
     MetadataStoreError,
     Put,
 )
+from tierlog.service.cluster.model import CLUSTER_ID, NO_LEADER, BrokerRegistration, TopicAssignment
 from tierlog.service.cluster.topics import ClusterTopics
 from tierlog.service.metrics import Sample
 from tierlog.service.replication.manager import ReplicaManager
-from tierlog.service.topic import Topic
-from tierlog.service.topic_configs import TopicConfig
-from tierlog.tiering.waits import wait_signalled
+from tierlog.service.topics import data_dir as meta
+from tierlog.service.topics.configs import TopicConfig
+from tierlog.service.topics.topic import Topic
+from tierlog.tiering.log.waits import wait_signalled
 from tierlog.wire.errors import (
     InvalidConfigError,
     LeaderNotAvailableError,
@@ -66,8 +68,8 @@ from tierlog.wire.errors import (
 )
 
 if TYPE_CHECKING:
-    from tierlog.service.broker import Broker
-    from tierlog.service.partition import Partition
+    from tierlog.service.topics.broker import Broker
+    from tierlog.service.topics.partition import Partition
 
 __all__ = ["ClusterNode"]
 

@@ -25,11 +25,11 @@ peer for. Replication keeps its own budget (:data:`~tierlog.service.replication.
 Kafka's ``replica.socket.timeout.ms``), forwarding its own (a forwarded join waits for its generation).
 
 **Errors.** An error answer comes back as the broker's typed error
-(:func:`~tierlog.tiering.errors.error_from_answer`, by ``error_code``: a not-leader answer keeps the leader
+(:func:`~tierlog.wire.errors.error_from_answer`, by ``error_code``: a not-leader answer keeps the leader
 it names, an out-of-range one the valid range). A peer that refuses the connection, or does not accept one
-in time, is the caller's ``unreachable`` class (retriable: :class:`~tierlog.tiering.errors.UnavailableError`
-by default, :class:`~tierlog.tiering.errors.LeaderNotAvailableError` for the proxy); one that accepted but
-did not answer in time is :class:`~tierlog.tiering.errors.UnavailableError` (50301). Each message names
+in time, is the caller's ``unreachable`` class (retriable: :class:`~tierlog.wire.errors.UnavailableError`
+by default, :class:`~tierlog.wire.errors.LeaderNotAvailableError` for the proxy); one that accepted but
+did not answer in time is :class:`~tierlog.wire.errors.UnavailableError` (50301). Each message names
 the peer as the caller describes it.
 
 **Forwarded requests** (:meth:`PeerClient.forwarded_headers`) carry the client's end-to-end headers
@@ -56,11 +56,11 @@ from yarl import URL
 from tierlog.client.security import ClientSecurity
 from tierlog.service.security.authn import CLIENT_HOST, FORWARDED_HOST, FORWARDED_PRINCIPAL, PRINCIPAL
 from tierlog.service.security.tls import broker_client_security
-from tierlog.service.state import SETTINGS
-from tierlog.tiering.errors import TierlogError, UnavailableError, error_from_answer
+from tierlog.service.web.keys import SETTINGS
+from tierlog.wire.errors import TierlogError, UnavailableError, error_from_answer
 
 if TYPE_CHECKING:
-    from tierlog.service.config import Settings
+    from tierlog.service.settings.config import Settings
 
 __all__ = [
     "FORWARDED_BY",

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 from aiohttp import web
 
 from tierlog.service.cluster.peers import PEERS, PeerClient
-from tierlog.service.state import BROKER
+from tierlog.service.web.keys import BROKER
 from tierlog.tiering.log.types import AppendInfo, ReadResult
 from tierlog.wire.errors import (
     LeaderNotAvailableError,
@@ -51,7 +51,7 @@ from tierlog.wire.native import (
 )
 
 if TYPE_CHECKING:
-    from tierlog.service.partition import Partition
+    from tierlog.service.topics.partition import Partition
 
 __all__ = [
     "LEADER_CLIENT",

@@ -8,7 +8,8 @@ shows a leader for every partition and the partitions it leads are open, and ans
 still answers (the change is committed; leaders follow when a broker can take them).
 
 Every method raises what the embedded broker's raises for the same request (see
-:class:`~tierlog.service.broker.Broker`), plus MetadataStoreError (503, retriable) when the store fails.
+:class:`~tierlog.service.topics.broker.Broker`), plus MetadataStoreError (503, retriable) when the store
+fails.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
+from tierlog.service.cluster.metadata_store import Compare, Delete, KeyValue, Put
 from tierlog.service.cluster.model import (
     BROKERS,
     NO_LEADER,
@@ -29,8 +31,7 @@ from tierlog.service.cluster.model import (
     topic_name_key,
 )
 from tierlog.service.cluster.placement import assign_replicas, rack_alternated
-from tierlog.service.cluster.store import Compare, Delete, KeyValue, Put
-from tierlog.service.topic_configs import TOPIC_CONFIGS, TopicConfig, validate_overrides
+from tierlog.service.topics.configs import TOPIC_CONFIGS, TopicConfig, validate_overrides
 from tierlog.wire.errors import (
     CorruptRecordError,
     InvalidConfigError,
@@ -40,7 +41,7 @@ from tierlog.wire.errors import (
 
 if TYPE_CHECKING:
     from tierlog.service.cluster.node import ClusterNode
-    from tierlog.service.topic import Topic
+    from tierlog.service.topics.topic import Topic
 
 __all__ = ["ClusterTopics"]
 

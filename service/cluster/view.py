@@ -1,6 +1,6 @@
 """What every metadata answer is built from: an immutable picture of the cluster as one broker sees it.
 
-:meth:`tierlog.service.broker.Broker.cluster_view` returns a :class:`ClusterView` in both modes: an
+:meth:`tierlog.service.topics.broker.Broker.cluster_view` returns a :class:`ClusterView` in both modes: an
 embedded broker is a one-broker cluster whose controller it is and which leads every partition at leader
 epoch 0 (:func:`embedded_view`); a cluster member builds it from its metadata cache
 (:meth:`tierlog.service.cluster.cache.MetadataCache.view`). Pure: no I/O.

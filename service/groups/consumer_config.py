@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from tierlog.service.rest_v2.media import EmbeddedFormat
+from tierlog.service.web.media import EmbeddedFormat
 from tierlog.wire.errors import InvalidConsumerConfigError
 
 __all__ = ["ConsumerSettings", "parse_partitions"]

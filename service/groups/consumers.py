@@ -36,7 +36,7 @@ from tierlog.service.groups.reading import check_partition, first_record_at_or_a
 from tierlog.service.rest_v2.convert import consumer_records
 from tierlog.service.security.model import Principal
 from tierlog.tiering.codec.header import iter_batches
-from tierlog.tiering.waits import wait_signalled
+from tierlog.tiering.log.waits import wait_signalled
 from tierlog.wire.errors import (
     ConsumerInstanceExistsError,
     ConsumerInstanceNotFoundError,

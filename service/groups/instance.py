@@ -35,7 +35,7 @@ class ReadLike(Protocol):
 
 
 class PartitionReader(Protocol):
-    """What the consumer layer needs of the broker (``tierlog.service.broker.Broker`` satisfies it)."""
+    """What the consumer layer needs of the broker (``tierlog.service.topics.broker.Broker`` satisfies it)."""
 
     def partition_counts(self) -> Mapping[str, int]: ...
 

@@ -16,11 +16,11 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from tierlog.service.broker import Broker
 from tierlog.service.groups.consumers import ConsumerManager
 from tierlog.service.groups.hashing import coordinator_partition
 from tierlog.service.groups.offsets import OFFSETS_TOPIC
 from tierlog.service.groups.shards import CoordinatorShards
+from tierlog.service.topics.broker import Broker
 from tierlog.wire.errors import (
     ConflictError,
     InvalidConfigError,

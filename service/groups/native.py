@@ -25,7 +25,7 @@ from tierlog.service.groups.routing import from_other_brokers, group_route
 from tierlog.service.groups.state import CONSUMERS, COORDINATOR, require_ready
 from tierlog.service.security import authz
 from tierlog.service.security.model import CLUSTER_NAME, Operation, ResourceType
-from tierlog.service.state import BROKER
+from tierlog.service.web.keys import BROKER
 from tierlog.wire.errors import BadRequestError, InvalidRequestError
 from tierlog.wire.native import GROUPS_PREFIX
 

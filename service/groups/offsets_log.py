@@ -6,7 +6,7 @@ import asyncio
 from collections.abc import Iterator
 
 from tierlog.service.groups.offsets import LogOffsetStore
-from tierlog.service.partition import Partition
+from tierlog.service.topics.partition import Partition
 from tierlog.tiering.codec.header import iter_batches
 from tierlog.wire.errors import UnavailableError, UnknownTopicError
 

@@ -26,15 +26,15 @@ from tierlog.service.groups.consumer_config import ConsumerSettings, parse_parti
 from tierlog.service.groups.consumers import ConsumerManager
 from tierlog.service.groups.routing import base_url_of, group_route
 from tierlog.service.groups.state import CONSUMERS, require_ready
-from tierlog.service.rest_v2.media import (
+from tierlog.service.security import authz
+from tierlog.service.security.authn import CLIENT_HOST, PRINCIPAL
+from tierlog.service.security.model import Operation, ResourceType
+from tierlog.service.web.media import (
     consumer_records_offers,
     negotiate,
     parse_kafka_type,
     response_offers,
 )
-from tierlog.service.security import authz
-from tierlog.service.security.authn import CLIENT_HOST, PRINCIPAL
-from tierlog.service.security.model import Operation, ResourceType
 from tierlog.wire.errors import (
     BadRequestError,
     IllegalStateError,

@@ -49,7 +49,7 @@ from tierlog.service.cluster.peers import FORWARDED_BY, PEERS, Budget, PeerAnswe
 from tierlog.service.groups.hashing import coordinator_partition
 from tierlog.service.groups.offsets import OFFSETS_TOPIC
 from tierlog.service.groups.state import LOADER, require_ready
-from tierlog.service.state import BROKER
+from tierlog.service.web.keys import BROKER
 from tierlog.wire.errors import (
     LeaderNotAvailableError,
     NotCoordinatorError,
@@ -57,8 +57,8 @@ from tierlog.wire.errors import (
 )
 
 if TYPE_CHECKING:
-    from tierlog.service.broker import Broker
     from tierlog.service.cluster.view import ClusterView
+    from tierlog.service.topics.broker import Broker
 
 __all__ = [
     "FORWARDED_BY",

@@ -24,7 +24,6 @@ from dataclasses import dataclass
 from aiohttp import web
 
 from tierlog.service.cluster.proxy import LocalPartition, RoutedPartition, routed_partition
-from tierlog.service.config import Settings
 from tierlog.service.groups import admin, native, rest
 from tierlog.service.groups.consumers import ConsumerManager, ReadLike
 from tierlog.service.groups.leadership import ShardLoader
@@ -33,7 +32,8 @@ from tierlog.service.groups.offsets_log import restore_offsets
 from tierlog.service.groups.routing import setup_forwarding
 from tierlog.service.groups.shards import CoordinatorShards
 from tierlog.service.groups.state import CONSUMERS, COORDINATOR, GROUPS_READY, LOADER
-from tierlog.service.state import BROKER
+from tierlog.service.settings.config import Settings
+from tierlog.service.web.keys import BROKER
 
 __all__ = ["BrokerReader", "GroupSettings", "setup_groups", "restore_offsets"]
 

@@ -32,7 +32,7 @@ from tierlog.service.groups.coordinator import (
 from tierlog.service.groups.hashing import coordinator_partition
 from tierlog.service.groups.offsets import OFFSETS_TOPIC, CommittedOffset, LogOffsetStore
 from tierlog.service.groups.offsets_log import PartitionOffsetLog, restore_offsets
-from tierlog.service.partition import Partition
+from tierlog.service.topics.partition import Partition
 from tierlog.wire.errors import UnavailableError
 
 __all__ = ["CoordinatorShards", "Shard"]

@@ -12,7 +12,7 @@ import asyncio
 import logging
 from pathlib import Path
 
-from tierlog.service import metadata as meta
+from tierlog.service.topics import data_dir as meta
 from tierlog.tiering.remote.inventory import inventory
 from tierlog.tiering.remote.manifest_store import ManifestStore
 

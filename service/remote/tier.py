@@ -3,7 +3,8 @@
 One :class:`RemoteTier` per broker. The store comes from ``remote.uri`` (``<data.dir>/remote`` by default,
 or ``s3://bucket/prefix`` at ``s3.endpoint.url``), stacked as backend -> retrying -> instrumented. Every
 partition of a topic with ``remote.storage.enable=true`` gets a :class:`RemotePartition`. The uploader
-loop (owned by the maintenance ``cleanup_ctx``, see :mod:`tierlog.service.tasks`) runs an upload pass when a
+loop (owned by the maintenance ``cleanup_ctx``, see :mod:`tierlog.service.topics.tasks`) runs an upload pass
+when a
 segment rolls and every ``remote.upload.interval.ms``; partitions upload in parallel, at most
 ``remote.upload.concurrency`` at a time, each partition's segments one after another in offset order.
 Design: ``docs/design/0004-uploader.md``; operations: ``docs/tiering.md``.
@@ -23,24 +24,24 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from tierlog.service.remote.partition import RemotePartition
+from tierlog.service.remote.remote_partition import RemotePartition
 from tierlog.tiering.log import Clock, SegmentInfo
 from tierlog.tiering.log.leader_epoch import EpochEntry
+from tierlog.tiering.log.waits import wait_signalled
 from tierlog.tiering.remote.epochs import load_remote_epoch_history
 from tierlog.tiering.remote.factory import open_object_store
 from tierlog.tiering.remote.instrumented import InstrumentedStore
 from tierlog.tiering.remote.manifest_store import ManifestStore
+from tierlog.tiering.remote.object_store import ObjectStore
 from tierlog.tiering.remote.reader import RemoteReader
 from tierlog.tiering.remote.remote_log import RemoteLog, UploadEvent
 from tierlog.tiering.remote.retrying import RetryingStore, RetryPolicy
-from tierlog.tiering.remote.store import ObjectStore
-from tierlog.tiering.waits import wait_signalled
 from tierlog.wire.errors import TierlogError, UnavailableError
 
 if TYPE_CHECKING:
-    from tierlog.service.config import Settings
     from tierlog.service.metrics import Metrics, Sample
-    from tierlog.service.partition import Partition
+    from tierlog.service.settings.config import Settings
+    from tierlog.service.topics.partition import Partition
 
 __all__ = ["UPLOAD_RETRY_CAP_S", "UPLOAD_RETRY_FIRST_S", "RemoteTier", "open_remote_store"]
 

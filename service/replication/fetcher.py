@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from tierlog.tiering.log.leader_epoch import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET, EpochEntry
-from tierlog.tiering.waits import wait_signalled
+from tierlog.tiering.log.waits import wait_signalled
 from tierlog.wire.errors import (
     FencedLeaderEpochError,
     LeaderNotAvailableError,
@@ -47,9 +47,9 @@ from tierlog.wire.errors import (
 
 if TYPE_CHECKING:
     from tierlog.service.cluster.model import BrokerRegistration
-    from tierlog.service.config import Settings
-    from tierlog.service.partition import Partition
     from tierlog.service.replication.client import ReplicaFetch, ReplicationClient
+    from tierlog.service.settings.config import Settings
+    from tierlog.service.topics.partition import Partition
 
 __all__ = [
     "OutOfRange",

@@ -28,7 +28,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from tierlog.service.cluster.model import AlterPartitionRequest, PartitionState
 from tierlog.service.replication.leader import LeaderState
 from tierlog.tiering.log.clock import Clock
-from tierlog.tiering.waits import wait_signalled
+from tierlog.tiering.log.waits import wait_signalled
 from tierlog.wire.errors import FencedLeaderEpochError, InvalidUpdateVersionError, TierlogError
 
 __all__ = ["AlterPartition", "IsrManager"]

@@ -46,10 +46,10 @@ from tierlog.wire.errors import (
 if TYPE_CHECKING:
     from tierlog.service.cluster.cache import MetadataCache
     from tierlog.service.cluster.peers import PeerClient
-    from tierlog.service.config import Settings
-    from tierlog.service.partition import Partition
     from tierlog.service.remote.tier import RemoteTier
-    from tierlog.service.topic import Topic
+    from tierlog.service.settings.config import Settings
+    from tierlog.service.topics.partition import Partition
+    from tierlog.service.topics.topic import Topic
     from tierlog.tiering.log import Clock
     from tierlog.tiering.log.leader_epoch import EpochEntry
 

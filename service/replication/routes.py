@@ -27,11 +27,11 @@ from typing import TYPE_CHECKING
 from aiohttp import web
 
 from tierlog.service.cluster.model import AlterPartitionRequest
-from tierlog.service.native import MAX_MAX_BYTES, MAX_WAIT_MS, send_slice
-from tierlog.service.rest_v2.convert import dump_json
-from tierlog.service.rest_v2.http import int_param, partition_index, read_body, topic_name
-from tierlog.service.rest_v2.media import Offer, negotiate
-from tierlog.service.state import BROKER
+from tierlog.service.native_api.routes import MAX_MAX_BYTES, MAX_WAIT_MS, send_slice
+from tierlog.service.web.json_stream import dump_json
+from tierlog.service.web.keys import BROKER
+from tierlog.service.web.media import Offer, negotiate
+from tierlog.service.web.requests import int_param, partition_index, read_body, topic_name
 from tierlog.wire.errors import (
     BadRequestError,
     CorruptRecordError,
@@ -59,9 +59,9 @@ from tierlog.wire.native import (
 )
 
 if TYPE_CHECKING:
-    from tierlog.service.broker import Broker
     from tierlog.service.cluster.node import ClusterNode
-    from tierlog.service.partition import Partition
+    from tierlog.service.topics.broker import Broker
+    from tierlog.service.topics.partition import Partition
 
 __all__ = ["setup_routes"]
 

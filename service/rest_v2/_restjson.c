@@ -5,7 +5,7 @@
  * {"topic":T,"key":K,"value":V,"partition":P,"offset":O} with K and V null or base64 text, straight from
  * the columns tierlog.tiering.codec.columns.decode_columns makes: no Python object per record, base64
  * and JSON in one pass, the GIL released for large runs. service/rest_v2/convert.py's msgspec renderer
- * (_struct_body) is the reference: this writes its text byte for byte (tests/unit/test_rest_v2_convert.py).
+ * (_struct_body) is the reference: this writes its text byte for byte (tests/unit/service/rest_v2/test_convert.py).
  * It lives here, not in the codec's compiled core, because the text is REST's shape, not the codec's.
  */
 #define PY_SSIZE_T_CLEAN

@@ -20,8 +20,6 @@ from typing import Any
 
 import msgspec
 
-from tierlog.service.rest_v2.json_stream import dump_json, load_json
-from tierlog.service.rest_v2.media import EmbeddedFormat
 from tierlog.service.rest_v2.produce_body import (
     CONVERSION_BYTES_PER_RECORD,
     ProduceColumns,
@@ -33,12 +31,14 @@ from tierlog.service.rest_v2.produce_body import (
     parse_produce_body,
     parse_produce_rows,
 )
+from tierlog.service.web.json_stream import dump_json, load_json
+from tierlog.service.web.media import EmbeddedFormat
 from tierlog.tiering.codec import _accel
 from tierlog.tiering.codec.batch import iter_records
 from tierlog.tiering.codec.columns import RecordColumns, decode_columns
 from tierlog.tiering.codec.header import CONTROL_BIT, HEADER, HEADER_SIZE, LOG_OVERHEAD, MAGIC, decode_header
+from tierlog.tiering.codec.partitioner import StickyPartitioner, partition_for_key
 from tierlog.tiering.codec.records import Record
-from tierlog.tiering.partitioner import StickyPartitioner, partition_for_key
 from tierlog.wire.errors import (
     CorruptRecordError,
     InsufficientStorageError,

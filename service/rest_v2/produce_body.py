@@ -27,8 +27,8 @@ from typing import Annotated, Any, Generic, NamedTuple, TypeVar, overload
 
 import msgspec
 
-from tierlog.service.rest_v2.json_stream import JsonCursor, Skipped, decode_text, dump_json, reject_constant
-from tierlog.service.rest_v2.media import EmbeddedFormat
+from tierlog.service.web.json_stream import JsonCursor, Skipped, decode_text, dump_json, reject_constant
+from tierlog.service.web.media import EmbeddedFormat
 from tierlog.tiering.codec import _accel
 from tierlog.wire.errors import (
     BadRequestError,
@@ -61,7 +61,8 @@ __all__ = [
 ]
 
 # Memory a produce request holds per record from parsing to its answer, measured with tracemalloc
-# (tests/unit/test_rest_v2_produce_parse.py checks the bound): the record's three column slots, its key and
+# (tests/unit/service/rest_v2/test_produce_parse.py checks the bound): the record's three column slots, its
+# key and
 # value, the partition list, the batch builder's Record, and the record's line of the answer.
 CONVERSION_BYTES_PER_RECORD = 400
 
@@ -79,7 +80,7 @@ YIELD_MASK = 255
 def hand_over() -> None:
     """Give the GIL to the event loop if it waits for it (``time.sleep(0)``, see :data:`YIELD_MASK`), from a
     worker thread only. On the event loop's own thread (small bodies are converted inline,
-    :func:`~tierlog.service.rest_v2.http.offload`) it would do the opposite: hand the GIL to a busy worker
+    :func:`~tierlog.service.web.requests.offload`) it would do the opposite: hand the GIL to a busy worker
     and wait up to a switch interval to get it back."""
     try:
         asyncio.get_running_loop()
@@ -349,7 +350,7 @@ def parse_produce_rows(body: bytes, fmt: EmbeddedFormat, *, max_records: int | N
     """Parse and convert a produce body into :class:`ProduceColumns`; nothing is appended, so a failure
     here rejects the request whole.
 
-    The body is walked one record at a time (:class:`~tierlog.service.rest_v2.json_stream.JsonCursor`):
+    The body is walked one record at a time (:class:`~tierlog.service.web.json_stream.JsonCursor`):
     each record is converted as soon as it is decoded and its dict dropped, so the memory is the body's
     text and the converted records, and a worker thread running this hands the GIL over every
     :data:`YIELD_MASK` + 1 records (``time.sleep(0)``): the event loop never waits a switch interval for it.

@@ -30,7 +30,6 @@ from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
-from tierlog.service.budget import CONVERSION_BUDGET, ByteBudget
 from tierlog.service.cluster.proxy import RoutedPartition, routed_partition, setup_proxy
 from tierlog.service.rest_v2.convert import (
     ProduceColumns,
@@ -43,7 +42,21 @@ from tierlog.service.rest_v2.convert import (
     records_to_json,
     renders_in_c,
 )
-from tierlog.service.rest_v2.http import (
+from tierlog.service.rest_v2.openapi import OPENAPI_PATHS
+from tierlog.service.security import authz
+from tierlog.service.security.model import Operation, ResourceType
+from tierlog.service.web.budget import CONVERSION_BUDGET, ByteBudget
+from tierlog.service.web.keys import BROKER, SETTINGS
+from tierlog.service.web.media import (
+    MESSAGES_V1_OFFERS,
+    RECORDS_OFFERS,
+    EmbeddedFormat,
+    Offer,
+    negotiate,
+    produce_format,
+    response_offers,
+)
+from tierlog.service.web.requests import (
     count,
     describe_metrics,
     int_param,
@@ -53,25 +66,12 @@ from tierlog.service.rest_v2.http import (
     send_body,
     topic_name,
 )
-from tierlog.service.rest_v2.media import (
-    MESSAGES_V1_OFFERS,
-    RECORDS_OFFERS,
-    EmbeddedFormat,
-    Offer,
-    negotiate,
-    produce_format,
-    response_offers,
-)
-from tierlog.service.rest_v2.openapi import OPENAPI_PATHS
-from tierlog.service.security import authz
-from tierlog.service.security.model import Operation, ResourceType
-from tierlog.service.state import BROKER, SETTINGS
 from tierlog.tiering.codec.batch import build_batch_columns
 from tierlog.tiering.codec.compression import Compression
 from tierlog.tiering.codec.header import HEADER_SIZE
+from tierlog.tiering.codec.partitioner import StickyPartitioner
 from tierlog.tiering.codec.records import MIN_RECORD_SIZE
 from tierlog.tiering.log.types import ReadResult
-from tierlog.tiering.partitioner import StickyPartitioner
 from tierlog.wire.errors import (
     NotAcceptableError,
     RecordTooLargeError,
@@ -81,9 +81,9 @@ from tierlog.wire.errors import (
 )
 
 if TYPE_CHECKING:
-    from tierlog.service.broker import Broker
     from tierlog.service.cluster.view import PartitionView
-    from tierlog.service.topic import Topic
+    from tierlog.service.topics.broker import Broker
+    from tierlog.service.topics.topic import Topic
     from tierlog.tiering.log import LogConfig
 
 __all__ = ["OPENAPI_PATHS", "STICKY", "setup_routes"]

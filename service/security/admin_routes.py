@@ -30,11 +30,11 @@ from urllib.parse import quote, urlencode
 from aiohttp import web
 
 from tierlog.service.admin_v3.routes import _body, _broker, _field, _Urls
-from tierlog.service.broker import Broker
 from tierlog.service.security.acl import validate_binding, validate_filter
 from tierlog.service.security.model import AclBinding, AclFilter
 from tierlog.service.security.scram import DEFAULT_ITERATIONS, ScramCredential, make_credential
-from tierlog.service.security.store import SECURITY_STORE, SecurityStore, check_user_name
+from tierlog.service.security.security_store import SECURITY_STORE, SecurityStore, check_user_name
+from tierlog.service.topics.broker import Broker
 from tierlog.wire.errors import BadRequestError, InvalidRequestError, UnavailableError
 
 __all__ = ["ACL_FIELDS", "ROUTES", "acl_json", "setup_routes", "user_json"]

@@ -56,8 +56,8 @@ from tierlog.wire.errors import UnauthorizedError, UnavailableError
 if TYPE_CHECKING:
     from tierlog.service.metrics import Metrics
     from tierlog.service.security.bearer import BearerVerifier
+    from tierlog.service.security.security_store import SecurityStore
     from tierlog.service.security.settings import SecuritySettings
-    from tierlog.service.security.store import SecurityStore
 
 __all__ = [
     "AUTHENTICATOR",

@@ -30,14 +30,14 @@ from tierlog.service.metrics import AUTHORIZATION_DENIED, describe_security_metr
 from tierlog.service.security.acl import AclAuthorizer, AclSnapshot, canonical_host
 from tierlog.service.security.authn import CLIENT_HOST, FORWARDED_HOST, FORWARDED_PRINCIPAL, PRINCIPAL
 from tierlog.service.security.model import CLUSTER_NAME, Operation, Principal, ResourceType
-from tierlog.service.state import BROKER, METRICS
+from tierlog.service.web.keys import BROKER, METRICS
 from tierlog.wire import native
 from tierlog.wire.errors import AuthorizationError, InvalidRequestError
 
 if TYPE_CHECKING:
-    from tierlog.service.broker import Topic
+    from tierlog.service.security.security_store import SecurityStore
     from tierlog.service.security.settings import SecuritySettings
-    from tierlog.service.security.store import SecurityStore
+    from tierlog.service.topics.broker import Topic
 
 __all__ = [
     "AUTHENTICATED",
@@ -329,7 +329,8 @@ def _forwarded(request: web.Request) -> None:
 async def _route(request: web.Request) -> tuple[str, Mapping[str, str]] | None:
     """The canonical path and the path parameters of the route ``request`` reaches, None for none.
     ``/path/`` without a route of its own reaches ``/path``'s, re-resolved as
-    :func:`~tierlog.service.routing.trailing_slash_middleware` does: the parameters are the stripped path's
+    :func:`~tierlog.service.web.routing.trailing_slash_middleware` does: the parameters are the stripped
+    path's
     (the request's own match is the 404's, with none)."""
     match_info = request.match_info
     if match_info.http_exception is None:

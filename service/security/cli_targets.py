@@ -1,7 +1,8 @@
 """Where ``tierlog users|acls`` act: a metadata store opened offline, or a running broker's v3 API.
 
 Both targets answer the same calls (:class:`Target`), so the commands in :mod:`.cli` do not care which one
-the options named. Offline, a :class:`~tierlog.service.security.store.SecurityStore` is opened on the store
+the options named. Offline, a :class:`~tierlog.service.security.security_store.SecurityStore` is opened on
+the store
 itself (refused with :class:`TargetError` while a broker holds its file); online, requests go through
 aiohttp with the client's TLS context and ``Authorization`` header. A password is hashed into a SCRAM
 credential offline, or sent to the broker (over the connection the security options protect) online; it is
@@ -25,12 +26,12 @@ import aiohttp
 from tierlog.client.security import ClientSecurity
 from tierlog.service.cluster.etcd_store import EtcdMetadataStore, EtcdTls
 from tierlog.service.cluster.local_store import LocalMetadataStore
-from tierlog.service.config import parse_metadata_uri
 from tierlog.service.security.acl import validate_binding
 from tierlog.service.security.admin_routes import ACL_FIELDS
 from tierlog.service.security.model import AclBinding, AclFilter
 from tierlog.service.security.scram import ScramCredential, make_credential
-from tierlog.service.security.store import SECURITY_FILE, SecurityStore
+from tierlog.service.security.security_store import SECURITY_FILE, SecurityStore
+from tierlog.service.settings.config import parse_metadata_uri
 from tierlog.wire.errors import UnavailableError, error_from_answer
 
 __all__ = ["BrokerTarget", "OfflineTarget", "Target", "TargetError", "UserInfo"]

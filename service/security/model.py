@@ -1,7 +1,8 @@
 """The security vocabulary: principals, Kafka's ACL model (resources, patterns, operations, permissions).
 
 Pure values, shared by the authorizer (:mod:`~tierlog.service.security.acl`), the store that keeps the ACLs
-and credentials (:mod:`~tierlog.service.security.store`), the HTTP layer and the ``tierlog acls`` command.
+and credentials (:mod:`~tierlog.service.security.security_store`), the HTTP layer and the ``tierlog acls``
+command.
 Names and spellings are Kafka's (``org.apache.kafka.common.acl``, ``org.apache.kafka.common.resource``), so an
 ACL reads the same in ``kafka-acls`` and in ``tierlog acls``; the v3 API spells the enums in upper case
 (``TOPIC``, ``PREFIXED``, ``DESCRIBE_CONFIGS``) as Confluent's v3 ACL API does; ``parse`` accepts both.

@@ -1,10 +1,10 @@
 """The security settings: TLS listener, authentication, authorization, and the broker's own credentials.
 
-Declared like every other broker setting, one :class:`~tierlog.service.setting_spec.SettingSpec` row each
+Declared like every other broker setting, one :class:`~tierlog.service.settings.spec.SettingSpec` row each
 (flag, ``TIERLOG_*`` environment variable, TOML key, default, doc), and appended to
-:data:`tierlog.service.settings_table.TABLE`; each row fills one attribute of :class:`SecuritySettings`
+:data:`tierlog.service.settings.table.TABLE`; each row fills one attribute of :class:`SecuritySettings`
 (``Settings.security``). How they combine is checked by the cross-field rules of
-:mod:`tierlog.service.setting_rules`. ``docs/security.md`` walks through them.
+:mod:`tierlog.service.settings.rules`. ``docs/security.md`` walks through them.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tierlog.service.setting_spec import (
+from tierlog.service.settings.spec import (
     SettingSpec,
     bool_value,
     int_range,
@@ -260,7 +260,7 @@ SECURITY_TABLE: tuple[SettingSpec[Any], ...] = (
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SecuritySettings:
     """The resolved security settings (``Settings.security``): one attribute per row of
-    :data:`SECURITY_TABLE`, filled by :func:`tierlog.service.config.build_settings`. All defaults are
+    :data:`SECURITY_TABLE`, filled by :func:`tierlog.service.settings.config.build_settings`. All defaults are
     today's behaviour: plaintext, no authentication."""
 
     ssl_certfile: Path | None

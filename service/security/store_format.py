@@ -9,7 +9,8 @@ Under the metadata store's own prefix (``docs/design/0012-security.md``)::
 One ACL key per resource pattern, as Kafka's ``/kafka-acl/<type>/<name>`` znodes; ``<TYPE>`` and
 ``<PATTERN>`` are the upper-case enum names (``TOPIC``, ``PREFIXED``). Names are percent-quoted
 (:func:`urllib.parse.quote`, nothing safe but letters, digits and ``_.-~@``), so a name holding ``/`` stays
-one key segment; an ordinary name reads as itself. :mod:`~tierlog.service.security.store` reads and writes
+one key segment; an ordinary name reads as itself. :mod:`~tierlog.service.security.security_store` reads and
+writes
 them.
 """
 

@@ -24,7 +24,7 @@ from tierlog.client.security import ClientSecurity
 from tierlog.service.security.settings import SecuritySettings
 
 if TYPE_CHECKING:
-    from tierlog.service.config import Settings
+    from tierlog.service.settings.config import Settings
 
 __all__ = ["ServerTls", "TlsError", "broker_client_security", "server_context"]
 

@@ -23,12 +23,12 @@ from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
 from tierlog.service.app import create_app
-from tierlog.service.broker import Broker
-from tierlog.service.config import Settings, build_settings
 from tierlog.service.groups.state import GROUPS_READY
-from tierlog.service.state import BROKER
+from tierlog.service.settings.config import Settings, build_settings
+from tierlog.service.topics.broker import Broker
+from tierlog.service.web.keys import BROKER
 from tierlog.tiering.log import Clock
-from tierlog.tiering.remote.store import ObjectStore
+from tierlog.tiering.remote.object_store import ObjectStore
 
 __all__ = [
     "START_MS",

@@ -23,7 +23,7 @@ With pyarrow (the ``spark`` extra), for ``c = decode_columns(buf)``::
     offsets = pa.Array.from_buffers(pa.int64(), c.count, [None, pa.py_buffer(c.offsets)])
 
 and headers as ``list<struct<key: string, value: binary>>`` from a struct array of the two entry columns
-and ``header_offsets`` (tests/unit/codec/test_columns.py builds all of them).
+and ``header_offsets`` (tests/unit/tiering/codec/test_columns.py builds all of them).
 """
 
 from __future__ import annotations

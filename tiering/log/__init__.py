@@ -7,7 +7,7 @@ See ``docs/design/0001-partition-log-api.md`` and ``docs/format-segments.md``.
 from tierlog.tiering.log.clock import Clock, ManualClock, SystemClock
 from tierlog.tiering.log.config import LogConfig
 from tierlog.tiering.log.leader_epoch import EpochEntry, LeaderEpochCache
-from tierlog.tiering.log.partition import PartitionLog
+from tierlog.tiering.log.partition_log import PartitionLog
 from tierlog.tiering.log.types import AppendInfo, FileSlice, ProducerInfo, ReadResult, SegmentInfo
 
 __all__ = [

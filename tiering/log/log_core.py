@@ -72,7 +72,7 @@ class LogOffsets:
 
 
 class LogCore:
-    """Shared state and internals of :class:`~tierlog.tiering.log.partition.PartitionLog`."""
+    """Shared state and internals of :class:`~tierlog.tiering.log.partition_log.PartitionLog`."""
 
     def __init__(
         self,

@@ -15,7 +15,7 @@ Rules (see ``docs/format-segments.md``):
   deeper inconsistencies are caught when the index is first loaded.
 * Empty segments that are not the last are removed.
 
-Not thread-safe: runs before the :class:`~tierlog.tiering.log.partition.PartitionLog` is shared.
+Not thread-safe: runs before the :class:`~tierlog.tiering.log.partition_log.PartitionLog` is shared.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ it without the partition lock. Indexing follows Kafka's ``LogSegment.append``: b
 than ``index.interval.bytes`` were written since the last entry, the batch (its last offset, its position)
 enters the offset index and the max timestamp so far enters the time index if it grew.
 
-Not thread-safe: :class:`~tierlog.tiering.log.partition.PartitionLog` calls every method under its lock,
+Not thread-safe: :class:`~tierlog.tiering.log.partition_log.PartitionLog` calls every method under its lock,
 except the ``pread`` of data by readers, which works on a duplicated descriptor.
 """
 

@@ -17,23 +17,23 @@ if TYPE_CHECKING:
     from tierlog.tiering.remote.instrumented import InstrumentedStore
     from tierlog.tiering.remote.local import LocalObjectStore
     from tierlog.tiering.remote.manifest_store import ManifestStore
+    from tierlog.tiering.remote.object_store import ObjectInfo, ObjectStore, validate_key
     from tierlog.tiering.remote.prefixed import PrefixedStore
     from tierlog.tiering.remote.retrying import RetryingStore, RetryPolicy
-    from tierlog.tiering.remote.store import ObjectInfo, ObjectStore, validate_key
 
 _EXPORTS = {
     "FaultInjectingStore": "tierlog.tiering.remote.faults",
     "InstrumentedStore": "tierlog.tiering.remote.instrumented",
     "LocalObjectStore": "tierlog.tiering.remote.local",
     "ManifestStore": "tierlog.tiering.remote.manifest_store",
-    "ObjectInfo": "tierlog.tiering.remote.store",
-    "ObjectStore": "tierlog.tiering.remote.store",
+    "ObjectInfo": "tierlog.tiering.remote.object_store",
+    "ObjectStore": "tierlog.tiering.remote.object_store",
     "PrefixedStore": "tierlog.tiering.remote.prefixed",
     "RetryPolicy": "tierlog.tiering.remote.retrying",
     "RetryingStore": "tierlog.tiering.remote.retrying",
     "open_object_store": "tierlog.tiering.remote.factory",
     "parse_store_uri": "tierlog.tiering.remote.factory",
-    "validate_key": "tierlog.tiering.remote.store",
+    "validate_key": "tierlog.tiering.remote.object_store",
 }
 
 __all__ = [

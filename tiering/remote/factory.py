@@ -14,9 +14,9 @@ from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from tierlog.tiering.remote.local import LocalObjectStore
+from tierlog.tiering.remote.object_store import ObjectStore
 from tierlog.tiering.remote.prefixed import PrefixedStore
 from tierlog.tiering.remote.retrying import RetryingStore, RetryPolicy
-from tierlog.tiering.remote.store import ObjectStore
 from tierlog.wire.errors import InvalidRequestError
 
 __all__ = ["open_object_store", "parse_store_uri"]

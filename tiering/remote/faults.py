@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tierlog.tiering.remote.instrumented import OPERATIONS
-from tierlog.tiering.remote.store import ObjectInfo, ObjectStore
+from tierlog.tiering.remote.object_store import ObjectInfo, ObjectStore
 from tierlog.wire.errors import InvalidRequestError, UnavailableError
 
 __all__ = ["FaultInjectingStore"]

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from tierlog.tiering.remote.store import ObjectInfo, ObjectStore
+from tierlog.tiering.remote.object_store import ObjectInfo, ObjectStore
 from tierlog.wire.errors import TierlogError
 
 __all__ = ["InstrumentedStore", "OPERATIONS"]

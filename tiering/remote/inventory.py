@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from tierlog.tiering.remote import manifest as mf
 from tierlog.tiering.remote.layout import manifest_key, parse_manifest_key, parse_segment_key, segment_keys
 from tierlog.tiering.remote.manifest_store import ManifestStore
-from tierlog.tiering.remote.store import ObjectInfo, ObjectStore
+from tierlog.tiering.remote.object_store import ObjectInfo, ObjectStore
 from tierlog.wire.errors import NotFoundError
 
 __all__ = ["Inventory", "CheckReport", "inventory", "check", "remove_leaks"]

@@ -26,7 +26,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Literal
 
-from tierlog.tiering.topic_names import topic_name_problem
+from tierlog.tiering.log.topic_names import topic_name_problem
 from tierlog.wire.errors import InvalidRequestError
 
 __all__ = [

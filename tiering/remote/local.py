@@ -24,7 +24,7 @@ from collections.abc import AsyncIterator, Callable, Iterable
 from pathlib import Path
 from typing import TypeVar
 
-from tierlog.tiering.remote.store import ObjectInfo, validate_key, validate_prefix, validate_range
+from tierlog.tiering.remote.object_store import ObjectInfo, validate_key, validate_prefix, validate_range
 from tierlog.tiering.remote.translate import translating
 from tierlog.wire.errors import InvalidRequestError
 
@@ -36,7 +36,8 @@ _T = TypeVar("_T")
 
 
 class LocalObjectStore:
-    """:class:`~tierlog.tiering.remote.store.ObjectStore` over the directory ``root`` (created if missing).
+    """:class:`~tierlog.tiering.remote.object_store.ObjectStore` over the directory ``root`` (created if
+    missing).
 
     ``fsync`` (default on) flushes file data and the parent directory before a write returns, so a
     completed write survives a power loss; tests may turn it off for speed.

@@ -34,7 +34,7 @@ from tierlog.tiering.remote.layout import (
     segment_key,
 )
 from tierlog.tiering.remote.manifest_store import ManifestStore
-from tierlog.tiering.remote.store import ObjectStore
+from tierlog.tiering.remote.object_store import ObjectStore
 from tierlog.wire.errors import CorruptRecordError, NotFoundError
 
 __all__ = ["Recovery", "recover_manifest", "derive_segment"]

@@ -21,7 +21,7 @@ from dataclasses import replace
 
 from tierlog.tiering.remote import manifest as mf
 from tierlog.tiering.remote.layout import manifest_key, manifest_prefix, parse_manifest_key
-from tierlog.tiering.remote.store import ObjectStore
+from tierlog.tiering.remote.object_store import ObjectStore
 from tierlog.wire.errors import (
     ConflictError,
     CorruptRecordError,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Iterable
 from pathlib import Path
 
-from tierlog.tiering.remote.store import ObjectInfo, ObjectStore, validate_key, validate_prefix
+from tierlog.tiering.remote.object_store import ObjectInfo, ObjectStore, validate_key, validate_prefix
 
 __all__ = ["PrefixedStore"]
 

@@ -19,8 +19,8 @@ import logging
 from dataclasses import dataclass
 
 from tierlog.tiering.remote.lru import CacheListener, LruCache
+from tierlog.tiering.remote.object_store import ObjectStore
 from tierlog.tiering.remote.read_errors import ReadStats, RemoteObjectCorruptError, RemoteObjectMissingError
-from tierlog.tiering.remote.store import ObjectStore
 from tierlog.wire.errors import InvalidRequestError, NotFoundError, TierlogError
 
 __all__ = ["ChunkCache"]

@@ -19,6 +19,7 @@ from typing import TypeVar
 
 from tierlog.tiering.remote.lru import CacheListener, LruCache, Uncached
 from tierlog.tiering.remote.manifest import RemoteSegment
+from tierlog.tiering.remote.object_store import ObjectStore
 from tierlog.tiering.remote.packed_indexes import IndexRef
 from tierlog.tiering.remote.read_errors import ReadStats
 from tierlog.tiering.remote.read_index import (
@@ -28,7 +29,6 @@ from tierlog.tiering.remote.read_index import (
     decode_offset_index,
     decode_time_index,
 )
-from tierlog.tiering.remote.store import ObjectStore
 from tierlog.wire.errors import InvalidRequestError, NotFoundError, UnavailableError
 
 __all__ = ["IndexCache"]

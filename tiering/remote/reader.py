@@ -28,11 +28,11 @@ from dataclasses import dataclass
 from tierlog.tiering.codec.header import HEADER_SIZE, BatchHeader, decode_header, verify_batch
 from tierlog.tiering.remote import layout
 from tierlog.tiering.remote.manifest import Manifest, RemoteSegment, readable_segments
+from tierlog.tiering.remote.object_store import ObjectStore
 from tierlog.tiering.remote.packed_indexes import IndexRef, segment_index_refs
 from tierlog.tiering.remote.read_cache import ChunkCache
 from tierlog.tiering.remote.read_errors import ReadStats, RemoteObjectCorruptError, RemoteObjectMissingError
 from tierlog.tiering.remote.read_index_cache import IndexCache
-from tierlog.tiering.remote.store import ObjectStore
 from tierlog.wire.errors import CorruptRecordError, InvalidRequestError, OffsetOutOfRangeError
 
 __all__ = ["RemoteReader", "RemoteReadResult", "RemoteObjectCorruptError", "RemoteObjectMissingError"]

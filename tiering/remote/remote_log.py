@@ -31,8 +31,8 @@ from tierlog.tiering.remote import manifest as mf
 from tierlog.tiering.remote.layout import parse_manifest_key, partition_prefix
 from tierlog.tiering.remote.manifest_recovery import recover_manifest
 from tierlog.tiering.remote.manifest_store import ManifestStore
+from tierlog.tiering.remote.object_store import ObjectStore
 from tierlog.tiering.remote.plans import remote_retention_plan, segment_epochs, upload_batches
-from tierlog.tiering.remote.store import ObjectStore
 from tierlog.tiering.remote.trim import TRIM_DIR, remove_trimmed, trimmed_copy
 from tierlog.tiering.remote.uploader import (
     DEFAULT_FILE_CONCURRENCY,

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
 
-from tierlog.tiering.remote.store import ObjectInfo, ObjectStore
+from tierlog.tiering.remote.object_store import ObjectInfo, ObjectStore
 from tierlog.wire.errors import InvalidRequestError, UnavailableError
 
 __all__ = ["DeadlineExceededError", "RetryPolicy", "RetryingStore"]

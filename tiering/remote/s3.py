@@ -46,7 +46,7 @@ from aiobotocore.config import AioConfig
 from aiobotocore.session import get_session
 from botocore.exceptions import ClientError
 
-from tierlog.tiering.remote.store import ObjectInfo, validate_key, validate_prefix, validate_range
+from tierlog.tiering.remote.object_store import ObjectInfo, validate_key, validate_prefix, validate_range
 from tierlog.tiering.remote.translate import s3_error_code, translating
 from tierlog.wire.errors import ConflictError, InvalidRequestError, NotFoundError, UnavailableError
 
@@ -162,7 +162,7 @@ def _bridged(handler: Callable[..., Any], loop: asyncio.AbstractEventLoop) -> Ca
 
 
 class S3ObjectStore:
-    """:class:`~tierlog.tiering.remote.store.ObjectStore` over one bucket of an S3-compatible service.
+    """:class:`~tierlog.tiering.remote.object_store.ObjectStore` over one bucket of an S3-compatible service.
 
     The clients are created lazily on first use (so construction does no I/O) and released by
     :meth:`close`. All methods are safe to call concurrently; ``max_pool_connections`` bounds the

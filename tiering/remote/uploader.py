@@ -46,7 +46,7 @@ from tierlog.tiering.remote import manifest as mf
 from tierlog.tiering.remote import packed_indexes
 from tierlog.tiering.remote.layout import segment_keys
 from tierlog.tiering.remote.manifest_store import ManifestStore
-from tierlog.tiering.remote.store import ObjectStore
+from tierlog.tiering.remote.object_store import ObjectStore
 from tierlog.wire.errors import ConflictError, FencedLeaderEpochError, InvalidRequestError, NotFoundError
 
 __all__ = [

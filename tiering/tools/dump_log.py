@@ -12,7 +12,7 @@ time-index entry must name the last offset of a batch whose max timestamp it hol
 later in time. The exit status is 1 when anything found was wrong (a bad CRC, a torn tail, a bad entry),
 2 when a file cannot be read or the arguments are wrong, else 0.
 
-The service's CLI (``service/cli.py``) dispatches ``tierlog dump-log`` here; it also runs as
+The service's CLI (``service/serve.py``) dispatches ``tierlog dump-log`` here; it also runs as
 ``python -m tierlog.tiering.tools.dump_log``.
 """
 

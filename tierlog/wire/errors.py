@@ -9,7 +9,7 @@ or the code, never on a message string.
 Codes follow the Confluent REST proxy where one exists: the first three digits of a five-digit code are
 its HTTP status family (40401 is a 404, 50301 a 503), and Confluent's v3 admin API also answers plain
 three-digit codes (404). :func:`http_status` is that derivation; the broker's web layer
-(:mod:`tierlog.service.errors`) answers with it.
+(:mod:`tierlog.service.web.errors`) answers with it.
 
 Each class also declares its Kafka error (``kafka``, a :class:`KafkaError`: the numeric code and name of
 Kafka's ``Errors`` enum), so a Kafka-protocol listener answers the same condition with the code a Kafka client

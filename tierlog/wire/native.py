@@ -1,6 +1,7 @@
 """The names the native API puts on the wire: its content type, its headers and its route prefixes.
 
-The broker's routes (:mod:`tierlog.service.native`, the group, producer and replication routes), the
+The broker's routes (:mod:`tierlog.service.native_api.routes`, the group, producer and replication routes),
+the
 Python client's transport, the cluster's proxy to a partition leader and the replication client all read
 them from here, so a name cannot differ between the side that writes it and the side that reads it. The
 contract itself (bodies, parameters, answers) is ``docs/native-api.md``. Constants and pure path builders

@@ -11,8 +11,8 @@ import pytest
 from aiohttp import web
 
 from tests.integration.broker import START_MS, Brokers, Client
-from tierlog.service.broker import Broker
-from tierlog.service.state import BROKER
+from tierlog.service.topics.broker import Broker
+from tierlog.service.web.keys import BROKER
 from tierlog.tiering.codec.batch import build_batch
 from tierlog.tiering.codec.records import Record
 from tierlog.tiering.log import ManualClock

@@ -15,7 +15,7 @@ import aiohttp
 import pytest
 
 from tests.integration.broker_core.test_process import serve
-from tests.unit.test_log_support import decode, make_batch
+from tests.unit.tiering.log.support import decode, make_batch
 
 BATCHES = {"Content-Type": "application/vnd.tierlog.batches"}
 

@@ -12,8 +12,8 @@ import aiohttp
 import pytest
 
 from tests.integration.broker import broker_settings, start_broker
-from tests.unit.test_log_support import make_batch
-from tierlog.service.state import METRICS
+from tests.unit.tiering.log.support import make_batch
+from tierlog.service.web.keys import METRICS
 
 DEADLINE_S = 30
 

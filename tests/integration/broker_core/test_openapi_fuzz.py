@@ -30,7 +30,7 @@ from schemathesis.checks import (
 )
 
 from tests.integration.broker import BrokerThread, broker_settings
-from tierlog.service.native import BATCHES_TYPE
+from tierlog.service.native_api.routes import BATCHES_TYPE
 from tierlog.service.openapi import build_document
 
 

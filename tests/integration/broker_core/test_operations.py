@@ -10,8 +10,8 @@ from typing import Any
 
 from aiohttp import web
 
-from tierlog.service.errors import error_middleware
 from tierlog.service.openapi import build_document, render
+from tierlog.service.web.errors import error_middleware
 from tierlog.wire.errors import ConsumerInstanceNotFoundError, NotFoundError, OffsetOutOfRangeError
 
 from .conftest import Node, StartNode, batch

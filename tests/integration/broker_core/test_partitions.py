@@ -12,8 +12,8 @@ import pytest
 
 from tests.integration.broker import START_MS
 from tierlog.service.metrics import Metrics
-from tierlog.service.state import METRICS
-from tierlog.service.tasks import MAINTENANCE
+from tierlog.service.topics.tasks import MAINTENANCE
+from tierlog.service.web.keys import METRICS
 from tierlog.tiering.codec.batch import iter_records
 from tierlog.tiering.codec.compression import Compression
 from tierlog.tiering.codec.header import iter_batches

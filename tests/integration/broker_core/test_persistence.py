@@ -6,7 +6,7 @@ import asyncio
 import json
 from pathlib import Path
 
-from tierlog.service.metadata import CLEAN_SHUTDOWN_MARKER, STATE_FILE
+from tierlog.service.topics.data_dir import CLEAN_SHUTDOWN_MARKER, STATE_FILE
 from tierlog.tiering.codec.batch import iter_records
 
 from .conftest import Node, StartNode, batch

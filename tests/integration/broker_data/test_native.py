@@ -8,7 +8,7 @@ import pytest
 
 from tests.integration.broker import Client
 from tests.integration.broker_data.helpers import BATCHES, expect_error
-from tierlog.service.state import BROKER
+from tierlog.service.web.keys import BROKER
 from tierlog.tiering.codec.batch import build_batch, decode_batch
 from tierlog.tiering.codec.compression import Compression
 from tierlog.tiering.codec.header import iter_batches

@@ -8,8 +8,8 @@ import gzip
 
 from tests.integration.broker import Brokers
 from tests.integration.broker_data.helpers import BATCHES, expect_error
-from tierlog.service.body_buffers import BODY_BUFFERS
-from tierlog.service.native import POOLED_BODY_BYTES
+from tierlog.service.native_api.routes import POOLED_BODY_BYTES
+from tierlog.service.web.body_buffers import BODY_BUFFERS
 from tierlog.tiering.codec.batch import build_batch, decode_batch
 from tierlog.tiering.codec.header import CRC_OFFSET, iter_batches
 from tierlog.tiering.codec.records import Record

@@ -16,8 +16,8 @@ import pytest
 from tests.integration.broker import Client
 from tests.integration.broker_data.conftest import MakeClient
 from tests.integration.broker_data.helpers import BATCHES, BINARY, JSON, b64, expect_error
-from tierlog.service.budget import ACKS0_BUDGET, CONVERSION_BUDGET
 from tierlog.service.rest_v2.convert import CONVERSION_BYTES_PER_RECORD, conversion_estimate
+from tierlog.service.web.budget import ACKS0_BUDGET, CONVERSION_BUDGET
 from tierlog.tiering.codec.batch import build_batch
 from tierlog.tiering.codec.records import Record
 

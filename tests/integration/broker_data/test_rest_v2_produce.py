@@ -23,8 +23,8 @@ from tests.integration.broker_data.helpers import (
     produce,
     segment_records,
 )
-from tierlog.service.state import BROKER
-from tierlog.tiering.partitioner import partition_for_key
+from tierlog.service.web.keys import BROKER
+from tierlog.tiering.codec.partitioner import partition_for_key
 
 
 async def test_binary_produce_keyed_records_land_where_kafka_puts_them(client: Client) -> None:

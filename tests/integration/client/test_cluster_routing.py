@@ -32,7 +32,7 @@ from tierlog.client.errors import BrokerUnavailableError, DeliveryTimeoutError
 from tierlog.client.router import Router
 from tierlog.tiering.codec.batch import iter_decoded_batches
 from tierlog.tiering.codec.header import iter_batches
-from tierlog.tiering.partitioner import partition_for_key
+from tierlog.tiering.codec.partitioner import partition_for_key
 from tierlog.wire.errors import (
     BadRequestError,
     LeaderNotAvailableError,

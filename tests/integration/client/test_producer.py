@@ -20,7 +20,7 @@ from tierlog.client import (
 from tierlog.client.types import LOG_APPEND_TIME
 from tierlog.tiering.codec import _accel
 from tierlog.tiering.codec.compression import Compression
-from tierlog.tiering.partitioner import partition_for_key
+from tierlog.tiering.codec.partitioner import partition_for_key
 
 
 async def test_keyed_records_land_where_the_broker_puts_the_same_keys(broker: RunningBroker) -> None:

@@ -9,7 +9,7 @@ import pytest
 from tests.integration.broker import RunningBroker
 from tests.integration.client.helpers import read_topic, wait_until
 from tierlog.client import AsyncAdmin, AsyncProducer
-from tierlog.service.state import BROKER
+from tierlog.service.web.keys import BROKER
 
 
 @pytest.fixture

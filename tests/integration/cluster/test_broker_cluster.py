@@ -23,6 +23,7 @@ from tests.integration.broker import START_MS, Brokers, RunningBroker
 from tests.integration.cluster.inproc import DEADLINE_S, InprocCluster
 from tierlog.service.cluster.cache import MetadataCache
 from tierlog.service.cluster.local_store import LocalMetadataStore
+from tierlog.service.cluster.metadata_store import Compare, Delete, Put
 from tierlog.service.cluster.model import (
     NO_LEADER,
     BrokerRegistration,
@@ -32,7 +33,6 @@ from tierlog.service.cluster.model import (
     partition_key,
     topic_key,
 )
-from tierlog.service.cluster.store import Compare, Delete, Put
 from tierlog.tiering.codec.batch import build_batch
 from tierlog.tiering.codec.records import Record
 from tierlog.tiering.log import ManualClock

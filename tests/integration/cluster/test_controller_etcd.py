@@ -14,6 +14,7 @@ import pytest
 from tierlog.service.cluster.controller import Controller
 from tierlog.service.cluster.etcd_store import EtcdMetadataStore
 from tierlog.service.cluster.membership import Membership
+from tierlog.service.cluster.metadata_store import Compare, Put
 from tierlog.service.cluster.model import (
     CONTROLLER,
     AlterPartitionRequest,
@@ -24,8 +25,7 @@ from tierlog.service.cluster.model import (
     partition_key,
     topic_key,
 )
-from tierlog.service.cluster.store import Compare, Put
-from tierlog.service.config import build_settings, parse_metadata_uri
+from tierlog.service.settings.config import build_settings, parse_metadata_uri
 from tierlog.wire.errors import FencedLeaderEpochError, IneligibleReplicaError, InvalidUpdateVersionError
 
 pytestmark = pytest.mark.integration

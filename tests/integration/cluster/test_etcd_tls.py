@@ -21,8 +21,14 @@ import pytest
 from tests.e2e.process import BrokerProcess
 from tests.integration.cluster.etcd_tls import EtcdPki, TlsEtcdServer
 from tierlog.service.cluster.etcd_store import EtcdMetadataStore, EtcdTls
-from tierlog.service.cluster.store import Compare, LeaseExpiredError, MetadataStoreError, Put, WatchEvent
-from tierlog.service.config import build_settings, parse_metadata_uri
+from tierlog.service.cluster.metadata_store import (
+    Compare,
+    LeaseExpiredError,
+    MetadataStoreError,
+    Put,
+    WatchEvent,
+)
+from tierlog.service.settings.config import build_settings, parse_metadata_uri
 
 pytestmark = pytest.mark.integration
 

@@ -9,8 +9,8 @@ import pytest
 
 from tests.integration.broker import Brokers
 from tierlog.service.cluster.local_store import LocalMetadataStore
+from tierlog.service.cluster.metadata_store import MetadataStoreError
 from tierlog.service.cluster.model import TopicAssignment, topic_key
-from tierlog.service.cluster.store import MetadataStoreError
 from tierlog.tiering.codec.batch import build_batch
 from tierlog.tiering.codec.records import Record
 

@@ -23,11 +23,11 @@ from tests.integration.broker import Brokers, RunningBroker
 from tests.integration.cluster.inproc import InprocCluster
 from tests.integration.groups.helpers import BINARY, call, decoded, produce
 from tierlog.service.cluster.peers import PeerClient
-from tierlog.service.errors import error_middleware
 from tierlog.service.groups.hashing import coordinator_partition, java_string_hash, kafka_abs
 from tierlog.service.groups.offsets import OFFSETS_TOPIC
 from tierlog.service.groups.routing import FORWARDED_BY, Coordinate, Forwarder
 from tierlog.service.groups.state import CONSUMERS, GROUPS_READY
+from tierlog.service.web.errors import error_middleware
 from tierlog.tiering.codec.batch import iter_records
 from tierlog.wire.errors import ConsumerInstanceNotFoundError
 

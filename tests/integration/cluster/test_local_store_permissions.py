@@ -7,7 +7,7 @@ import stat
 from pathlib import Path
 
 from tierlog.service.cluster.local_store import LocalMetadataStore
-from tierlog.service.cluster.store import Put
+from tierlog.service.cluster.metadata_store import Put
 
 
 async def _write_one_key(path: Path) -> None:

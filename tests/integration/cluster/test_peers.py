@@ -16,10 +16,10 @@ from aiohttp.test_utils import TestClient, TestServer
 from tierlog.client.security import ClientSecurity
 from tierlog.service.cluster.peers import FORWARDED_BY, Budget, PeerClient
 from tierlog.service.cluster.proxy import LeaderClient, LeaderPartition
-from tierlog.service.errors import error_middleware
 from tierlog.service.groups.routing import Coordinate, Forwarder
 from tierlog.service.replication.client import ReplicationClient
-from tierlog.tiering.errors import (
+from tierlog.service.web.errors import error_middleware
+from tierlog.wire.errors import (
     LeaderNotAvailableError,
     UnavailableError,
     UnknownTopicError,

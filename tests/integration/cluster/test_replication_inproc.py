@@ -20,8 +20,8 @@ import pytest
 
 from tests.integration.broker import RunningBroker
 from tests.integration.cluster.inproc import DEADLINE_S, InprocCluster
-from tierlog.service.partition import Partition
-from tierlog.service.tasks import MAINTENANCE
+from tierlog.service.topics.partition import Partition
+from tierlog.service.topics.tasks import MAINTENANCE
 from tierlog.tiering.codec.batch import build_batch
 from tierlog.tiering.codec.records import Record
 from tierlog.tiering.log.checkpoint import read_offset_checkpoint

@@ -20,7 +20,7 @@ import pytest
 from tests.integration.cluster.etcd import EtcdServer
 from tierlog.service.cluster.etcd_store import EtcdMetadataStore
 from tierlog.service.cluster.local_store import LocalMetadataStore
-from tierlog.service.cluster.store import (
+from tierlog.service.cluster.metadata_store import (
     Compare,
     Delete,
     LeaseExpiredError,
@@ -30,7 +30,7 @@ from tierlog.service.cluster.store import (
     Put,
     WatchEvent,
 )
-from tierlog.service.config import parse_metadata_uri
+from tierlog.service.settings.config import parse_metadata_uri
 from tierlog.tiering.log import ManualClock
 
 EVENT_TIMEOUT_S = 20.0  # generous bound for an event that must come (etcd leases: about 2-3 s)

@@ -11,7 +11,7 @@ from typing import Any
 from tests.integration.broker import START_MS, Client
 from tests.integration.cluster.inproc import InprocCluster
 from tests.integration.producers.conftest import init_producer
-from tierlog.service.partition import Partition
+from tierlog.service.topics.partition import Partition
 from tierlog.tiering.codec.batch import build_batch
 from tierlog.tiering.codec.records import Record
 

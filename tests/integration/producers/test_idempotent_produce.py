@@ -11,7 +11,7 @@ import pytest
 
 from tests.integration.broker import START_MS, Brokers, Client
 from tests.integration.producers.conftest import init_producer
-from tierlog.service.tasks import MAINTENANCE
+from tierlog.service.topics.tasks import MAINTENANCE
 from tierlog.tiering.codec.batch import build_batch
 from tierlog.tiering.codec.records import Record
 from tierlog.tiering.log import ManualClock

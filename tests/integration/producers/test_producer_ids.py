@@ -14,8 +14,8 @@ from tests.integration.broker import Brokers
 from tests.integration.cluster.inproc import InprocCluster
 from tests.integration.producers.conftest import PRODUCERS, init_producer
 from tierlog.service.cluster.local_store import LocalMetadataStore
-from tierlog.service.metadata import STATE_FILE, BrokerState
-from tierlog.service.producer_ids import BLOCK_SIZE, MAX_EPOCH, NEXT_BLOCK_KEY, ProducerIdManager
+from tierlog.service.topics.data_dir import STATE_FILE, BrokerState
+from tierlog.service.topics.producer_ids import BLOCK_SIZE, MAX_EPOCH, NEXT_BLOCK_KEY, ProducerIdManager
 
 
 async def test_new_ids_are_unique_at_epoch_zero(brokers: Brokers) -> None:

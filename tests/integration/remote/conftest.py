@@ -14,8 +14,8 @@ from aiobotocore.session import get_session
 
 from tests.integration.remote.servers import S3Server, find_localstack_python, run_localstack
 from tierlog.tiering.remote.local import LocalObjectStore
+from tierlog.tiering.remote.object_store import ObjectStore
 from tierlog.tiering.remote.s3 import S3ObjectStore
-from tierlog.tiering.remote.store import ObjectStore
 
 
 @pytest.fixture(scope="session")

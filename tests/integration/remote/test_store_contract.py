@@ -17,9 +17,9 @@ import pytest
 from tests.integration.remote.conftest import Backend
 from tierlog.tiering.remote.faults import FaultInjectingStore
 from tierlog.tiering.remote.manifest_store import ManifestStore
+from tierlog.tiering.remote.object_store import ObjectStore
 from tierlog.tiering.remote.prefixed import PrefixedStore
 from tierlog.tiering.remote.retrying import RetryingStore, RetryPolicy
-from tierlog.tiering.remote.store import ObjectStore
 from tierlog.wire.errors import InvalidRequestError, NotFoundError, UnavailableError
 
 PAYLOAD = bytes(range(256)) * 4  # 1024 distinct-ish bytes: a wrong offset shows as wrong content

@@ -20,8 +20,8 @@ from tierlog.tiering.remote.faults import FaultInjectingStore
 from tierlog.tiering.remote.inventory import check
 from tierlog.tiering.remote.layout import segment_keys
 from tierlog.tiering.remote.manifest_store import ManifestStore
+from tierlog.tiering.remote.object_store import ObjectStore
 from tierlog.tiering.remote.remote_log import RemoteLog
-from tierlog.tiering.remote.store import ObjectStore
 from tierlog.wire.errors import UnavailableError
 
 START = 1_700_000_000_000

@@ -15,8 +15,8 @@ from tests.integration.remote.servers import S3Server
 from tests.integration.remote_read.helpers import Partition, upload, write_log
 from tierlog.tiering.remote.instrumented import InstrumentedStore
 from tierlog.tiering.remote.local import LocalObjectStore
+from tierlog.tiering.remote.object_store import ObjectStore
 from tierlog.tiering.remote.s3 import S3ObjectStore
-from tierlog.tiering.remote.store import ObjectStore
 
 
 @pytest.fixture(params=["local", pytest.param("moto", marks=pytest.mark.integration)])

@@ -23,8 +23,8 @@ from tierlog.tiering.remote import manifest as mf
 from tierlog.tiering.remote import packed_indexes
 from tierlog.tiering.remote.layout import SegmentKind, segment_keys
 from tierlog.tiering.remote.manifest_store import ManifestStore
+from tierlog.tiering.remote.object_store import ObjectStore
 from tierlog.tiering.remote.reader import RemoteReader
-from tierlog.tiering.remote.store import ObjectStore
 
 CODECS = (Compression.NONE, Compression.GZIP, Compression.SNAPPY, Compression.LZ4, Compression.ZSTD)
 BASE_TS = 1_700_000_000_000

@@ -12,8 +12,8 @@ import pytest
 
 from tests.integration.remote_read.helpers import Partition, replay, upload, write_log
 from tierlog.tiering.remote.instrumented import InstrumentedStore
+from tierlog.tiering.remote.object_store import ObjectStore
 from tierlog.tiering.remote.reader import RemoteReader
-from tierlog.tiering.remote.store import ObjectStore
 from tierlog.wire.errors import InvalidRequestError
 
 CHUNK = 2048

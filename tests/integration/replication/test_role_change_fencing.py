@@ -16,10 +16,10 @@ from typing import Any
 
 import pytest
 
-from tests.unit.test_log_support import NOW
+from tests.unit.tiering.log.support import NOW
 from tierlog.service.metrics import Metrics
-from tierlog.service.partition import Partition
 from tierlog.service.replication.leader import LeaderState
+from tierlog.service.topics.partition import Partition
 from tierlog.tiering.codec.batch import build_batch
 from tierlog.tiering.codec.header import iter_batches
 from tierlog.tiering.codec.records import Record

@@ -28,7 +28,7 @@ from schemathesis.checks import (
 from tests.integration.broker import Brokers, BrokerThread, RunningBroker, broker_settings
 from tierlog.service.openapi import build_document
 from tierlog.service.security.scram import MAX_ITERATIONS, MIN_ITERATIONS, make_credential, verify
-from tierlog.service.security.store import SECURITY_FILE, SECURITY_STORE, SecurityStore
+from tierlog.service.security.security_store import SECURITY_FILE, SECURITY_STORE, SecurityStore
 
 PASSWORD = "correct horse battery staple"
 

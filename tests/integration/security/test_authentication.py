@@ -41,9 +41,9 @@ from tierlog.service.security.authn import (
 )
 from tierlog.service.security.model import AclBinding
 from tierlog.service.security.scram import make_credential
-from tierlog.service.security.store import SECURITY_STORE, SecurityStore
+from tierlog.service.security.security_store import SECURITY_STORE, SecurityStore
 from tierlog.service.security.tls import server_context
-from tierlog.service.state import BROKER, METRICS
+from tierlog.service.web.keys import BROKER, METRICS
 
 BASIC = {"authentication.methods": "basic", "super.users": "User:admin"}
 USERS = {"admin": "admin-pw", "alice": "alice-pw"}

@@ -12,7 +12,7 @@ from tests.integration.security.test_authentication import BASIC, bootstrap, ser
 from tierlog.client import AsyncAdmin, AsyncConsumer, AsyncProducer, AuthorizationError, ClientSecurity
 from tierlog.service.security.acl import validate_binding
 from tierlog.service.security.model import AclBinding
-from tierlog.service.state import BROKER
+from tierlog.service.web.keys import BROKER
 
 USERS = {"admin": "admin-pw", "alice": "alice-pw"}
 

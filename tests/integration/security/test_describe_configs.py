@@ -10,7 +10,7 @@ import pytest
 from tests.integration.security.test_authentication import BASIC, basic, bootstrap, serve
 from tierlog.service.security.acl import validate_binding
 from tierlog.service.security.model import AclBinding
-from tierlog.service.state import BROKER
+from tierlog.service.web.keys import BROKER
 
 USERS = {"admin": "admin-pw", "reader": "reader-pw", "auditor": "auditor-pw", "operator": "operator-pw"}
 

@@ -11,7 +11,7 @@ from tests.integration.security.test_authentication import BASIC, basic, bootstr
 from tierlog.service.groups.state import GROUPS_READY
 from tierlog.service.security.acl import validate_binding
 from tierlog.service.security.model import AclBinding
-from tierlog.service.state import BROKER
+from tierlog.service.web.keys import BROKER
 
 USERS = {"admin": "admin-pw", "carol": "carol-pw", "dave": "dave-pw"}
 

@@ -17,7 +17,7 @@ from tests.integration.security.test_authentication import BASIC, basic, bootstr
 from tierlog.service.groups.state import GROUPS_READY
 from tierlog.service.security.acl import validate_binding, validate_filter
 from tierlog.service.security.model import AclBinding
-from tierlog.service.security.store import SECURITY_STORE
+from tierlog.service.security.security_store import SECURITY_STORE
 
 USERS = {"admin": "admin-pw", "eve": "eve-pw"}
 V2 = "application/vnd.kafka.v2+json"

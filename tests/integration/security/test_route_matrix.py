@@ -29,8 +29,8 @@ from tierlog.service.security.acl import validate_binding
 from tierlog.service.security.authn import AUTHENTICATOR
 from tierlog.service.security.authz import AUTHENTICATED, HANDLER, OPEN, ROUTE_ACTIONS, Row
 from tierlog.service.security.scram import make_credential
-from tierlog.service.security.store import SECURITY_STORE, SecurityStore
-from tierlog.service.state import BROKER
+from tierlog.service.security.security_store import SECURITY_STORE, SecurityStore
+from tierlog.service.web.keys import BROKER
 from tierlog.tiering.codec.batch import build_batch
 from tierlog.tiering.codec.records import Record
 

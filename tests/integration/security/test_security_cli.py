@@ -24,11 +24,11 @@ from tests.integration.cluster.etcd_tls import EtcdPki, TlsEtcdServer
 from tierlog.cli import main as tierlog_main
 from tierlog.client.security import PASSWORD_ENV
 from tierlog.service.cluster.etcd_store import EtcdMetadataStore
-from tierlog.service.config import parse_metadata_uri
 from tierlog.service.security.acl import validate_binding
 from tierlog.service.security.cli import main
 from tierlog.service.security.scram import verify
-from tierlog.service.security.store import SecurityStore
+from tierlog.service.security.security_store import SecurityStore
+from tierlog.service.settings.config import parse_metadata_uri
 
 ADMIN_PASSWORD = "admin-pass-1"
 ALICE_PASSWORD = "alice pass with spaces"

@@ -18,8 +18,7 @@ import pytest
 
 from tierlog.service.cluster.etcd_store import EtcdMetadataStore
 from tierlog.service.cluster.local_store import LocalMetadataStore
-from tierlog.service.cluster.store import MetadataStore, Put
-from tierlog.service.config import parse_metadata_uri
+from tierlog.service.cluster.metadata_store import MetadataStore, Put
 from tierlog.service.security.acl import validate_binding, validate_filter
 from tierlog.service.security.model import AclBinding
 from tierlog.service.security.scram import (
@@ -29,7 +28,7 @@ from tierlog.service.security.scram import (
     make_credential,
     verify,
 )
-from tierlog.service.security.store import (
+from tierlog.service.security.security_store import (
     SECURITY_FILE,
     SecurityStore,
     acl_key,
@@ -38,6 +37,7 @@ from tierlog.service.security.store import (
     parse_acl_key,
     user_key,
 )
+from tierlog.service.settings.config import parse_metadata_uri
 from tierlog.wire.errors import InvalidRequestError, NotFoundError, UnavailableError
 
 ALICE_PASSWORD = "alice-secret"

@@ -28,7 +28,7 @@ from tierlog.tiering.remote import manifest as mf
 from tierlog.tiering.remote import packed_indexes
 from tierlog.tiering.remote.layout import segment_keys
 from tierlog.tiering.remote.manifest_store import ManifestStore
-from tierlog.tiering.remote.store import ObjectStore
+from tierlog.tiering.remote.object_store import ObjectStore
 
 IndexLayout = Literal["packed", "separate"]
 INDEX_LAYOUTS: tuple[IndexLayout, ...] = ("packed", "separate")

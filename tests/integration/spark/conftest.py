@@ -20,9 +20,9 @@ from tests.integration.remote.conftest import create_bucket
 from tests.integration.remote.servers import S3Server
 from tests.integration.spark.proxy import CountingProxy, counting_proxy
 from tierlog.tiering.remote.manifest_store import ManifestStore
+from tierlog.tiering.remote.object_store import ObjectStore
 from tierlog.tiering.remote.prefixed import PrefixedStore
 from tierlog.tiering.remote.s3 import S3ObjectStore
-from tierlog.tiering.remote.store import ObjectStore
 
 
 class SkippedModule(pytest.Module):

@@ -21,6 +21,7 @@ import pytest
 
 from tests.integration.spark.archive import ArchivedPartition, open_partition
 from tests.integration.spark.data import collect, make_records
+from tierlog.client.spark.archive_reader import LocalArchive, load_manifest
 from tierlog.client.spark.options import Bound, parse_options
 from tierlog.client.spark.plan import plan_segments, resolve_range
 from tierlog.client.spark.scan import (
@@ -29,7 +30,6 @@ from tierlog.client.spark.scan import (
     CorruptSegmentError,
     scan_task,
 )
-from tierlog.client.spark.store import LocalArchive, load_manifest
 from tierlog.tiering.codec import Compression, Record, _accel, build_batch, iter_decoded_batches
 from tierlog.tiering.codec.header import (
     ATTRIBUTES_OFFSET,

@@ -24,6 +24,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.integration.spark.archive import INDEX_LAYOUTS, ArchivedPartition, IndexLayout, open_partition
+from tierlog.client.spark.archive_reader import LocalArchive, load_manifest
 from tierlog.client.spark.options import Bound, parse_options
 from tierlog.client.spark.plan import SegmentTask, plan_segments, resolve_range
 from tierlog.client.spark.scan import (
@@ -36,7 +37,6 @@ from tierlog.client.spark.scan import (
     _fetch_indexes,
     scan_task,
 )
-from tierlog.client.spark.store import LocalArchive, load_manifest
 from tierlog.client.spark.stream import TierlogStreamReader, _prorate, decode_offsets, encode_offsets
 from tierlog.tiering.codec import Compression, Record
 from tierlog.tiering.log import SegmentInfo

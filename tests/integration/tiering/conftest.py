@@ -15,9 +15,9 @@ from tests.integration.broker import Brokers, Client
 from tests.integration.remote.conftest import create_bucket
 from tests.integration.remote.servers import S3Server
 from tierlog.tiering.log import ManualClock
+from tierlog.tiering.remote.object_store import ObjectStore
 from tierlog.tiering.remote.prefixed import PrefixedStore
 from tierlog.tiering.remote.s3 import S3ObjectStore
-from tierlog.tiering.remote.store import ObjectStore
 
 StartBroker = Callable[..., Awaitable[Client]]
 

@@ -8,9 +8,9 @@ import base64
 from typing import Any
 
 from tests.integration.broker import START_MS, Client
-from tierlog.service.broker import Broker
-from tierlog.service.native import LOG_END_OFFSET, LOG_START_OFFSET
-from tierlog.service.state import BROKER
+from tierlog.service.native_api.routes import LOG_END_OFFSET, LOG_START_OFFSET
+from tierlog.service.topics.broker import Broker
+from tierlog.service.web.keys import BROKER
 from tierlog.tiering.codec.batch import build_batch, decode_batch
 from tierlog.tiering.codec.header import iter_batches
 from tierlog.tiering.codec.records import Record

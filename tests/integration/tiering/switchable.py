@@ -8,7 +8,7 @@ import asyncio
 from collections.abc import AsyncIterator, Iterable
 from pathlib import Path
 
-from tierlog.tiering.remote.store import ObjectInfo, ObjectStore
+from tierlog.tiering.remote.object_store import ObjectInfo, ObjectStore
 from tierlog.wire.errors import UnavailableError
 
 

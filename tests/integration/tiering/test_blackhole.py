@@ -23,8 +23,8 @@ from tests.integration.tiering.helpers import (
     wait_uploaded,
 )
 from tierlog.service.remote.tier import UPLOAD_RETRY_CAP_S
-from tierlog.service.state import METRICS
-from tierlog.service.tasks import MAINTENANCE
+from tierlog.service.topics.tasks import MAINTENANCE
+from tierlog.service.web.keys import METRICS
 
 pytestmark = pytest.mark.integration
 

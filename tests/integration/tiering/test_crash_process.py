@@ -20,7 +20,7 @@ from tierlog.tiering.codec.records import Record
 from tierlog.tiering.remote import manifest as mf
 from tierlog.tiering.remote.inventory import check
 from tierlog.tiering.remote.manifest_store import ManifestStore
-from tierlog.tiering.remote.store import ObjectStore
+from tierlog.tiering.remote.object_store import ObjectStore
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 

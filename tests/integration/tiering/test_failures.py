@@ -23,13 +23,13 @@ from tests.integration.tiering.helpers import (
     wait_uploaded,
 )
 from tests.integration.tiering.switchable import SwitchableStore
-from tierlog.service.state import METRICS
-from tierlog.service.tasks import MAINTENANCE
+from tierlog.service.topics.tasks import MAINTENANCE
+from tierlog.service.web.keys import METRICS
 from tierlog.tiering.remote import manifest as mf
 from tierlog.tiering.remote.inventory import check
 from tierlog.tiering.remote.layout import manifest_key, segment_key
 from tierlog.tiering.remote.manifest_store import ManifestStore
-from tierlog.tiering.remote.store import ObjectStore
+from tierlog.tiering.remote.object_store import ObjectStore
 from tierlog.wire.errors import NotFoundError
 
 pytestmark = pytest.mark.integration

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from tests.integration.broker import Brokers
 from tests.integration.tiering.helpers import broker_of, consume_native, produce, wait_uploaded
-from tierlog.service.tasks import MAINTENANCE
+from tierlog.service.topics.tasks import MAINTENANCE
 from tierlog.tiering.log import ManualClock
 
 

@@ -22,12 +22,12 @@ from tests.integration.tiering.helpers import (
     record,
     wait_uploaded,
 )
-from tierlog.service import tiering_cli
+from tierlog.service.remote import cli as tiering_cli
 from tierlog.tiering.log import ManualClock
 from tierlog.tiering.remote import manifest as mf
 from tierlog.tiering.remote.layout import manifest_key, segment_key
 from tierlog.tiering.remote.manifest_store import ManifestStore
-from tierlog.tiering.remote.store import ObjectStore
+from tierlog.tiering.remote.object_store import ObjectStore
 
 pytestmark = pytest.mark.integration
 

@@ -17,7 +17,7 @@ import pytest
 from tests.integration.remote.conftest import create_bucket
 from tests.integration.tiering.conftest import StartBroker
 from tests.integration.tiering.helpers import broker_of, consume_native, produce, wait_uploaded
-from tierlog.service.remote.partition import RemotePartition
+from tierlog.service.remote.remote_partition import RemotePartition
 from tierlog.tiering.codec.batch import build_batch
 from tierlog.tiering.codec.header import decode_header
 from tierlog.tiering.codec.records import Record
@@ -29,10 +29,10 @@ from tierlog.tiering.remote.faults import FaultInjectingStore
 from tierlog.tiering.remote.inventory import check
 from tierlog.tiering.remote.local import LocalObjectStore
 from tierlog.tiering.remote.manifest_store import ManifestStore
+from tierlog.tiering.remote.object_store import ObjectStore
 from tierlog.tiering.remote.reader import RemoteReader
 from tierlog.tiering.remote.remote_log import RemoteLog
 from tierlog.tiering.remote.s3 import S3ObjectStore
-from tierlog.tiering.remote.store import ObjectStore
 from tierlog.tiering.remote.trim import TRIM_DIR
 from tierlog.tiering.remote.uploader import clean_unfinished, upload_segments
 from tierlog.wire.errors import FencedLeaderEpochError

@@ -16,14 +16,14 @@ from tests.integration.tiering.helpers import (
     produce,
     wait_uploaded,
 )
-from tierlog.service.state import METRICS
-from tierlog.service.tasks import MAINTENANCE
+from tierlog.service.topics.tasks import MAINTENANCE
+from tierlog.service.web.keys import METRICS
 from tierlog.tiering.log import ManualClock
 from tierlog.tiering.remote import manifest as mf
 from tierlog.tiering.remote.inventory import check
 from tierlog.tiering.remote.layout import partition_prefix
 from tierlog.tiering.remote.manifest_store import ManifestStore
-from tierlog.tiering.remote.store import ObjectStore
+from tierlog.tiering.remote.object_store import ObjectStore
 
 pytestmark = pytest.mark.integration
 

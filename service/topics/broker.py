@@ -1,0 +1,705 @@
+"""The broker: topics, their partitions and configs, persisted in the data directory.
+
+Embedded (``metadata.uri`` unset, no store injected), topic metadata changes (create, delete, alter
+configs, add partitions) are serialised under one asyncio lock and persisted in ``tierlog-state.json``
+before they are acknowledged. In a cluster (:attr:`Broker.cluster`, see
+:mod:`tierlog.service.cluster.node`) they are commits to the metadata store, and the broker opens the
+partitions it is a replica of; its :attr:`Broker.replication` manager makes each lead or follow. Log I/O
+runs in worker threads. The broker is opened in the background at start-up (``ready`` is false until every
+log is open, and in a cluster until it is registered) and closed on shutdown.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Coroutine, Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from tierlog.service.cluster.view import ClusterView, embedded_view
+from tierlog.service.metrics import Metrics, Sample
+from tierlog.service.remote.tier import RemoteTier
+from tierlog.service.topics import data_dir as meta
+from tierlog.service.topics.configs import TopicConfig, validate_overrides
+from tierlog.service.topics.partition import Partition
+from tierlog.service.topics.producer_ids import ProducerIdManager
+from tierlog.service.topics.rules import (
+    check_known_config,
+    check_new_topic,
+    check_partition_count,
+    check_replication_factor_alone,
+)
+from tierlog.service.topics.tasks import TaskSet
+from tierlog.service.topics.topic import Topic
+from tierlog.tiering.log import AppendInfo, Clock, LogConfig, PartitionLog, SystemClock
+from tierlog.wire.errors import (
+    InvalidConfigError,
+    TierlogError,
+    UnavailableError,
+    UnknownTopicError,
+    storage_error,
+)
+
+if TYPE_CHECKING:
+    from tierlog.service.cluster.metadata_store import MetadataStore
+    from tierlog.service.cluster.node import ClusterNode
+    from tierlog.service.cluster.peers import PeerClient
+    from tierlog.service.replication.manager import ReplicaManager
+    from tierlog.service.settings.config import Settings
+    from tierlog.tiering.remote.object_store import ObjectStore
+
+__all__ = ["AppendInfo", "Broker", "Partition", "Topic"]
+
+log = logging.getLogger("tierlog.broker")
+
+
+class Broker:
+    """Topics, partitions and their persistence for one broker process.
+
+    Every coroutine must run on the event loop that opened the broker; they are safe to call
+    concurrently with each other. ``peers``: the app's client to the other brokers (the cluster member's
+    replication calls use it; the app opens it before and closes it after the broker).
+    """
+
+    def __init__(
+        self,
+        settings: Settings,
+        metrics: Metrics,
+        *,
+        peers: PeerClient,
+        clock: Clock | None = None,
+        remote_store: ObjectStore | None = None,
+        metadata_store: MetadataStore | None = None,
+    ) -> None:
+        self.settings = settings
+        self.metrics = metrics
+        self.peers = peers
+        self._clock = clock
+        self.data_dir = settings.data_dir
+        self.cluster_id = ""
+        self.broker_id = 0
+        self.advertised_url = settings.advertised_url
+        # In a cluster the broker registers its URL: with port 0 it is known only once the server is bound.
+        self._url_known = asyncio.Event()
+        if settings.port != 0 or "advertised.url" in settings.sources:
+            self._url_known.set()
+        self.clean_start = False
+        self.background = TaskSet()
+        self._state: meta.BrokerState | None = None
+        self._topics: dict[str, Topic] = {}
+        self._embedded_view: tuple[tuple[object, ...], ClusterView] | None = None  # (its inputs, it)
+        self._lock = asyncio.Lock()
+        self._ready = asyncio.Event()
+        self._failed: BaseException | None = None
+        self._closed = False
+        self.close_failures = 0  # logs that could not be closed cleanly by close(); the process exits 1
+        self.log_io = ThreadPoolExecutor(settings.log_io_threads, thread_name_prefix="tierlog-log-io")
+        self.remote = RemoteTier(settings, metrics, lambda: self.clock, store=remote_store)
+        metrics.add_collector(self._collect)
+        for name, help_text in (
+            ("tierlog_bytes_in_total", "Record batch bytes appended, by topic"),
+            ("tierlog_bytes_out_total", "Record batch bytes read, by topic"),
+            ("tierlog_records_in_total", "Records appended, by topic"),
+            ("tierlog_replication_bytes_in_total", "Record batch bytes a follower appended from its leader"),
+            (
+                "tierlog_produce_duplicates_total",
+                "Produced batches found duplicate: nothing appended",
+            ),
+            (
+                "tierlog_produce_sequence_errors_total",
+                "Produced batches refused by their sequence, by error",
+            ),
+        ):
+            metrics.describe(name, "counter", help_text)
+        metrics.describe("tierlog_log_end_offset", "gauge", "Next offset to be written, by partition")
+        metrics.describe("tierlog_log_start_offset", "gauge", "First offset still stored, by partition")
+        metrics.describe("tierlog_log_size_bytes", "gauge", "Bytes of local segments, by partition")
+        metrics.describe(
+            "tierlog_high_watermark",
+            "gauge",
+            "Offset below which consumers read (committed), by partition",
+        )
+        metrics.describe(
+            "tierlog_under_replicated", "gauge", "1 when a led partition's ISR is smaller than its replicas"
+        )
+        self.cluster: ClusterNode | None = None  # None: embedded
+        if metadata_store is not None or settings.metadata_uri is not None:
+            from tierlog.service.cluster.node import ClusterNode
+
+            owns = metadata_store is None
+            store = metadata_store if metadata_store is not None else _metadata_store(settings)
+            self.cluster = ClusterNode(self, store, owns_store=owns)
+            self.remote.embedded = False
+        #: Producer ids (``POST /native/v1/producers``, design 0011): blocks in the state file or the store.
+        self.producer_ids = (
+            ProducerIdManager.embedded(self._lock, self._require_state, self._save_state)
+            if self.cluster is None
+            else ProducerIdManager.cluster(self.cluster.store)
+        )
+
+    # ---- lifecycle -------------------------------------------------------------------------------------
+
+    @property
+    def clock(self) -> Clock:
+        """The clock every partition log uses (the system clock unless one was injected)."""
+        if self._clock is None:
+            self._clock = SystemClock()
+        return self._clock
+
+    def advertise(self, url: str) -> None:
+        """Set the URL this broker is reached at (the server bound a port picked at start-up); a cluster
+        member registers it. Call before the broker is open; idempotent."""
+        self.advertised_url = url
+        self._url_known.set()
+
+    @property
+    def ready(self) -> bool:
+        """True once every log is open and until the broker starts closing."""
+        return self._ready.is_set()
+
+    async def wait_ready(self) -> None:
+        """Wait until the broker is open. Safe concurrently; idempotent.
+
+        Raises: UnavailableError if opening failed (caused by the original error).
+        """
+        while not self._ready.is_set():
+            if self._failed is not None:
+                raise UnavailableError(
+                    f"the broker failed to open its logs: {self._failed}"
+                ) from self._failed
+            await self._ready.wait()
+
+    async def open(self, gate: asyncio.Event | None = None) -> None:
+        """Load or create the state, set aside stray directories, open every partition log.
+
+        ``gate`` (tests) delays opening until it is set. Not idempotent: call once. Raises OSError,
+        UnavailableError or CorruptRecordError (unreadable state or log); :meth:`wait_ready` then fails.
+        """
+        try:
+            if gate is not None:
+                await gate.wait()
+            if self.cluster is not None:
+                await self._open_cluster(self.cluster)
+            else:
+                await self._open()
+        except BaseException as err:
+            self._failed = err
+            self._ready.set()
+            self._ready.clear()
+            raise
+
+    async def _open(self) -> None:
+        state, clean, stale = await asyncio.to_thread(self._load_from_disk)
+        self._state = state
+        self.cluster_id = state.cluster_id
+        self.broker_id = state.broker_id
+        self.clean_start = clean
+        await self.remote.start()
+        if self.settings.remote_restore_on_start:
+            from tierlog.service.remote.restore import restore_missing_topics
+
+            restored = await restore_missing_topics(self.remote.manifests, state, self.data_dir)
+            if restored:
+                log.info("restored topics from the remote tier: %s", ", ".join(restored))
+        for path in stale:
+            self.background.spawn(asyncio.to_thread(meta.remove_tree, path), name=f"tierlog-rm-{path.name}")
+        for record in list(state.topics.values()):
+            config = self._topic_config(record)
+            partitions = [
+                await self._open_partition(record, index, config.log) for index in range(record.partitions)
+            ]
+            self._topics[record.name] = Topic(record, config, partitions)
+        self._ready.set()
+        log.info(
+            "broker open: cluster %s, %d topics, %d partitions, %s shutdown",
+            self.cluster_id,
+            len(self._topics),
+            sum(len(t.partitions) for t in self._topics.values()),
+            "after a clean" if clean else "after an unclean (or no previous)",
+        )
+
+    async def _open_cluster(self, node: ClusterNode) -> None:
+        """Join the cluster: prepare the data directory, register, open the partitions this broker leads.
+        Topics come from the metadata store; ``tierlog-state.json`` is not used."""
+        self.broker_id = self.settings.broker_id
+        self.clean_start = await asyncio.to_thread(self._prepare_data_dir)
+        await self.remote.start()
+        await self._url_known.wait()
+        await node.start(self.advertised_url)
+        await node.wait_for_self()
+        self.cluster_id = node.cache.cluster_id
+        for path in await node.prepare_data_dir():
+            self.background.spawn(asyncio.to_thread(meta.remove_tree, path), name=f"tierlog-rm-{path.name}")
+        await node.reconcile()
+        node.start_reconciler()
+        self._ready.set()
+        log.info(
+            "broker %d open in cluster %s: %d topics, leading %d partitions, %s shutdown",
+            self.broker_id,
+            self.cluster_id,
+            len(self._topics),
+            len(self.all_partitions()),
+            "after a clean" if self.clean_start else "after an unclean (or no previous)",
+        )
+
+    def _prepare_data_dir(self) -> bool:
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        return meta.take_marker(self.data_dir / meta.CLEAN_SHUTDOWN_MARKER)
+
+    def _load_from_disk(self) -> tuple[meta.BrokerState, bool, list[Path]]:
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        state = meta.load_state(self.data_dir)
+        if state is None:
+            state = meta.BrokerState(cluster_id=meta.new_cluster_id())
+            meta.save_state(self.data_dir, state)
+            log.info("new data directory %s: cluster id %s", self.data_dir, state.cluster_id)
+        clean = meta.take_marker(self.data_dir / meta.CLEAN_SHUTDOWN_MARKER)
+        expected = {
+            meta.partition_dir(self.data_dir, rec.name, p).name
+            for rec in state.topics.values()
+            for p in range(rec.partitions)
+        }
+        stale = meta.sweep_data_dir(self.data_dir, expected)
+        return state, clean, stale
+
+    async def close(self) -> None:
+        """Finish background appends, flush and close every log, write the clean-shutdown marker.
+
+        Idempotent. Safe to call while requests are in flight: they fail with UnknownTopicError or finish.
+        A log that fails to close is logged and the marker is not written (the next start recovers).
+        """
+        if self._closed:
+            return
+        self._closed = True
+        was_ready = self._ready.is_set()
+        self._ready.clear()
+        if self.cluster is not None:
+            await self.cluster.close()
+        await self.background.drain()
+        failures = 0
+        for partition in self.all_partitions():
+            try:
+                await partition.close()
+            except (TierlogError, OSError):
+                failures += 1
+                log.exception("closing %s failed", partition.label)
+        self.close_failures = failures
+        await self.remote.close()
+        self.log_io.shutdown(wait=False)
+        if was_ready and not failures:
+            await asyncio.to_thread(meta.write_marker, self.data_dir / meta.CLEAN_SHUTDOWN_MARKER)
+            log.info("broker closed cleanly: logs flushed and closed")
+
+    # ---- reads ---------------------------------------------------------------------------------------
+
+    def cluster_view(self) -> ClusterView:
+        """The cluster as this broker sees it: in a cluster, from its metadata cache; embedded, a
+        one-broker cluster (this broker, its controller, leader of every partition at epoch 0). Pure
+        lookup; never raises."""
+        if self.cluster is not None:
+            return self.cluster.cache.view()
+        topics = [(t.name, t.partition_count) for t in list(self._topics.values())]
+        inputs = (self.cluster_id, self.broker_id, self.advertised_url, self.settings.broker_rack, *topics)
+        made = self._embedded_view
+        if made is not None and made[0] == inputs:  # the same topics: the view made for them (immutable)
+            return made[1]
+        view = embedded_view(
+            self.cluster_id, self.broker_id, self.advertised_url, self.settings.broker_rack, topics
+        )
+        self._embedded_view = (inputs, view)
+        return view
+
+    @property
+    def replication(self) -> ReplicaManager | None:
+        """The replica manager (design 0010) in a cluster; ``None`` on an embedded broker."""
+        return None if self.cluster is None else self.cluster.replication
+
+    @property
+    def local_topics(self) -> dict[str, Topic]:
+        """The topics this broker holds, by name (the live dict: only the broker and its cluster node
+        change it)."""
+        return self._topics
+
+    def topic_names(self) -> list[str]:
+        """Sorted names of all topics. Raises UnavailableError while the broker is not open."""
+        self.check_ready()
+        return sorted(self._topics)
+
+    def topics(self) -> list[Topic]:
+        """All topics, sorted by name. Raises UnavailableError while the broker is not open."""
+        self.check_ready()
+        return [self._topics[name] for name in sorted(self._topics)]
+
+    def topic(self, name: str) -> Topic:
+        """Raises: UnknownTopicError (40401) for an unknown topic; UnavailableError while not open."""
+        self.check_ready()
+        topic = self._topics.get(name)
+        if topic is None:
+            raise UnknownTopicError(f"Topic not found. ({name})")
+        return topic
+
+    def interrupt_polls(self) -> None:
+        """Make every pending and future long poll return at once (shutdown). Idempotent."""
+        for partition in self.all_partitions():
+            partition.interrupt()
+
+    def all_partitions(self) -> list[Partition]:
+        """Every open partition (a snapshot), in topic then index order."""
+        return [p for name in sorted(self._topics) for p in self._topics[name].partitions if not p.closed]
+
+    # ---- topic changes ---------------------------------------------------------------------------------
+
+    async def ensure_topic(self, name: str) -> Topic:
+        """The topic, auto-created with ``num.partitions`` when ``auto.create.topics.enable`` is true.
+
+        Idempotent and safe concurrently (two callers racing get the same topic). Raises:
+            UnknownTopicError (40401): unknown and auto-creation is off.
+            InvalidConfigError (40002): unknown and the name is not a legal topic name.
+        """
+        found = self._topics.get(name) if self.ready else None
+        if found is not None:
+            return found
+        self.check_ready()
+        if not self.settings.auto_create_topics_enable:
+            raise UnknownTopicError(f"Topic not found. ({name})")
+        if self.cluster is not None:
+            return await self.cluster.topics.ensure(name)
+        async with self._lock:
+            existing = self._topics.get(name)
+            if existing is not None:
+                return existing
+            log.info("auto-creating topic %s", name)
+            return await self._create_locked(name, None, {}, internal=False)
+
+    async def create_topic(
+        self,
+        name: str,
+        partitions: int | None = None,
+        configs: Mapping[str, str] | None = None,
+        *,
+        internal: bool = False,
+        replication_factor: int | None = None,
+    ) -> Topic:
+        """Create a topic with ``partitions`` (default ``num.partitions``), config overrides and
+        ``replication_factor`` replicas per partition (default ``default.replication.factor``; an embedded
+        broker has only itself, so 1).
+
+        ``internal`` allows a name starting with ``__``. Not idempotent (a second call fails). Raises:
+            InvalidConfigError (400, 40002): illegal or reserved name, bad partition count, unknown config
+                or bad value (naming it), name colliding with an existing one, the topic already exists,
+                or a replication factor above the live brokers ("Replication factor: R larger than
+                available brokers: B.").
+            UnavailableError: the partition directories cannot be created (nothing is left behind); in a
+                cluster, the metadata store cannot be reached (MetadataStoreError).
+        """
+        self.check_ready()
+        if self.cluster is not None:
+            return await self.cluster.topics.create(
+                name, partitions, configs or {}, internal=internal, replication_factor=replication_factor
+            )
+        check_replication_factor_alone(replication_factor)
+        async with self._lock:
+            return await self._create_locked(name, partitions, configs or {}, internal=internal)
+
+    def validate_create_topic(
+        self, name: str, partitions: int | None = None, configs: Mapping[str, str] | None = None
+    ) -> int:
+        """Check what :meth:`create_topic` would check; returns the partition count it would use.
+
+        Pure. Raises: as :meth:`create_topic`.
+        """
+        self.check_ready()
+        return self._validate_create(name, partitions, configs or {}, internal=False)[0]
+
+    def validate_create_locally(
+        self, name: str, partitions: int | None, configs: Mapping[str, str], *, internal: bool
+    ) -> tuple[int, dict[str, str]]:
+        """The partition count and validated overrides a create would use (checked against the topics this
+        broker knows). Pure. Raises: as :meth:`create_topic`."""
+        return self._validate_create(name, partitions, configs, internal=internal)
+
+    def _validate_create(
+        self, name: str, partitions: int | None, configs: Mapping[str, str], *, internal: bool
+    ) -> tuple[int, dict[str, str]]:
+        return check_new_topic(
+            name,
+            partitions,
+            configs,
+            existing=self._topics,
+            num_partitions=self.settings.num_partitions,
+            topic_defaults=self.settings.topic_defaults,
+            internal=internal,
+        )
+
+    async def _create_locked(
+        self, name: str, partitions: int | None, configs: Mapping[str, str], *, internal: bool
+    ) -> Topic:
+        count, overrides = self._validate_create(name, partitions, configs, internal=internal)
+        state = self._require_state()
+        record = meta.TopicRecord(name=name, partitions=count, configs=overrides)
+        state.topics[name] = record
+        try:
+            await self._save_state(state)
+        except BaseException:
+            del state.topics[name]
+            raise
+        config = self._topic_config(record)
+        opened: list[Partition] = []
+        try:
+            for index in range(count):
+                opened.append(await self._open_partition(record, index, config.log))
+        except BaseException:
+            del state.topics[name]
+            await self._discard(opened)
+            await self._save_state(state)
+            raise
+        topic = Topic(record, config, opened)
+        self._topics[name] = topic
+        log.info("created topic %s with %d partitions, overrides %s", name, count, overrides or "none")
+        return topic
+
+    async def delete_topic(self, name: str, *, internal: bool = False) -> None:
+        """Delete a topic: forget it durably, close its logs, rename its directories to
+        ``<topic>-<p>.<uuid>-delete`` and remove them in the background. The name is free at once.
+
+        Internal (``__``) topics are deleted only with ``internal``. Not idempotent. Raises:
+            UnknownTopicError (40401): unknown topic.
+            InvalidConfigError (40002): an internal topic without ``internal``.
+            InsufficientStorageError, UnavailableError: the state cannot be written (nothing is deleted).
+        """
+        self.check_ready()
+        if self.cluster is not None:
+            self.topic(name)
+            await self.cluster.topics.delete(name, internal=internal)
+            return
+        async with self._lock:
+            topic = self.topic(name)
+            if topic.is_internal and not internal:
+                raise InvalidConfigError(f"Topic {name} is an internal topic and cannot be deleted.")
+            state = self._require_state()
+            record = state.topics.pop(name)
+            try:
+                await self._save_state(state)
+            except BaseException:
+                state.topics[name] = record
+                raise
+            del self._topics[name]
+            await self._discard(topic.partitions)
+            for partition in topic.partitions:
+                remote = self.remote.detach(partition)
+                if remote is not None:  # remote data goes after the local data
+                    task = self.background.spawn(
+                        self.remote.delete_partition_data(remote), name=f"tierlog-rm-remote-{partition.label}"
+                    )
+                    self.remote.deleting(partition, task)
+        log.info("deleted topic %s", name)
+
+    async def alter_topic_configs(
+        self, name: str, updates: Mapping[str, str | None], *, validate_only: bool = False
+    ) -> None:
+        """Set (value) or reset to the default (``None``) topic configs, persist, and apply them live.
+
+        With ``validate_only`` only checks. All-or-nothing: nothing changes if any name or value is
+        invalid. Idempotent. Raises:
+            UnknownTopicError (40401): unknown topic.
+            InvalidConfigError (400, 40002): unknown config name or bad value, naming it.
+        """
+        self.check_ready()
+        if self.cluster is not None:
+            self.topic(name)
+            await self.cluster.topics.alter_configs(name, updates, validate_only=validate_only)
+            return
+        async with self._lock:
+            topic = self.topic(name)
+            state = self._require_state()
+            record = state.topics[name]
+            merged: dict[str, str] = dict(record.configs)
+            for key, value in updates.items():
+                if value is None:
+                    check_known_config(key)
+                    merged.pop(key, None)
+                else:
+                    merged[key] = value
+            merged = validate_overrides(self.settings.topic_defaults, merged)
+            config = TopicConfig.resolve(self.settings.topic_defaults, merged)
+            was_remote = topic.config.remote_storage_enable
+            if was_remote and not config.log.remote_storage_enable:
+                raise InvalidConfigError(
+                    "Invalid value false for configuration remote.storage.enable: remote storage cannot be "
+                    "disabled once enabled; delete the topic instead"
+                )
+            if validate_only:
+                return
+            previous = record.configs
+            record.configs = merged
+            try:
+                await self._save_state(state)
+            except BaseException:
+                record.configs = previous
+                raise
+            topic.reconfigure(config)
+            for partition in topic.partitions:
+                await partition.update_config(config.log)
+                if not was_remote and config.log.remote_storage_enable:
+                    await self.remote.attach(partition, reset_local=False)
+        log.info("altered configs of topic %s: %s", name, dict(updates))
+
+    async def add_partitions(self, name: str, count: int) -> Topic:
+        """Grow a topic to ``count`` partitions; all-or-nothing. Idempotent for the current count. Raises:
+        UnknownTopicError (40401): unknown topic.
+        InvalidConfigError (40002): ``count`` is lower than the current count or out of range.
+        UnavailableError: a new partition directory cannot be created (nothing is added).
+        """
+        self.check_ready()
+        if self.cluster is not None:
+            self.topic(name)
+            return await self.cluster.topics.add_partitions(name, count, check_partition_count)
+        async with self._lock:
+            topic = self.topic(name)
+            check_partition_count(count)
+            current = len(topic.partitions)
+            if count < current:
+                raise InvalidConfigError(
+                    f"Topic currently has {current} partitions, which is higher than the requested {count}."
+                )
+            if count == current:
+                return topic
+            state = self._require_state()
+            record = state.topics[name]
+            record.partitions = count
+            try:
+                await self._save_state(state)
+            except BaseException:
+                record.partitions = current
+                raise
+            opened: list[Partition] = []
+            try:
+                for index in range(current, count):
+                    opened.append(await self._open_partition(record, index, topic.config))
+            except BaseException:
+                record.partitions = current
+                await self._discard(opened)
+                await self._save_state(state)
+                raise
+            for partition in opened:
+                topic.add_local(partition)
+        log.info("topic %s now has %d partitions", name, count)
+        return topic
+
+    # ---- internals -----------------------------------------------------------------------------------
+
+    def offline_partitions(self) -> list[tuple[str, int, str]]:
+        """``(topic, partition, reason)`` of every partition whose log is offline after an I/O failure."""
+        found = []
+        for partition in self.all_partitions():
+            reason = partition.offline_reason
+            if reason is not None:
+                found.append((partition.topic, partition.index, reason))
+        return found
+
+    def check_ready(self) -> None:
+        """Raises: UnavailableError (503, retriable) while the logs are opening or closing."""
+        if not self._ready.is_set():
+            raise UnavailableError("The broker is not ready: its logs are opening or closing.")
+
+    async def _save_state(self, state: meta.BrokerState) -> None:
+        """Persist ``state`` durably. Raises InsufficientStorageError (507, 50701) when the disk is full,
+        UnavailableError (503) on another I/O error; the caller undoes its in-memory change."""
+        try:
+            await asyncio.to_thread(meta.save_state, self.data_dir, state)
+        except OSError as err:
+            raise storage_error(f"writing the broker state in {self.data_dir}", err) from err
+
+    def _require_state(self) -> meta.BrokerState:
+        if self._state is None:
+            raise UnavailableError("The broker is not ready: its state is not loaded.")
+        return self._state
+
+    def _topic_config(self, record: meta.TopicRecord) -> TopicConfig:
+        return TopicConfig.resolve(self.settings.topic_defaults, record.configs)
+
+    async def open_partition(self, record: meta.TopicRecord, index: int, config: LogConfig) -> Partition:
+        """Open (creating on first use) partition ``index`` of ``record``, the remote tier attached when the
+        topic tiers. Raises OSError, CorruptRecordError, UnavailableError."""
+        return await self._open_partition(record, index, config)
+
+    async def discard_partitions(self, partitions: Iterable[Partition]) -> None:
+        """Close ``partitions`` and remove their directories in the background. Never raises."""
+        await self._discard(partitions)
+
+    async def _open_partition(self, record: meta.TopicRecord, index: int, config: LogConfig) -> Partition:
+        path = meta.partition_dir(self.data_dir, record.name, index)
+        opened: PartitionLog = await asyncio.to_thread(
+            PartitionLog.open, path, config, clock=self.clock, topic=record.name, partition=index
+        )
+        partition = Partition(
+            record.name,
+            index,
+            opened,
+            path,
+            self.metrics,
+            self._spawn,
+            config,
+            executor=self.log_io,
+            replicated=self.cluster is not None,
+        )
+        if config.remote_storage_enable:
+            await self.remote.attach(partition)
+        return partition
+
+    def _spawn(self, coro: Coroutine[Any, Any, None], name: str) -> object:
+        return self.background.spawn(coro, name=name)
+
+    async def _discard(self, partitions: Iterable[Partition]) -> None:
+        for partition in partitions:
+            try:
+                await partition.close()
+            except (TierlogError, OSError):
+                log.exception("closing %s before deletion failed", partition.label)
+            target = partition.path.with_name(
+                meta.suffixed_dir_name(partition.topic, partition.index, "delete")
+            )
+            try:
+                await asyncio.to_thread(meta.rename_durably, partition.path, target)
+            except FileNotFoundError:
+                continue
+            self.background.spawn(
+                asyncio.to_thread(meta.remove_tree, target), name=f"tierlog-rm-{target.name}"
+            )
+
+    def _collect(self) -> list[Sample]:
+        samples: list[Sample] = []
+        for topic in list(self._topics.values()):
+            for partition in list(topic.partitions):
+                if partition.closed:
+                    continue
+                labels = {"topic": topic.name, "partition": str(partition.index)}
+                samples.append(Sample("tierlog_log_end_offset", partition.log_end_offset, labels))
+                samples.append(Sample("tierlog_log_start_offset", partition.log_start_offset, labels))
+                samples.append(Sample("tierlog_log_size_bytes", partition.size_bytes, labels))
+                samples.append(Sample("tierlog_high_watermark", partition.high_watermark, labels))
+                leader = partition.leader
+                if leader is not None:
+                    under = 1.0 if len(leader.isr) < len(leader.replicas) else 0.0
+                    samples.append(Sample("tierlog_under_replicated", under, labels))
+                offline = 0.0 if partition.offline_reason is None else 1.0
+                samples.append(Sample("tierlog_partition_offline", offline, labels))
+                samples.append(Sample("tierlog_partition_failures_total", partition.failure_count, labels))
+        return samples
+
+
+def _metadata_store(settings: Settings) -> MetadataStore:
+    """The store ``metadata.uri`` names: etcd (over TLS with ``metadata.ssl.*``), or (``file://``) the local
+    store persisted in that file."""
+    uri = settings.metadata_uri
+    assert uri is not None
+    if uri.scheme == "file":
+        from tierlog.service.cluster.local_store import LocalMetadataStore
+
+        assert uri.path is not None
+        return LocalMetadataStore(uri.path)
+    from tierlog.service.cluster.etcd_store import EtcdMetadataStore
+
+    return EtcdMetadataStore.from_settings(settings)

@@ -1,0 +1,124 @@
+"""Liveness, readiness and metrics routes. ``/health`` and ``/ready`` need no credentials, so they show no
+secret: failure reasons lose the ``user:password@`` of any URL in them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aiohttp import web
+
+from tierlog.service.metrics import metrics_handler
+from tierlog.service.security.redact import redact_userinfo
+from tierlog.service.web.keys import BROKER, SETTINGS
+
+__all__ = ["OPENAPI_PATHS", "setup_routes"]
+
+
+async def health(request: web.Request) -> web.Response:
+    """``GET /health``: 200 while the process serves HTTP. In a cluster the body also has ``cluster``:
+    this broker's id, whether it is registered, the controller it knows, the metadata revision its cache
+    has applied and how long the store has not confirmed its session (``session_unconfirmed_ms``)."""
+    body: dict[str, Any] = {"status": "UP"}
+    node = request.app[BROKER].cluster
+    if node is not None:
+        body["cluster"] = {
+            "cluster_id": node.cache.cluster_id,
+            "broker_id": node.broker_id,
+            "registered": node.registered,
+            "controller_id": node.cache.view().controller_id,
+            "controller_epoch": node.cache.view().controller_epoch,
+            "is_controller": node.controller.active,
+            "metadata_revision": node.cache.revision,
+            # how long the metadata store has not confirmed this broker's session (etcd unreachable)
+            "session_unconfirmed_ms": int(node.membership.unconfirmed_s * 1000),
+        }
+    return web.json_response(body)
+
+
+async def ready(request: web.Request) -> web.Response:
+    """``GET /ready``: 200 once every partition log is open, 503 before that, while shutting down and while
+    a partition is offline after an I/O failure (``offline_partitions`` says which and why). In a cluster
+    also 503 (``NOT_REGISTERED``) while the broker's session in the cluster is lost.
+
+    The route needs no credentials, so with authentication on it names no topic and no reason: only how
+    many partitions are offline or cannot upload (the broker's log and metrics say which)."""
+    broker = request.app[BROKER]
+    node = broker.cluster
+    if broker.ready and node is not None and not node.registered:
+        body = {"status": "NOT_REGISTERED", "error_code": 50301, "cluster_id": broker.cluster_id}
+        return web.json_response(body, status=503)
+    if broker.ready:
+        offline = broker.offline_partitions()
+        secured = request.app[SETTINGS].security.enabled
+        if offline and secured:
+            body = {"status": "DEGRADED", "error_code": 50301, "offline_partitions_count": len(offline)}
+            return web.json_response(body, status=503)
+        if offline:
+            body = {
+                "status": "DEGRADED",
+                "error_code": 50301,
+                "cluster_id": broker.cluster_id,
+                "offline_partitions": [
+                    {"topic": topic, "partition": index, "reason": redact_userinfo(reason)}
+                    for topic, index, reason in offline
+                ],
+            }
+            return web.json_response(body, status=503)
+        body = {"status": "READY", "cluster_id": broker.cluster_id}
+        remote_problems = broker.remote.problems()
+        if remote_problems and secured:
+            body["remote_tier_problems_count"] = len(remote_problems)
+        elif remote_problems:  # still serving: readiness holds, but say loudly why uploads stopped
+            body["remote_tier_problems"] = [
+                {"topic": topic, "partition": index, "reason": redact_userinfo(reason)}
+                for topic, index, reason in remote_problems
+            ]
+        return web.json_response(body)
+    return web.json_response({"status": "STARTING", "error_code": 50301}, status=503)
+
+
+def setup_routes(app: web.Application) -> None:
+    """Register ``/health``, ``/ready`` and ``/metrics``."""
+    app.router.add_get("/health", health, name="health", allow_head=False)
+    app.router.add_get("/ready", ready, name="ready", allow_head=False)
+    app.router.add_get("/metrics", metrics_handler, name="metrics", allow_head=False)
+
+
+_STATUS = {
+    "type": "object",
+    "properties": {"status": {"type": "string"}, "cluster_id": {"type": "string"}},
+}
+
+OPENAPI_PATHS: dict[str, Any] = {
+    "/health": {
+        "get": {
+            "tags": ["Operations"],
+            "summary": "Liveness: the process answers HTTP",
+            "operationId": "getHealth",
+            "responses": {
+                "200": {"description": "Alive", "content": {"application/json": {"schema": _STATUS}}}
+            },
+        }
+    },
+    "/ready": {
+        "get": {
+            "tags": ["Operations"],
+            "summary": "Readiness: every partition log is open",
+            "operationId": "getReady",
+            "responses": {
+                "200": {"description": "Ready", "content": {"application/json": {"schema": _STATUS}}},
+                "503": {"description": "Still opening logs, shutting down, or a partition is offline"},
+            },
+        }
+    },
+    "/metrics": {
+        "get": {
+            "tags": ["Operations"],
+            "summary": "Prometheus metrics (text format 0.0.4)",
+            "operationId": "getMetrics",
+            "responses": {
+                "200": {"description": "Metrics", "content": {"text/plain": {"schema": {"type": "string"}}}}
+            },
+        }
+    },
+}
