@@ -7,7 +7,6 @@ such as per-partition offsets, so nothing stale survives a deleted topic.
 
 from __future__ import annotations
 
-import asyncio
 import bisect
 import math
 import threading
@@ -26,7 +25,6 @@ __all__ = [
     "Metrics",
     "Sample",
     "describe_security_metrics",
-    "metrics_handler",
     "metrics_middleware",
 ]
 
@@ -262,22 +260,3 @@ def describe_security_metrics(metrics: Metrics) -> None:
         "Requests refused because their host failed authentication too often",
     )
     metrics.describe(AUTHORIZATION_DENIED, "counter", "Requests refused by the ACLs, by resource type")
-
-
-async def metrics_handler(request: web.Request) -> web.Response:
-    """``GET /metrics``: the registry in Prometheus text format. Renders in a worker thread.
-
-    With authentication on and ``metrics.public`` false it needs Describe on the Cluster.
-
-    Raises:
-        AuthorizationError: (40301) the principal may not Describe the Cluster.
-    """
-    from tierlog.service.security import authz
-    from tierlog.service.security.model import CLUSTER_NAME, Operation, ResourceType
-    from tierlog.service.web.keys import METRICS, SETTINGS
-
-    if not request.app[SETTINGS].security.metrics_public:
-        authz.authorize(request, Operation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME)
-
-    text = await asyncio.to_thread(request.app[METRICS].render)
-    return web.Response(body=text.encode(), headers={"Content-Type": CONTENT_TYPE})

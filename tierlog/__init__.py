@@ -5,7 +5,7 @@ One import namespace for the whole distribution:
 - :mod:`tierlog.client`: producers, consumers and the admin client (``from tierlog.client import Producer``);
 - :mod:`tierlog.spark`: the PySpark data source over the archive (needs the ``spark`` extra);
 - :mod:`tierlog.service`: the broker process;
-- :mod:`tierlog.tiering`: the storage engine (record-batch codec, segments, the remote tier).
+- :mod:`tierlog.tiering`: the storage engine (record-batch codec, segments, the remote tier);
 - :mod:`tierlog.wire`: the contract they share (the error table, the native protocol's names); it imports
   none of them.
 

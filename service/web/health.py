@@ -3,15 +3,33 @@ secret: failure reasons lose the ``user:password@`` of any URL in them."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from aiohttp import web
 
-from tierlog.service.metrics import metrics_handler
+from tierlog.service.metrics import CONTENT_TYPE
+from tierlog.service.security import authz
+from tierlog.service.security.model import CLUSTER_NAME, Operation, ResourceType
 from tierlog.service.security.redact import redact_userinfo
-from tierlog.service.web.keys import BROKER, SETTINGS
+from tierlog.service.web.keys import BROKER, METRICS, SETTINGS
 
-__all__ = ["OPENAPI_PATHS", "setup_routes"]
+__all__ = ["OPENAPI_PATHS", "metrics_handler", "setup_routes"]
+
+
+async def metrics_handler(request: web.Request) -> web.Response:
+    """``GET /metrics``: the registry in Prometheus text format. Renders in a worker thread.
+
+    With authentication on and ``metrics.public`` false it needs Describe on the Cluster.
+
+    Raises:
+        AuthorizationError: (40301) the principal may not Describe the Cluster.
+    """
+    if not request.app[SETTINGS].security.metrics_public:
+        authz.authorize(request, Operation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME)
+
+    text = await asyncio.to_thread(request.app[METRICS].render)
+    return web.Response(body=text.encode(), headers={"Content-Type": CONTENT_TYPE})
 
 
 async def health(request: web.Request) -> web.Response:

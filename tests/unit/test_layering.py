@@ -2,6 +2,9 @@
 
 ``service -> tiering`` and ``client -> tiering``; nothing imports ``service``; the codec modules import
 nothing async or vendor-specific; the wire contract (``tierlog/wire``) imports no layer and nothing async.
+Nothing anywhere imports a folder by its bare name (``service.x``, ``tiering.x``, ``client.x``): with the
+repository root on ``sys.path`` that would load a second copy of every class beside ``tierlog.service.x``
+(two ``UnknownTopicError`` classes that ``except`` cannot tell apart), so it is refused everywhere.
 ``make lint`` checks the same contracts with import-linter; this test keeps them enforced in CI too.
 """
 
@@ -63,3 +66,35 @@ def test_the_checker_sees_imports(tmp_path: Path) -> None:
     sample = tmp_path / "m.py"
     sample.write_text("import service.app\nfrom client import x\nfrom . import y\n", encoding="utf-8")
     assert imported_modules(sample) == {"service.app", "client"}
+
+
+BARE = ("service", "tiering", "client")
+# Every tree whose Python code runs against the installed package (tierlog/'s symlinks are its folders).
+CHECKED_TREES = ("service", "tiering", "client", "tests", "infra", "localstack")
+
+
+def bare_imports(path: Path) -> list[str]:
+    return sorted(
+        module
+        for module in imported_modules(path)
+        if any(module == b or module.startswith(b + ".") for b in BARE)
+    )
+
+
+def test_nothing_imports_a_folder_by_its_bare_name() -> None:
+    files = [p for tree in CHECKED_TREES for p in python_files(tree)]
+    files += [p for p in (ROOT / "tierlog").glob("*.py")]
+    files += sorted((ROOT / "tierlog" / "wire").rglob("*.py"))
+    assert len(files) > 300, "the guard found too few modules: is ROOT right?"
+    bad = [f"{p.relative_to(ROOT)} imports {m}" for p in files for m in bare_imports(p)]
+    assert bad == [], "import these as tierlog.service / tierlog.tiering / tierlog.client:\n" + "\n".join(bad)
+
+
+def test_the_bare_import_guard_catches_each_form(tmp_path: Path) -> None:
+    sample = tmp_path / "m.py"
+    sample.write_text(
+        "import service\nimport tiering.log\nfrom client.producer import Producer\n"
+        "import tierlog.service.app\nfrom tierlog.client import Producer\nimport clientele\n",
+        encoding="utf-8",
+    )
+    assert bare_imports(sample) == ["client.producer", "service", "tiering.log"]
