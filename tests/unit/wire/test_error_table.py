@@ -21,7 +21,7 @@ import tierlog.tiering
 from tierlog.wire import errors
 from tierlog.wire.errors_doc import REGENERATE, meaning, render_markdown
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 TOOL = ROOT / "infra" / "error_docs.py"
 KINDS = {
     "invalid request",

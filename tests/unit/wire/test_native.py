@@ -8,7 +8,7 @@ from pathlib import Path
 
 from tierlog.wire import native
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 NAMES = {
     native.BATCHES_TYPE,
     native.HIGH_WATERMARK,
