@@ -14,6 +14,7 @@ from collections.abc import Callable
 
 from tierlog.service import settings_table as t
 from tierlog.service.security import settings as sec
+from tierlog.service.security.throttle import ADDRESS_LIMIT_FACTOR
 from tierlog.service.setting_spec import ParsedSettings, SettingsError, parse_url
 from tierlog.service.setting_uris import RemoteUri
 from tierlog.service.topic_configs import check_combination, effective_configs
@@ -120,6 +121,14 @@ def credentials_in_pairs(values: ParsedSettings) -> None:
         raise _security("metadata.ssl.certfile needs metadata.ssl.cafile (etcd over TLS)")
 
 
+def address_limit_from_user_limit(values: ParsedSettings) -> None:
+    """``authentication.failure.address.limit`` unset: ``ADDRESS_LIMIT_FACTOR`` (5) times
+    ``authentication.failure.limit``, capped at 2^31-1."""
+    if values.optional(sec.AUTHENTICATION_FAILURE_ADDRESS_LIMIT) is None:
+        limit = values.get(sec.AUTHENTICATION_FAILURE_LIMIT) * ADDRESS_LIMIT_FACTOR
+        values.set(sec.AUTHENTICATION_FAILURE_ADDRESS_LIMIT, min(limit, 2**31 - 1))
+
+
 def advertised_url_from_listener(values: ParsedSettings) -> None:
     """``advertised.url`` unset: ``http://host:port``, ``https://`` when the listener speaks TLS."""
     if values.optional(t.ADVERTISED_URL) is None:
@@ -135,5 +144,6 @@ RULES: tuple[Rule, ...] = (
     tls_listener,
     authentication_methods,
     credentials_in_pairs,
+    address_limit_from_user_limit,
     advertised_url_from_listener,
 )
