@@ -17,11 +17,11 @@ that failed ``authentication.failure.address.limit`` times whatever the names, i
 without its credentials being looked at (:mod:`~tierlog.service.security.throttle`): the right password of
 a user who did not fail still works from a host where someone else guessed. A Basic verification in flight
 counts toward both limits, so a burst of concurrent guesses for one user from one host costs at most
-``limit`` PBKDF2s. They
-run on the authenticator's own small thread pool (:data:`PBKDF2_THREADS`), never on the default executor the
-log's file I/O uses, so a flood of bad passwords cannot starve it. A successful Basic verification
-is cached under an HMAC of the header (a per-process random key: the cache never holds a password), bounded,
-and dropped when that user's credentials change, so a client pays the PBKDF2 once, not per request.
+``limit`` PBKDF2s. They run on the authenticator's own small thread pool (:data:`PBKDF2_THREADS`), never on
+the default executor the log's file I/O uses, so a flood of bad passwords cannot starve it. A successful
+Basic verification is cached under an HMAC of the header (a per-process random key: the cache never holds a
+password), bounded, and dropped when that user's credentials change, so a client pays the PBKDF2 once, not
+per request.
 
 Until the security store has loaded, authenticated routes answer 503 (50301, retriable).
 
@@ -251,7 +251,8 @@ class Authenticator:
         scheme, _, value = (header or "").strip().partition(" ")
         scheme, value = scheme.lower(), value.strip()
         basic = scheme == "basic" and "basic" in self.methods and header is not None
-        self._throttle.check(_basic_name(value) if basic else "", host)
+        name = _basic_name(value) if basic else ""
+        self._throttle.check(name, host)
         if not self._store.loaded:
             raise UnavailableError("the security store is loading; retry shortly")
         if self._mapper is not None:
@@ -260,7 +261,7 @@ class Authenticator:
                 return self._certificate_principal(der, host)
         if basic:
             assert header is not None
-            return await self._basic(header, value, host)
+            return await self._basic(header, value, name, host)
         if header is not None and scheme == "bearer" and self._bearer is not None:
             return await self._bearer_principal(value, host)
         raise UnauthorizedError(REFUSED)
@@ -277,12 +278,11 @@ class Authenticator:
         except ValueError:
             raise self._failed("mtls", host) from None
 
-    async def _basic(self, header: str, value: str, host: str) -> Principal:
+    async def _basic(self, header: str, value: str, name: str, host: str) -> Principal:
         digest = self._cache.digest(header)
         cached = self._cache.get(digest)
         if cached is not None:
             return Principal.user(cached)
-        name = _basic_name(value)
         self._throttle.reserve(name, host)
         started = asyncio.get_running_loop().time()
         verified = None
@@ -295,9 +295,9 @@ class Authenticator:
             self._metrics.inc(metric_names.AUTHENTICATION_FAILURES, 1.0, method="basic")
             await self._hold_until(started + self.failed_basic_floor_s)
             raise UnauthorizedError(REFUSED)
-        name, generation = verified
-        self._cache.put(digest, name, generation)
-        return Principal.user(name)
+        user, generation = verified
+        self._cache.put(digest, user, generation)
+        return Principal.user(user)
 
     async def _verify_basic(self, value: str) -> tuple[str, int] | None:
         """The user ``value`` (``base64(name:password)``) proves it is, with the cache generation of that
