@@ -28,8 +28,12 @@ if TYPE_CHECKING:
 __all__ = ["RedactingFilter", "install_redaction", "known_secrets"]
 
 #: Environment variables whose value is a secret by their name (``AWS_SECRET_ACCESS_KEY``,
-#: ``AWS_SESSION_TOKEN``, ``TIERLOG_INTER_BROKER_PASSWORD``, ``TIERLOG_PASSWORD``, ...).
-SECRET_ENVIRONMENT = re.compile(r"PASSWORD|PASSWD|SECRET|TOKEN|ACCESS_KEY|CREDENTIAL|API_KEY|PRIVATE_KEY")
+#: ``AWS_SESSION_TOKEN``, ``TIERLOG_INTER_BROKER_PASSWORD``, ``TIERLOG_PASSWORD``, ...), unless the name says
+#: the value is where a secret is kept (``AWS_SHARED_CREDENTIALS_FILE``, ``CREDENTIALS_DIRECTORY``).
+SECRET_ENVIRONMENT = re.compile(
+    r"^(?!.*_(?:FILE|PATH|DIR|DIRECTORY)$).*(?:PASSWORD|PASSWD|SECRET|TOKEN|ACCESS_KEY|CREDENTIAL|API_KEY"
+    r"|PRIVATE_KEY)"
+)
 
 _FORMATTER = logging.Formatter()
 

@@ -96,6 +96,8 @@ def test_known_secrets_come_from_the_environment_and_the_settings() -> None:
         "TIERLOG_PASSWORD": "admin-cli-secret",
         "AWS_DEFAULT_REGION": "us-east-1",
         "HOME": "/root",
+        "AWS_SHARED_CREDENTIALS_FILE": "/root/.aws/credentials",
+        "CREDENTIALS_DIRECTORY": "/run/credentials/tierlog.service",
     }
     flags = {
         "inter.broker.username": "broker",
