@@ -1,8 +1,9 @@
 """``tierlog serve``: run a broker (the dispatcher of every ``tierlog`` command is :mod:`tierlog.cli`).
 
-Bad settings end the process with one line on stderr and exit code 2. ``serve`` logs to stderr, stops
-cleanly on SIGTERM or SIGINT (logs flushed and closed, exit code 0) and exits 1 if the logs cannot be
-opened or the port cannot be bound.
+Bad settings end the process with one line on stderr and exit code 2. ``serve`` logs to stderr (with
+credentials redacted at every level: :mod:`~tierlog.service.security.log_filter`), stops cleanly on SIGTERM
+or SIGINT (logs flushed and closed, exit code 0) and exits 1 if the logs cannot be opened or the port cannot
+be bound.
 
 With ``ssl.certfile`` set the main listener (``host``:``port``) speaks HTTPS only; a plaintext listener
 exists only on ``plaintext.port`` when that is set. SIGHUP loads the certificate and key again (new
@@ -26,6 +27,7 @@ from typing import TYPE_CHECKING, NoReturn
 from aiohttp import web
 
 from tierlog.service import allocator
+from tierlog.service.security.log_filter import install_redaction, known_secrets
 from tierlog.service.security.tls import ServerTls, TlsError, server_context
 from tierlog.service.settings.config import SETTINGS_TABLE, Settings, SettingsError, load_settings
 from tierlog.service.web.connections import GuardedSite
@@ -83,6 +85,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         stream=sys.stderr,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
+    # every record reaching the root handler, ours and the store libraries' (botocore logs signed
+    # requests at DEBUG), loses its credentials first
+    install_redaction(known_secrets(settings, os.environ))
     allocator.tune()
     return asyncio.run(serve(settings, tls))
 

@@ -12,13 +12,16 @@ every failed Basic verification (unknown user, wrong password, malformed credent
 count (up to SCRAM-SHA-512 at 16384) cost more than the dummy's, and the floor hides the difference, so a
 refusal tells nothing about whether the user exists.
 
-A host that failed ``authentication.failure.limit`` times within the window is answered 429 (42901) without
-its credentials being looked at (:mod:`~tierlog.service.security.throttle`); a Basic verification in flight
-counts toward that limit, so a burst of concurrent guesses from one host costs at most ``limit`` PBKDF2s. They
-run on the authenticator's own small thread pool (:data:`PBKDF2_THREADS`), never on the default executor the
-log's file I/O uses, so a flood of bad passwords cannot starve it. A successful Basic verification
-is cached under an HMAC of the header (a per-process random key: the cache never holds a password), bounded,
-and dropped when that user's credentials change, so a client pays the PBKDF2 once, not per request.
+A user name that failed ``authentication.failure.limit`` times from one host within the window, or a host
+that failed ``authentication.failure.address.limit`` times whatever the names, is answered 429 (42901)
+without its credentials being looked at (:mod:`~tierlog.service.security.throttle`): the right password of
+a user who did not fail still works from a host where someone else guessed. A Basic verification in flight
+counts toward both limits, so a burst of concurrent guesses for one user from one host costs at most
+``limit`` PBKDF2s. They run on the authenticator's own small thread pool (:data:`PBKDF2_THREADS`), never on
+the default executor the log's file I/O uses, so a flood of bad passwords cannot starve it. A successful
+Basic verification is cached under an HMAC of the header (a per-process random key: the cache never holds a
+password), bounded, and dropped when that user's credentials change, so a client pays the PBKDF2 once, not
+per request.
 
 Until the security store has loaded, authenticated routes answer 503 (50301, retriable).
 
@@ -98,6 +101,8 @@ REFUSED = "authentication failed: missing or invalid credentials"
 #: the users API allows: SCRAM-SHA-512 at 16384 iterations measured 30 ms idle (37 ms worst of 10) on the
 #: 2-core CI machine, SCRAM-SHA-256 at 4096 (the dummy) 6 ms; 150 ms leaves room for a loaded host.
 FAILED_BASIC_FLOOR_S = 0.15
+#: Longer user names are tracked by the failure throttle as their hash.
+THROTTLE_NAME_CHARS = 256
 #: Threads of the authenticator's PBKDF2 pool: at most this many verifications use CPU at once.
 PBKDF2_THREADS = 2
 
@@ -194,7 +199,10 @@ class Authenticator:
         self._metrics = metrics
         self._cache = _VerifiedCache(CACHE_SIZE)
         self._throttle = FailureThrottle(
-            security.authentication_failure_limit, security.authentication_failure_window_ms, clock=clock
+            security.authentication_failure_limit,
+            security.authentication_failure_window_ms,
+            address_limit=security.authentication_failure_address_limit,
+            clock=clock,
         )
         self._mapper = (
             PrincipalMapper.parse(security.ssl_principal_mapping_rules) if "mtls" in self.methods else None
@@ -233,30 +241,33 @@ class Authenticator:
         """The principal ``request`` proves it is.
 
         Raises:
-            TooManyFailuresError: (42901) ``host`` is over the failure limit (its failures in the window,
-                and for Basic its verifications in flight); nothing was checked.
+            TooManyFailuresError: (42901) the Basic user name (``""`` for other methods) from ``host``,
+                or ``host`` whatever the name, is over its failure limit (failures in the window, and for
+                Basic verifications in flight); nothing was checked.
             UnavailableError: (50301) the security store has not loaded yet.
             UnauthorizedError: (40101) no credentials of a listed method, or credentials that do not verify.
         """
-        self._throttle.check(host)
+        header = request.headers.get("Authorization")
+        scheme, _, value = (header or "").strip().partition(" ")
+        scheme, value = scheme.lower(), value.strip()
+        basic = scheme == "basic" and "basic" in self.methods and header is not None
+        name = _basic_name(value) if basic else ""
+        self._throttle.check(name, host)
         if not self._store.loaded:
             raise UnavailableError("the security store is loading; retry shortly")
         if self._mapper is not None:
             der = _peer_certificate(request)
             if der is not None:
                 return self._certificate_principal(der, host)
-        header = request.headers.get("Authorization")
-        if header is not None:
-            scheme, _, value = header.strip().partition(" ")
-            scheme = scheme.lower()
-            if scheme == "basic" and "basic" in self.methods:
-                return await self._basic(header, value.strip(), host)
-            if scheme == "bearer" and self._bearer is not None:
-                return await self._bearer_principal(value.strip(), host)
+        if basic:
+            assert header is not None
+            return await self._basic(header, value, name, host)
+        if header is not None and scheme == "bearer" and self._bearer is not None:
+            return await self._bearer_principal(value, host)
         raise UnauthorizedError(REFUSED)
 
     def _failed(self, method: str, host: str) -> UnauthorizedError:
-        self._throttle.failed(host)
+        self._throttle.failed("", host)
         self._metrics.inc(metric_names.AUTHENTICATION_FAILURES, 1.0, method=method)
         return UnauthorizedError(REFUSED)
 
@@ -267,38 +278,35 @@ class Authenticator:
         except ValueError:
             raise self._failed("mtls", host) from None
 
-    async def _basic(self, header: str, value: str, host: str) -> Principal:
+    async def _basic(self, header: str, value: str, name: str, host: str) -> Principal:
         digest = self._cache.digest(header)
         cached = self._cache.get(digest)
         if cached is not None:
             return Principal.user(cached)
-        self._throttle.reserve(host)
+        self._throttle.reserve(name, host)
         started = asyncio.get_running_loop().time()
         verified = None
         try:
             verified = await self._verify_basic(value)
         finally:
             # a cancelled attempt counts as failed: its PBKDF2 may still be running
-            self._throttle.settle(host, failed=verified is None)
+            self._throttle.settle(name, host, failed=verified is None)
         if verified is None:
             self._metrics.inc(metric_names.AUTHENTICATION_FAILURES, 1.0, method="basic")
             await self._hold_until(started + self.failed_basic_floor_s)
             raise UnauthorizedError(REFUSED)
-        name, generation = verified
-        self._cache.put(digest, name, generation)
-        return Principal.user(name)
+        user, generation = verified
+        self._cache.put(digest, user, generation)
+        return Principal.user(user)
 
     async def _verify_basic(self, value: str) -> tuple[str, int] | None:
         """The user ``value`` (``base64(name:password)``) proves it is, with the cache generation of that
         user's credentials when the check began; None when it proves nothing. Every well-formed attempt, for
         a known user or not, costs one PBKDF2 in the pool."""
-        try:
-            decoded = base64.b64decode(value, validate=True).decode("utf-8")
-        except (binascii.Error, UnicodeDecodeError):
+        parsed = _basic_credentials(value)
+        if parsed is None:
             return None
-        name, sep, password = decoded.partition(":")
-        if not sep or not name:
-            return None
+        name, password = parsed
         generation = self._cache.generation(name)
         credentials = _credentials(self._store.user(name))
         if not credentials:
@@ -326,6 +334,30 @@ class Authenticator:
     def throttled(self) -> None:
         """Count one request refused by the failure limit."""
         self._metrics.inc(metric_names.AUTHENTICATION_THROTTLED)
+
+
+def _basic_credentials(value: str) -> tuple[str, str] | None:
+    """The (name, password) of a Basic value (``base64(name:password)``); None when malformed. Pure."""
+    try:
+        decoded = base64.b64decode(value, validate=True).decode("utf-8")
+    except (binascii.Error, UnicodeDecodeError):
+        return None
+    name, sep, password = decoded.partition(":")
+    if not sep or not name:
+        return None
+    return name, password
+
+
+def _basic_name(value: str) -> str:
+    """The user name a Basic value claims, ``""`` when malformed: the throttle's key (a name longer than
+    :data:`THROTTLE_NAME_CHARS` by its SHA-256, so tracked names stay small). Pure."""
+    parsed = _basic_credentials(value)
+    if parsed is None:
+        return ""
+    name = parsed[0]
+    if len(name) <= THROTTLE_NAME_CHARS:
+        return name
+    return "sha256:" + hashlib.sha256(name.encode("utf-8", "surrogateescape")).hexdigest()
 
 
 def _peer_certificate(request: web.Request) -> bytes | None:

@@ -147,14 +147,23 @@ ALLOW_EVERYONE_IF_NO_ACL_FOUND = SettingSpec(
 AUTHENTICATION_FAILURE_LIMIT = SettingSpec(
     "authentication.failure.limit",
     "20",
-    "Failed authentications one client host may make per window; past it the host is answered 429 (42901) "
-    "with `Retry-After`, without checking credentials.",
+    "Failed authentications of one user name from one client host per window; past it that name is answered "
+    "429 (42901) with `Retry-After` from that host, without checking credentials (other users from the same "
+    "host are not held back). Bearer tokens and client certificates count under one unnamed user per host.",
     int_range(1, 2**31 - 1),
+)
+AUTHENTICATION_FAILURE_ADDRESS_LIMIT = SettingSpec(
+    "authentication.failure.address.limit",
+    None,
+    "Failed authentications from one client host per window whatever the user names (guessing across "
+    "names); past it every attempt from that host is answered 429 (42901) with `Retry-After`.",
+    int_range(1, 2**31 - 1),
+    shown_default="5 * authentication.failure.limit",
 )
 AUTHENTICATION_FAILURE_WINDOW_MS = SettingSpec(
     "authentication.failure.window.ms",
     "60000",
-    "The sliding window of `authentication.failure.limit`.",
+    "The sliding window of `authentication.failure.limit` and `authentication.failure.address.limit`.",
     int_range(1, 2**31 - 1),
 )
 AUTHENTICATION_BEARER_JWKS = SettingSpec(
@@ -243,6 +252,7 @@ SECURITY_TABLE: tuple[SettingSpec[Any], ...] = (
     ALLOW_EVERYONE_IF_NO_ACL_FOUND,
     AUTHENTICATION_FAILURE_LIMIT,
     AUTHENTICATION_FAILURE_WINDOW_MS,
+    AUTHENTICATION_FAILURE_ADDRESS_LIMIT,
     AUTHENTICATION_BEARER_JWKS,
     AUTHENTICATION_BEARER_AUDIENCE,
     AUTHENTICATION_BEARER_ISSUER,
@@ -275,6 +285,7 @@ class SecuritySettings:
     allow_everyone_if_no_acl_found: bool
     authentication_failure_limit: int
     authentication_failure_window_ms: int
+    authentication_failure_address_limit: int
     bearer_jwks: str | None
     bearer_audience: str | None
     bearer_issuer: str | None

@@ -1,14 +1,23 @@
-"""Failed-authentication throttling: a sliding window of failures per client host.
+"""Failed-authentication throttling: sliding windows of failures per (user, client host) and per client host.
 
-A host that failed ``limit`` authentications within the last ``window_ms`` is refused (429, 42901, with
-``Retry-After``) before its credentials are looked at, until its oldest failure in the window ages out; a
-success does not reset the count (a guesser with one valid account must not reset its own window). Memory is
-bounded: at most ``max_hosts`` hosts are tracked, the least recently failing one forgotten first.
+Two limits, each over the last ``window_ms``:
+
+* ``limit`` failures of one user name from one host refuse that user from that host (429, 42901, with
+  ``Retry-After``) before its credentials are looked at, until its oldest failure in the window ages out;
+* ``address_limit`` failures from one host, whatever the user names, refuse every attempt from that host.
+
+So a guesser behind a shared address (a NAT, a proxy) locks out the names it guessed, not a user who did not
+fail from the same address, while guessing across many names from one host still stops at the address
+ceiling. The address ceiling defaults to :data:`ADDRESS_LIMIT_FACTOR` times ``limit``. An attempt whose user
+is not known before its credentials are checked (a bearer token, a client certificate, a malformed Basic
+header) counts under the user name ``""``. A success does not reset a count (a guesser with one valid
+account must not reset its own window). Memory is bounded: at most ``max_keys`` pairs and as many hosts are
+tracked, the least recently failing one forgotten first.
 
 An attempt whose verification costs something (a Basic password's PBKDF2) first reserves a place
-(:meth:`FailureThrottle.reserve`): attempts in flight count toward the limit, so a burst of concurrent guesses
-from one host starts at most ``limit`` verifications, not one per request. :meth:`FailureThrottle.settle`
-releases the place on success or turns it into a recorded failure.
+(:meth:`FailureThrottle.reserve`): attempts in flight count toward both limits, so a burst of concurrent
+guesses for one user from one host starts at most ``limit`` verifications, not one per request.
+:meth:`FailureThrottle.settle` releases the place on success or turns it into a recorded failure.
 """
 
 from __future__ import annotations
@@ -16,11 +25,17 @@ from __future__ import annotations
 import math
 import time
 from collections import OrderedDict, deque
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
+from typing import Generic, TypeVar
 
 from tierlog.wire.errors import ThrottledError
 
-__all__ = ["FailureThrottle", "TooManyFailuresError"]
+__all__ = ["ADDRESS_LIMIT_FACTOR", "FailureThrottle", "TooManyFailuresError"]
+
+#: The per-host ceiling's default, as a multiple of the per-(user, host) limit.
+ADDRESS_LIMIT_FACTOR = 5
+
+_K = TypeVar("_K", bound=Hashable)
 
 
 class TooManyFailuresError(ThrottledError):
@@ -36,10 +51,65 @@ def _monotonic_ms() -> float:
     return time.monotonic() * 1000
 
 
-class FailureThrottle:
-    """Counts failed authentications per host in a sliding window.
+class _Window(Generic[_K]):
+    """Failures within a sliding window and attempts in flight, per key, against one limit."""
 
-    Not thread-safe: used from the event loop only (every method is synchronous and short).
+    def __init__(self, limit: int, window_ms: int, max_keys: int) -> None:
+        self._limit = limit
+        self._window_ms = window_ms
+        self._max_keys = max_keys
+        self._failures: OrderedDict[_K, deque[float]] = OrderedDict()
+        self._in_flight: dict[_K, int] = {}
+
+    def _recent(self, key: _K, now: float) -> deque[float] | None:
+        times = self._failures.get(key)
+        if times is None:
+            return None
+        horizon = now - self._window_ms
+        while times and times[0] <= horizon:
+            times.popleft()
+        if not times:
+            del self._failures[key]
+            return None
+        return times
+
+    def wait_s(self, key: _K, now: float, *, in_flight: bool) -> int | None:
+        """Seconds until ``key`` may try again (at least 1), or None when it is under the limit now."""
+        times = self._recent(key, now)
+        failures = 0 if times is None else len(times)
+        pending = self._in_flight.get(key, 0) if in_flight else 0
+        if failures + pending < self._limit:
+            return None
+        if times is None or failures < self._limit:
+            return 1  # attempts in flight fill the limit
+        return max(1, math.ceil((times[-self._limit] + self._window_ms - now) / 1000))
+
+    def reserve(self, key: _K) -> None:
+        self._in_flight[key] = self._in_flight.get(key, 0) + 1
+
+    def release(self, key: _K) -> None:
+        left = self._in_flight.get(key, 0) - 1
+        if left > 0:
+            self._in_flight[key] = left
+        else:
+            self._in_flight.pop(key, None)
+
+    def record(self, key: _K, now: float) -> None:
+        times = self._recent(key, now)
+        if times is None:
+            times = self._failures[key] = deque(maxlen=self._limit)
+            while len(self._failures) > self._max_keys:
+                self._failures.popitem(last=False)
+        else:
+            self._failures.move_to_end(key)
+        times.append(now)
+
+
+class FailureThrottle:
+    """Counts failed authentications per (user, host) and per host in a sliding window.
+
+    ``address_limit`` None: :data:`ADDRESS_LIMIT_FACTOR` times ``limit``. Not thread-safe: used from the event
+    loop only (every method is synchronous and short).
     """
 
     def __init__(
@@ -47,82 +117,64 @@ class FailureThrottle:
         limit: int,
         window_ms: int,
         *,
+        address_limit: int | None = None,
         clock: Callable[[], float] | None = None,
-        max_hosts: int = 10_000,
+        max_keys: int = 10_000,
     ) -> None:
-        self._limit = limit
-        self._window_ms = window_ms
         self._clock = clock or _monotonic_ms
-        self._max_hosts = max_hosts
-        self._failures: OrderedDict[str, deque[float]] = OrderedDict()
-        self._in_flight: dict[str, int] = {}
+        self._users: _Window[tuple[str, str]] = _Window(limit, window_ms, max_keys)
+        ceiling = address_limit if address_limit is not None else limit * ADDRESS_LIMIT_FACTOR
+        self._hosts: _Window[str] = _Window(ceiling, window_ms, max_keys)
 
-    def _recent(self, host: str, now: float) -> deque[float] | None:
-        times = self._failures.get(host)
-        if times is None:
-            return None
-        horizon = now - self._window_ms
-        while times and times[0] <= horizon:
-            times.popleft()
-        if not times:
-            del self._failures[host]
-            return None
-        return times
-
-    def check(self, host: str) -> None:
-        """Refuse ``host`` when its recorded failures reach the limit (attempts in flight are not counted:
-        a request whose credentials cost nothing to check, such as a cached one, is not held back by them).
+    def check(self, user: str, host: str) -> None:
+        """Refuse ``user`` from ``host`` when the pair's recorded failures reach ``limit`` or the host's
+        reach ``address_limit`` (attempts in flight are not counted: a request whose credentials cost
+        nothing to check, such as a cached one, is not held back by them).
 
         Raises:
-            TooManyFailuresError: ``limit`` failures or more within the window; ``retry_after_s`` is when
-                the oldest of them leaves it (at least 1 s).
+            TooManyFailuresError: over a limit; ``retry_after_s`` is when enough failures leave the window
+                for every limit passed (at least 1 s).
         """
-        self._refuse_over(host, 0)
+        self._refuse_over(user, host, in_flight=False)
 
-    def reserve(self, host: str) -> None:
-        """Reserve a place for one attempt of ``host``: refused when its failures in the window plus its
-        attempts in flight reach the limit. Every successful call must be followed by one :meth:`settle`.
+    def reserve(self, user: str, host: str) -> None:
+        """Reserve a place for one attempt of ``user`` from ``host``: refused when failures in the window
+        plus attempts in flight reach either limit. Every successful call must be followed by one
+        :meth:`settle`.
 
         Raises:
-            TooManyFailuresError: over the limit; ``retry_after_s`` is when the oldest failure leaves the
-                window, or 1 s when attempts in flight fill the limit.
+            TooManyFailuresError: over a limit; ``retry_after_s`` is when the failures leave the window, or
+                1 s when attempts in flight fill it.
         """
-        in_flight = self._in_flight.get(host, 0)
-        self._refuse_over(host, in_flight)
-        self._in_flight[host] = in_flight + 1
+        self._refuse_over(user, host, in_flight=True)
+        self._users.reserve((user, host))
+        self._hosts.reserve(host)
 
-    def settle(self, host: str, *, failed: bool) -> None:
+    def settle(self, user: str, host: str, *, failed: bool) -> None:
         """End an attempt :meth:`reserve` admitted: release its place, recording a failure when ``failed``."""
-        left = self._in_flight.get(host, 0) - 1
-        if left > 0:
-            self._in_flight[host] = left
-        else:
-            self._in_flight.pop(host, None)
+        self._users.release((user, host))
+        self._hosts.release(host)
         if failed:
-            self.failed(host)
+            self.failed(user, host)
 
-    def _refuse_over(self, host: str, in_flight: int) -> None:
+    def failed(self, user: str, host: str) -> None:
+        """Record one failed authentication of ``user`` (``""`` when unknown) from ``host``."""
         now = self._clock()
-        times = self._recent(host, now)
-        failures = 0 if times is None else len(times)
-        if failures + in_flight < self._limit:
-            return
-        retry_after_s = 1
-        if times is not None and failures >= self._limit:
-            wait_ms = times[-self._limit] + self._window_ms - now
-            retry_after_s = max(1, math.ceil(wait_ms / 1000))
-        raise TooManyFailuresError(
-            f"too many failed authentication attempts; retry after {retry_after_s} s", retry_after_s
-        )
+        self._users.record((user, host), now)
+        self._hosts.record(host, now)
 
-    def failed(self, host: str) -> None:
-        """Record one failed authentication of ``host``."""
+    def _refuse_over(self, user: str, host: str, *, in_flight: bool) -> None:
         now = self._clock()
-        times = self._recent(host, now)
-        if times is None:
-            times = self._failures[host] = deque(maxlen=self._limit)
-            while len(self._failures) > self._max_hosts:
-                self._failures.popitem(last=False)
-        else:
-            self._failures.move_to_end(host)
-        times.append(now)
+        waits = [
+            wait
+            for wait in (
+                self._users.wait_s((user, host), now, in_flight=in_flight),
+                self._hosts.wait_s(host, now, in_flight=in_flight),
+            )
+            if wait is not None
+        ]
+        if waits:
+            retry_after_s = max(waits)
+            raise TooManyFailuresError(
+                f"too many failed authentication attempts; retry after {retry_after_s} s", retry_after_s
+            )

@@ -14,6 +14,7 @@ import os
 from collections.abc import Callable
 
 from tierlog.service.security import settings as sec
+from tierlog.service.security.throttle import ADDRESS_LIMIT_FACTOR
 from tierlog.service.settings import table as t
 from tierlog.service.settings.spec import ParsedSettings, SettingsError, parse_url
 from tierlog.service.settings.uris import RemoteUri
@@ -121,6 +122,14 @@ def credentials_in_pairs(values: ParsedSettings) -> None:
         raise _security("metadata.ssl.certfile needs metadata.ssl.cafile (etcd over TLS)")
 
 
+def address_limit_from_user_limit(values: ParsedSettings) -> None:
+    """``authentication.failure.address.limit`` unset: ``ADDRESS_LIMIT_FACTOR`` (5) times
+    ``authentication.failure.limit``, capped at 2^31-1."""
+    if values.optional(sec.AUTHENTICATION_FAILURE_ADDRESS_LIMIT) is None:
+        limit = values.get(sec.AUTHENTICATION_FAILURE_LIMIT) * ADDRESS_LIMIT_FACTOR
+        values.set(sec.AUTHENTICATION_FAILURE_ADDRESS_LIMIT, min(limit, 2**31 - 1))
+
+
 def advertised_url_from_listener(values: ParsedSettings) -> None:
     """``advertised.url`` unset: ``http://host:port``, ``https://`` when the listener speaks TLS."""
     if values.optional(t.ADVERTISED_URL) is None:
@@ -136,5 +145,6 @@ RULES: tuple[Rule, ...] = (
     tls_listener,
     authentication_methods,
     credentials_in_pairs,
+    address_limit_from_user_limit,
     advertised_url_from_listener,
 )

@@ -25,6 +25,7 @@ from concurrent.futures import Executor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
+from tierlog.service.log_limit import LogLimiter
 from tierlog.service.topics.page_cache import warm_pages
 from tierlog.tiering.log.waits import wait_signalled
 from tierlog.wire.errors import (
@@ -49,9 +50,13 @@ if TYPE_CHECKING:
     from tierlog.tiering.log import AppendInfo, FileSlice, LogConfig, PartitionLog, ReadResult
     from tierlog.tiering.log.leader_epoch import EpochEntry
 
-__all__ = ["Partition"]
+__all__ = ["BACKGROUND_ERROR_LOG_INTERVAL_S", "Partition"]
 
 log = logging.getLogger("tierlog.partition")
+
+#: A failed acks=0 append is logged (WARNING) at most once per this interval per partition, with the count of
+#: failures since the last line; ``tierlog_background_append_errors_total`` counts every one.
+BACKGROUND_ERROR_LOG_INTERVAL_S = 10.0
 
 Spawn = Callable[[Coroutine[Any, Any, None], str], object]
 T = TypeVar("T")
@@ -112,6 +117,7 @@ class Partition:
         self._idle = asyncio.Event()
         self._idle.set()
         self._background = asyncio.Lock()
+        self._background_errors = LogLimiter(BACKGROUND_ERROR_LOG_INTERVAL_S)
         self.config = config  # the live log's config: an immutable snapshot, replaced by update_config
         self.remote: RemotePartition | None = None
         self.replicated = replicated
@@ -263,8 +269,10 @@ class Partition:
     def append_in_background(self, batches: bytes, on_done: Callable[[], None] | None = None) -> None:
         """Append ``batches`` in a task owned by the broker (acks=0); returns at once.
 
-        Background appends to one partition run in the order of these calls. Failures are logged and
-        counted in ``tierlog_background_append_errors_total``. ``on_done`` is called when the append
+        Background appends to one partition run in the order of these calls. A failure loses the records
+        (the producer asked for no acknowledgement): it is counted in
+        ``tierlog_background_append_errors_total`` and logged at WARNING, at most once per
+        :data:`BACKGROUND_ERROR_LOG_INTERVAL_S` per partition. ``on_done`` is called when the append
         ends, whatever its outcome (a byte budget gives its bytes back there). Raises UnknownTopicError
         if the topic is gone (then ``on_done`` is not called).
         """
@@ -651,11 +659,22 @@ class Partition:
             async with self._background:
                 await self.append(batches, acks=0)
         except TierlogError as err:
-            log.warning("acks=0 append to %s failed: %s (%d)", self.label, err.message, err.code)
             self._count_background_error(str(err.code))
+            held = self._background_errors.admit()
+            if held is not None:
+                log.warning(
+                    "acks=0 append to %s failed: %s (%d); the records are lost, the producer asked for no "
+                    "acknowledgement (%d more failed since the last report)",
+                    self.label, err.message, err.code, held,
+                )  # fmt: skip
         except Exception:
-            log.exception("acks=0 append to %s failed", self.label)
             self._count_background_error("50001")
+            held = self._background_errors.admit()
+            if held is not None:
+                log.exception(
+                    "acks=0 append to %s failed; the records are lost (%d more failed since the last report)",
+                    self.label, held,
+                )  # fmt: skip
         finally:
             if on_done is not None:
                 on_done()

@@ -1,8 +1,10 @@
 """A real broker on a small tmpfs: a full disk answers 507 / 50701, never 500; a restart on a full disk
-serves reads and refuses writes; a shutdown that cannot close a log exits 1."""
+serves reads and refuses writes; a shutdown that cannot close a log exits 1; acks=0 appends lost to a full
+disk are counted and logged once per interval."""
 
 from __future__ import annotations
 
+import asyncio
 import errno
 import os
 import signal
@@ -16,6 +18,7 @@ import pytest
 
 from tests.integration.broker_core.test_process import serve
 from tests.unit.tiering.log.support import decode, make_batch
+from tierlog.service.topics.partition import BACKGROUND_ERROR_LOG_INTERVAL_S
 
 BATCHES = {"Content-Type": "application/vnd.tierlog.batches"}
 
@@ -116,3 +119,38 @@ async def test_disk_full_answers_507_and_a_restart_serves_reads(small_disk: Path
     # the shutdown could not write the logs' final index entries and checkpoints: exit 1, no clean marker
     assert code == 1
     assert any("could not be closed cleanly" in line for line in child.lines)
+
+
+async def lost_appends(session: aiohttp.ClientSession, url: str) -> float:
+    async with session.get(f"{url}/metrics") as resp:
+        text = await resp.text()
+    for line in text.splitlines():
+        if line.startswith("tierlog_background_append_errors_total{") and 'error_code="50701"' in line:
+            return float(line.rsplit(" ", 1)[1])
+    return 0.0
+
+
+async def test_acks_0_appends_lost_to_a_full_disk_are_logged_once_per_interval(small_disk: Path) -> None:
+    async with (
+        serve("--data-dir", str(small_disk / "data")) as (child, url),
+        aiohttp.ClientSession() as session,
+    ):
+        cluster = await cluster_id(session, url)
+        body = {"topic_name": "t", "partitions_count": 1}
+        async with session.post(f"{url}/v3/clusters/{cluster}/topics", json=body) as resp:
+            assert resp.status == 201, await resp.text()
+        fill(small_disk / "filler")
+        produce = f"{url}/native/v1/topics/t/partitions/0/batches?acks=0"
+        for n in range(5):
+            async with session.post(produce, data=make_batch([b"%d" % n * 200_000]), headers=BATCHES) as resp:
+                assert resp.status == 202, await resp.text()  # Kafka's acks=0: no answer about the append
+        async with asyncio.timeout(60):  # the appends run after the answers: wait for all five to fail
+            while await lost_appends(session, url) < 5:  # noqa: ASYNC110 - the broker is another process
+                await asyncio.sleep(0.05)
+        assert await child.stop() in (0, 1)
+    warnings = [
+        line for line in child.lines if "WARNING tierlog.partition: acks=0 append to t-0 failed" in line
+    ]
+    assert len(warnings) == 1, warnings  # five failures well within one interval
+    assert BACKGROUND_ERROR_LOG_INTERVAL_S >= 10
+    assert "disk full" in warnings[0] and "(50701)" in warnings[0] and "the records are lost" in warnings[0]

@@ -34,6 +34,7 @@ from tierlog.service.cluster.local_store import LocalMetadataStore
 from tierlog.service.metrics import AUTHENTICATION_FAILURES, AUTHENTICATION_THROTTLED
 from tierlog.service.security.acl import validate_binding
 from tierlog.service.security.authn import (
+    AUTHENTICATOR,
     FAILED_BASIC_FLOOR_S,
     FORWARDED_HOST,
     FORWARDED_PRINCIPAL,
@@ -201,6 +202,38 @@ async def test_failed_attempts_are_throttled_per_host(data_dir: Path) -> None:
         status, _, _ = await broker.get("/topics", basic("alice", "alice-pw"))
         assert status == 200
         status, _, _ = await broker.get("/health")
+        assert status == 200
+
+
+async def test_a_user_who_did_not_fail_is_let_in_from_a_throttled_address(data_dir: Path) -> None:
+    await bootstrap(data_dir, USERS)
+    clock = Clock()
+    settings = {**BASIC, "authentication.failure.limit": "3", "authentication.failure.window.ms": "60000"}
+    async with serve(data_dir, settings, auth_clock=clock) as broker:
+        broker.app[AUTHENTICATOR].failed_basic_floor_s = 0  # many failures; their timing is not measured
+        metrics = broker.app[METRICS]
+        for _ in range(3):
+            clock.now += 1000
+            status, _, _ = await broker.get("/topics", basic("alice", "guess"))
+            assert status == 401
+        status, headers, _ = await broker.get("/topics", basic("alice", "alice-pw"))
+        assert (status, headers["Retry-After"]) == (429, "58")
+        status, _, _ = await broker.get("/topics", basic("admin", "admin-pw"))
+        assert status == 200  # same address, a user who did not fail
+        # guessing across names: the address ceiling (5 x 3 = 15 failures) stops every name from this host
+        for n in range(11):
+            status, _, _ = await broker.get("/topics", basic(f"user-{n}", "guess"))
+            assert status == 401
+        status, _, _ = await broker.get("/topics", basic("admin", "wrong"))
+        assert status == 401  # the 15th failure
+        for user, password in (("admin", "admin-pw"), ("user-99", "guess")):
+            status, headers, body = await broker.get("/topics", basic(user, password))
+            assert (status, json.loads(body)["error_code"]) == (429, 42901)
+            assert headers["Retry-After"] == "58"
+        assert metrics.value(AUTHENTICATION_FAILURES, method="basic") == 15
+        assert metrics.value(AUTHENTICATION_THROTTLED) == 3
+        clock.now += 58_000  # alice's failures leave the window: the address is below its ceiling again
+        status, _, _ = await broker.get("/topics", basic("admin", "admin-pw"))
         assert status == 200
 
 

@@ -178,6 +178,7 @@ def test_each_row_fills_one_attribute_of_its_type(
         "remote.uri": "s3://bucket-1",
         "metadata.uri": "etcd://h:1/x",
         "plaintext.port": "1",
+        "authentication.failure.address.limit": "100",
     }
     for spec in rows:
         assert spec.attr == (spec.attribute or spec.name.replace(".", "_"))
