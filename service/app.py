@@ -14,6 +14,7 @@ from tierlog.service import admin_v3, openapi, rest_v2
 from tierlog.service.cluster.metadata_store import MetadataStoreError
 from tierlog.service.cluster.peers import setup_peers
 from tierlog.service.groups.setup import GroupSettings, setup_groups
+from tierlog.service.kafka.setup import setup_kafka_listener
 from tierlog.service.metrics import Metrics, metrics_middleware
 from tierlog.service.native_api import routes as native
 from tierlog.service.replication import routes as replication_routes
@@ -136,6 +137,7 @@ def create_app(
         app[BROKER].interrupt_polls()
 
     app.on_shutdown.append(interrupt_polls)
+    setup_kafka_listener(app)  # bound before the broker opens: a cluster member registers its endpoint
     app.cleanup_ctx.append(broker_ctx)
     app.cleanup_ctx.append(_security_ctx)
     setup_maintenance(app)

@@ -18,6 +18,9 @@ os.environ.setdefault("AWS_ACCESS_KEY_ID", "test")
 os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "test")
 os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
 os.environ["AWS_EC2_METADATA_DISABLED"] = "true"
+# Broker processes the tests start serve Kafka's protocol on a free port, not the default 9092: many run at
+# once (tests that need a known port pass --kafka-listener).
+os.environ.setdefault("TIERLOG_KAFKA_LISTENER", "127.0.0.1:0")
 
 # Hypothesis: no per-example deadline (a loaded 2-core machine makes timings meaningless; tests assert no
 # timings anyway). In CI the examples are derandomized so a run is reproducible; developers' runs explore.

@@ -160,7 +160,7 @@ def run_server(kind: str, data_dir: Path, partitions: int) -> None:
             "super.users": f"User:{SECURE_USER}",
         }
         asyncio.run(_add_user(data_dir))
-    settings = build_settings(values)
+    settings = build_settings({"kafka.listener": "none", **values})
     app = create_app(settings)
 
     async def ready() -> None:

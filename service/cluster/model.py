@@ -118,19 +118,27 @@ class BrokerRegistration:
     url: str
     rack: str | None = None
     incarnation: str = ""
+    kafka: str | None = None  # "host:port" of its Kafka protocol listener; None when it has none
 
     def encode(self) -> bytes:
-        return _dump(
-            {"broker_id": self.broker_id, "url": self.url, "rack": self.rack, "incarnation": self.incarnation}
-        )
+        doc: dict[str, object] = {
+            "broker_id": self.broker_id,
+            "url": self.url,
+            "rack": self.rack,
+            "incarnation": self.incarnation,
+        }
+        if self.kafka is not None:
+            doc["kafka"] = self.kafka
+        return _dump(doc)
 
     @classmethod
     def decode(cls, key: str, raw: bytes) -> BrokerRegistration:
         doc = _load(key, raw)
         try:
             rack = doc.get("rack")
+            kafka = doc.get("kafka")
             return cls(int(doc["broker_id"]), str(doc["url"]), None if rack is None else str(rack),
-                       str(doc.get("incarnation", "")))  # fmt: skip
+                       str(doc.get("incarnation", "")), None if kafka is None else str(kafka))  # fmt: skip
         except (KeyError, TypeError, ValueError) as err:
             raise CorruptRecordError(f"metadata key {key!r} is not a broker registration: {err!r}") from err
 

@@ -161,7 +161,9 @@ class ClusterNode:
         await self._retrying("reading the cluster metadata", self.cache.start)
         self.cache.add_listener(self._dirty.set)
         self.membership.add_listener(self._dirty.set)
-        self.membership.registration = replace(self.membership.registration, url=url)
+        self.membership.registration = replace(
+            self.membership.registration, url=url, kafka=self.broker.kafka_endpoint
+        )
         await self._register()
         await self.controller.start()
         log.info(

@@ -56,6 +56,9 @@ class Settings:
     host: str
     port: int
     advertised_url: str
+    kafka_listener: tuple[str, int] | None
+    kafka_advertised_listener: tuple[str, int] | None
+    socket_request_max_bytes: int
     remote_uri: RemoteUri
     s3_endpoint_url: str | None
     num_partitions: int

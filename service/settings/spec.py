@@ -27,6 +27,7 @@ __all__ = [
     "bool_value",
     "env_name",
     "flag_name",
+    "host_port_or_none",
     "int_range",
     "optional_text",
     "parse_url",
@@ -150,6 +151,24 @@ def bool_value(raw: str) -> bool:
     if value not in ("true", "false"):
         raise ValueError("expected true or false")
     return value == "true"
+
+
+def host_port_or_none(raw: str) -> tuple[str, int] | None:
+    """``HOST:PORT`` (``[v6addr]:PORT`` too) as ``(host, port)``; ``none`` (any case) as None."""
+    text = raw.strip()
+    if text.lower() == "none":
+        return None
+    host, sep, port = text.rpartition(":")
+    if not sep or not host:
+        raise ValueError("expected HOST:PORT or none")
+    host = host[1:-1] if host.startswith("[") and host.endswith("]") else host
+    try:
+        number = int(port)
+    except ValueError:
+        raise ValueError(f"port {port!r} is not an integer") from None
+    if not 0 <= number <= 65535:
+        raise ValueError("port must be between 0 and 65535")
+    return host, number
 
 
 def parse_url(raw: str) -> str:

@@ -14,7 +14,14 @@ from __future__ import annotations
 from typing import Any
 
 from tierlog.service.security.settings import SECURITY_TABLE
-from tierlog.service.settings.spec import ENV_PREFIX, SettingSpec, env_name, flag_name, parse_url
+from tierlog.service.settings.spec import (
+    ENV_PREFIX,
+    SettingSpec,
+    env_name,
+    flag_name,
+    host_port_or_none,
+    parse_url,
+)
 from tierlog.service.settings.spec import bool_value as _bool
 from tierlog.service.settings.spec import int_range as _int
 from tierlog.service.settings.spec import path_value as _path
@@ -98,6 +105,29 @@ ADVERTISED_URL = SettingSpec(
     "Base URL used in the `metadata.self` links of the v3 admin API.",
     parse_url,
     shown_default="http://<host>:<port>",
+)
+KAFKA_LISTENER = SettingSpec(
+    "kafka.listener",
+    "127.0.0.1:9092",
+    "Where the Kafka protocol listener binds (`HOST:PORT`), so Kafka's own clients and tools talk to this "
+    "broker; `none` turns it off. Port `0` picks a free one (logged). See "
+    "[kafka-protocol.md](kafka-protocol.md).",
+    host_port_or_none,
+)
+KAFKA_ADVERTISED_LISTENER = SettingSpec(
+    "kafka.advertised.listener",
+    None,
+    "`HOST:PORT` Kafka clients are told to connect to in Metadata answers (registered in a cluster next to "
+    "the HTTP URL).",
+    host_port_or_none,
+    shown_default="the bound listener",
+)
+SOCKET_REQUEST_MAX_BYTES = SettingSpec(
+    "socket.request.max.bytes",
+    str(100 * 2**20),
+    "Largest Kafka protocol request frame; a client that declares a larger one is disconnected and logged "
+    "(Kafka's setting of the same name).",
+    _int(1024, 2**31 - 1),
 )
 REMOTE_URI = SettingSpec(
     "remote.uri",
@@ -475,6 +505,9 @@ PROCESS_TABLE: tuple[SettingSpec[Any], ...] = (
     HOST,
     PORT,
     ADVERTISED_URL,
+    KAFKA_LISTENER,
+    KAFKA_ADVERTISED_LISTENER,
+    SOCKET_REQUEST_MAX_BYTES,
     REMOTE_URI,
     S3_ENDPOINT_URL,
     REMOTE_UPLOAD_CONCURRENCY,

@@ -81,6 +81,9 @@ class Broker:
         self.cluster_id = ""
         self.broker_id = 0
         self.advertised_url = settings.advertised_url
+        # "host:port" of this broker's Kafka protocol listener, set once it is bound (before the broker
+        # registers in its cluster); None while there is none
+        self.kafka_endpoint: str | None = None
         # In a cluster the broker registers its URL: with port 0 it is known only once the server is bound.
         self._url_known = asyncio.Event()
         if settings.port != 0 or "advertised.url" in settings.sources:

@@ -52,7 +52,8 @@ def broker_settings(data_dir: Path, overrides: Mapping[str, str] | None = None) 
     """Settings of a test broker on ``data_dir``; ``overrides`` maps dotted names to values, ``data.dir``
     included (``{"num.partitions": "3"}``). Raises SettingsError for an unknown name or a bad value."""
     overrides = overrides or {}
-    values = {"data.dir": str(data_dir), **overrides}
+    # the Kafka listener on a free port: many test brokers run at once, and 9092 is the default
+    values = {"data.dir": str(data_dir), "kafka.listener": "127.0.0.1:0", **overrides}
     return build_settings(values, {name: f"test override {name}" for name in overrides})
 
 
@@ -71,6 +72,13 @@ class RunningBroker:
     @property
     def broker(self) -> Broker:
         return self.app[BROKER]
+
+    @property
+    def kafka_bootstrap(self) -> str:
+        """``127.0.0.1:port`` of the broker's Kafka protocol listener (bound to a free port in tests)."""
+        endpoint = self.broker.kafka_endpoint
+        assert endpoint is not None, "this broker serves no Kafka listener (kafka.listener=none?)"
+        return endpoint
 
     async def wait_ready(self, *, groups: bool = False) -> None:
         """Wait until the logs are open and, with ``groups``, until the group coordinator has replayed the
@@ -182,6 +190,12 @@ class BrokerThread:
     def url(self) -> str:
         assert self._running is not None
         return self._running.url
+
+    @property
+    def kafka_bootstrap(self) -> str:
+        """``127.0.0.1:port`` of the broker's Kafka protocol listener."""
+        assert self._running is not None
+        return self._running.kafka_bootstrap
 
     def _run(self) -> None:
         asyncio.set_event_loop(self._loop)

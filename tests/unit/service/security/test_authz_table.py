@@ -13,7 +13,7 @@ from tierlog.service.settings.config import build_settings
 
 
 def _routes(tmp_path: Path, overrides: dict[str, str]) -> set[tuple[str, str]]:
-    settings = build_settings({"data.dir": str(tmp_path), **overrides}, {})
+    settings = build_settings({"data.dir": str(tmp_path), "kafka.listener": "none", **overrides}, {})
     app = create_app(settings)
     found = set()
     for route in app.router.routes():

@@ -1,0 +1,53 @@
+"""The Kafka APIs this listener serves: each API key's version range and its handler, in one registry.
+
+A handler is ``async def handle(request: KafkaRequest, body) -> Mapping | None``: ``body`` is the kio
+request entity of the version the client sent; the answer is a mapping :func:`~.messages.shape` turns into
+that version's response entity (None: send no answer, as for an ``acks=0`` produce). Handlers live in
+:mod:`tierlog.service.kafka.handlers` and register with :func:`api`. They answer per-partition errors in
+their answer; an exception that escapes one is logged and closes the connection (Kafka's clients then
+reconnect and retry), never answered with bytes that could be misread.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from tierlog.service.kafka.context import KafkaRequest
+
+__all__ = ["API_VERSIONS_KEY", "REGISTRY", "Api", "Handler", "api"]
+
+API_VERSIONS_KEY = 18
+
+Handler = Callable[["KafkaRequest", Any], Awaitable[Mapping[str, Any] | None]]
+
+
+@dataclass(frozen=True, slots=True)
+class Api:
+    """One served API: Kafka's key and name, the versions served, the handler."""
+
+    key: int
+    name: str
+    min_version: int
+    max_version: int
+    handler: Handler
+
+    def serves(self, version: int) -> bool:
+        return self.min_version <= version <= self.max_version
+
+
+REGISTRY: dict[int, Api] = {}
+
+
+def api(key: int, name: str, min_version: int, max_version: int) -> Callable[[Handler], Handler]:
+    """Register the decorated handler for ``key``. Raises ValueError for a key registered twice."""
+
+    def register(handler: Handler) -> Handler:
+        if key in REGISTRY:
+            raise ValueError(f"Kafka API {key} ({name}) is registered twice")
+        REGISTRY[key] = Api(key, name, min_version, max_version, handler)
+        return handler
+
+    return register

@@ -1,0 +1,105 @@
+"""Metadata (key 3): the live brokers' Kafka endpoints, the controller, and each topic's partitions with
+their leader, leader epoch, replicas and in-sync replicas, from the broker's view of the cluster.
+
+Topics a request names that do not exist are auto-created as Kafka does when the request allows it and
+``auto.create.topics.enable`` is on. Topic ids are not assigned by tierlog (docs/kafka-protocol.md): every
+topic's id is the zero UUID, and APIs that address topics by id are served only in versions that use
+names.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from tierlog.service.cluster.view import ClusterView
+from tierlog.service.kafka.apis import api
+from tierlog.service.kafka.context import KafkaRequest
+from tierlog.service.kafka.messages import ErrorCode
+from tierlog.wire.errors import TierlogError
+
+__all__ = ["brokers_of", "split_endpoint"]
+
+METADATA_KEY = 3
+
+
+def split_endpoint(endpoint: str) -> tuple[str, int] | None:
+    """``"host:port"`` as ``(host, port)``; None when it is not one."""
+    host, sep, port = endpoint.rpartition(":")
+    if not sep or not host or not port.isdigit():
+        return None
+    return host.strip("[]"), int(port)
+
+
+def brokers_of(request: KafkaRequest, view: ClusterView) -> list[dict[str, Any]]:
+    """The Metadata ``brokers`` entries: every live broker with a Kafka endpoint (this one: the
+    listener's advertised address)."""
+    own = request.broker.broker_id
+    out = []
+    for registration in view.brokers:
+        if registration.broker_id == own:
+            host, port = request.listener.advertised
+        else:
+            found = split_endpoint(registration.kafka or "")
+            if found is None:
+                continue
+            host, port = found
+        out.append({"node_id": registration.broker_id, "host": host, "port": port, "rack": registration.rack})
+    return out
+
+
+def topic_entry(view: ClusterView, name: str) -> dict[str, Any]:
+    """One topic's Metadata entry from ``view`` (UNKNOWN_TOPIC_OR_PARTITION when it has no partitions)."""
+    partitions = view.partitions.get(name)
+    if partitions is None:
+        return {"error_code": ErrorCode.unknown_topic_or_partition, "name": name, "partitions": []}
+    return {
+        "error_code": ErrorCode.none,
+        "name": name,
+        "is_internal": name.startswith("__"),
+        "partitions": [
+            {
+                "error_code": ErrorCode.none if p.leader >= 0 else ErrorCode.leader_not_available,
+                "partition_index": p.partition,
+                "leader_id": p.leader,
+                "leader_epoch": p.leader_epoch,
+                "replica_nodes": list(p.replicas),
+                "isr_nodes": list(p.isr),
+            }
+            for p in partitions
+        ],
+    }
+
+
+@api(METADATA_KEY, "Metadata", 0, 12)
+async def handle(request: KafkaRequest, body: Any) -> Mapping[str, Any]:
+    broker = request.broker
+    broker.check_ready()
+    requested = body.topics
+    errors: dict[str, int] = {}
+    if requested is not None:
+        names = [t.name for t in requested if t.name is not None]
+        allow = getattr(body, "allow_auto_topic_creation", True)
+        if allow and broker.settings.auto_create_topics_enable:
+            for name in names:
+                if name not in broker.local_topics:
+                    try:
+                        await broker.ensure_topic(name)
+                    except TierlogError as err:
+                        errors[name] = err.kafka_error().code
+    view = broker.cluster_view()
+    if requested is None:
+        names = [name for name in view.partitions]
+    topics = []
+    for name in names:
+        if name in errors and name not in view.partitions:
+            topics.append({"error_code": errors[name], "name": name, "partitions": []})
+        else:
+            topics.append(topic_entry(view, name))
+    return {
+        "throttle_time": 0,
+        "brokers": brokers_of(request, view),
+        "cluster_id": view.cluster_id,
+        "controller_id": view.controller_id,
+        "topics": topics,
+    }

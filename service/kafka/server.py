@@ -1,0 +1,276 @@
+"""The Kafka protocol listener: a TCP server speaking Kafka's request/response protocol over the same
+topics, partitions and groups as the HTTP APIs (one system, two doors).
+
+Each connection is served in order, one request at a time, as Kafka's own broker does (it stops reading a
+connection while a request of it is in flight): frames are read with the size bound
+``socket.request.max.bytes``, decoded with :mod:`.frames` and :mod:`.messages`, answered by the handler
+:mod:`.apis` registers for the API key, and written back. A client that asks for a version we do not
+serve gets ApiVersions' answer (error UNSUPPORTED_VERSION and the versions we serve, in v0's layout, as
+Kafka answers); any other unknown key or version, an undecodable body, an oversized frame or a handler
+failure is logged and the connection closed, never a crash of the listener. An HTTP request or a TLS
+handshake sent to this port is named in the log (and an HTTP client gets a plain 400 saying where the HTTP
+API is), since that mix-up is the common one.
+
+Idle connections are closed after ``connections.max.idle.ms``; at most ``max.connections`` are open.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from typing import TYPE_CHECKING
+
+from tierlog.service.kafka import handlers  # noqa: F401  (registers every API)
+from tierlog.service.kafka.apis import API_VERSIONS_KEY, REGISTRY
+from tierlog.service.kafka.context import KafkaRequest
+from tierlog.service.kafka.frames import FrameError, parse_request_header, response_frame
+from tierlog.service.kafka.handlers.api_versions import unsupported_version_answer
+from tierlog.service.kafka.messages import (
+    DecodeError,
+    decode_request,
+    encode_response,
+    is_flexible,
+    response_class,
+    shape,
+)
+
+if TYPE_CHECKING:
+    from tierlog.service.metrics import Metrics
+    from tierlog.service.settings.config import Settings
+    from tierlog.service.topics.broker import Broker
+
+__all__ = ["KafkaListener"]
+
+log = logging.getLogger("tierlog.kafka")
+
+_SIZE_BYTES = 4
+# What other protocols' first bytes look like, to name a mix-up in the log.
+_HTTP_STARTS = (b"GET ", b"POST", b"PUT ", b"HEAD", b"DELE", b"PATC", b"OPTI", b"HTTP", b"CONN")
+_TLS_HANDSHAKE = b"\x16\x03"
+
+
+class _Close(Exception):
+    """End this connection (after logging why)."""
+
+
+class KafkaListener:
+    """The listener of one broker. :meth:`start` binds; :meth:`close` stops accepting, cancels every
+    connection's task and waits for them. Owned by the app (a cleanup context)."""
+
+    def __init__(
+        self, broker: Broker, settings: Settings, metrics: Metrics, address: tuple[str, int]
+    ) -> None:
+        self.broker = broker
+        self.settings = settings
+        self.metrics = metrics
+        self._address = address
+        self._server: asyncio.Server | None = None
+        self._connections: set[asyncio.Task[None]] = set()
+        self.bound: tuple[str, int] | None = None
+        metrics.describe("tierlog_kafka_requests_total", "counter", "Kafka protocol requests, by API")
+        metrics.describe(
+            "tierlog_kafka_connections_closed_total", "counter", "Kafka connections closed, by reason"
+        )
+
+    @property
+    def advertised(self) -> tuple[str, int]:
+        """The ``(host, port)`` clients are told to connect to: ``kafka.advertised.listener``, else the
+        bound address."""
+        configured = self.settings.kafka_advertised_listener
+        if configured is not None:
+            return configured
+        assert self.bound is not None, "the listener is not bound yet"
+        return self.bound
+
+    async def start(self) -> None:
+        """Bind and start accepting. Raises OSError when the address cannot be bound."""
+        host, port = self._address
+        self._server = await asyncio.start_server(self._accept, host, port, reuse_address=True)
+        sockname = self._server.sockets[0].getsockname()
+        self.bound = (host, int(sockname[1]))
+        log.info("Kafka protocol listener on %s:%d", host, self.bound[1])
+
+    async def close(self) -> None:
+        """Stop accepting and end every connection. Idempotent."""
+        server, self._server = self._server, None
+        if server is not None:
+            server.close()
+        tasks = list(self._connections)
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(BaseException):
+                await task
+        if server is not None:
+            with contextlib.suppress(Exception):
+                await server.wait_closed()
+
+    # ---- connections ----------------------------------------------------------------------------------
+
+    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        peername = writer.get_extra_info("peername") or ("?", 0)
+        peer = (str(peername[0]), int(peername[1]))
+        if len(self._connections) >= self.settings.max_connections:
+            self._closed("max_connections")
+            log.warning(
+                "Kafka connection from %s:%d refused: max.connections=%d reached",
+                *peer,
+                self.settings.max_connections,
+            )
+            writer.close()
+            return
+        self._connections.add(task)
+        try:
+            await self._serve(reader, writer, peer)
+        except asyncio.CancelledError:
+            raise
+        except _Close:
+            pass
+        except (ConnectionError, asyncio.IncompleteReadError):
+            self._closed("peer")
+        except Exception:
+            self._closed("error")
+            log.exception("Kafka connection from %s:%d failed", *peer)
+        finally:
+            self._connections.discard(task)
+            writer.close()
+            with contextlib.suppress(Exception):
+                await writer.wait_closed()
+
+    async def _serve(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, peer: tuple[str, int]
+    ) -> None:
+        idle_s = self.settings.connections_max_idle_ms / 1000
+        first = True
+        while True:
+            try:
+                async with asyncio.timeout(idle_s):
+                    prefix = await reader.readexactly(_SIZE_BYTES)
+            except TimeoutError:
+                self._closed("idle")
+                raise _Close from None
+            except asyncio.IncompleteReadError as err:
+                if err.partial or not first:
+                    self._closed("peer")
+                raise _Close from None
+            if first:
+                first = False
+                self._check_protocol(prefix, writer, peer)
+            size = int.from_bytes(prefix, "big", signed=True)
+            if size < 0 or size > self.settings.socket_request_max_bytes:
+                self._closed("oversized")
+                log.warning(
+                    "Kafka connection from %s:%d closed: a frame of %d bytes (socket.request.max.bytes=%d)",
+                    *peer,
+                    size,
+                    self.settings.socket_request_max_bytes,
+                )
+                raise _Close
+            async with asyncio.timeout(self.settings.request_read_timeout_ms / 1000):
+                frame = await reader.readexactly(size)
+            answer = await self.process(frame, peer)
+            if answer is not None:
+                writer.write(answer)
+                await writer.drain()
+
+    def _check_protocol(self, prefix: bytes, writer: asyncio.StreamWriter, peer: tuple[str, int]) -> None:
+        if prefix.startswith(_TLS_HANDSHAKE):
+            self._closed("protocol")
+            log.warning(
+                "a TLS handshake from %s:%d reached the plaintext Kafka listener on port %d: the client "
+                "uses SSL but this listener is PLAINTEXT",
+                *peer,
+                self.bound[1] if self.bound else 0,
+            )
+            raise _Close
+        if prefix in _HTTP_STARTS:
+            self._closed("protocol")
+            http = self.broker.advertised_url
+            log.warning(
+                "an HTTP request from %s:%d reached the Kafka protocol listener; the HTTP API is at %s",
+                *peer,
+                http,
+            )
+            text = f"This is tierlog's Kafka protocol listener. The HTTP API is at {http}\n".encode()
+            writer.write(
+                b"HTTP/1.1 400 Bad Request\r\nContent-Type: text/plain\r\nConnection: close\r\n"
+                + f"Content-Length: {len(text)}\r\n\r\n".encode()
+                + text
+            )
+            raise _Close
+
+    def _closed(self, reason: str) -> None:
+        self.metrics.inc("tierlog_kafka_connections_closed_total", 1.0, reason=reason)
+
+    # ---- one request ----------------------------------------------------------------------------------
+
+    async def process(self, frame: bytes, peer: tuple[str, int]) -> bytes | None:
+        """The answer frame to one request frame, or None when the request has no answer.
+
+        Raises _Close (after logging) when the connection must end: an unreadable header or body, an API
+        key or version not served (other than ApiVersions), a handler failure.
+        """
+        try:
+            fixed = parse_request_header(frame, flexible=None)
+        except FrameError as err:
+            self._closed("malformed")
+            log.warning("Kafka connection from %s:%d closed: %s", *peer, err)
+            raise _Close from None
+        served = REGISTRY.get(fixed.api_key)
+        if served is None or not served.serves(fixed.api_version):
+            if fixed.api_key == API_VERSIONS_KEY:
+                body = unsupported_version_answer()
+                return response_frame(fixed.correlation_id, body, flexible_header=False)
+            self._closed("unsupported")
+            what = f"API key {fixed.api_key}" if served is None else f"{served.name} v{fixed.api_version}"
+            log.warning(
+                "Kafka connection from %s:%d (client %r) closed: %s is not served",
+                *peer,
+                fixed.client_id,
+                what,
+            )
+            raise _Close
+        flexible = is_flexible(fixed.api_key, fixed.api_version)
+        try:
+            header = parse_request_header(frame, flexible=flexible)
+            body = decode_request(fixed.api_key, fixed.api_version, frame, header.body_offset)
+        except (FrameError, DecodeError) as err:
+            self._closed("malformed")
+            log.warning(
+                "Kafka connection from %s:%d closed: %s v%d request does not decode: %s",
+                *peer,
+                served.name,
+                fixed.api_version,
+                err,
+            )
+            raise _Close from None
+        self.metrics.inc("tierlog_kafka_requests_total", 1.0, api=served.name)
+        request = KafkaRequest(header, self, peer)
+        started = time.perf_counter()
+        try:
+            answer = await served.handler(request, body)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            self._closed("error")
+            log.exception(
+                "Kafka %s v%d from %s:%d failed; closing the connection",
+                served.name,
+                fixed.api_version,
+                *peer,
+            )
+            raise _Close from None
+        if answer is None:
+            return None
+        entity = shape(response_class(fixed.api_key, fixed.api_version), answer)
+        encoded = encode_response(entity)
+        elapsed = time.perf_counter() - started
+        if elapsed > 5:
+            log.info("Kafka %s took %.1f s", served.name, elapsed)
+        return response_frame(
+            header.correlation_id, encoded, flexible_header=flexible and fixed.api_key != API_VERSIONS_KEY
+        )
