@@ -43,6 +43,7 @@ def clean_env() -> dict[str, str]:
     """This process's environment without tierlog settings or a stray S3 endpoint (tests pass their own)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("TIERLOG_") and k != "AWS_ENDPOINT_URL"}
     env["PYTHONUNBUFFERED"] = "1"
+    env["TIERLOG_KAFKA_LISTENER"] = "127.0.0.1:0"  # a free port: brokers of tests run side by side
     return env
 
 

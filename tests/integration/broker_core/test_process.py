@@ -23,6 +23,7 @@ LISTENING = re.compile(r"listening on (http://127\.0\.0\.1:\d+)")
 def clean_env(**extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("TIERLOG_") and k != "AWS_ENDPOINT_URL"}
     env["PYTHONUNBUFFERED"] = "1"
+    env["TIERLOG_KAFKA_LISTENER"] = "127.0.0.1:0"  # a free port: brokers of tests run side by side
     env.update(extra)
     return env
 
