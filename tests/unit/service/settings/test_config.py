@@ -179,6 +179,7 @@ def test_each_row_fills_one_attribute_of_its_type(
         "metadata.uri": "etcd://h:1/x",
         "plaintext.port": "1",
         "authentication.failure.address.limit": "100",
+        "kafka.advertised.listener": "kafka.example:9092",
     }
     for spec in rows:
         assert spec.attr == (spec.attribute or spec.name.replace(".", "_"))
