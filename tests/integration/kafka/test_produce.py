@@ -20,9 +20,11 @@ from confluent_kafka import KafkaError, Producer
 from kafka import KafkaProducer
 from kio.schema.init_producer_id.v1.request import InitProducerIdRequest
 from kio.schema.init_producer_id.v1.response import InitProducerIdResponse
+from kio.schema.init_producer_id.v4.request import InitProducerIdRequest as InitProducerIdRequestV4
+from kio.schema.init_producer_id.v4.response import InitProducerIdResponse as InitProducerIdResponseV4
 from kio.schema.produce.v8.request import PartitionProduceData, ProduceRequest, TopicProduceData
 from kio.schema.produce.v8.response import ProduceResponse
-from kio.schema.types import TopicName, TransactionalId
+from kio.schema.types import ProducerId, TopicName, TransactionalId
 from kio.serial import entity_reader, entity_writer
 from kio.static.primitive import Records, i16, i32, i32Timedelta
 
@@ -122,7 +124,8 @@ def same(stored: list[Record], wanted: list[Record]) -> None:
 
 
 class RawClient:
-    """Kafka requests of non-flexible versions (request header v1, response header v0) on one socket."""
+    """Kafka requests on one socket: request header v1 (v2 for flexible versions), answers decoded after
+    response header v0 (v1, with its empty tagged fields, for flexible versions)."""
 
     def __init__(self, bootstrap: str) -> None:
         host, port = bootstrap.rsplit(":", 1)
@@ -137,7 +140,8 @@ class RawClient:
         frame = self._exactly(struct.unpack(">i", self._exactly(4))[0])
         (correlation,) = struct.unpack_from(">i", frame)
         assert correlation == self.correlation
-        answer, _ = entity_reader(response_class)(frame, 4)
+        body_at = 5 if entity.__flexible__ else 4  # flexible: an empty tagged-fields section
+        answer, _ = entity_reader(response_class)(frame, body_at)
         return answer
 
     def send(self, entity: Any) -> None:
@@ -145,6 +149,8 @@ class RawClient:
         buffer = io.BytesIO()
         entity_writer(type(entity))(buffer, entity)
         header = struct.pack(">hhih", entity.__api_key__, entity.__version__, self.correlation, 4) + b"test"
+        if entity.__flexible__:
+            header += b"\x00"  # no tagged fields
         body = header + buffer.getvalue()
         self.sock.sendall(struct.pack(">i", len(body)) + body)
 
@@ -433,3 +439,22 @@ def test_an_old_message_set_is_answered_invalid_record(
 def test_a_failed_acks_0_produce_closes_the_connection(raw: RawClient, topic_name: str) -> None:
     raw.send(produce_request(topic_name, {0: build_batch([Record(None, b"v")])}, acks=0))
     assert raw.sock.recv(1) == b""
+
+
+def test_init_producer_id_bumps_the_epoch_of_a_known_producer(raw: RawClient) -> None:
+    first = init_producer_id(raw)
+    bump = InitProducerIdRequestV4(
+        transactional_id=None,
+        transaction_timeout=i32Timedelta.parse(datetime.timedelta(seconds=60)),
+        producer_id=ProducerId(first.producer_id),
+        producer_epoch=i16(first.producer_epoch),
+    )
+    bumped = raw.call(bump, InitProducerIdResponseV4)
+    assert (int(bumped.error_code), bumped.producer_id, bumped.producer_epoch) == (0, first.producer_id, 1)
+    never = InitProducerIdRequestV4(
+        transactional_id=None,
+        transaction_timeout=i32Timedelta.parse(datetime.timedelta(seconds=60)),
+        producer_id=ProducerId(10**12),
+        producer_epoch=i16(0),
+    )
+    assert int(raw.call(never, InitProducerIdResponseV4).error_code) == 59  # UNKNOWN_PRODUCER_ID
