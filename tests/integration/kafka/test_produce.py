@@ -33,6 +33,7 @@ from tierlog.service.kafka.apis import REGISTRY, Api
 from tierlog.service.kafka.context import KafkaRequest
 from tierlog.tiering.codec.batch import build_batch, iter_records
 from tierlog.tiering.codec.compression import Compression
+from tierlog.tiering.codec.header import BatchHeader
 from tierlog.tiering.codec.records import Record
 
 pytestmark = pytest.mark.integration
@@ -76,6 +77,13 @@ def create_topic(broker: BrokerThread, name: str, configs: Mapping[str, str] | N
 def read_back(broker: BrokerThread, topic: str, partition: int, *, at_least: int = 0) -> list[Record]:
     """Every record of the partition through the native HTTP route, long-polling (bounded) until there
     are ``at_least``."""
+    return [record for _, record in read_batches(broker, topic, partition, at_least=at_least)]
+
+
+def read_batches(
+    broker: BrokerThread, topic: str, partition: int, *, at_least: int = 0
+) -> list[tuple[BatchHeader, Record]]:
+    """Every record of the partition with its stored batch's header (as :func:`read_back`)."""
     deadline = time.monotonic() + CALL_TIMEOUT_S
     while True:
         url = (
@@ -84,7 +92,7 @@ def read_back(broker: BrokerThread, topic: str, partition: int, *, at_least: int
         )
         status, raw = _http("GET", url, Accept=BATCHES_TYPE)
         assert status == 200, raw
-        records = [record for _, record in iter_records(raw)]
+        records = list(iter_records(raw))
         if len(records) >= at_least or time.monotonic() > deadline:
             return records
 
@@ -199,34 +207,41 @@ def raw(kafka_broker: BrokerThread) -> Any:
     client.close()
 
 
-FETCH_KEY = 1
+# APIs of other families that librdkafka gates producer features on: record batches v2 (its MsgVer2
+# feature) need Fetch v4+, zstd needs Fetch v10+, lz4 needs FindCoordinator. Without them it sends the old
+# message sets and does not compress with lz4 or zstd.
+LIBRDKAFKA_GATES = {1: ("Fetch", 4, 12), 10: ("FindCoordinator", 0, 0)}
 
 
-async def _no_fetch(request: KafkaRequest, body: Any) -> Mapping[str, Any] | None:
-    raise NotImplementedError("Fetch is advertised for librdkafka's sake only")
+async def _not_served(request: KafkaRequest, body: Any) -> Mapping[str, Any] | None:
+    raise NotImplementedError("advertised for librdkafka's feature checks only")
 
 
 @pytest.fixture
-def fetch_advertised() -> Iterator[None]:
-    """librdkafka writes record batches v2 (its MsgVer2 feature) only to brokers that advertise Fetch v4 or
-    later, and the old message sets otherwise. Until the Fetch family is served, advertise Fetch v4 for
-    confluent-kafka's tests (a Fetch request would close the connection; producers send none)."""
-    if FETCH_KEY in REGISTRY:
-        yield
-        return
-    REGISTRY[FETCH_KEY] = Api(FETCH_KEY, "Fetch", 4, 4, _no_fetch)
+def librdkafka_gates() -> Iterator[None]:
+    """Until the Fetch and group families are served, advertise the versions librdkafka checks before it
+    produces v2 batches or compresses with lz4 / zstd (a request to one of them closes the connection;
+    producers send none). APIs already served are left as they are."""
+    added = [key for key in LIBRDKAFKA_GATES if key not in REGISTRY]
+    for key in added:
+        name, low, high = LIBRDKAFKA_GATES[key]
+        REGISTRY[key] = Api(key, name, low, high, _not_served)
     try:
         yield
     finally:
-        del REGISTRY[FETCH_KEY]
+        for key in added:
+            del REGISTRY[key]
 
 
 # ---- Kafka's producers ----------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("codec", ["none", "gzip", "snappy", "lz4", "zstd"])
+CODECS = {c.name.lower(): c for c in Compression}
+
+
+@pytest.mark.parametrize("codec", sorted(CODECS))
 def test_confluent_idempotent_producer_stores_every_record_as_sent(
-    kafka_broker: BrokerThread, topic_name: str, codec: str, fetch_advertised: None
+    kafka_broker: BrokerThread, topic_name: str, codec: str, librdkafka_gates: None
 ) -> None:
     create_topic(kafka_broker, topic_name)
     producer = Producer(
@@ -262,8 +277,11 @@ def test_confluent_idempotent_producer_stores_every_record_as_sent(
     assert errors == []
     assert sorted(reports) == [(p, o) for p in range(3) for o in range(RECORDS_PER_PARTITION)]
     for partition in range(3):
-        stored = read_back(kafka_broker, topic_name, partition)
-        same(stored, expected_records(partition))
+        stored = read_batches(kafka_broker, topic_name, partition)
+        same([record for _, record in stored], expected_records(partition))
+        # stored as sent: the producer's batches, compressed with its codec, with its producer id
+        assert {h.compression for h, _ in stored} == {CODECS[codec]}
+        assert len({h.producer_id for h, _ in stored}) == 1 and stored[0][0].producer_id >= 0
 
 
 def test_kafka_python_producer(kafka_broker: BrokerThread, topic_name: str) -> None:
@@ -322,7 +340,7 @@ async def test_aiokafka_idempotent_producer(kafka_broker: BrokerThread, topic_na
 
 
 def test_acks_0_is_stored_without_an_answer(
-    kafka_broker: BrokerThread, topic_name: str, fetch_advertised: None
+    kafka_broker: BrokerThread, topic_name: str, librdkafka_gates: None
 ) -> None:
     create_topic(kafka_broker, topic_name)
     producer = Producer({"bootstrap.servers": kafka_broker.kafka_bootstrap, "acks": 0, "linger.ms": 0})
@@ -334,7 +352,7 @@ def test_acks_0_is_stored_without_an_answer(
 
 
 def test_a_record_over_max_message_bytes_is_refused_and_nothing_stored(
-    kafka_broker: BrokerThread, topic_name: str, fetch_advertised: None
+    kafka_broker: BrokerThread, topic_name: str, librdkafka_gates: None
 ) -> None:
     create_topic(kafka_broker, topic_name, {"max.message.bytes": "2048"})
     producer = Producer({"bootstrap.servers": kafka_broker.kafka_bootstrap, "retries": 0, "linger.ms": 0})
