@@ -125,9 +125,16 @@ def raw(kafka_broker: BrokerThread) -> Iterator[Raw]:
 
 
 def fetch(
-    raw: Raw, topic: str, partitions: dict[int, int], *, partition_max_bytes: int = 1 << 20, **fields: Any
+    raw: Raw,
+    topic: str,
+    partitions: dict[int, int],
+    *,
+    partition_max_bytes: int = 1 << 20,
+    version: int = 11,
+    **fields: Any,
 ) -> Any:
-    """Fetch v11 of ``{partition: offset}`` (no wait by default); ``fields`` override the request's."""
+    """Fetch of ``{partition: offset}`` (v11 unless told; no wait by default); ``fields`` override the
+    request's."""
     wanted = {
         "topic": topic,
         "partitions": [
@@ -137,7 +144,7 @@ def fetch(
     }
     request: dict[str, Any] = {"replica_id": -1, "max_wait": 0, "min_bytes": 1, "max_bytes": 1 << 24}
     request.update(fields, topics=[wanted])
-    return raw.call(1, 11, **request)
+    return raw.call(1, version, **request)
 
 
 def by_partition(answer: Any) -> dict[int, Any]:
@@ -350,10 +357,7 @@ def test_a_long_poll_returns_when_any_partition_gets_data(
     )
     waiting.start()
     try:
-        # the fetch is parked on the broker before the produce: wait until its request is counted
-        deadline = time.monotonic() + TIMEOUT_S
-        while not _fetches_counted(kafka_broker) and time.monotonic() < deadline:
-            time.sleep(0.05)
+        wait_for_a_fetch(kafka_broker)  # the fetch is parked on the broker before the produce
         produce(kafka_broker, topic_name, 2, records_for(2, 1))
     finally:
         waiting.join(TIMEOUT_S + 5)
@@ -363,9 +367,41 @@ def test_a_long_poll_returns_when_any_partition_gets_data(
     assert len(batch_sizes(got[2].records)) == 1 and got[0].records == b""
 
 
-def _fetches_counted(broker: BrokerThread) -> bool:
-    text = requests.get(f"{broker.url}/metrics", timeout=TIMEOUT_S).text
-    return any(line.startswith('tierlog_kafka_requests_total{api="Fetch"}') for line in text.splitlines())
+async def test_an_aiokafka_consumer_waiting_gets_a_record_before_max_wait(
+    kafka_broker: BrokerThread, topic_name: str
+) -> None:
+    await asyncio.to_thread(create_topic, kafka_broker, topic_name)
+    consumer = aiokafka.AIOKafkaConsumer(
+        bootstrap_servers=kafka_broker.kafka_bootstrap,
+        enable_auto_commit=False,
+        fetch_max_wait_ms=20_000,
+        request_timeout_ms=40_000,
+    )
+    await consumer.start()
+    try:
+        consumer.assign([aiokafka.TopicPartition(topic_name, 0)])
+        waiting = asyncio.ensure_future(consumer.getone())
+        await asyncio.to_thread(wait_for_a_fetch, kafka_broker)  # the consumer's fetch is parked
+        started = time.monotonic()
+        await asyncio.to_thread(produce, kafka_broker, topic_name, 0, records_for(0, 1))
+        async with asyncio.timeout(15):
+            message = await waiting
+        assert time.monotonic() - started < 10  # max_wait is 20 s
+    finally:
+        waiting.cancel()
+        await consumer.stop()
+    assert (message.offset, message.key) == (0, b"k0-0")
+
+
+def wait_for_a_fetch(broker: BrokerThread) -> None:
+    """Return once the broker has counted a Fetch request (bounded by TIMEOUT_S)."""
+    deadline = time.monotonic() + TIMEOUT_S
+    while time.monotonic() < deadline:
+        text = requests.get(f"{broker.url}/metrics", timeout=TIMEOUT_S).text
+        if any(line.startswith('tierlog_kafka_requests_total{api="Fetch"}') for line in text.splitlines()):
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"no Fetch request within {TIMEOUT_S} s")
 
 
 def test_a_long_poll_with_no_data_waits_max_wait(
@@ -385,6 +421,39 @@ def test_fetch_sessions_are_answered_sessionless(
     assert fetch(raw, topic_name, {0: 0}, session_epoch=0).session_id == 0
     refused = fetch(raw, topic_name, {0: 0}, session_id=12, session_epoch=1)
     assert refused.error_code == 70  # FETCH_SESSION_ID_NOT_FOUND
+
+
+@pytest.mark.parametrize("version", range(4, 13))
+def test_every_served_fetch_version_reads(
+    kafka_broker: BrokerThread, raw: Raw, topic_name: str, version: int
+) -> None:
+    create_topic(kafka_broker, topic_name)
+    produce(kafka_broker, topic_name, 0, records_for(0, 2))
+    answer = by_partition(fetch(raw, topic_name, {0: 0, 1: 0}, version=version))
+    assert (answer[0].error_code, answer[0].high_watermark, len(batch_sizes(answer[0].records))) == (0, 2, 1)
+    assert answer[1].records == b""
+
+
+@pytest.mark.parametrize("version", range(1, 11))
+def test_every_served_list_offsets_version_answers(
+    kafka_broker: BrokerThread, raw: Raw, topic_name: str, version: int
+) -> None:
+    create_topic(kafka_broker, topic_name)
+    produce(kafka_broker, topic_name, 0, records_for(0, 2))
+    topic = {"name": topic_name, "partitions": [{"partition_index": 0, "timestamp": -1}]}
+    (partition,) = raw.call(2, version, replica_id=-1, topics=[topic]).topics[0].partitions
+    assert (partition.error_code, partition.offset) == (0, 2)
+
+
+@pytest.mark.parametrize("version", range(2, 5))
+def test_every_served_offset_for_leader_epoch_version_answers(
+    kafka_broker: BrokerThread, raw: Raw, topic_name: str, version: int
+) -> None:
+    create_topic(kafka_broker, topic_name)
+    produce(kafka_broker, topic_name, 0, records_for(0, 2))
+    wanted = {"topic": topic_name, "partitions": [{"partition": 0, "leader_epoch": 0}]}
+    (answer,) = raw.call(23, version, replica_id=-1, topics=[wanted]).topics[0].partitions
+    assert (answer.error_code, answer.leader_epoch, answer.end_offset) == (0, 0, 2)
 
 
 # ---- ListOffsets and OffsetForLeaderEpoch -----------------------------------------------------------------
