@@ -558,3 +558,22 @@ async def test_a_tiered_topic_reads_through_fetch(brokers: Brokers, clock: Manua
     finally:
         await consumer.stop()
     assert [(m.offset, m.key, m.value) for m in got] == [(i, k, v) for i, (k, v) in enumerate(sent)]
+    remote = broker.remote.remote_of("tiered", 0)
+    assert remote is not None and remote.remote_log.remote_next_offset is not None
+    offsets = await asyncio.to_thread(_list_offsets, running.kafka_bootstrap, "tiered", [-2, -4, -5])
+    assert offsets == [0, partition.local_log_start_offset, remote.remote_log.remote_next_offset - 1]
+
+
+def _list_offsets(bootstrap: str, topic: str, timestamps: list[int]) -> list[int]:
+    """ListOffsets v9 of partition 0 for each of ``timestamps``, over a raw connection."""
+    raw = Raw(bootstrap)
+    try:
+        out = []
+        for timestamp in timestamps:
+            wanted = {"name": topic, "partitions": [{"partition_index": 0, "timestamp": timestamp}]}
+            (answer,) = raw.call(2, 9, replica_id=-1, topics=[wanted]).topics[0].partitions
+            assert answer.error_code == 0
+            out.append(answer.offset)
+        return out
+    finally:
+        raw.close()
