@@ -209,9 +209,26 @@ async def _read_one(w: Wanted, limit: int) -> None:
             w.diverging = await _divergence(partition, w.last_fetched_epoch, w.offset)
             if w.diverging is not None:
                 return
-        w.region = await partition.read_slice(w.offset, max(limit, 1))
+        w.region = await _region(partition, w.offset, max(limit, 1))
     except TierlogError as err:
         w.fail(err)
+
+
+async def _region(partition: Partition, offset: int, limit: int) -> FileSlice:
+    """:meth:`Partition.read_slice` without waiting, whose region is closed even when the caller is
+    cancelled meanwhile (the log I/O thread finishes the read regardless; the region would leak its
+    descriptor). Raises: as ``read_slice``."""
+    read = asyncio.ensure_future(partition.read_slice(offset, limit))
+    try:
+        return await asyncio.shield(read)
+    except asyncio.CancelledError:
+        read.add_done_callback(_close_region)
+        raise
+
+
+def _close_region(read: asyncio.Future[FileSlice]) -> None:
+    if not read.cancelled() and read.exception() is None:
+        read.result().close()
 
 
 async def _divergence(partition: Partition, epoch: int, offset: int) -> tuple[int, int] | None:

@@ -190,3 +190,31 @@ def test_error_answer_names_the_leader() -> None:
 def test_milliseconds() -> None:
     assert milliseconds(datetime.timedelta(seconds=1, microseconds=999)) == 1000
     assert milliseconds(250) == 250
+
+
+async def test_a_cancelled_fetch_closes_the_region_it_was_reading() -> None:
+    release, closed = asyncio.Event(), asyncio.Event()
+
+    class WatchedSlice(FileSlice):
+        def close(self) -> None:
+            super().close()
+            closed.set()
+
+    class SlowPartition(FakePartition):
+        async def read_slice(self, offset: int, max_bytes: int) -> FileSlice:
+            region = await super().read_slice(offset, max_bytes)
+            await release.wait()  # as a log I/O thread still reading when the request is cancelled
+            return WatchedSlice(region.fd, 0, region.size, 1, 0, 1)
+
+    slow = SlowPartition("t-0", [10])
+    asked = [wanted("t", 0)]
+    task = asyncio.ensure_future(
+        fetch(FakeBroker(t={0: slow}), asked, max_wait_ms=0, min_bytes=1, max_bytes=100)
+    )  # type: ignore[arg-type]
+    async with asyncio.timeout(5):
+        await slow.read_seen.wait()
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        release.set()
+        await closed.wait()
