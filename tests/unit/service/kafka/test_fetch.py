@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import datetime
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import pytest
 
@@ -18,6 +18,10 @@ from tierlog.service.kafka.handlers.fetching.partitions import (
     milliseconds,
 )
 from tierlog.tiering.log.types import FileSlice
+
+if TYPE_CHECKING:
+    from tierlog.service.topics.broker import Broker
+
 from tierlog.wire.errors import (
     FencedLeaderEpochError,
     NotLeaderOrFollowerError,
@@ -84,6 +88,10 @@ class FakeBroker:
         return self._topics[name]
 
 
+def as_broker(fake: FakeBroker) -> Broker:
+    return cast("Broker", fake)
+
+
 def wanted(topic: str, index: int, limit: int = 1 << 20, offset: int = 0) -> Wanted:
     return Wanted(topic, index, offset, limit, -1, -1)
 
@@ -91,7 +99,7 @@ def wanted(topic: str, index: int, limit: int = 1 << 20, offset: int = 0) -> Wan
 async def run(broker: FakeBroker, asked: list[Wanted], **limits: int) -> list[Wanted]:
     settings = {"max_wait_ms": 0, "min_bytes": 1, "max_bytes": 1 << 20, **limits}
     async with asyncio.timeout(5):
-        await fetch(broker, asked, **settings)  # type: ignore[arg-type]
+        await fetch(as_broker(broker), asked, **settings)
     return asked
 
 
@@ -123,7 +131,9 @@ async def test_a_long_poll_wakes_on_any_partition() -> None:
     quiet, busy = FakePartition("t-0", []), FakePartition("t-1", [])
     broker = FakeBroker(t={0: quiet, 1: busy})
     asked = [wanted("t", 0), wanted("t", 1)]
-    task = asyncio.ensure_future(fetch(broker, asked, max_wait_ms=30_000, min_bytes=1, max_bytes=1 << 20))  # type: ignore[arg-type]
+    task = asyncio.ensure_future(
+        fetch(as_broker(broker), asked, max_wait_ms=30_000, min_bytes=1, max_bytes=1 << 20)
+    )
     try:
         async with asyncio.timeout(5):
             await busy.read_seen.wait()  # the first pass read nothing: the poll waits now
@@ -139,7 +149,9 @@ async def test_min_bytes_counts_across_partitions() -> None:
     a, b = FakePartition("t-0", [10]), FakePartition("t-1", [])
     broker = FakeBroker(t={0: a, 1: b})
     asked = [wanted("t", 0), wanted("t", 1)]
-    task = asyncio.ensure_future(fetch(broker, asked, max_wait_ms=30_000, min_bytes=25, max_bytes=1 << 20))  # type: ignore[arg-type]
+    task = asyncio.ensure_future(
+        fetch(as_broker(broker), asked, max_wait_ms=30_000, min_bytes=25, max_bytes=1 << 20)
+    )
     try:
         async with asyncio.timeout(5):
             await b.read_seen.wait()
@@ -209,8 +221,8 @@ async def test_a_cancelled_fetch_closes_the_region_it_was_reading() -> None:
     slow = SlowPartition("t-0", [10])
     asked = [wanted("t", 0)]
     task = asyncio.ensure_future(
-        fetch(FakeBroker(t={0: slow}), asked, max_wait_ms=0, min_bytes=1, max_bytes=100)
-    )  # type: ignore[arg-type]
+        fetch(as_broker(FakeBroker(t={0: slow})), asked, max_wait_ms=0, min_bytes=1, max_bytes=100)
+    )
     async with asyncio.timeout(5):
         await slow.read_seen.wait()
         task.cancel()
