@@ -142,10 +142,12 @@ async def fetch(
     try:
         while True:
             signals = [w.partition.committed_signal() for w in wanted if w.partition is not None]
+            # a signal set already: its partition is closing or the broker stopping; answer now
+            ending = any(s.is_set() for s in signals)
             await _read_all(wanted, max_bytes)
             remaining = deadline - loop.time()
             total = sum(w.size for w in wanted)
-            if total >= min_bytes or remaining <= 0 or not signals or _settled(wanted):
+            if total >= min_bytes or remaining <= 0 or not signals or ending or _settled(wanted):
                 break
             for w in wanted:
                 w.drop_region()

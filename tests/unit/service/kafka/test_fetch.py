@@ -52,6 +52,10 @@ class FakePartition:
     def committed_signal(self) -> asyncio.Event:
         return self._signal
 
+    def interrupt(self) -> None:
+        """As the broker's shutdown does: pending and later long polls end at once."""
+        self._signal.set()
+
     def append(self, size: int) -> None:
         self.sizes.append(size)
         signal, self._signal = self._signal, asyncio.Event()
@@ -167,6 +171,23 @@ async def test_an_error_answers_without_waiting() -> None:
     missing, empty = await run(broker, [wanted("gone", 0), wanted("t", 0)], max_wait_ms=60_000)
     assert isinstance(missing.error, UnknownTopicError)
     assert empty.records == b"" and empty.error is None
+
+
+async def test_an_interrupted_partition_ends_the_long_poll() -> None:
+    stopping = FakePartition("t-0", [])
+    broker = FakeBroker(t={0: stopping, 1: FakePartition("t-1", [])})
+    asked = [wanted("t", 0), wanted("t", 1)]
+    task = asyncio.ensure_future(
+        fetch(as_broker(broker), asked, max_wait_ms=60_000, min_bytes=1, max_bytes=100)
+    )
+    try:
+        async with asyncio.timeout(5):
+            await stopping.read_seen.wait()
+            stopping.interrupt()
+            await task
+    finally:
+        task.cancel()
+    assert stopping.reads == 2  # woken, read once more, answered: no spinning on a set signal
 
 
 async def test_a_wait_with_no_data_ends_at_max_wait() -> None:
