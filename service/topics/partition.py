@@ -401,6 +401,17 @@ class Partition:
         self._metrics.inc("tierlog_bytes_out_total", result.size, topic=self.topic)
         return result
 
+    def committed_signal(self) -> asyncio.Event:
+        """The event set at this partition's next high watermark advance (and at a role change, retention,
+        :meth:`interrupt` or :meth:`close`; already set once interrupted or closed). Take it before a read
+        and wait on it after, and no advance between the two is missed: how a Kafka fetch over several
+        partitions long-polls them all at once. Event-loop only; cheap."""
+        if self._interrupted or self._closed:
+            done = asyncio.Event()
+            done.set()
+            return done
+        return self._committed
+
     # ---- replication: the leader's side ------------------------------------------------------------------
 
     def _replica_fetched(self, replica_id: int, offset: int) -> None:
