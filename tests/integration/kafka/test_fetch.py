@@ -24,7 +24,6 @@ from kio.serial import entity_reader, entity_writer
 from tests.integration.broker import START_MS, Brokers, BrokerThread
 from tests.integration.tiering.helpers import produce as produce_tiered
 from tests.integration.tiering.helpers import wait_uploaded
-from tierlog.service.kafka.apis import REGISTRY, Api
 from tierlog.service.kafka.messages import shape
 from tierlog.service.topics.tasks import MAINTENANCE
 from tierlog.tiering.codec.batch import build_batch
@@ -176,20 +175,6 @@ def expected(partition: int, records: list[Record], first_offset: int = 0) -> li
     ]
 
 
-@pytest.fixture
-def produce_advertised(monkeypatch: pytest.MonkeyPatch) -> None:
-    """librdkafka fetches only from a broker that also advertises Produce v3 (its "MsgVer2" feature):
-    until the Produce family is served, advertise a Produce that is never called (it would close the
-    connection). A no-op once Produce is registered."""
-    if PRODUCE_KEY in REGISTRY:
-        return
-
-    async def never(request: Any, body: Any) -> None:
-        raise AssertionError("Produce is not served on this branch")
-
-    monkeypatch.setitem(REGISTRY, PRODUCE_KEY, Api(PRODUCE_KEY, "Produce", 3, 3, never))
-
-
 def confluent_consumer(broker: BrokerThread, **config: Any) -> confluent_kafka.Consumer:
     return confluent_kafka.Consumer(
         {
@@ -216,7 +201,6 @@ def poll_n(consumer: confluent_kafka.Consumer, n: int) -> list[Any]:
 # ---- Fetch with Kafka's clients -----------------------------------------------------------------------
 
 
-@pytest.mark.usefixtures("produce_advertised")
 def test_confluent_kafka_reads_what_http_produced(kafka_broker: BrokerThread, topic_name: str) -> None:
     create_topic(kafka_broker, topic_name)
     sent = {p: records_for(p, 7) for p in (0, 1)}
@@ -288,7 +272,6 @@ async def test_aiokafka_reads_what_http_produced(kafka_broker: BrokerThread, top
     ]
 
 
-@pytest.mark.usefixtures("produce_advertised")
 def test_an_out_of_range_offset_resets_by_auto_offset_reset(
     kafka_broker: BrokerThread, topic_name: str
 ) -> None:
@@ -459,7 +442,6 @@ def test_every_served_offset_for_leader_epoch_version_answers(
 # ---- ListOffsets and OffsetForLeaderEpoch -----------------------------------------------------------------
 
 
-@pytest.mark.usefixtures("produce_advertised")
 def test_confluent_kafka_watermarks_and_offsets_for_times(
     kafka_broker: BrokerThread, topic_name: str
 ) -> None:
