@@ -1,0 +1,332 @@
+"""The admin APIs over the Kafka listener, with Kafka's own admin clients (confluent-kafka's AdminClient and
+kafka-python's KafkaAdminClient): create (with configs, validate only), describe, alter and incrementally
+alter configs, create partitions, delete, describe the cluster and the log dirs, each error Kafka's clients
+tell apart; topics created through one door seen through the other (the HTTP APIs); kcat's metadata."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import urllib.request
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka.admin import AdminClient
+from confluent_kafka.admin._config import AlterConfigOpType, ConfigEntry, ConfigResource, ConfigSource
+from confluent_kafka.cimpl import NewPartitions, NewTopic
+from kafka import KafkaAdminClient
+from kafka import admin as kp
+
+from tests.integration.broker import BrokerThread
+
+pytestmark = pytest.mark.integration
+
+WAIT_S = 15
+
+
+@pytest.fixture
+def admin(kafka_broker: BrokerThread) -> AdminClient:
+    return AdminClient({"bootstrap.servers": kafka_broker.kafka_bootstrap, "socket.timeout.ms": 10_000})
+
+
+@pytest.fixture
+def kp_admin(kafka_broker: BrokerThread) -> Iterator[KafkaAdminClient]:
+    client = KafkaAdminClient(bootstrap_servers=kafka_broker.kafka_bootstrap, request_timeout_ms=10_000)
+    yield client
+    client.close()
+
+
+def _http(broker: BrokerThread, method: str, path: str, body: Any = None) -> Any:
+    data = None if body is None else json.dumps(body).encode()
+    request = urllib.request.Request(broker.url + path, data=data, method=method)
+    request.add_header("Content-Type", "application/json")
+    with urllib.request.urlopen(request, timeout=WAIT_S) as answer:
+        raw = answer.read()
+    return json.loads(raw) if raw else None
+
+
+def _create(admin: AdminClient, topic: NewTopic, *, validate_only: bool = False) -> None:
+    futures = admin.create_topics([topic], request_timeout=WAIT_S, validate_only=validate_only)
+    futures[topic.topic].result(timeout=WAIT_S)
+
+
+def _error_of(call: Any) -> KafkaError:
+    with pytest.raises(KafkaException) as caught:
+        call()
+    error: KafkaError = caught.value.args[0]
+    return error
+
+
+def _source(entry: ConfigEntry) -> ConfigSource:
+    """An entry's source (librdkafka hands it over as an int)."""
+    return ConfigSource(entry.source)
+
+
+def _topic_configs(admin: AdminClient, name: str) -> dict[str, ConfigEntry]:
+    resource = ConfigResource(ConfigResource.Type.TOPIC, name)
+    found: dict[str, ConfigEntry] = admin.describe_configs([resource], request_timeout=WAIT_S)[
+        resource
+    ].result(timeout=WAIT_S)
+    return found
+
+
+# ---- create -----------------------------------------------------------------------------------------------
+
+
+def test_a_topic_created_with_configs_is_served_over_http_with_them(
+    kafka_broker: BrokerThread, admin: AdminClient, topic_name: str
+) -> None:
+    _create(admin, NewTopic(topic_name, 4, 1, config={"retention.ms": "3600000", "cleanup.policy": "delete"}))
+    topic = _http(kafka_broker, "GET", f"/topics/{topic_name}")
+    assert topic["configs"]["retention.ms"] == "3600000"
+    assert len(topic["partitions"]) == 4
+    assert admin.list_topics(topic_name, timeout=WAIT_S).topics[topic_name].error is None
+
+
+def test_validate_only_checks_and_creates_nothing(
+    kafka_broker: BrokerThread, admin: AdminClient, topic_name: str
+) -> None:
+    _create(admin, NewTopic(topic_name, 2, 1, config={"retention.ms": "1000"}), validate_only=True)
+    assert topic_name not in _http(kafka_broker, "GET", "/topics")
+    bad = NewTopic(topic_name, 2, 1, config={"retention.ms": "soon"})
+    assert _error_of(lambda: _create(admin, bad, validate_only=True)).code() == KafkaError.INVALID_CONFIG
+
+
+@pytest.mark.parametrize(
+    ("partitions", "replication", "config", "expected"),
+    [
+        (0, 1, {}, KafkaError.INVALID_PARTITIONS),
+        (20_000, 1, {}, KafkaError.INVALID_PARTITIONS),
+        (1, 3, {}, KafkaError.INVALID_REPLICATION_FACTOR),
+        (1, 0, {}, KafkaError.INVALID_REPLICATION_FACTOR),
+        (1, 1, {"retention.ms": "-5"}, KafkaError.INVALID_CONFIG),
+        (1, 1, {"no.such.config": "1"}, KafkaError.INVALID_CONFIG),
+    ],
+)
+def test_create_refusals_carry_kafkas_codes(
+    admin: AdminClient,
+    topic_name: str,
+    partitions: int,
+    replication: int,
+    config: dict[str, str],
+    expected: int,
+) -> None:
+    error = _error_of(lambda: _create(admin, NewTopic(topic_name, partitions, replication, config=config)))
+    assert error.code() == expected, error.str()
+
+
+def test_create_refuses_an_existing_an_illegal_and_a_reserved_name(
+    admin: AdminClient, topic_name: str
+) -> None:
+    _create(admin, NewTopic(topic_name, 1, 1))
+    exists = _error_of(lambda: _create(admin, NewTopic(topic_name, 1, 1)))
+    assert exists.code() == KafkaError.TOPIC_ALREADY_EXISTS
+    assert exists.str() == f"Topic '{topic_name}' already exists."
+    illegal = _error_of(lambda: _create(admin, NewTopic("bad/name", 1, 1)))
+    assert illegal.code() == KafkaError.TOPIC_EXCEPTION
+    reserved = _error_of(lambda: _create(admin, NewTopic("__mine", 1, 1)))
+    assert reserved.code() == KafkaError.POLICY_VIOLATION
+
+
+def test_a_manual_assignment_on_this_broker_alone_is_taken(admin: AdminClient, topic_name: str) -> None:
+    _create(admin, NewTopic(topic_name, 2, -1, replica_assignment=[[0], [0]]))
+    assert len(admin.list_topics(topic_name, timeout=WAIT_S).topics[topic_name].partitions) == 2
+    other = NewTopic(topic_name + "-x", 1, -1, replica_assignment=[[7]])
+    assert _error_of(lambda: _create(admin, other)).code() == KafkaError.INVALID_REPLICA_ASSIGNMENT
+
+
+# ---- configs ----------------------------------------------------------------------------------------------
+
+
+def test_describe_configs_names_sources_and_synonyms(admin: AdminClient, topic_name: str) -> None:
+    _create(admin, NewTopic(topic_name, 1, 1, config={"retention.ms": "3600000"}))
+    configs = _topic_configs(admin, topic_name)
+    retention = configs["retention.ms"]
+    assert retention.value == "3600000"
+    assert _source(retention) == ConfigSource.DYNAMIC_TOPIC_CONFIG
+    assert [s.name for s in retention.synonyms.values()] == ["retention.ms", "log.retention.ms"]
+    segment = configs["segment.bytes"]
+    assert (_source(segment), segment.is_read_only, segment.is_sensitive) == (
+        ConfigSource.DEFAULT_CONFIG,
+        False,
+        False,
+    )
+
+
+def test_describe_configs_of_the_broker_and_of_an_unknown_topic(admin: AdminClient) -> None:
+    broker = ConfigResource(ConfigResource.Type.BROKER, "0")
+    configs = admin.describe_configs([broker], request_timeout=WAIT_S)[broker].result(timeout=WAIT_S)
+    assert configs["num.partitions"].value == "3"
+    assert configs["num.partitions"].is_read_only
+    unknown = ConfigResource(ConfigResource.Type.TOPIC, "no-such-topic")
+    future = admin.describe_configs([unknown], request_timeout=WAIT_S)[unknown]
+    error = _error_of(lambda: future.result(timeout=WAIT_S))
+    assert error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART
+
+
+def test_incremental_alter_sets_deletes_appends_and_subtracts(admin: AdminClient, topic_name: str) -> None:
+    _create(admin, NewTopic(topic_name, 1, 1, config={"retention.ms": "3600000"}))
+    resource = ConfigResource(
+        ConfigResource.Type.TOPIC,
+        topic_name,
+        incremental_configs=[
+            ConfigEntry("segment.ms", "60000", incremental_operation=AlterConfigOpType.SET),
+            ConfigEntry("retention.ms", None, incremental_operation=AlterConfigOpType.DELETE),
+            ConfigEntry("cleanup.policy", "compact", incremental_operation=AlterConfigOpType.APPEND),
+        ],
+    )
+    admin.incremental_alter_configs([resource], request_timeout=WAIT_S)[resource].result(timeout=WAIT_S)
+    configs = _topic_configs(admin, topic_name)
+    assert configs["segment.ms"].value == "60000"
+    assert _source(configs["retention.ms"]) == ConfigSource.DEFAULT_CONFIG
+    assert configs["cleanup.policy"].value == "delete,compact"
+    subtract = ConfigResource(
+        ConfigResource.Type.TOPIC,
+        topic_name,
+        incremental_configs=[
+            ConfigEntry("cleanup.policy", "delete", incremental_operation=AlterConfigOpType.SUBTRACT)
+        ],
+    )
+    admin.incremental_alter_configs([subtract], request_timeout=WAIT_S)[subtract].result(timeout=WAIT_S)
+    assert _topic_configs(admin, topic_name)["cleanup.policy"].value == "compact"
+
+
+def test_alter_configs_replaces_the_overrides(admin: AdminClient, topic_name: str) -> None:
+    _create(admin, NewTopic(topic_name, 1, 1, config={"retention.ms": "3600000"}))
+    resource = ConfigResource(ConfigResource.Type.TOPIC, topic_name, set_config={"segment.ms": "60000"})
+    with pytest.warns(DeprecationWarning):  # confluent-kafka's own, for the API Kafka deprecated
+        futures = admin.alter_configs([resource], request_timeout=WAIT_S)
+    futures[resource].result(timeout=WAIT_S)
+    configs = _topic_configs(admin, topic_name)
+    assert configs["segment.ms"].value == "60000"
+    assert _source(configs["retention.ms"]) == ConfigSource.DEFAULT_CONFIG
+
+
+def test_incremental_alter_refusals_and_validate_only(admin: AdminClient, topic_name: str) -> None:
+    _create(admin, NewTopic(topic_name, 1, 1))
+
+    def alter(entry: ConfigEntry, validate_only: bool = False) -> None:
+        resource = ConfigResource(ConfigResource.Type.TOPIC, topic_name, incremental_configs=[entry])
+        futures = admin.incremental_alter_configs(
+            [resource], request_timeout=WAIT_S, validate_only=validate_only
+        )
+        futures[resource].result(timeout=WAIT_S)
+
+    append = ConfigEntry("retention.ms", "5", incremental_operation=AlterConfigOpType.APPEND)
+    assert _error_of(lambda: alter(append)).code() == KafkaError.INVALID_CONFIG
+    bad = ConfigEntry("retention.ms", "soon", incremental_operation=AlterConfigOpType.SET)
+    assert _error_of(lambda: alter(bad)).code() == KafkaError.INVALID_CONFIG
+    alter(
+        ConfigEntry("retention.ms", "1000", incremental_operation=AlterConfigOpType.SET), validate_only=True
+    )
+    assert _topic_configs(admin, topic_name)["retention.ms"].value == "604800000"
+
+
+def test_kafka_python_creates_alters_describes_grows_and_deletes(
+    kafka_broker: BrokerThread, kp_admin: KafkaAdminClient, topic_name: str
+) -> None:
+    kp_admin.create_topics([kp.NewTopic(topic_name, 2, 1, topic_configs={"retention.ms": "3600000"})])
+    resource = kp.ConfigResource(kp.ConfigResourceType.TOPIC, topic_name, configs={"segment.ms": "60000"})
+    kp_admin.alter_configs([resource], incremental=False)  # the client sends the other overrides too
+    configs = _http(kafka_broker, "GET", f"/topics/{topic_name}")["configs"]
+    assert (configs["segment.ms"], configs["retention.ms"]) == ("60000", "3600000")
+    kp_admin.alter_configs(
+        [kp.ConfigResource(kp.ConfigResourceType.TOPIC, topic_name, configs={"segment.ms": "70000"})]
+    )
+    assert _http(kafka_broker, "GET", f"/topics/{topic_name}")["configs"]["segment.ms"] == "70000"
+    described = kp_admin.describe_configs([kp.ConfigResource(kp.ConfigResourceType.TOPIC, topic_name)])
+    assert "segment.ms" in json.dumps(described, default=str)
+    kp_admin.create_partitions({topic_name: kp.NewPartitions(total_count=5)})
+    assert len(_http(kafka_broker, "GET", f"/topics/{topic_name}")["partitions"]) == 5
+    kp_admin.delete_topics([topic_name])
+    assert topic_name not in _http(kafka_broker, "GET", "/topics")
+
+
+def test_kafka_python_describes_the_log_dirs(
+    kafka_broker: BrokerThread, kp_admin: KafkaAdminClient, topic_name: str
+) -> None:
+    kp_admin.create_topics([kp.NewTopic(topic_name, 2, 1)])
+    found = json.dumps(kp_admin.describe_log_dirs(), default=str)
+    assert topic_name in found
+
+
+# ---- partitions and delete --------------------------------------------------------------------------------
+
+
+def test_create_partitions_grows_and_refuses_to_shrink(
+    kafka_broker: BrokerThread, admin: AdminClient, topic_name: str
+) -> None:
+    _create(admin, NewTopic(topic_name, 2, 1))
+
+    def grow(count: int, validate_only: bool = False) -> None:
+        futures = admin.create_partitions(
+            [NewPartitions(topic_name, count)], request_timeout=WAIT_S, validate_only=validate_only
+        )
+        futures[topic_name].result(timeout=WAIT_S)
+
+    grow(6, validate_only=True)
+    assert len(_http(kafka_broker, "GET", f"/topics/{topic_name}")["partitions"]) == 2
+    grow(3)
+    assert len(_http(kafka_broker, "GET", f"/topics/{topic_name}")["partitions"]) == 3
+    assert _error_of(lambda: grow(1)).code() == KafkaError.INVALID_PARTITIONS
+    assert _error_of(lambda: grow(3)).code() == KafkaError.INVALID_PARTITIONS
+
+
+def test_delete_topics_and_its_refusals(
+    kafka_broker: BrokerThread, admin: AdminClient, topic_name: str
+) -> None:
+    _create(admin, NewTopic(topic_name, 1, 1))
+    admin.delete_topics([topic_name], request_timeout=WAIT_S)[topic_name].result(timeout=WAIT_S)
+    assert topic_name not in _http(kafka_broker, "GET", "/topics")
+    again = admin.delete_topics([topic_name], request_timeout=WAIT_S)[topic_name]
+    assert _error_of(lambda: again.result(timeout=WAIT_S)).code() == KafkaError.UNKNOWN_TOPIC_OR_PART
+    internal = admin.delete_topics(["__consumer_offsets"], request_timeout=WAIT_S)["__consumer_offsets"]
+    assert _error_of(lambda: internal.result(timeout=WAIT_S)).code() == KafkaError.POLICY_VIOLATION
+
+
+# ---- the cluster, the other door, kcat --------------------------------------------------------------------
+
+
+def test_describe_cluster(kafka_broker: BrokerThread, admin: AdminClient) -> None:
+    cluster = admin.describe_cluster(request_timeout=WAIT_S).result(timeout=WAIT_S)
+    assert [(n.id, f"{n.host}:{n.port}") for n in cluster.nodes] == [(0, kafka_broker.kafka_bootstrap)]
+    assert cluster.controller.id == 0
+    assert cluster.cluster_id == _http(kafka_broker, "GET", "/v3/clusters")["data"][0]["cluster_id"]
+
+
+def test_a_topic_created_over_http_is_described_over_kafka(
+    kafka_broker: BrokerThread, admin: AdminClient, topic_name: str
+) -> None:
+    cluster_id = _http(kafka_broker, "GET", "/v3/clusters")["data"][0]["cluster_id"]
+    doc = {
+        "topic_name": topic_name,
+        "partitions_count": 2,
+        "configs": [{"name": "max.message.bytes", "value": "2000000"}],
+    }
+    _http(kafka_broker, "POST", f"/v3/clusters/{cluster_id}/topics", doc)
+    configs = _topic_configs(admin, topic_name)
+    assert configs["max.message.bytes"].value == "2000000"
+    assert _source(configs["max.message.bytes"]) == ConfigSource.DYNAMIC_TOPIC_CONFIG
+
+
+KCAT = shutil.which("kcat")
+
+
+@pytest.mark.skipif(KCAT is None, reason="kcat is not installed (make test installs it as root on Debian)")
+def test_kcat_lists_the_metadata(kafka_broker: BrokerThread, admin: AdminClient, topic_name: str) -> None:
+    assert KCAT is not None
+    _create(admin, NewTopic(topic_name, 2, 1))
+    listed = subprocess.run(
+        [KCAT, "-b", kafka_broker.kafka_bootstrap, "-L", "-J", "-m", "10"],
+        capture_output=True,
+        text=True,
+        timeout=WAIT_S,
+        check=True,
+    )
+    metadata = json.loads(listed.stdout)
+    assert [b["id"] for b in metadata["brokers"]] == [0]
+    topics = {t["topic"]: t for t in metadata["topics"]}
+    assert [p["leader"] for p in topics[topic_name]["partitions"]] == [0, 0]
