@@ -5,8 +5,11 @@ tell apart; topics created through one door seen through the other (the HTTP API
 
 from __future__ import annotations
 
+import io
 import json
 import shutil
+import socket
+import struct
 import subprocess
 import urllib.request
 from collections.abc import Iterator
@@ -19,6 +22,12 @@ from confluent_kafka.admin._config import AlterConfigOpType, ConfigEntry, Config
 from confluent_kafka.cimpl import NewPartitions, NewTopic
 from kafka import KafkaAdminClient
 from kafka import admin as kp
+from kio.index import load_response_schema
+from kio.schema.create_topics.v7.request import CreatableTopic, CreatableTopicConfig, CreateTopicsRequest
+from kio.schema.describe_configs.v4.request import DescribeConfigsRequest, DescribeConfigsResource
+from kio.schema.types import TopicName
+from kio.serial import entity_reader, entity_writer
+from kio.static.primitive import i8, i16, i32
 
 from tests.integration.broker import BrokerThread
 
@@ -330,3 +339,59 @@ def test_kcat_lists_the_metadata(kafka_broker: BrokerThread, admin: AdminClient,
     assert [b["id"] for b in metadata["brokers"]] == [0]
     topics = {t["topic"]: t for t in metadata["topics"]}
     assert [p["leader"] for p in topics[topic_name]["partitions"]] == [0, 0]
+
+
+# ---- the newest versions, over a raw socket ---------------------------------------------------------------
+
+
+def _read(sock: socket.socket, n: int) -> bytes:
+    data = b""
+    while len(data) < n:
+        chunk = sock.recv(n - len(data))
+        assert chunk, f"closed after {len(data)} of {n} bytes"
+        data += chunk
+    return data
+
+
+def _call(bootstrap: str, api_key: int, version: int, body: Any) -> Any:
+    """Send one flexible-version request (header v2) built from a kio entity; the decoded answer."""
+    buffer = io.BytesIO()
+    entity_writer(type(body))(buffer, body)
+    header = struct.pack(">hhih", api_key, version, 1, 1) + b"t" + b"\x00"
+    frame = header + buffer.getvalue()
+    host, port = bootstrap.rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=WAIT_S) as sock:
+        sock.sendall(struct.pack(">i", len(frame)) + frame)
+        size = struct.unpack(">i", _read(sock, 4))[0]
+        data = _read(sock, size)
+    assert struct.unpack_from(">i", data)[0] == 1
+    entity, _ = entity_reader(load_response_schema(api_key, version))(data, 5)  # correlation id, tag count
+    return entity
+
+
+def test_create_topics_v7_answers_the_topics_configs(kafka_broker: BrokerThread, topic_name: str) -> None:
+    topic = CreatableTopic(
+        name=TopicName(topic_name),
+        num_partitions=i32(2),
+        replication_factor=i16(-1),
+        assignments=(),
+        configs=(CreatableTopicConfig(name="retention.ms", value="1000"),),
+    )
+    answer = _call(kafka_broker.kafka_bootstrap, 19, 7, CreateTopicsRequest(topics=(topic,)))
+    (result,) = answer.topics
+    assert (result.error_code.value, result.num_partitions, result.replication_factor) == (0, 2, 1)
+    assert result.topic_id is None  # kio reads the zero UUID as None: tierlog assigns no topic ids
+    configs = {c.name: c for c in result.configs}
+    assert (configs["retention.ms"].value, configs["retention.ms"].config_source) == ("1000", 1)
+    assert configs["segment.bytes"].config_source == 5
+
+
+def test_describe_configs_v4_documents_and_types_each_config(kafka_broker: BrokerThread) -> None:
+    resource = DescribeConfigsResource(
+        resource_type=i8(4), resource_name="", configuration_keys=("log.retention.ms",)
+    )
+    body = DescribeConfigsRequest(resources=(resource,), include_synonyms=False, include_documentation=True)
+    (result,) = _call(kafka_broker.kafka_bootstrap, 32, 4, body).results
+    (config,) = result.configs
+    assert (config.name, config.read_only, config.config_type) == ("log.retention.ms", True, 5)  # LONG
+    assert config.documentation
