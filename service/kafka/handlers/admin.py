@@ -141,7 +141,7 @@ async def delete_topics(request: KafkaRequest, body: Any) -> Mapping[str, Any]:
     results = []
     for name in dict.fromkeys(body.topic_names):
         try:
-            if name.startswith("__"):
+            if broker.topic(name).is_internal:
                 message = f"Topic {name} is an internal topic and cannot be deleted."
                 results.append(
                     {"name": name, "error_code": ErrorCode.policy_violation, "error_message": message}
