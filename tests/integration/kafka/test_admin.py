@@ -13,6 +13,7 @@ import struct
 import subprocess
 import urllib.request
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -25,11 +26,12 @@ from kafka import admin as kp
 from kio.index import load_response_schema
 from kio.schema.create_topics.v7.request import CreatableTopic, CreatableTopicConfig, CreateTopicsRequest
 from kio.schema.describe_configs.v4.request import DescribeConfigsRequest, DescribeConfigsResource
+from kio.schema.describe_log_dirs.v4.request import DescribableLogDirTopic, DescribeLogDirsRequest
 from kio.schema.types import TopicName
 from kio.serial import entity_reader, entity_writer
 from kio.static.primitive import i8, i16, i32
 
-from tests.integration.broker import BrokerThread
+from tests.integration.broker import BrokerThread, StartThread
 
 pytestmark = pytest.mark.integration
 
@@ -48,10 +50,12 @@ def kp_admin(kafka_broker: BrokerThread) -> Iterator[KafkaAdminClient]:
     client.close()
 
 
-def _http(broker: BrokerThread, method: str, path: str, body: Any = None) -> Any:
+def _http(
+    broker: BrokerThread, method: str, path: str, body: Any = None, content_type: str = "application/json"
+) -> Any:
     data = None if body is None else json.dumps(body).encode()
     request = urllib.request.Request(broker.url + path, data=data, method=method)
-    request.add_header("Content-Type", "application/json")
+    request.add_header("Content-Type", content_type)
     with urllib.request.urlopen(request, timeout=WAIT_S) as answer:
         raw = answer.read()
     return json.loads(raw) if raw else None
@@ -395,3 +399,45 @@ def test_describe_configs_v4_documents_and_types_each_config(kafka_broker: Broke
     (config,) = result.configs
     assert (config.name, config.read_only, config.config_type) == ("log.retention.ms", True, 5)  # LONG
     assert config.documentation
+
+
+def test_describe_log_dirs_v4_sizes_each_partition(
+    kafka_broker: BrokerThread, admin: AdminClient, topic_name: str
+) -> None:
+    _create(admin, NewTopic(topic_name, 2, 1))
+    records = {"records": [{"value": {"n": n}} for n in range(10)]}
+    path = f"/topics/{topic_name}/partitions/1"
+    _http(kafka_broker, "POST", path, records, content_type="application/vnd.kafka.json.v2+json")
+    wanted = DescribableLogDirTopic(topic=TopicName(topic_name), partitions=(i32(0), i32(1)))
+    answer = _call(kafka_broker.kafka_bootstrap, 35, 4, DescribeLogDirsRequest(topics=(wanted,)))
+    (log_dir,) = answer.results
+    assert log_dir.total_bytes >= log_dir.usable_bytes > 0
+    (topic,) = log_dir.topics
+    sizes = {p.partition_index: (p.partition_size, p.offset_lag, p.is_future_key) for p in topic.partitions}
+    assert sizes[0] == (0, 0, False)
+    assert sizes[1][0] > 0 and sizes[1][1:] == (0, False)
+
+
+def test_a_one_broker_cluster_serves_the_admin_apis_through_its_metadata_store(
+    broker_threads: StartThread, tmp_path: Path, topic_name: str
+) -> None:
+    settings = {
+        "metadata.uri": f"file://{tmp_path / 'metadata.json'}",
+        "broker.id": "7",
+        "broker.session.timeout.ms": "6000",
+        "broker.heartbeat.interval.ms": "1000",
+    }
+    broker = broker_threads(settings)
+    admin = AdminClient({"bootstrap.servers": broker.kafka_bootstrap, "socket.timeout.ms": 10_000})
+    _create(admin, NewTopic(topic_name, 2, 1, config={"retention.ms": "3600000"}))
+    assert _topic_configs(admin, topic_name)["retention.ms"].value == "3600000"
+    two = NewTopic(topic_name + "-2", 1, 2)
+    assert _error_of(lambda: _create(admin, two)).code() == KafkaError.INVALID_REPLICATION_FACTOR
+    placed = NewTopic(topic_name + "-p", 1, -1, replica_assignment=[[7]])
+    assert _error_of(lambda: _create(admin, placed)).code() == KafkaError.INVALID_REPLICA_ASSIGNMENT
+    admin.create_partitions([NewPartitions(topic_name, 3)], request_timeout=WAIT_S)[topic_name].result(
+        timeout=WAIT_S
+    )
+    assert len(_http(broker, "GET", f"/topics/{topic_name}")["partitions"]) == 3
+    admin.delete_topics([topic_name], request_timeout=WAIT_S)[topic_name].result(timeout=WAIT_S)
+    assert topic_name not in _http(broker, "GET", "/topics")
