@@ -226,7 +226,7 @@ def incremental_updates(values: Mapping[str, str], ops: Sequence[ConfigOp]) -> d
                 f"Config value {op.name.lower()} is not allowed for config key: {o.name}"
             )
         current = [item for item in values[o.name].split(",") if item]
-        given = [item.strip() for item in o.value.split(",") if item.strip()]
+        given = list(dict.fromkeys(item.strip() for item in o.value.split(",") if item.strip()))
         if op == IncrementalOp.APPEND:
             merged = current + [item for item in given if item not in current]
         else:

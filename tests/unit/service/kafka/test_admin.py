@@ -99,7 +99,7 @@ def test_incremental_operations_become_updates() -> None:
     ops = [
         ConfigOp("retention.ms", IncrementalOp.SET, "1000"),
         ConfigOp("segment.ms", IncrementalOp.DELETE, None),
-        ConfigOp("cleanup.policy", IncrementalOp.APPEND, "compact,delete"),
+        ConfigOp("cleanup.policy", IncrementalOp.APPEND, "compact,delete,compact"),
     ]
     assert incremental_updates(VALUES, ops) == {
         "retention.ms": "1000",
