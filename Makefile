@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 EXTRAS ?= dev,spark,bench
 
-.PHONY: venv localstack run test test-fast lint format bench clean
+.PHONY: venv localstack kcat run test test-fast lint format bench clean
 
 venv: $(STAMP)
 
@@ -22,6 +22,18 @@ $(STAMP): pyproject.toml
 localstack:
 	@localstack/setup-venv.sh --optional
 
+# kcat (Debian's package) drives the Kafka listener's tests from the command line. When it is missing it is
+# installed with apt-get if this runs as root (CI runs as root on Debian); otherwise one line says so and the
+# kcat tests skip.
+kcat:
+	@command -v kcat >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    { DEBIAN_FRONTEND=noninteractive apt-get install -y -qq kcat >/dev/null 2>&1 \
+	      || { apt-get update -qq >/dev/null 2>&1 \
+	           && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq kcat >/dev/null 2>&1; }; } \
+	    || echo "kcat: apt-get install kcat failed; the kcat tests will skip" >&2; \
+	  else echo "kcat: not installed (installing it needs root and apt-get); the kcat tests will skip" >&2; fi; }
+
 run: venv
 	$(BIN)/tierlog serve $(ARGS)
 
@@ -30,10 +42,10 @@ run: venv
 TEST_WORKERS ?= 2
 XDIST := -n $(TEST_WORKERS) --dist loadfile
 
-test: venv localstack
+test: venv localstack kcat
 	$(BIN)/python -m pytest $(XDIST) $(PYTEST_ARGS)
 
-test-fast: venv localstack
+test-fast: venv localstack kcat
 	$(BIN)/python -m pytest $(XDIST) -m "not slow" $(PYTEST_ARGS)
 
 # The source folders as ruff sees them. mypy is strict (pyproject.toml) on the tierlog package (tierlog/ maps
