@@ -19,6 +19,7 @@ import sys
 from collections.abc import Callable
 from typing import IO, Any
 
+from tierlog.client.cli.health import EXIT_SKIPPED, FetchReporter, skipped_line
 from tierlog.client.consumer import AsyncConsumer
 from tierlog.client.producer import AsyncProducer
 from tierlog.client.progress import Progress
@@ -213,11 +214,14 @@ async def _consume_loop(consumer: AsyncConsumer, args: argparse.Namespace, field
     loop = asyncio.get_running_loop()
     printed = 0
     line = line_renderer(fields, args.encoding)
+    reporter = FetchReporter(sys.stderr, "tierlog consume", loop.time)
     idle_deadline = loop.time() + args.timeout_ms / 1000 if args.timeout_ms is not None else None
     while args.max_messages is None or printed < args.max_messages:
-        wait = 1.0 if idle_deadline is None else max(0.0, idle_deadline - loop.time())
+        # at most a second per poll, so that lost brokers and leaderless partitions are reported promptly
+        wait = 1.0 if idle_deadline is None else min(1.0, max(0.0, idle_deadline - loop.time()))
         limit = None if args.max_messages is None else args.max_messages - printed
         records = await consumer.poll(timeout=wait, max_records=limit)
+        reporter.check(consumer.fetch_problems())
         if records:
             text = "".join(line(r) + "\n" for r in records)
             sys.stdout.write(text)
@@ -231,6 +235,10 @@ async def _consume_loop(consumer: AsyncConsumer, args: argparse.Namespace, field
             break
     if not args.quiet:
         sys.stderr.write(f"consumed {printed} record(s)\n")
+    skipped = consumer.fetch_problems()
+    if skipped:
+        sys.stderr.write(skipped_line("tierlog consume", skipped))
+        return EXIT_SKIPPED
     return 0
 
 

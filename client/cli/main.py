@@ -218,7 +218,8 @@ async def _run(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run one client command; answer its exit code (0, 1, 2 or 130). Never raises for expected errors."""
+    """Run one client command; answer its exit code (0, 1, 2, 3 or 130: docs/client.md). Never raises for
+    expected errors."""
     raw = list(sys.argv[1:] if argv is None else argv)
     try:
         args = _parse(raw)
