@@ -247,7 +247,10 @@ class Sender:
                     base_sequence=batch.stamp.base_sequence if batch.stamp else -1,
                 )
                 if self._compression != Compression.NONE or batch.size >= _ENCODE_IN_THREAD_BYTES:
-                    batch.encoded = await asyncio.to_thread(encode)
+                    try:
+                        batch.encoded = await asyncio.to_thread(encode)
+                    except RuntimeError:  # no new threads once the interpreter exits (a close at exit)
+                        batch.encoded = encode()
                 else:
                     batch.encoded = encode()
             parts.append(batch.encoded)

@@ -35,7 +35,8 @@ SYNC_SCRIPT = """
 import sys
 from tierlog.client import Producer
 
-producer = Producer(sys.argv[1], linger_ms=50)
+# compressed: batches are encoded in a thread, which the interpreter no longer starts at exit
+producer = Producer(sys.argv[1], linger_ms=50, compression_type="zstd")
 for i in range(int(sys.argv[3])):
     producer.send(sys.argv[2], b"record %d" % i)
 """
