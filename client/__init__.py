@@ -22,6 +22,7 @@ from tierlog.client.errors import (
     NoOffsetForPartitionError,
     RequestTimeoutError,
 )
+from tierlog.client.exit_close import UnclosedProducerWarning
 from tierlog.client.producer import AsyncProducer
 from tierlog.client.security import ClientSecurity
 from tierlog.client.sync_consumer import Consumer
@@ -122,4 +123,6 @@ __all__ = [
     "ClientClosedError",
     "NoOffsetForPartitionError",
     "CommitFailedError",
+    # warnings
+    "UnclosedProducerWarning",
 ]

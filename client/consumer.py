@@ -29,7 +29,7 @@ from typing import Any
 
 from tierlog.client.config import ConsumerConfig
 from tierlog.client.errors import ClientClosedError, CommitFailedError
-from tierlog.client.fetcher import EARLIEST, LATEST, Fetcher
+from tierlog.client.fetcher import EARLIEST, LATEST, Fetcher, FetchProblem
 from tierlog.client.group import GroupMembership, Subscription
 from tierlog.client.router import Router
 from tierlog.client.types import ConsumerRecord, OffsetAndMetadata, OffsetAndTimestamp, TopicPartition
@@ -177,6 +177,12 @@ class AsyncConsumer:
     def assignment(self) -> set[TopicPartition]:
         """The partitions currently assigned (empty while a rebalance is under way)."""
         return set(self._fetcher.states) if self._fetcher is not None else set()
+
+    def fetch_problems(self) -> dict[TopicPartition, FetchProblem]:
+        """The assigned partitions not being read now because their fetches fail with retriable errors
+        (broker unreachable, no leader), each with the broker last tried, the error and since when. The
+        consumer keeps retrying them; a fetch that succeeds removes its partition. No I/O."""
+        return self._fetcher.fetch_problems() if self._fetcher is not None else {}
 
     def subscription(self) -> set[str]:
         """The subscribed topic names (empty for a pattern subscription or manual assignment)."""

@@ -7,6 +7,10 @@ keeping at most ``prefetch_batches`` fetch answers buffered, so the broker (loca
 while the application processes the previous answer. ``poll`` takes records from the buffers round-robin and
 moves each partition's *position* (the next offset it will hand out); the fetch offset runs ahead of it.
 
+A partition whose fetches keep failing with retriable errors (its broker unreachable, no leader) is retried
+with backoff; until one succeeds, :meth:`Fetcher.fetch_problems` names it with the broker it last tried and
+the error (the CLI reports them; the library only logs at debug level).
+
 A seek, a reset or a revoke bumps the partition's epoch and restarts its task; answers of an older epoch are
 dropped. An out-of-range fetch applies ``auto_offset_reset`` (earliest: the log start, latest: the log end;
 none: the error is raised by the next ``poll``). Everything runs on the consumer's loop; not thread-safe.
@@ -33,7 +37,7 @@ from tierlog.tiering.log.waits import wait_signalled
 from tierlog.wire.errors import OffsetOutOfRangeError, TierlogError
 from tierlog.wire.native import EARLIEST, LATEST
 
-__all__ = ["EARLIEST", "LATEST", "Fetcher", "PartitionState", "decode_records"]
+__all__ = ["EARLIEST", "LATEST", "FetchProblem", "Fetcher", "PartitionState", "decode_records"]
 
 log = logging.getLogger("tierlog.client.consumer")
 COMMITTED = -3
@@ -78,6 +82,16 @@ async def _list_offset(leader: BrokerClient, *, tp: TopicPartition, timestamp: i
     return await leader.list_offset(tp.topic, tp.partition, timestamp)
 
 
+@dataclass(frozen=True, slots=True)
+class FetchProblem:
+    """Why a partition is not being read now: its fetches fail with a retriable ``error`` since ``since``
+    (the consumer loop's clock), last tried against ``url`` (the last leader known; None before any)."""
+
+    url: str | None
+    error: TierlogError
+    since: float
+
+
 @dataclass(eq=False)
 class PartitionState:
     """What the consumer knows about one assigned partition."""
@@ -94,6 +108,8 @@ class PartitionState:
     error: TierlogError | None = None
     high_watermark: int = -1
     paused: bool = False
+    leader_url: str | None = None
+    problem: FetchProblem | None = None
 
 
 class Fetcher:
@@ -214,11 +230,13 @@ class Fetcher:
                 continue
             url: str | None = None
             try:
+                # the leader first: a partition without one fails here at once (and is reported as such)
+                # rather than inside the list-offsets retries of resolve()
+                leader = await self._router.leader_for(state.tp)
+                url = state.leader_url = leader.base_url
                 if state.fetch_offset is None:
                     state.fetch_offset = await self.resolve(state)
                 offset = state.fetch_offset
-                leader = await self._router.leader_for(state.tp)
-                url = leader.base_url
                 answer = await leader.fetch(
                     state.tp.topic,
                     state.tp.partition,
@@ -240,6 +258,7 @@ class Fetcher:
                 if not err.retriable or isinstance(err, NoOffsetForPartitionError):
                     self._fail(state, err)
                     return
+                self._note_problem(state, err)
                 hinted = self._router.note_error(state.tp, err, url)
                 wait = (
                     0.0
@@ -253,11 +272,23 @@ class Fetcher:
             if epoch != state.epoch:
                 return
             attempt = 0
+            state.problem = None
             state.high_watermark = answer.high_watermark
             state.fetch_offset = next_offset
             if records:
                 state.buffer.append(records)
                 self.data_ready.set()
+
+    @staticmethod
+    def _note_problem(state: PartitionState, err: TierlogError) -> None:
+        since = state.problem.since if state.problem is not None else asyncio.get_running_loop().time()
+        state.problem = FetchProblem(state.leader_url, err, since)
+
+    def fetch_problems(self) -> dict[TopicPartition, FetchProblem]:
+        """The assigned partitions whose fetches fail now (retrying), and why. Pure read; no I/O."""
+        return {
+            tp: s.problem for tp, s in self.states.items() if s.problem is not None and s.task is not None
+        }
 
     def _reset_out_of_range(self, state: PartitionState, err: OffsetOutOfRangeError) -> bool:
         policy = self._config.auto_offset_reset

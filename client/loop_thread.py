@@ -28,6 +28,7 @@ class LoopThread:
         self.loop = asyncio.new_event_loop()
         self._started = threading.Event()
         self._closed = False
+        self._kept: set[asyncio.Task[Any]] = set()
         self._thread = threading.Thread(target=self._main, name=name, daemon=True)
         self._thread.start()
         self._started.wait()
@@ -46,6 +47,13 @@ class LoopThread:
             self.loop.run_until_complete(self.loop.shutdown_asyncgens())
             self.loop.run_until_complete(self.loop.shutdown_default_executor())
             self.loop.close()
+
+    def keep(self, task: asyncio.Task[T]) -> asyncio.Task[T]:
+        """Hold a strong reference to ``task`` until it is done, so that it (and what it refers to) lives as
+        long as the loop runs it. Call on the loop thread. Answers ``task``."""
+        self._kept.add(task)
+        task.add_done_callback(self._kept.discard)
+        return task
 
     @property
     def in_loop_thread(self) -> bool:

@@ -28,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+import warnings
 from collections.abc import Iterable
 from typing import Any
 
@@ -45,6 +46,7 @@ from tierlog.client.backoff import backoff_seconds
 from tierlog.client.config import ProducerConfig
 from tierlog.client.delivery import FutureRecordMetadata
 from tierlog.client.errors import BufferExhaustedError, ClientClosedError
+from tierlog.client.exit_close import UnclosedProducerWarning
 from tierlog.client.idempotence import IdempotenceState
 from tierlog.client.router import Router
 from tierlog.client.sender import Sender
@@ -69,6 +71,55 @@ except ImportError:  # pragma: no cover - the pure codec's fallback already warn
 __all__ = ["AsyncProducer", "to_bytes", "to_headers"]
 
 HeadersArg = Iterable[tuple[str, bytes | str | None]] | dict[str, bytes | str | None] | None
+# Sender tasks of started producers, held until done: a producer dropped without close() must not leave a
+# pending task for the garbage collector (asyncio's "Task was destroyed but it is pending!").
+_SENDERS: set[asyncio.Task[None]] = set()
+
+
+class _Lifecycle:
+    """Whether the producer's owner called close(); shared with its sender task, which outlives a producer
+    dropped without close()."""
+
+    __slots__ = ("closed",)
+
+    def __init__(self) -> None:
+        self.closed = False
+
+
+async def _run_sender(sender: Sender, router: Router, life: _Lifecycle) -> None:
+    """The sender task: ``sender.run()``, and, for a producer its owner never closed, the close it missed.
+
+    Cancelled while the producer is open (its event loop is stopping: ``asyncio.run`` cancels every task),
+    it fails what is unsent with ClientClosedError, closes the connections and warns how many records were
+    lost (:class:`UnclosedProducerWarning`). After a dropped producer's flush (``__del__``) it closes the
+    connections and leaves a ResourceWarning.
+    """
+    try:
+        await sender.run()
+    except asyncio.CancelledError:
+        if not life.closed:
+            before = sender.failed_records
+            await sender.abort(ClientClosedError("the event loop stopped before the producer was closed"))
+            await router.close()
+            _warn_unclosed(sender.failed_records - before)
+        raise
+    if not life.closed:
+        await router.close()
+        _warn_unclosed(0)
+
+
+def _warn_unclosed(lost: int) -> None:
+    advice = "await producer.close(), or use `async with AsyncProducer(...) as producer:`"
+    if lost:
+        message = f"a tierlog AsyncProducer was not closed: {lost} record(s) were not delivered ({advice})"
+        warnings.warn(message, UnclosedProducerWarning, stacklevel=1)
+    else:
+        warnings.warn(f"a tierlog AsyncProducer was not closed ({advice})", ResourceWarning, stacklevel=1)
+
+
+def _flush_abandoned(acc: RecordAccumulator) -> None:
+    acc.closing = True
+    acc.wakeup.set()
 
 
 def to_bytes(value: Any, what: str) -> bytes | None:
@@ -126,6 +177,7 @@ class AsyncProducer:
         # send's common case in C once started (None before, after close, and with the pure codec)
         self._lane: _sendlane.SendLane | None = None
         self._closed = False
+        self._life = _Lifecycle()
 
     async def __aenter__(self) -> AsyncProducer:
         await self.start()
@@ -133,6 +185,15 @@ class AsyncProducer:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
+
+    def __del__(self) -> None:
+        # Dropped while open: the sender task (held by _SENDERS) sends what is queued, then closes the
+        # connections and warns; if the loop stops first, it fails the rest and warns with their count.
+        life = getattr(self, "_life", None)  # absent when the constructor raised
+        if life is None or life.closed or self._acc is None or self._loop is None:
+            return
+        with contextlib.suppress(RuntimeError):  # the loop is closed: nothing can be sent any more
+            self._loop.call_soon_threadsafe(_flush_abandoned, self._acc)
 
     async def start(self) -> None:
         """Open the connection pool and start the sender task. Idempotent; ``send`` calls it."""
@@ -157,7 +218,11 @@ class AsyncProducer:
             idempotence=IdempotenceState() if self.config.enable_idempotence else None,
             idempotence_required=self._idempotence_explicit,
         )
-        self._sender_task = asyncio.create_task(self._sender.run(), name="tierlog producer sender")
+        self._sender_task = asyncio.create_task(
+            _run_sender(self._sender, self._router, self._life), name="tierlog producer sender"
+        )
+        _SENDERS.add(self._sender_task)
+        self._sender_task.add_done_callback(_SENDERS.discard)
         native = _accel.native
         config = self.config
         if (
@@ -340,6 +405,11 @@ class AsyncProducer:
         return state.identity if state is not None else None
 
     @property
+    def failed_records(self) -> int:
+        """How many records this producer failed to deliver so far (expired, refused or aborted by close)."""
+        return self._sender.failed_records if self._sender is not None else 0
+
+    @property
     def fatal_error(self) -> TierlogError | None:
         """The error every send fails with once the producer was fenced, or None. Safe from any thread."""
         return self._sender.fatal if self._sender is not None else None
@@ -452,6 +522,7 @@ class AsyncProducer:
         if self._closed:
             return
         self._closed = True
+        self._life.closed = True
         lane, self._lane = self._lane, None
         if lane is not None:
             lane.close()

@@ -85,6 +85,8 @@ class Sender:
         self._in_flight: set[TopicPartition] = set()
         self._per_broker: dict[str, int] = {}
         self._tasks: set[asyncio.Task[None]] = set()
+        # records whose delivery failed (expired, aborted, refused), counted once each; read by close()
+        self.failed_records = 0
 
     async def run(self) -> None:
         """Send until the accumulator is closing and empty. Cancel to stop at once (see :meth:`abort`)."""
@@ -100,6 +102,7 @@ class Sender:
                 if self.idempotence is not None:
                     self.idempotence.on_failure(batch.stamp, expired)
             if self.fatal is not None:
+                self._count_queued_failures()
                 for batch in acc.abort_all(self.fatal):
                     await self._finish(batch, self.fatal)
             ready, delay = acc.ready(now, self._in_flight)
@@ -204,6 +207,7 @@ class Sender:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+        self._count_queued_failures()
         for batch in self._acc.abort_all(error):
             await self._finish(batch, error)
         for batch in list(self._acc.incomplete):
@@ -215,11 +219,17 @@ class Sender:
             f"not acknowledged within delivery_timeout_ms={self._config.delivery_timeout_ms}"
         )
 
+    def _count_queued_failures(self) -> None:
+        """Count the queued batches' records as failed before ``abort_all`` settles them."""
+        self.failed_records += sum(len(b.records) for b in self._acc if not b.settled)
+
     async def _finish(self, batch: ProducerBatch, error: Exception | None = None) -> None:
         if batch not in self._acc.incomplete:
             return
         self._acc.incomplete.discard(batch)
         if error is not None:
+            if not batch.settled:
+                self.failed_records += len(batch.records)
             batch.fail(error)
         await self._acc.release(batch.size)
 
@@ -236,7 +246,10 @@ class Sender:
                     base_sequence=batch.stamp.base_sequence if batch.stamp else -1,
                 )
                 if self._compression != Compression.NONE or batch.size >= _ENCODE_IN_THREAD_BYTES:
-                    batch.encoded = await asyncio.to_thread(encode)
+                    try:
+                        batch.encoded = await asyncio.to_thread(encode)
+                    except RuntimeError:  # no new threads once the interpreter exits (a close at exit)
+                        batch.encoded = encode()
                 else:
                     batch.encoded = encode()
             parts.append(batch.encoded)

@@ -6,6 +6,9 @@ buffers are full (``max_block_ms``), as Kafka's producer does:
     producer.send("t", b"v")                          # fire and forget
     producer.send("t", b"v").get(timeout=10)           # synchronous send: wait for the metadata
     producer.send("t", b"v").add_callback(on_ok).add_errback(on_error)   # asynchronous send
+
+A producer its user leaves open stays alive (its I/O thread holds it) and is closed at interpreter exit with
+a bounded wait, warning how many records were not delivered (:mod:`tierlog.client.exit_close`).
 """
 
 from __future__ import annotations
@@ -15,11 +18,13 @@ import concurrent.futures
 import contextlib
 import threading
 import time
+import warnings
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from tierlog.client import exit_close
 from tierlog.client.accumulator import Callback
 from tierlog.client.errors import BufferExhaustedError, ClientClosedError
 from tierlog.client.loop_thread import LoopThread
@@ -88,7 +93,9 @@ class Producer:
     partition, no metadata) fail the record's future and run its callback.
 
     Every method is thread-safe (several threads may ``send`` at once). ``close`` flushes, stops the I/O
-    thread and joins it; it is idempotent.
+    thread and joins it; it is idempotent. A producer never closed is closed at interpreter exit, waiting at
+    most :func:`~tierlog.client.exit_close.exit_close_timeout` seconds (``delivery_timeout_ms``, at most
+    5 s), and an :class:`~tierlog.client.exit_close.UnclosedProducerWarning` names the records it lost.
 
     Raises (from the constructor): InvalidRequestError for an unknown option or a bad value.
     """
@@ -99,6 +106,7 @@ class Producer:
         self._handoff: deque[_Handoff] = deque()
         self._handoff_limit = min(self.config.buffer_memory, HANDOFF_BYTES)
         self._handoff_bytes = 0
+        self._handoff_failures = 0
         self._blocked = 0
         self._room = threading.Condition()
         self._closed = False
@@ -111,10 +119,15 @@ class Producer:
         except BaseException:
             self._thread.close()
             raise
+        exit_close.track(self)
 
     async def _start(self) -> None:
         await self._core.start()
-        self._drainer = asyncio.create_task(self._drain_forever(), name="tierlog producer hand-off")
+        # The I/O thread keeps the task, and through it this producer, alive until close: a producer
+        # dropped without close is closed at exit (exit_close) rather than collected with pending tasks.
+        self._drainer = self._thread.keep(
+            asyncio.create_task(self._drain_forever(), name="tierlog producer hand-off")
+        )
 
     def __enter__(self) -> Producer:
         return self
@@ -188,14 +201,22 @@ class Producer:
                     item.topic, item.record, item.size, item.target, item.partition, item.callback
                 )
             except TierlogError as err:
-                item.target.set_exception(err)
-                if item.callback is not None:
-                    item.callback(None, err)
+                self._fail_handoff(item, err)
+            except asyncio.CancelledError:  # close's deadline passed while the record waited
+                self._fail_handoff(item, ClientClosedError("the producer closed before the record was sent"))
+                raise
             finally:
                 with self._room:
                     self._handoff_bytes -= item.size
                     if self._blocked:
                         self._room.notify_all()
+
+    def _fail_handoff(self, item: _Handoff, err: TierlogError) -> None:
+        self._handoff_failures += 1
+        if not item.target.done():
+            item.target.set_exception(err)
+        if item.callback is not None:
+            item.callback(None, err)
 
     async def _flush(self, timeout: float | None) -> None:  # noqa: ASYNC109 - passed on to flush()
         async with self._drain_lock:
@@ -210,21 +231,63 @@ class Producer:
         """The partition ids of ``topic``. Raises as :meth:`AsyncProducer.partitions_for`."""
         return self._thread.run(self._core.partitions_for(topic))
 
-    async def _close(self, timeout: float | None) -> None:  # noqa: ASYNC109 - passed on to close()
+    async def _drain_locked(self) -> None:
         async with self._drain_lock:
             await self._drain()
+
+    async def _close(self, timeout: float | None) -> None:  # noqa: ASYNC109 - passed on to close()
+        loop = asyncio.get_running_loop()
+        deadline = None if timeout is None else loop.time() + timeout
+        with contextlib.suppress(TimeoutError):  # records still waiting for metadata or room fail below
+            await asyncio.wait_for(self._drain_locked(), timeout)
         drainer, self._drainer = self._drainer, None
         if drainer is not None:
             drainer.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await drainer
-        await self._core.close(timeout)
+        while self._handoff:
+            item = self._handoff.popleft()
+            self._fail_handoff(item, ClientClosedError("the producer closed before the record was sent"))
+        await self._core.close(None if deadline is None else max(0.0, deadline - loop.time()))
 
     def close(self, timeout: float | None = None) -> None:
-        """Flush (up to ``timeout`` seconds), stop the I/O thread and join it. Idempotent."""
+        """Flush (up to ``timeout`` seconds in all), stop the I/O thread and join it. Records not sent
+        within ``timeout`` fail with ClientClosedError. Idempotent."""
+        exit_close.untrack(self)
         with self._room:
             self._closed = True
         if not self._thread.in_loop_thread:
             with contextlib.suppress(ClientClosedError):
                 self._thread.run(self._close(timeout))
         self._thread.close()
+
+    @property
+    def failed_records(self) -> int:
+        """How many records this producer failed to deliver so far (their futures hold the errors)."""
+        return self._core.failed_records + self._handoff_failures
+
+    def close_at_exit(self) -> None:
+        """Close a producer its user left open, at interpreter exit: wait at most
+        :func:`~tierlog.client.exit_close.exit_close_timeout` seconds, then warn how many records were not
+        delivered (:class:`~tierlog.client.exit_close.UnclosedProducerWarning`), or, with none lost, a
+        ResourceWarning naming ``close()``. Idempotent."""
+        if self._closed:
+            return
+        bound = exit_close.exit_close_timeout(self.config.delivery_timeout_ms)
+        before = self.failed_records
+        self.close(bound)
+        lost = self.failed_records - before
+        if lost:
+            warnings.warn(
+                f"a tierlog Producer was not closed: at interpreter exit {lost} record(s) were not delivered "
+                f"within {bound:g} s (call flush() or close(), or use `with Producer(...) as producer:`)",
+                exit_close.UnclosedProducerWarning,
+                stacklevel=1,
+            )
+        else:
+            warnings.warn(
+                "a tierlog Producer was not closed; it was flushed and closed at interpreter exit "
+                "(call close(), or use `with Producer(...) as producer:`)",
+                ResourceWarning,
+                stacklevel=1,
+            )

@@ -2,8 +2,10 @@
 
 ``produce`` reads lines (stdin or ``--file``) off the event loop in chunks, sends each line as one record
 (split into key and value at the first ``--key-separator``), and shows a progress bar with rates on a
-terminal for large inputs. ``consume`` prints one JSON object per record with the ``--format`` fields;
-keys, values and header values are UTF-8 text (``--encoding text``, invalid bytes replaced) or base64.
+terminal for large inputs. ``consume`` prints one line per record: a JSON object of the ``--format``
+fields, or, when the format names one field (``--format value``), that field's plain text, as Kafka's
+console consumer prints values; ``--format json`` is every field. Keys, values and header values are UTF-8
+text (``--encoding text``, invalid bytes replaced) or base64.
 """
 
 from __future__ import annotations
@@ -14,15 +16,17 @@ import base64
 import json
 import os
 import sys
+from collections.abc import Callable
 from typing import IO, Any
 
+from tierlog.client.cli.health import EXIT_SKIPPED, FetchReporter, skipped_line
 from tierlog.client.consumer import AsyncConsumer
 from tierlog.client.producer import AsyncProducer
 from tierlog.client.progress import Progress
 from tierlog.client.types import ConsumerRecord, RecordMetadata, TopicPartition
 from tierlog.wire.errors import NO_KAFKA_EQUIVALENT, InvalidRequestError
 
-__all__ = ["FIELDS", "run_produce", "run_consume", "render"]
+__all__ = ["FIELDS", "line_renderer", "parse_format", "render", "render_plain", "run_produce", "run_consume"]
 
 FIELDS = ("topic", "partition", "offset", "timestamp", "timestamp_type", "key", "value", "headers")
 DEFAULT_FORMAT = "partition,offset,timestamp,key,value,headers"
@@ -137,12 +141,34 @@ def render(record: ConsumerRecord, fields: list[str], encoding: str) -> str:
     return json.dumps(out, ensure_ascii=False, separators=(",", ":"))
 
 
+def render_plain(record: ConsumerRecord, field: str, encoding: str) -> str:
+    """One field of ``record`` as plain text: key and value as text (or base64), ``null`` for none (as
+    Kafka's console consumer prints it), headers as a JSON array, numbers and the topic as they are. Pure."""
+    if field in ("key", "value"):
+        text = _text(getattr(record, field), encoding)
+        return "null" if text is None else text
+    if field == "headers":
+        return json.dumps([[k, _text(v, encoding)] for k, v in record.headers], ensure_ascii=False)
+    return str(getattr(record, field))
+
+
+def line_renderer(fields: list[str], encoding: str) -> Callable[[ConsumerRecord], str]:
+    """How ``consume`` prints a record with ``fields``: one field as plain text, several as JSON. Pure."""
+    if len(fields) == 1:
+        field = fields[0]
+        return lambda record: render_plain(record, field, encoding)
+    return lambda record: render(record, fields, encoding)
+
+
 def parse_format(spec: str) -> list[str]:
-    """The field list of ``--format``. Raises InvalidRequestError for an unknown field."""
+    """The field list of ``--format``: comma-separated fields, or ``json`` for all of them. Raises
+    InvalidRequestError for an unknown field."""
+    if spec.strip() == "json":
+        return list(FIELDS)
     fields = [f.strip() for f in spec.split(",") if f.strip()]
     unknown = [f for f in fields if f not in FIELDS]
     if unknown or not fields:
-        raise InvalidRequestError(f"--format fields must be among {', '.join(FIELDS)}; got {spec!r}")
+        raise InvalidRequestError(f"--format must be json or fields among {', '.join(FIELDS)}; got {spec!r}")
     return fields
 
 
@@ -188,13 +214,17 @@ async def _assign(consumer: AsyncConsumer, args: argparse.Namespace) -> None:
 async def _consume_loop(consumer: AsyncConsumer, args: argparse.Namespace, fields: list[str]) -> int:
     loop = asyncio.get_running_loop()
     printed = 0
+    line = line_renderer(fields, args.encoding)
+    reporter = FetchReporter(sys.stderr, "tierlog consume", loop.time)
     idle_deadline = loop.time() + args.timeout_ms / 1000 if args.timeout_ms is not None else None
     while args.max_messages is None or printed < args.max_messages:
-        wait = 1.0 if idle_deadline is None else max(0.0, idle_deadline - loop.time())
+        # at most a second per poll, so that lost brokers and leaderless partitions are reported promptly
+        wait = 1.0 if idle_deadline is None else min(1.0, max(0.0, idle_deadline - loop.time()))
         limit = None if args.max_messages is None else args.max_messages - printed
         records = await consumer.poll(timeout=wait, max_records=limit)
+        reporter.check(consumer.fetch_problems())
         if records:
-            text = "".join(render(r, fields, args.encoding) + "\n" for r in records)
+            text = "".join(line(r) + "\n" for r in records)
             sys.stdout.write(text)
             sys.stdout.flush()
             printed += len(records)
@@ -206,6 +236,10 @@ async def _consume_loop(consumer: AsyncConsumer, args: argparse.Namespace, field
             break
     if not args.quiet:
         sys.stderr.write(f"consumed {printed} record(s)\n")
+    skipped = consumer.fetch_problems()
+    if skipped:
+        sys.stderr.write(skipped_line("tierlog consume", skipped))
+        return EXIT_SKIPPED
     return 0
 
 

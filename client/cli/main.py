@@ -127,7 +127,9 @@ def _produce_parser(commands: argparse._SubParsersAction[_Parser], common: _Pars
 
 
 def _consume_parser(commands: argparse._SubParsersAction[_Parser], common: _Parser) -> None:
-    consume = commands.add_parser("consume", parents=[common], help="print records as JSON lines")
+    consume = commands.add_parser(
+        "consume", parents=[common], help="print records as JSON lines (or one field's text)"
+    )
     consume.add_argument("topic")
     consume.add_argument("--from-beginning", action="store_true", help="start at the earliest offset")
     consume.add_argument("--offset", help="start offset (a number, earliest or latest); needs --partition")
@@ -137,7 +139,8 @@ def _consume_parser(commands: argparse._SubParsersAction[_Parser], common: _Pars
     consume.add_argument("--timeout-ms", type=int, help="exit when no record arrives for this long")
     consume.add_argument(
         "--format", default=DEFAULT_FORMAT,
-        help="comma-separated fields: topic,partition,offset,timestamp,timestamp_type,key,value,headers",
+        help="json (every field), or comma-separated fields among topic,partition,offset,timestamp,"
+        "timestamp_type,key,value,headers; one field prints its plain text (--format value)",
     )  # fmt: skip
     consume.add_argument("--encoding", choices=("text", "base64"), default="text", help="for keys and values")
     consume.add_argument("--quiet", action="store_true", help="no summary line on stderr")
@@ -215,7 +218,8 @@ async def _run(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run one client command; answer its exit code (0, 1, 2 or 130). Never raises for expected errors."""
+    """Run one client command; answer its exit code (0, 1, 2, 3 or 130: docs/client.md). Never raises for
+    expected errors."""
     raw = list(sys.argv[1:] if argv is None else argv)
     try:
         args = _parse(raw)

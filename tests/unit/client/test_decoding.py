@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tierlog.client.cli.data import parse_format, render
+from tierlog.client.cli.data import FIELDS, line_renderer, parse_format, render, render_plain
 from tierlog.client.fetcher import decode_records
 from tierlog.client.types import LOG_APPEND_TIME, ConsumerRecord, TopicPartition
 from tierlog.tiering.codec import _accel
@@ -96,7 +96,20 @@ def test_render_picks_fields_in_order_and_encodes_bytes() -> None:
     assert base64.b64decode(encoded["key"]) == b"\xff"
 
 
+def test_one_field_renders_as_plain_text_and_several_as_json() -> None:
+    record = ConsumerRecord("t", 1, 5, 99, 0, None, "é".encode(), (("h", b"v"),))
+    assert render_plain(record, "value", "text") == "é"
+    assert render_plain(record, "key", "text") == "null"
+    assert render_plain(record, "offset", "text") == "5"
+    assert render_plain(record, "topic", "text") == "t"
+    assert json.loads(render_plain(record, "headers", "text")) == [["h", "v"]]
+    assert base64.b64decode(render_plain(record, "value", "base64")) == "é".encode()
+    assert line_renderer(["value"], "text")(record) == "é"
+    assert json.loads(line_renderer(["offset", "value"], "text")(record)) == {"offset": 5, "value": "é"}
+
+
 def test_format_fields_are_checked() -> None:
+    assert parse_format("json") == list(FIELDS)
     assert parse_format("value, key") == ["value", "key"]
     with pytest.raises(InvalidRequestError, match="colour"):
         parse_format("value,colour")
