@@ -20,7 +20,7 @@ from typing import IO
 
 from tierlog.client.fetcher import FetchProblem
 from tierlog.client.types import TopicPartition
-from tierlog.tiering.errors import LeaderNotAvailableError
+from tierlog.wire.errors import LeaderNotAvailableError
 
 __all__ = ["EXIT_SKIPPED", "REPEAT_EVERY_S", "REPORT_AFTER_S", "FetchReporter", "skipped_line"]
 

@@ -8,7 +8,7 @@ from tierlog.client.cli.health import REPEAT_EVERY_S, REPORT_AFTER_S, FetchRepor
 from tierlog.client.errors import BrokerUnavailableError
 from tierlog.client.fetcher import FetchProblem
 from tierlog.client.types import TopicPartition
-from tierlog.tiering.errors import LeaderNotAvailableError
+from tierlog.wire.errors import LeaderNotAvailableError
 
 URL = "http://127.0.0.1:8082"
 T0, T1, T3 = TopicPartition("t", 0), TopicPartition("t", 1), TopicPartition("t", 3)
