@@ -39,6 +39,7 @@ from tierlog.service.kafka.messages import (
     shape,
 )
 from tierlog.service.metrics import Sample
+from tierlog.wire.errors import TierlogError
 
 if TYPE_CHECKING:
     from tierlog.service.metrics import Metrics
@@ -294,14 +295,26 @@ class KafkaListener:
             encoded = encode_response(shape(response_class(fixed.api_key, fixed.api_version), answer))
         except asyncio.CancelledError:
             raise
-        except Exception:
-            self._closed("error")
-            log.exception(
-                "Kafka %s v%d from %s:%d failed; closing the connection",
-                served.name,
-                fixed.api_version,
-                *peer,
-            )
+        except Exception as err:
+            if isinstance(err, TierlogError) and err.retriable:
+                # a passing refusal with no field for it in this API's answer (a broker that is starting
+                # or stopping): the client reconnects and retries, as after Kafka's disconnect
+                self._closed("retriable")
+                log.warning(
+                    "Kafka %s v%d from %s:%d not served, closing the connection: %s",
+                    served.name,
+                    fixed.api_version,
+                    *peer,
+                    err,
+                )
+            else:  # a bug: whatever the domain refuses belongs in the answer
+                self._closed("error")
+                log.exception(
+                    "Kafka %s v%d from %s:%d failed; closing the connection",
+                    served.name,
+                    fixed.api_version,
+                    *peer,
+                )
             raise _Close from None
         elapsed = time.perf_counter() - started
         if elapsed > 5:

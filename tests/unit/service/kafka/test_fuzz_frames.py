@@ -6,7 +6,11 @@ else, and never abort the process (kio's native reader does on some counts unles
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import datetime
 import io
+import types
+import typing
 from typing import Any
 
 import pytest
@@ -21,8 +25,6 @@ from tierlog.service.kafka.apis import REGISTRY
 from tierlog.service.kafka.frames import FrameError, parse_request_header
 from tierlog.service.kafka.messages import DecodeError, check_lengths, decode_request
 
-st.register_type_strategy(Records, st.binary(max_size=64).map(Records))
-
 SERVED = sorted((a.key, v) for a in REGISTRY.values() for v in range(a.min_version, a.max_version + 1))
 METADATA_V9 = 3, 9
 
@@ -33,10 +35,50 @@ def request_bytes(key: int, version: int, entity: Any) -> bytes:
     return buffer.getvalue()
 
 
+_SMALL = {
+    # waits a valid request may ask for (fetch's max wait, produce's timeout, a rebalance): short, so a
+    # fuzzed request is answered within the fuzzer's bound
+    "timedelta_i32": st.integers(0, 50).map(lambda ms: datetime.timedelta(milliseconds=ms)),
+    "timedelta_i64": st.integers(0, 50).map(lambda ms: datetime.timedelta(milliseconds=ms)),
+    "records": st.binary(max_size=64).map(Records),
+    "bytes": st.binary(max_size=64),
+}
+
+
+def _value(field_type: Any, kafka_type: str | None) -> st.SearchStrategy[Any]:
+    args = typing.get_args(field_type)
+    if typing.get_origin(field_type) in (typing.Union, types.UnionType) and type(None) in args:
+        (inner,) = (a for a in args if a is not type(None))
+        return st.none() | _value(inner, kafka_type)
+    if typing.get_origin(field_type) is tuple:
+        return st.lists(_value(args[0], kafka_type), max_size=3).map(tuple)
+    if dataclasses.is_dataclass(field_type):
+        return entities(typing.cast(type[Any], field_type))
+    if kafka_type in _SMALL:
+        return _SMALL[kafka_type]
+    return st.from_type(field_type)
+
+
+_ENTITIES: dict[type[Any], st.SearchStrategy[Any]] = {}
+
+
+def entities(cls: type[Any]) -> st.SearchStrategy[Any]:
+    """Valid entities of kio's schema class ``cls``, built from its dataclass fields: at most three items
+    an array, small bytes and records, short waits."""
+    found = _ENTITIES.get(cls)
+    if found is None:
+        hints = typing.get_type_hints(cls)
+        fields = {
+            f.name: _value(hints[f.name], f.metadata.get("kafka_type")) for f in dataclasses.fields(cls)
+        }
+        found = _ENTITIES[cls] = st.builds(cls, **fields)
+    return found
+
+
 def served_requests() -> st.SearchStrategy[tuple[int, int, Any]]:
     """A valid request entity of a served API key and version, from kio's schema."""
     return st.sampled_from(SERVED).flatmap(
-        lambda kv: st.tuples(st.just(kv[0]), st.just(kv[1]), st.from_type(load_request_schema(*kv)))
+        lambda kv: st.tuples(st.just(kv[0]), st.just(kv[1]), entities(load_request_schema(*kv)))
     )
 
 
