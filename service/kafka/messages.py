@@ -19,12 +19,12 @@ import types
 import typing
 import uuid
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from kio.index import load_request_schema, load_response_schema
 from kio.schema.errors import ErrorCode
 from kio.serial import entity_reader, entity_writer
-from kio.serial._introspect import EntityField, EntityTupleField, classify_field, is_optional
 from kio.serial.errors import SerialError
 
 __all__ = [
@@ -104,6 +104,41 @@ _VARINTS = ("uvarint", "uvarlong", "svarint", "svarlong")
 _MAX_LENGTH = 2**31 - 1  # Kafka's lengths and counts are int32s, compact ones included
 
 
+@dataclass(frozen=True, slots=True)
+class _Step:
+    """How one field is encoded: its kafka type (None for entities), whether it is an array, the entity
+    class of it or of its items, whether the entity may be null (a marker byte precedes it)."""
+
+    kafka_type: str
+    array: bool
+    nested: type[Any] | None
+    nullable: bool
+
+
+_LAYOUTS: dict[type[Any], tuple[bool, tuple[_Step, ...], dict[int, _Step]]] = {}
+
+
+def _layout(cls: type[Any]) -> tuple[bool, tuple[_Step, ...], dict[int, _Step]]:
+    """(flexible, untagged fields in order, tagged fields by tag) of entity class ``cls``."""
+    found = _LAYOUTS.get(cls)
+    if found is None:
+        steps: list[_Step] = []
+        tagged: dict[int, _Step] = {}
+        by_name = {f.name: f for f in dataclasses.fields(cls)}
+        for name, field_type, kafka_type, _default, nested in _fields(cls):
+            args = typing.get_args(field_type)
+            nullable = type(None) in args
+            inner = next((a for a in args if a is not type(None)), field_type) if nullable else field_type
+            step = _Step(kafka_type or "", typing.get_origin(inner) is tuple, nested, nullable)
+            tag = by_name[name].metadata.get("tag")
+            if tag is None:
+                steps.append(step)
+            else:
+                tagged[int(tag)] = step
+        found = _LAYOUTS[cls] = (bool(cls.__flexible__), tuple(steps), tagged)
+    return found
+
+
 def check_lengths(cls: type[Any], data: bytes, offset: int) -> int:
     """Walk the encoding of entity ``cls`` in ``data`` from ``offset`` without building it, checking that
     every string, bytes and array length and every tagged field fits in the bytes left; the offset after
@@ -172,36 +207,29 @@ class _Walk:
             raise DecodeError(f"unknown kafka type {kafka_type!r}")
         return pos if size < 0 else self.take(pos, size)
 
-    def field(self, f: Any, pos: int, flexible: bool) -> int:
-        kind = classify_field(f)
-        kafka_type = f.metadata.get("kafka_type")
-        if not kind.is_array:
-            if isinstance(kind, EntityField):
-                if is_optional(f):
-                    marker, pos = self.signed(pos, ">b")
-                    if marker < 0:
-                        return pos
-                return self.entity(kind.type_, pos)
-            return self.primitive(kafka_type, pos, flexible)
+    def field(self, step: _Step, pos: int, flexible: bool) -> int:
+        if not step.array:
+            if step.nested is None:
+                return self.primitive(step.kafka_type, pos, flexible)
+            if step.nullable:
+                marker, pos = self.signed(pos, ">b")
+                if marker < 0:
+                    return pos
+            return self.entity(step.nested, pos)
         count, pos = self.length(pos, flexible=flexible, fmt=">i")
         if count > len(self.data) - pos:
             raise DecodeError(f"an array of {count} items in {len(self.data) - pos} bytes")
         for _ in range(count):
-            if isinstance(kind, EntityTupleField):
-                pos = self.entity(kind.type_, pos)
+            if step.nested is not None:
+                pos = self.entity(step.nested, pos)
             else:
-                pos = self.primitive(kafka_type, pos, flexible)
+                pos = self.primitive(step.kafka_type, pos, flexible)
         return pos
 
     def entity(self, cls: type[Any], pos: int) -> int:
-        flexible = bool(cls.__flexible__)
-        tagged = {}
-        for f in dataclasses.fields(cls):
-            tag = f.metadata.get("tag")
-            if tag is None:
-                pos = self.field(f, pos, flexible)
-            else:
-                tagged[tag] = f
+        flexible, steps, tagged = _layout(cls)
+        for step in steps:
+            pos = self.field(step, pos, flexible)
         if not flexible:
             return pos
         count, pos = self.uvarint(pos)
