@@ -12,9 +12,9 @@ handshake sent to this port is named in the log (and an HTTP client gets a plain
 API is), since that mix-up is the common one.
 
 Idle connections are closed after ``connections.max.idle.ms``; at most ``max.connections`` are open. A
-frame not wholly received ``request.read.timeout.ms`` after its size, or an answer the client does not read
-within ``connections.max.idle.ms``, closes the connection (logged as a warning): a stalled client holds at
-most one request and one answer in memory.
+frame not wholly received ``request.read.timeout.ms`` after its first byte, or an answer the client does
+not read within ``connections.max.idle.ms``, closes the connection (logged as a warning): a stalled client
+holds at most one request and one answer in memory.
 """
 
 from __future__ import annotations
@@ -163,37 +163,30 @@ class KafkaListener:
         while True:
             try:
                 async with asyncio.timeout(idle_s):
-                    prefix = await reader.readexactly(_SIZE_BYTES)
+                    start = await reader.readexactly(1)
             except TimeoutError:
                 self._closed("idle")
                 raise _Close from None
-            except asyncio.IncompleteReadError as err:
-                if err.partial or not first:
+            except asyncio.IncompleteReadError:
+                if not first:
                     self._closed("peer")
                 raise _Close from None
-            if first:
-                first = False
-                self._check_protocol(prefix, writer, peer)
-            size = int.from_bytes(prefix, "big", signed=True)
-            if size < 0 or size > self.settings.socket_request_max_bytes:
-                self._closed("oversized")
-                log.warning(
-                    "Kafka connection from %s:%d closed: a frame of %d bytes (socket.request.max.bytes=%d)",
-                    *peer,
-                    size,
-                    self.settings.socket_request_max_bytes,
-                )
-                raise _Close
+            # from a frame's first byte, all of it within request.read.timeout.ms
+            read_deadline = asyncio.get_running_loop().time() + self.settings.request_read_timeout_ms / 1000
             try:
-                async with asyncio.timeout(self.settings.request_read_timeout_ms / 1000):
+                async with asyncio.timeout_at(read_deadline):
+                    prefix = start + await reader.readexactly(_SIZE_BYTES - 1)
+                    if first:
+                        first = False
+                        self._check_protocol(prefix, writer, peer)
+                    size = self._frame_size(prefix, peer)
                     frame = await reader.readexactly(size)
             except TimeoutError:
                 self._closed("read_timeout")
                 log.warning(
-                    "Kafka connection from %s:%d closed: a %d-byte frame not received within "
+                    "Kafka connection from %s:%d closed: a frame not received within "
                     "request.read.timeout.ms=%d",
                     *peer,
-                    size,
                     self.settings.request_read_timeout_ms,
                 )
                 raise _Close from None
@@ -213,6 +206,21 @@ class KafkaListener:
                         self.settings.connections_max_idle_ms,
                     )
                     raise _Close from None
+
+    def _frame_size(self, prefix: bytes, peer: tuple[str, int]) -> int:
+        """The size a frame's prefix declares. Raises _Close (after logging) when it is negative or past
+        ``socket.request.max.bytes``."""
+        size = int.from_bytes(prefix, "big", signed=True)
+        if size < 0 or size > self.settings.socket_request_max_bytes:
+            self._closed("oversized")
+            log.warning(
+                "Kafka connection from %s:%d closed: a frame of %d bytes (socket.request.max.bytes=%d)",
+                *peer,
+                size,
+                self.settings.socket_request_max_bytes,
+            )
+            raise _Close
+        return size
 
     def _check_protocol(self, prefix: bytes, writer: asyncio.StreamWriter, peer: tuple[str, int]) -> None:
         if prefix.startswith(_TLS_HANDSHAKE):

@@ -222,7 +222,7 @@ def broker_log(caplog: pytest.LogCaptureFixture) -> Iterator[pytest.LogCaptureFi
 
 
 FUZZ = settings(
-    max_examples=40,
+    max_examples=100,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
 
@@ -311,11 +311,12 @@ def test_an_idle_connection_is_closed_after_connections_max_idle_ms(limited_brok
         assert sock.recv(1) == b""  # the listener closes it; the socket's timeout bounds the wait
 
 
+@pytest.mark.parametrize("sent", [2, 9], ids=["half-a-size", "half-a-frame"])
 def test_half_a_frame_is_closed_after_request_read_timeout_ms(
-    limited_broker: BrokerThread, caplog: pytest.LogCaptureFixture
+    limited_broker: BrokerThread, caplog: pytest.LogCaptureFixture, sent: int
 ) -> None:
     with caplog.at_level(logging.WARNING, logger="tierlog.kafka"), connect(limited_broker) as sock:
-        sock.sendall(API_VERSIONS_V0[:9])
+        sock.sendall(API_VERSIONS_V0[:sent])
         assert sock.recv(1) == b""
     assert any("request.read.timeout.ms" in r.getMessage() for r in caplog.records)
     assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
