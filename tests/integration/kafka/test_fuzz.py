@@ -356,3 +356,9 @@ def test_answers_to_pipelined_requests_in_one_segment_come_in_order(kafka_broker
     answers = exchange(kafka_broker.kafka_bootstrap, batch)
     assert [a.correlation for a in answers] == list(range(50))
     check_answers(batch, answers)
+
+
+def test_a_zero_size_frame_closes_the_connection(kafka_broker: BrokerThread) -> None:
+    with connect(kafka_broker) as sock:
+        sock.sendall(_SIZE.pack(0) + API_VERSIONS_V0)
+        assert_closed(sock)
