@@ -11,7 +11,10 @@ failure is logged and the connection closed, never a crash of the listener. An H
 handshake sent to this port is named in the log (and an HTTP client gets a plain 400 saying where the HTTP
 API is), since that mix-up is the common one.
 
-Idle connections are closed after ``connections.max.idle.ms``; at most ``max.connections`` are open.
+Idle connections are closed after ``connections.max.idle.ms``; at most ``max.connections`` are open. A
+frame not wholly received ``request.read.timeout.ms`` after its first byte, or an answer the client does
+not read within ``connections.max.idle.ms``, closes the connection (logged as a warning): a stalled client
+holds at most one request and one answer in memory.
 """
 
 from __future__ import annotations
@@ -35,6 +38,8 @@ from tierlog.service.kafka.messages import (
     response_class,
     shape,
 )
+from tierlog.service.metrics import Sample
+from tierlog.wire.errors import TierlogError
 
 if TYPE_CHECKING:
     from tierlog.service.metrics import Metrics
@@ -73,6 +78,15 @@ class KafkaListener:
         metrics.describe(
             "tierlog_kafka_connections_closed_total", "counter", "Kafka connections closed, by reason"
         )
+        metrics.describe("tierlog_kafka_connections_open", "gauge", "Kafka connections open now")
+        metrics.add_collector(
+            lambda: [Sample("tierlog_kafka_connections_open", float(len(self._connections)))]
+        )
+
+    @property
+    def open_connections(self) -> int:
+        """Connections being served now (refused ones never count). Read-only; for metrics and tests."""
+        return len(self._connections)
 
     @property
     def advertised(self) -> tuple[str, int]:
@@ -149,33 +163,64 @@ class KafkaListener:
         while True:
             try:
                 async with asyncio.timeout(idle_s):
-                    prefix = await reader.readexactly(_SIZE_BYTES)
+                    start = await reader.readexactly(1)
             except TimeoutError:
                 self._closed("idle")
                 raise _Close from None
-            except asyncio.IncompleteReadError as err:
-                if err.partial or not first:
+            except asyncio.IncompleteReadError:
+                if not first:
                     self._closed("peer")
                 raise _Close from None
-            if first:
-                first = False
-                self._check_protocol(prefix, writer, peer)
-            size = int.from_bytes(prefix, "big", signed=True)
-            if size < 0 or size > self.settings.socket_request_max_bytes:
-                self._closed("oversized")
+            # from a frame's first byte, all of it within request.read.timeout.ms
+            read_deadline = asyncio.get_running_loop().time() + self.settings.request_read_timeout_ms / 1000
+            try:
+                async with asyncio.timeout_at(read_deadline):
+                    prefix = start + await reader.readexactly(_SIZE_BYTES - 1)
+                    if first:
+                        first = False
+                        self._check_protocol(prefix, writer, peer)
+                    size = self._frame_size(prefix, peer)
+                    frame = await reader.readexactly(size)
+            except TimeoutError:
+                self._closed("read_timeout")
                 log.warning(
-                    "Kafka connection from %s:%d closed: a frame of %d bytes (socket.request.max.bytes=%d)",
+                    "Kafka connection from %s:%d closed: a frame not received within "
+                    "request.read.timeout.ms=%d",
                     *peer,
-                    size,
-                    self.settings.socket_request_max_bytes,
+                    self.settings.request_read_timeout_ms,
                 )
-                raise _Close
-            async with asyncio.timeout(self.settings.request_read_timeout_ms / 1000):
-                frame = await reader.readexactly(size)
+                raise _Close from None
             answer = await self.process(frame, peer)
             if answer is not None:
                 writer.write(answer)
-                await writer.drain()
+                try:
+                    async with asyncio.timeout(idle_s):
+                        await writer.drain()
+                except TimeoutError:
+                    writer.transport.abort()  # close() would wait for the unread bytes forever
+                    self._closed("write_timeout")
+                    log.warning(
+                        "Kafka connection from %s:%d closed: it read no answer for "
+                        "connections.max.idle.ms=%d",
+                        *peer,
+                        self.settings.connections_max_idle_ms,
+                    )
+                    raise _Close from None
+
+    def _frame_size(self, prefix: bytes, peer: tuple[str, int]) -> int:
+        """The size a frame's prefix declares. Raises _Close (after logging) when it is negative or past
+        ``socket.request.max.bytes``."""
+        size = int.from_bytes(prefix, "big", signed=True)
+        if size < 0 or size > self.settings.socket_request_max_bytes:
+            self._closed("oversized")
+            log.warning(
+                "Kafka connection from %s:%d closed: a frame of %d bytes (socket.request.max.bytes=%d)",
+                *peer,
+                size,
+                self.settings.socket_request_max_bytes,
+            )
+            raise _Close
+        return size
 
     def _check_protocol(self, prefix: bytes, writer: asyncio.StreamWriter, peer: tuple[str, int]) -> None:
         if prefix.startswith(_TLS_HANDSHAKE):
@@ -253,21 +298,32 @@ class KafkaListener:
         started = time.perf_counter()
         try:
             answer = await served.handler(request, body)
+            if answer is None:
+                return None
+            encoded = encode_response(shape(response_class(fixed.api_key, fixed.api_version), answer))
         except asyncio.CancelledError:
             raise
-        except Exception:
-            self._closed("error")
-            log.exception(
-                "Kafka %s v%d from %s:%d failed; closing the connection",
-                served.name,
-                fixed.api_version,
-                *peer,
-            )
+        except Exception as err:
+            if isinstance(err, TierlogError) and err.retriable:
+                # a passing refusal with no field for it in this API's answer (a broker that is starting
+                # or stopping): the client reconnects and retries, as after Kafka's disconnect
+                self._closed("retriable")
+                log.warning(
+                    "Kafka %s v%d from %s:%d not served, closing the connection: %s",
+                    served.name,
+                    fixed.api_version,
+                    *peer,
+                    err,
+                )
+            else:  # a bug: whatever the domain refuses belongs in the answer
+                self._closed("error")
+                log.exception(
+                    "Kafka %s v%d from %s:%d failed; closing the connection",
+                    served.name,
+                    fixed.api_version,
+                    *peer,
+                )
             raise _Close from None
-        if answer is None:
-            return None
-        entity = shape(response_class(fixed.api_key, fixed.api_version), answer)
-        encoded = encode_response(entity)
         elapsed = time.perf_counter() - started
         if elapsed > 5:
             log.info("Kafka %s took %.1f s", served.name, elapsed)
