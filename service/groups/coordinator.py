@@ -381,6 +381,15 @@ class GroupCoordinator:
             group_id, group.state.value, group.generation, group.protocol, group.leader_id, members
         )
 
+    def forget(self, group_id: str) -> bool:
+        """Drop a group without members (its committed offsets are the caller's to delete): DeleteGroups.
+        Returns False, changing nothing, when the group has members. Idempotent."""
+        group = self._groups.get(group_id)
+        if group is not None and group.members:
+            return False
+        self._groups.pop(group_id, None)
+        return True
+
     def close(self, error: Exception | None = None) -> None:
         """End every pending join: cancelled (on broker shutdown), or failed with ``error`` (this broker
         stopped coordinating the groups: the members get a retriable answer and join the new coordinator).

@@ -1,5 +1,5 @@
 """The Kafka API handlers, one module per family; importing this package registers them all."""
 
-from tierlog.service.kafka.handlers import api_versions, metadata
+from tierlog.service.kafka.handlers import api_versions, groups, metadata
 
-__all__ = ["api_versions", "metadata"]
+__all__ = ["api_versions", "groups", "metadata"]
