@@ -110,16 +110,16 @@ class CoordinatorShards:
         offsets_log = PartitionOffsetLog(partition)
         store = LogOffsetStore(offsets_log, self._clock.now_ms, compact_after_bytes=self._compact_after)
         applied = await restore_offsets(partition, store)
+        classic = ClassicGroups(self._clock)
         coordinator = GroupCoordinator(
             clock=self._clock,
             metadata=self._metadata,
             offsets=store,
             default_strategy=self._default_strategy,
             offsets_retention_ms=self._offsets_retention_ms,
+            in_use_elsewhere=classic.active,
         )
-        self._shards[partition.index] = Shard(
-            partition.index, offsets_log, store, coordinator, ClassicGroups(self._clock)
-        )
+        self._shards[partition.index] = Shard(partition.index, offsets_log, store, coordinator, classic)
         log.info(
             "coordinator of %s-%d: %d commit records replayed, %d groups",
             OFFSETS_TOPIC,

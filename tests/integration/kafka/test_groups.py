@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -21,6 +22,7 @@ from aiokafka.structs import TopicPartition as AioTopicPartition
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
 from kafka import KafkaConsumer
+from kafka.errors import InconsistentGroupProtocolError
 from kafka.structs import OffsetAndMetadata
 from kafka.structs import TopicPartition as KpTopicPartition
 
@@ -216,8 +218,10 @@ def test_kafka_python_group_consumer_gets_an_assignment_and_commits(
     )
     try:
         deadline = time.monotonic() + WAIT_S
-        while not consumer.assignment() and time.monotonic() < deadline:
-            consumer.poll(timeout_ms=100)
+        while len(consumer.assignment()) < 4 and time.monotonic() < deadline:
+            # Group membership only: poll() would also look up positions (ListOffsets) and fetch,
+            # which this listener does not serve yet.
+            consumer._coordinator.poll(timeout_ms=100)
         assert {tp.partition for tp in consumer.assignment()} == {0, 1, 2, 3}
         consumer.commit({KpTopicPartition(four_partitions, 1): OffsetAndMetadata(7, "", -1)})
         assert consumer.committed(KpTopicPartition(four_partitions, 1)) == 7
@@ -247,3 +251,57 @@ async def test_aiokafka_group_consumer_gets_an_assignment_and_commits(
         assert await consumer.committed(AioTopicPartition(four_partitions, 3)) == 9
     finally:
         await consumer.stop()
+
+
+def test_a_static_member_restarts_into_its_place(kafka_broker: BrokerThread, four_partitions: str) -> None:
+    group = f"g-{four_partitions}"
+    admin = AdminClient({"bootstrap.servers": kafka_broker.kafka_bootstrap})
+    extra = {"group.instance.id": "static-1", "session.timeout.ms": "30000"}
+    first = _Member(kafka_broker.kafka_bootstrap, group, four_partitions, **extra)
+    try:
+        _until(lambda: first.partitions() == {0, 1, 2, 3}, "the first incarnation's assignment")
+    finally:
+        first.close()  # a static member does not leave the group when it closes
+    second = _Member(kafka_broker.kafka_bootstrap, group, four_partitions, **extra)
+    try:
+        _until(lambda: second.partitions() == {0, 1, 2, 3}, "the second incarnation's assignment")
+        described = admin.describe_consumer_groups([group], request_timeout=WAIT_S)[group].result()
+        assert [m.group_instance_id for m in described.members] == ["static-1"]
+    finally:
+        second.close()
+
+
+def test_a_group_with_kafka_members_refuses_http_members(
+    kafka_broker: BrokerThread, four_partitions: str
+) -> None:
+    group = f"g-{four_partitions}"
+    member = _Member(kafka_broker.kafka_bootstrap, group, four_partitions)
+    try:
+        _until(lambda: member.partitions() == {0, 1, 2, 3}, "the assignment")
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            _http(kafka_broker, "POST", f"/native/v1/groups/{group}/join", {"topics": [four_partitions]})
+        assert refused.value.code == 409
+        assert json.loads(refused.value.read())["error_code"] == 40914
+    finally:
+        member.close()
+
+
+def test_a_group_with_http_members_refuses_kafka_members(
+    kafka_broker: BrokerThread, four_partitions: str
+) -> None:
+    group = f"g-{four_partitions}"
+    joined = _http(kafka_broker, "POST", f"/native/v1/groups/{group}/join", {"topics": [four_partitions]})
+    consumer = KafkaConsumer(
+        four_partitions,
+        bootstrap_servers=kafka_broker.kafka_bootstrap,
+        group_id=group,
+        enable_auto_commit=False,
+        request_timeout_ms=20_000,
+        session_timeout_ms=10_000,
+    )
+    try:
+        with pytest.raises(InconsistentGroupProtocolError):
+            consumer.poll(timeout_ms=int(WAIT_S * 1000))
+    finally:
+        consumer.close()
+        _http(kafka_broker, "POST", f"/native/v1/groups/{group}/leave", {"member_id": joined["member_id"]})
