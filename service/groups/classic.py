@@ -15,8 +15,8 @@ metadata, and hands each member the assignment the leader sends in SyncGroup. Pe
 * Static members (``group.instance.id``) keep their place across restarts: a join under a known instance
   id replaces the old member id (which is then fenced, FENCED_INSTANCE_ID) and, in a stable group with
   unchanged metadata, answers the current generation without a rebalance.
-* Members waiting in JoinGroup do not expire; the others are removed when silent for their session
-  timeout. A rebalance removes the members that did not rejoin before the largest rebalance timeout.
+* Members waiting in JoinGroup or SyncGroup do not expire; the others are removed when silent for their
+  session timeout. A rebalance removes the members that did not rejoin before the largest rebalance timeout.
 
 Generations and members live in memory only (as Kafka's do until its next load of the group); committed
 offsets go through the same :class:`~tierlog.service.groups.offsets.OffsetStore` as the HTTP APIs'.
@@ -30,11 +30,11 @@ from __future__ import annotations
 import asyncio
 import enum
 import logging
-import struct
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from tierlog.service.groups.consumer_protocol import decode_subscription_topics
 from tierlog.service.groups.coordinator import MAX_SESSION_TIMEOUT_MS, MIN_SESSION_TIMEOUT_MS, Clock
 
 __all__ = [
@@ -43,9 +43,6 @@ __all__ = [
     "GroupError",
     "JoinAnswer",
     "MemberView",
-    "decode_subscription_topics",
-    "encode_assignment",
-    "encode_subscription",
 ]
 
 log = logging.getLogger("tierlog.groups.classic")
@@ -117,6 +114,11 @@ class _Member:
     @property
     def joining(self) -> bool:
         return self.join is not None and not self.join.done()
+
+    @property
+    def waiting(self) -> bool:
+        """In JoinGroup or SyncGroup: a member blocked in a request does not expire."""
+        return self.joining or (self.sync is not None and not self.sync.done())
 
     def metadata_for(self, protocol: str) -> bytes:
         return next((m for name, m in self.protocols if name == protocol), b"")
@@ -251,7 +253,10 @@ class ClassicGroups:
                 now,
             )
             if old_id is not None:  # a static member's restart: take its place, fence the old id
-                return self._replace_static(group, old_id, new_member)
+                answer = self._replace_static(group, old_id, new_member)
+                if answer is not None:
+                    return answer
+                return await self._wait_join(group, new_member, f"static member {instance_id} restarted")
             group.members[new_member.member_id] = new_member
             if instance_id is not None:
                 group.instances[instance_id] = new_member.member_id
@@ -319,7 +324,9 @@ class ClassicGroups:
             return group.members[current]
         return group.members.get(member_id) if member_id else None
 
-    def _replace_static(self, group: _Group, old_id: str, member: _Member) -> JoinAnswer:
+    def _replace_static(self, group: _Group, old_id: str, member: _Member) -> JoinAnswer | None:
+        """Put ``member`` in the place of ``old_id``; the current generation's answer when the group is
+        stable and the metadata unchanged (no rebalance), else None (the caller joins the rebalance)."""
         old = group.members.pop(old_id)
         if old.join is not None and not old.join.done():
             old.join.set_exception(GroupError(FENCED_INSTANCE_ID, "replaced by a newer incarnation"))
@@ -334,7 +341,7 @@ class ClassicGroups:
         log.info("group %s: static member %s is now %s", group.group_id, member.instance_id, member.member_id)
         if group.state is ClassicState.STABLE and old.protocols == member.protocols:
             return self._answer(group, member)
-        raise GroupError(REBALANCE_IN_PROGRESS, "the group rebalances for the new incarnation; join again")
+        return None
 
     async def _wait_join(self, group: _Group, member: _Member, reason: str) -> JoinAnswer:
         if member.join is not None and not member.join.done():
@@ -447,7 +454,7 @@ class ClassicGroups:
         for group in list(self._groups.values()):
             group.pending = {m: t for m, t in group.pending.items() if t > now}
             for member in list(group.members.values()):
-                if not member.joining and now - member.last_seen_ms > member.session_timeout_ms:
+                if not member.waiting and now - member.last_seen_ms > member.session_timeout_ms:
                     self._remove(group, member.member_id, "session timed out")
             if group.state is ClassicState.PREPARING_REBALANCE and now >= group.rebalance_deadline_ms:
                 for member in list(group.members.values()):
@@ -553,49 +560,3 @@ class ClassicGroups:
         return JoinAnswer(
             group.generation, group.protocol_type, group.protocol, group.leader_id, member.member_id, members
         )
-
-
-_INT16 = struct.Struct(">h")
-_INT32 = struct.Struct(">i")
-
-
-def _string(text: str) -> bytes:
-    data = text.encode()
-    return _INT16.pack(len(data)) + data
-
-
-def encode_subscription(topics: Sequence[str]) -> bytes:
-    """A version-0 ``consumer`` protocol Subscription of ``topics`` (no user data). Pure."""
-    return _INT16.pack(0) + _INT32.pack(len(topics)) + b"".join(_string(t) for t in topics) + _INT32.pack(-1)
-
-
-def encode_assignment(partitions: Sequence[tuple[str, int]]) -> bytes:
-    """A version-0 ``consumer`` protocol Assignment of ``partitions`` (no user data). Pure."""
-    by_topic: dict[str, list[int]] = {}
-    for topic, partition in partitions:
-        by_topic.setdefault(topic, []).append(partition)
-    body = b"".join(
-        _string(topic) + _INT32.pack(len(parts)) + b"".join(_INT32.pack(p) for p in sorted(parts))
-        for topic, parts in sorted(by_topic.items())
-    )
-    return _INT16.pack(0) + _INT32.pack(len(by_topic)) + body + _INT32.pack(-1)
-
-
-def decode_subscription_topics(metadata: bytes) -> list[str] | None:
-    """The topics of a ``consumer`` protocol Subscription (Kafka's ConsumerProtocolSubscription: int16
-    version, then an int32 count of int16-length strings); None when the bytes do not decode. Pure."""
-    try:
-        (version,) = _INT16.unpack_from(metadata, 0)
-        (count,) = _INT32.unpack_from(metadata, 2)
-        if version < 0 or count < 0:
-            return None
-        pos, topics = 6, []
-        for _ in range(count):
-            (size,) = _INT16.unpack_from(metadata, pos)
-            if size < 0 or pos + 2 + size > len(metadata):
-                return None
-            topics.append(metadata[pos + 2 : pos + 2 + size].decode())
-            pos += 2 + size
-        return topics
-    except (struct.error, UnicodeDecodeError):
-        return None

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from tierlog.service.groups.classic import encode_assignment, encode_subscription
+from tierlog.service.groups.consumer_protocol import encode_assignment, encode_subscription
 from tierlog.service.groups.shards import Shard
 from tierlog.service.kafka.apis import api
 from tierlog.service.kafka.context import KafkaRequest

@@ -19,6 +19,8 @@ from tierlog.service.groups.classic import (
     ClassicState,
     GroupError,
     JoinAnswer,
+)
+from tierlog.service.groups.consumer_protocol import (
     decode_subscription_topics,
     encode_assignment,
     encode_subscription,
@@ -222,3 +224,17 @@ def test_consumer_protocol_bytes_round_trip() -> None:
         b"\x00\x00" + b"\x00\x00\x00\x01" + b"\x00\x01t" + b"\x00\x00\x00\x02" + b"\x00\x00\x00\x00"
         b"\x00\x00\x00\x01" + b"\xff\xff\xff\xff"
     )
+
+
+async def test_a_static_member_restarting_during_a_rebalance_joins_it_under_its_new_id(
+    groups: ClassicGroups,
+) -> None:
+    old = (await join(groups, instance_id="i-1")).member_id
+    await groups.sync("g", old, 1, assignments=[(old, b"mine")])
+    newcomer = join(groups)
+    await settle()
+    restarted = join(groups, instance_id="i-1")
+    answers = await newcomer, await restarted
+    assert answers[0].generation == answers[1].generation == 2
+    assert answers[1].member_id != old
+    assert answers[1].leader_id == answers[1].member_id  # it keeps the old incarnation's leadership
