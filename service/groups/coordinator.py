@@ -141,8 +141,12 @@ class GroupCoordinator:
         offsets: OffsetStore,
         default_strategy: str = "range",
         offsets_retention_ms: int = 7 * 24 * 3600 * 1000,
+        in_use_elsewhere: Callable[[str], bool] = lambda group_id: False,
     ) -> None:
+        """``in_use_elsewhere(group_id)``: the group has members through another protocol (the Kafka
+        listener's), so its committed offsets do not expire."""
         self._clock = clock
+        self._in_use_elsewhere = in_use_elsewhere
         self._metadata = metadata
         self._offsets = offsets
         self._default_strategy = default_strategy
@@ -381,6 +385,15 @@ class GroupCoordinator:
             group_id, group.state.value, group.generation, group.protocol, group.leader_id, members
         )
 
+    def forget(self, group_id: str) -> bool:
+        """Drop a group without members (its committed offsets are the caller's to delete): DeleteGroups.
+        Returns False, changing nothing, when the group has members. Idempotent."""
+        group = self._groups.get(group_id)
+        if group is not None and group.members:
+            return False
+        self._groups.pop(group_id, None)
+        return True
+
     def close(self, error: Exception | None = None) -> None:
         """End every pending join: cancelled (on broker shutdown), or failed with ``error`` (this broker
         stopped coordinating the groups: the members get a retriable answer and join the new coordinator).
@@ -478,7 +491,7 @@ class GroupCoordinator:
     async def _expire_offsets(self, now: int) -> None:
         for group_id in self._offsets.group_ids():
             group = self._groups.get(group_id)
-            if group is not None and group.members:
+            if (group is not None and group.members) or self._in_use_elsewhere(group_id):
                 continue
             empty_since = group.empty_since_ms if group is not None else 0
             stale = [

@@ -25,6 +25,7 @@ from aiohttp import web
 
 from tierlog.service.cluster.proxy import LocalPartition, RoutedPartition, routed_partition
 from tierlog.service.groups import admin, native, rest
+from tierlog.service.groups.access import GROUP_ACCESS, GroupAccess
 from tierlog.service.groups.consumers import ConsumerManager, ReadLike
 from tierlog.service.groups.leadership import ShardLoader
 from tierlog.service.groups.offsets import OFFSETS_TOPIC
@@ -134,6 +135,7 @@ def setup_groups(app: web.Application, settings: GroupSettings | None = None) ->
         app[CONSUMERS] = consumers
         app[GROUPS_READY] = ready
         app[LOADER] = loader
+        app[GROUP_ACCESS] = GroupAccess(shards, ready, loader)
 
         async def run() -> None:
             await broker.wait_ready()

@@ -21,6 +21,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from tierlog.service.groups.assignors import TopicPartition
+from tierlog.service.groups.classic import ClassicGroups
 from tierlog.service.groups.coordinator import (
     DEFAULT_REBALANCE_TIMEOUT_MS,
     DEFAULT_SESSION_TIMEOUT_MS,
@@ -33,7 +34,7 @@ from tierlog.service.groups.hashing import coordinator_partition
 from tierlog.service.groups.offsets import OFFSETS_TOPIC, CommittedOffset, LogOffsetStore
 from tierlog.service.groups.offsets_log import PartitionOffsetLog, restore_offsets
 from tierlog.service.topics.partition import Partition
-from tierlog.wire.errors import UnavailableError
+from tierlog.wire.errors import InconsistentGroupProtocolError, UnavailableError
 
 __all__ = ["CoordinatorShards", "Shard"]
 
@@ -48,6 +49,7 @@ class Shard:
     log: PartitionOffsetLog
     store: LogOffsetStore
     coordinator: GroupCoordinator
+    classic: ClassicGroups  # the groups Kafka's clients join over the Kafka listener
 
     @property
     def stale(self) -> bool:
@@ -108,14 +110,16 @@ class CoordinatorShards:
         offsets_log = PartitionOffsetLog(partition)
         store = LogOffsetStore(offsets_log, self._clock.now_ms, compact_after_bytes=self._compact_after)
         applied = await restore_offsets(partition, store)
+        classic = ClassicGroups(self._clock)
         coordinator = GroupCoordinator(
             clock=self._clock,
             metadata=self._metadata,
             offsets=store,
             default_strategy=self._default_strategy,
             offsets_retention_ms=self._offsets_retention_ms,
+            in_use_elsewhere=classic.active,
         )
-        self._shards[partition.index] = Shard(partition.index, offsets_log, store, coordinator)
+        self._shards[partition.index] = Shard(partition.index, offsets_log, store, coordinator, classic)
         log.info(
             "coordinator of %s-%d: %d commit records replayed, %d groups",
             OFFSETS_TOPIC,
@@ -133,15 +137,28 @@ class CoordinatorShards:
         shard.coordinator.close(
             UnavailableError(f"this broker stopped coordinating the groups of {OFFSETS_TOPIC}-{index}; retry")
         )
+        shard.classic.close()
         log.info("no longer the coordinator of %s-%d", OFFSETS_TOPIC, index)
         return True
 
-    def _coordinator(self, group_id: str) -> GroupCoordinator:
+    def shard(self, group_id: str) -> Shard:
+        """The shard of ``group_id``. Raises UnavailableError when it is not loaded here (now)."""
         shard = self._shards.get(self.partition_for(group_id))
         if shard is None or shard.stale:
             raise UnavailableError(
                 f"this broker is not the coordinator of group {group_id} now "
                 f"({OFFSETS_TOPIC}-{self.partition_for(group_id)} is loading or led elsewhere); retry"
+            )
+        return shard
+
+    def _coordinator(self, group_id: str, *, http: bool = False) -> GroupCoordinator:
+        """``http``: the call makes or acts as a member through the HTTP APIs, which a group with
+        Kafka-protocol members refuses (InconsistentGroupProtocolError)."""
+        shard = self.shard(group_id)
+        if http and shard.classic.active(group_id):
+            raise InconsistentGroupProtocolError(
+                f"group {group_id} has members that joined through the Kafka protocol; "
+                "a group is used through one protocol at a time"
             )
         return shard.coordinator
 
@@ -161,7 +178,7 @@ class CoordinatorShards:
         auto_rejoin: bool = False,
     ) -> JoinResult:
         """See :meth:`GroupCoordinator.join`."""
-        return await self._coordinator(group_id).join(
+        return await self._coordinator(group_id, http=True).join(
             group_id,
             member_id,
             topics=topics,
@@ -193,7 +210,7 @@ class CoordinatorShards:
         member_id: str = "",
         generation: int = -1,
     ) -> None:
-        await self._coordinator(group_id).commit(
+        await self._coordinator(group_id, http=True).commit(
             group_id, offsets, member_id=member_id, generation=generation
         )
 
@@ -207,7 +224,13 @@ class CoordinatorShards:
 
     def group_ids(self) -> list[str]:
         """The groups of every shard loaded here (a cluster-wide list asks every broker)."""
-        return sorted({g for shard in self._shards.values() for g in shard.coordinator.group_ids()})
+        return sorted(
+            {
+                g
+                for shard in self._shards.values()
+                for g in (*shard.coordinator.group_ids(), *shard.classic.group_ids())
+            }
+        )
 
     def metadata_changed(self) -> None:
         for shard in list(self._shards.values()):
@@ -218,6 +241,7 @@ class CoordinatorShards:
         for shard in list(self._shards.values()):
             if not shard.stale:
                 await shard.coordinator.tick()
+                shard.classic.tick()
 
     async def maybe_compact(self) -> list[int]:
         """Compact the shards that are due; returns their partitions."""
@@ -232,3 +256,4 @@ class CoordinatorShards:
         shards, self._shards = self._shards, {}
         for shard in shards.values():
             shard.coordinator.close()
+            shard.classic.close()

@@ -42,6 +42,8 @@ from tierlog.service.metrics import Sample
 from tierlog.wire.errors import TierlogError
 
 if TYPE_CHECKING:
+    from aiohttp import web
+
     from tierlog.service.metrics import Metrics
     from tierlog.service.settings.config import Settings
     from tierlog.service.topics.broker import Broker
@@ -74,6 +76,8 @@ class KafkaListener:
         self._server: asyncio.Server | None = None
         self._connections: set[asyncio.Task[None]] = set()
         self.bound: tuple[str, int] | None = None
+        # The app this listener serves in (set by :mod:`.setup`): the group machinery lives in it.
+        self.app: web.Application | None = None
         metrics.describe("tierlog_kafka_requests_total", "counter", "Kafka protocol requests, by API")
         metrics.describe(
             "tierlog_kafka_connections_closed_total", "counter", "Kafka connections closed, by reason"

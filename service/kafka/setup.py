@@ -41,6 +41,7 @@ def setup_kafka_listener(app: web.Application) -> None:
 
     async def kafka_ctx(app: web.Application) -> AsyncIterator[None]:
         listener = KafkaListener(app[BROKER], settings, app[METRICS], address)
+        listener.app = app
         await listener.start()
         app[KAFKA_LISTENER] = listener
         host, port = listener.advertised

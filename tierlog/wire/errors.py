@@ -494,6 +494,14 @@ class IllegalGenerationError(ConflictError):
     kafka = KafkaError(22, "ILLEGAL_GENERATION")
 
 
+class InconsistentGroupProtocolError(ConflictError):
+    """The group is used through another protocol: a Kafka-protocol member joining a group that HTTP
+    consumers use, or the reverse (a group is used through one protocol at a time)."""
+
+    code = 40914
+    kafka = KafkaError(23, "INCONSISTENT_GROUP_PROTOCOL")
+
+
 class InvalidUpdateVersionError(ConflictError):
     """Kafka's INVALID_UPDATE_VERSION: an ISR change (AlterPartition) was based on a partition epoch that is
     no longer current; the leader re-reads the partition state and decides again."""
