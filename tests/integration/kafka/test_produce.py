@@ -11,7 +11,7 @@ import socket
 import struct
 import time
 import urllib.request
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import pytest
@@ -29,8 +29,6 @@ from kio.serial import entity_reader, entity_writer
 from kio.static.primitive import Records, i16, i32, i32Timedelta
 
 from tests.integration.broker import BrokerThread
-from tierlog.service.kafka.apis import REGISTRY, Api
-from tierlog.service.kafka.context import KafkaRequest
 from tierlog.tiering.codec.batch import build_batch, iter_records
 from tierlog.tiering.codec.compression import Compression
 from tierlog.tiering.codec.header import BatchHeader
@@ -207,32 +205,6 @@ def raw(kafka_broker: BrokerThread) -> Any:
     client.close()
 
 
-# APIs of other families that librdkafka gates producer features on: record batches v2 (its MsgVer2
-# feature) need Fetch v4+, zstd needs Fetch v10+, lz4 needs FindCoordinator. Without them it sends the old
-# message sets and does not compress with lz4 or zstd.
-LIBRDKAFKA_GATES = {1: ("Fetch", 4, 12), 10: ("FindCoordinator", 0, 0)}
-
-
-async def _not_served(request: KafkaRequest, body: Any) -> Mapping[str, Any] | None:
-    raise NotImplementedError("advertised for librdkafka's feature checks only")
-
-
-@pytest.fixture
-def librdkafka_gates() -> Iterator[None]:
-    """Until the Fetch and group families are served, advertise the versions librdkafka checks before it
-    produces v2 batches or compresses with lz4 / zstd (a request to one of them closes the connection;
-    producers send none). APIs already served are left as they are."""
-    added = [key for key in LIBRDKAFKA_GATES if key not in REGISTRY]
-    for key in added:
-        name, low, high = LIBRDKAFKA_GATES[key]
-        REGISTRY[key] = Api(key, name, low, high, _not_served)
-    try:
-        yield
-    finally:
-        for key in added:
-            del REGISTRY[key]
-
-
 # ---- Kafka's producers ----------------------------------------------------------------------------------
 
 
@@ -241,7 +213,7 @@ CODECS = {c.name.lower(): c for c in Compression}
 
 @pytest.mark.parametrize("codec", sorted(CODECS))
 def test_confluent_idempotent_producer_stores_every_record_as_sent(
-    kafka_broker: BrokerThread, topic_name: str, codec: str, librdkafka_gates: None
+    kafka_broker: BrokerThread, topic_name: str, codec: str
 ) -> None:
     create_topic(kafka_broker, topic_name)
     producer = Producer(
@@ -339,9 +311,7 @@ async def test_aiokafka_idempotent_producer(kafka_broker: BrokerThread, topic_na
     same(stored, null_headers_as_empty(wanted))
 
 
-def test_acks_0_is_stored_without_an_answer(
-    kafka_broker: BrokerThread, topic_name: str, librdkafka_gates: None
-) -> None:
+def test_acks_0_is_stored_without_an_answer(kafka_broker: BrokerThread, topic_name: str) -> None:
     create_topic(kafka_broker, topic_name)
     producer = Producer({"bootstrap.servers": kafka_broker.kafka_bootstrap, "acks": 0, "linger.ms": 0})
     for i in range(10):
@@ -352,7 +322,7 @@ def test_acks_0_is_stored_without_an_answer(
 
 
 def test_a_record_over_max_message_bytes_is_refused_and_nothing_stored(
-    kafka_broker: BrokerThread, topic_name: str, librdkafka_gates: None
+    kafka_broker: BrokerThread, topic_name: str
 ) -> None:
     create_topic(kafka_broker, topic_name, {"max.message.bytes": "2048"})
     producer = Producer({"bootstrap.servers": kafka_broker.kafka_bootstrap, "retries": 0, "linger.ms": 0})
