@@ -235,14 +235,13 @@ def how_to_reach(settings: Settings, url: str, kafka_endpoint: str | None) -> st
     """The start-up log's lines on where this broker listens and the two quickest commands to try: the
     HTTP URL ``url``, the Kafka listener's ``kafka_endpoint`` (None: not started), the data directory, a
     curl and the ``tierlog`` CLI (named as this process was started when ``tierlog`` is not on PATH)."""
-    curl = "curl -sk" if url.startswith("https:") else "curl -s"
     lines = [
         "how to reach this broker:",
         f"  HTTP (REST)   {url}   (health: {url}/ready, metrics: {url}/metrics)",
         f"  Kafka         {kafka_endpoint or 'not started'}"
         + ("   (bootstrap.servers for Kafka's clients)" if kafka_endpoint else ""),
         f"  data dir      {settings.data_dir.resolve()}",
-        f"  try           {curl} {url}/topics",
+        f"  try           curl -s {url}/topics",
         f"                {_cli_name()} --bootstrap-server {url} topics list",
     ]
     return "\n".join(lines)
