@@ -3,18 +3,30 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
+# `make run` needs only the broker's own dependencies (~155 MB), not the extras (~1.5 GB): its stamp.
+BASE_STAMP := $(VENV)/.installed-base
 EXTRAS ?= dev,spark,bench
 
 .PHONY: venv localstack kcat run test test-fast lint format bench clean
 
 venv: $(STAMP)
 
-# Reinstall only when the project metadata changes.
+# Reinstall only when the project metadata changes. The full install covers the base one: it stamps both.
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	@$(BIN)/python -m pip install --quiet --disable-pip-version-check --upgrade pip
 	@$(BIN)/python -m pip install --quiet --disable-pip-version-check -e ".[$(EXTRAS)]"
-	@touch $(STAMP)
+	@touch $(STAMP) $(BASE_STAMP)
+
+# The broker alone (`pip install -e .`), with pip's progress shown: the first `make run` takes a minute or
+# two and should not look hung. Nothing to do when the full install above is current.
+$(BASE_STAMP): pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	@if [ -f $(STAMP) ] && [ $(STAMP) -nt pyproject.toml ]; then touch $(BASE_STAMP); else \
+	  echo "make run: installing the broker and its dependencies into $(VENV) (first time only, ~155 MB)"; \
+	  $(BIN)/python -m pip install --disable-pip-version-check --upgrade pip \
+	  && $(BIN)/python -m pip install --disable-pip-version-check -e . \
+	  && touch $(BASE_STAMP); fi
 
 # LocalStack needs Python >= 3.12 and gets a venv of its own (~/.cache/tierlog/localstack-venv) for the
 # object-store contract suite. Idempotent: after the first install a stamp makes this instant. Without a
@@ -34,7 +46,9 @@ kcat:
 	    || echo "kcat: apt-get install kcat failed; the kcat tests will skip" >&2; \
 	  else echo "kcat: not installed (installing it needs root and apt-get); the kcat tests will skip" >&2; fi; }
 
-run: venv
+# Installs the base package only (`make test` and `make lint` install the extras they need on their own).
+# The broker prints where it listens and what to try first when it is ready.
+run: $(BASE_STAMP)
 	$(BIN)/tierlog serve $(ARGS)
 
 # The suite runs in TEST_WORKERS pytest-xdist worker processes, a test file per worker at a time (its

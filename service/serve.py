@@ -17,6 +17,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import shutil
 import signal
 import ssl
 import sys
@@ -35,7 +36,7 @@ from tierlog.service.web.connections import GuardedSite
 if TYPE_CHECKING:
     from tierlog.service.topics.broker import Broker
 
-__all__ = ["main"]
+__all__ = ["how_to_reach", "main"]
 
 log = logging.getLogger("tierlog")
 
@@ -53,7 +54,12 @@ def _parser() -> argparse.ArgumentParser:
         description="Run a broker. Every setting is also read from TIERLOG_<NAME> and from --config FILE; "
         "precedence is flag > environment > file > default. See docs/configuration.md.",
     )
-    parser.add_argument("--config", type=Path, metavar="FILE", help="TOML settings file (env TIERLOG_CONFIG)")
+    parser.add_argument(
+        "--config",
+        type=Path,
+        metavar="FILE",
+        help="settings file: TOML, or Kafka's server.properties format (env TIERLOG_CONFIG)",
+    )
     for name, spec in SETTINGS_TABLE.items():
         # argparse %-formats help text: a literal % in a doc must be doubled
         parser.add_argument(
@@ -169,6 +175,7 @@ async def serve(settings: Settings, tls: ssl.SSLContext | None = None) -> int:
         if not failed:
             if opening.done() and await _security_loaded(app, stopper, settings):
                 _log_ready(broker)
+                log.info("%s", how_to_reach(settings, broker.advertised_url, broker.kafka_endpoint))
             await stopper
             log.info("shutting down")
     finally:
@@ -222,6 +229,36 @@ def _log_ready(broker: Broker) -> None:
         view.controller_epoch,
         len(view.brokers),
     )
+
+
+def how_to_reach(settings: Settings, url: str, kafka_endpoint: str | None) -> str:
+    """The start-up log's lines on where this broker listens and the two quickest commands to try: the
+    HTTP URL ``url``, the Kafka listener's ``kafka_endpoint`` (None: not started), the data directory, a
+    curl and the ``tierlog`` CLI (named as this process was started when ``tierlog`` is not on PATH)."""
+    lines = [
+        "how to reach this broker:",
+        f"  HTTP (REST)   {url}   (health: {url}/ready, metrics: {url}/metrics)",
+        f"  Kafka         {kafka_endpoint or 'not started'}"
+        + ("   (bootstrap.servers for Kafka's clients)" if kafka_endpoint else ""),
+        f"  data dir      {settings.data_dir.resolve()}",
+        f"  try           curl -s {url}/topics",
+        f"                {_cli_name()} --bootstrap-server {url} topics list",
+    ]
+    return "\n".join(lines)
+
+
+def _cli_name() -> str:
+    """``tierlog`` when that is on PATH, else the path this process was started as (``.venv/bin/tierlog``
+    from ``make run``), else ``python -m tierlog``."""
+    if shutil.which("tierlog"):
+        return "tierlog"
+    started = sys.argv[0]
+    if Path(started).name == "tierlog" and Path(started).exists():
+        shown = os.path.relpath(started)
+        if shown.startswith(".."):
+            return str(Path(started).resolve())
+        return shown if os.sep in shown else f".{os.sep}{shown}"
+    return f"{Path(sys.executable).name} -m tierlog"
 
 
 def _start_reload(tls: ServerTls, settings: Settings, reloads: set[asyncio.Task[None]]) -> None:

@@ -1,11 +1,12 @@
-"""Broker settings: the table (:mod:`~tierlog.service.settings.table`) read from flags, env and a TOML file.
+"""Broker settings: the table (:mod:`~tierlog.service.settings.table`) read from flags, env and a file.
 
 Every setting has a dotted name (``log.segment.bytes``), a flag (``--log-segment-bytes``) and an
 environment variable (``TIERLOG_LOG_SEGMENT_BYTES``). Precedence is flag > environment > file > default.
 In the TOML file a key may be written dotted and quoted (``"log.segment.bytes" = 1024``), as nested
 tables (``[log] segment.bytes = 1024``) or with ``_``/``-`` for dots (``data_dir = "/var/lib/tierlog"``).
 Settings named ``log.*`` (and ``message.max.bytes``, ``compression.type``) are the defaults of the topic
-configs they stand for; they are validated by the same rules as topic configs.
+configs they stand for; they are validated by the same rules as topic configs. The file may also be a
+Kafka-style ``server.properties`` (:mod:`~tierlog.service.settings.properties`): Kafka's names map to ours.
 
 Each row of the table fills one attribute of :class:`Settings` (or of its ``security``), after the
 cross-field rules of :mod:`~tierlog.service.settings.rules` have checked and completed the parsed values.
@@ -22,6 +23,7 @@ from typing import Any, TypeVar
 
 from tierlog.service.security.redact import without_userinfo
 from tierlog.service.security.settings import SECURITY_TABLE, SecuritySettings
+from tierlog.service.settings import properties
 from tierlog.service.settings import table as t
 from tierlog.service.settings.rules import RULES, topic_defaults
 from tierlog.service.settings.spec import ParsedSettings, SettingsError
@@ -40,6 +42,7 @@ __all__ = [
     "flag_name",
     "load_settings",
     "parse_metadata_uri",
+    "read_settings_file",
 ]
 
 T = TypeVar("T")
@@ -184,6 +187,39 @@ def _origin(source: str | None) -> str:
     return f" (from {source})" if source else ""
 
 
+def read_settings_file(path: Path) -> dict[str, tuple[object, str]]:
+    """Read a settings file, TOML or Kafka-style properties, into dotted name -> (value, the name the file
+    gave it as: a Kafka name for a mapped one, see :mod:`~tierlog.service.settings.properties`).
+
+    A name ending in ``.properties`` is read as properties; any other as TOML, or as properties when it is
+    not valid TOML but reads as a properties file.
+    Raises:
+        SettingsError: the file is missing or unreadable, neither format, or gives an unknown name (naming
+            the closest known one) or a value of a type no setting takes.
+    """
+    try:
+        text = path.read_bytes().decode("utf-8")
+    except OSError as err:
+        raise SettingsError(f"cannot read config file {path}: {err.strerror or err}") from None
+    except UnicodeDecodeError as err:
+        raise SettingsError(f"config file {path} is not UTF-8 text: {err}") from None
+    if path.suffix != ".properties":
+        try:
+            document = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as err:
+            if not properties.looks_like_properties(text):
+                raise SettingsError(
+                    f"config file {path} is not valid TOML: {err} (nor a Kafka-style properties file; "
+                    "a file named *.properties is read as one)"
+                ) from None
+        else:
+            return {name: (value, name) for name, value in _flatten(path, document).items()}
+    try:
+        return dict(properties.map_kafka_names(properties.parse(text), SETTINGS_TABLE))
+    except properties.PropertiesError as err:
+        raise SettingsError(f"config file {path}: {err}") from None
+
+
 def read_config_file(path: Path) -> dict[str, object]:
     """Read a TOML settings file into dotted names -> values.
 
@@ -197,6 +233,11 @@ def read_config_file(path: Path) -> dict[str, object]:
         raise SettingsError(f"cannot read config file {path}: {err.strerror or err}") from None
     except tomllib.TOMLDecodeError as err:
         raise SettingsError(f"config file {path} is not valid TOML: {err}") from None
+    return _flatten(path, document)
+
+
+def _flatten(path: Path, document: Mapping[str, object]) -> dict[str, object]:
+    """A parsed TOML document as dotted names -> values. Raises SettingsError for an array or a date."""
     flat: dict[str, object] = {}
 
     def walk(prefix: str, table: Mapping[str, object]) -> None:
@@ -219,16 +260,17 @@ def load_settings(
     """Resolve settings with precedence flag > environment > file > default.
 
     ``flags`` maps dotted names to the values given on the command line; ``env`` is the process
-    environment (only ``TIERLOG_*`` names that match a setting are read). Reads ``config_file``.
+    environment (only ``TIERLOG_*`` names that match a setting are read). Reads ``config_file``: TOML or a
+    Kafka-style ``server.properties`` (:func:`read_settings_file`).
     Raises:
         SettingsError: as :func:`build_settings`, or an unreadable config file.
     """
     values: dict[str, object] = {}
     sources: dict[str, str] = {}
     if config_file is not None:
-        for name, value in read_config_file(config_file).items():
+        for name, (value, given) in read_settings_file(config_file).items():
             values[name] = value
-            sources[name] = f"config file {config_file}"
+            sources[name] = f"config file {config_file}" + (f", as {given}" if given != name else "")
     for name in SETTINGS_TABLE:
         if env.get(env_name(name)) is not None:
             values[name] = env[env_name(name)]

@@ -180,6 +180,59 @@ async def test_precedence_flag_env_file(tmp_path: Path) -> None:
         assert await child.stop() == 0
 
 
+async def test_kafka_server_properties_file(tmp_path: Path) -> None:
+    """A Kafka broker's server.properties (Kafka's names and syntax) configures the broker; the start-up
+    log then says where it listens and what to try first."""
+    data = tmp_path / "kafka-logs"
+    config = tmp_path / "server.properties"
+    config.write_text(
+        "# Kafka's names, Java properties syntax\n"
+        "listeners = PLAINTEXT://127.0.0.1:0,\\\n    CONTROLLER://127.0.0.1:9093\n"
+        f"log.dirs: {data}\n"
+        "num.partitions=2\n"
+        "log.retention.hours=48\n",
+        encoding="utf-8",
+    )
+    env = clean_env()
+    del env["TIERLOG_KAFKA_LISTENER"]  # the file's listeners name the Kafka listener (port 0: a free one)
+    async with serve("--config", str(config), env=env) as (child, url):
+        kafka = (await child.wait_for_line(r"Kafka protocol listener on (127\.0\.0\.1:\d+)")).group(1)
+        for expected in (
+            rf"^  HTTP \(REST\)   {re.escape(url)}   ",
+            rf"^  Kafka         {re.escape(kafka)}   \(bootstrap\.servers",
+            rf"^  data dir      {re.escape(str(data.resolve()))}$",
+            rf"^  try           curl -s {re.escape(url)}/topics$",
+            rf" --bootstrap-server {re.escape(url)} topics list$",
+        ):
+            await child.wait_for_line(expected)
+        assert (data / "tierlog-state.json").exists()
+        async with aiohttp.ClientSession() as session:
+            cluster = (await get_json(session, f"{url}/v3/clusters"))["data"][0]["cluster_id"]
+            async with session.post(f"{url}/v3/clusters/{cluster}/topics", json={"topic_name": "k"}) as resp:
+                assert (await resp.json())["partitions_count"] == 2
+            entry = await get_json(session, f"{url}/v3/clusters/{cluster}/topics/k/configs/retention.ms")
+            assert entry["value"] == str(48 * 3_600_000)
+        assert await child.stop() == 0
+
+
+def test_unknown_kafka_name_names_the_closest(tmp_path: Path) -> None:
+    config = tmp_path / "server.properties"
+    config.write_text("log.retention.hour=1\n", encoding="utf-8")
+    proc = subprocess.run(
+        [sys.executable, "-m", "tierlog", "serve", "--config", str(config)],
+        env=clean_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode == 2
+    assert proc.stderr.splitlines() == [
+        f"tierlog serve: error: config file {config}: unknown setting 'log.retention.hour'; "
+        "did you mean 'log.retention.hours'?"
+    ]
+
+
 @pytest.mark.parametrize(
     ("args", "env", "expected"),
     [

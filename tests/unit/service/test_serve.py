@@ -73,3 +73,34 @@ def test_dump_log_is_dispatched(tmp_path: Path, capsys: pytest.CaptureFixture[st
     log.close()
     assert main(["dump-log", str(tmp_path / "t-0" / "00000000000000000000.log")]) == 0
     assert "baseOffset: 0 lastOffset: 0 count: 1" in capsys.readouterr().out
+
+
+def test_how_to_reach_names_the_listeners_the_data_dir_and_two_commands(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tierlog.service.serve import how_to_reach
+    from tierlog.service.settings.config import build_settings
+
+    settings = build_settings({"data.dir": str(tmp_path / "d")})
+    monkeypatch.setenv("PATH", str(tmp_path))  # no tierlog on PATH
+    monkeypatch.chdir(tmp_path)
+    script = tmp_path / ".venv" / "bin" / "tierlog"
+    script.parent.mkdir(parents=True)
+    script.touch()
+    monkeypatch.setattr(sys, "argv", [str(script), "serve"])
+    lines = how_to_reach(settings, "http://127.0.0.1:8082", "127.0.0.1:9092").splitlines()
+    assert lines == [
+        "how to reach this broker:",
+        "  HTTP (REST)   http://127.0.0.1:8082   (health: http://127.0.0.1:8082/ready, metrics: "
+        "http://127.0.0.1:8082/metrics)",
+        "  Kafka         127.0.0.1:9092   (bootstrap.servers for Kafka's clients)",
+        f"  data dir      {(tmp_path / 'd').resolve()}",
+        "  try           curl -s http://127.0.0.1:8082/topics",
+        "                .venv/bin/tierlog --bootstrap-server http://127.0.0.1:8082 topics list",
+    ]
+    tls = how_to_reach(settings, "https://b.example:8443", None)
+    assert "  Kafka         not started" in tls.splitlines()
+    assert "  try           curl -s https://b.example:8443/topics" in tls.splitlines()
+    monkeypatch.setattr(sys, "argv", ["/somewhere/__main__.py", "serve"])
+    assert tls.splitlines()[-1].endswith("https://b.example:8443 topics list")
+    assert " -m tierlog --bootstrap-server" in how_to_reach(settings, "http://h:1", None)
