@@ -24,6 +24,7 @@ from tierlog.tiering.topic_names import MAX_TOPIC_NAME, TOPIC_NAME_PATTERN, topi
 
 __all__ = [
     "CLEAN_SHUTDOWN_MARKER",
+    "CLUSTER_METADATA_FILE",
     "STATE_FILE",
     "BrokerState",
     "TopicRecord",
@@ -40,7 +41,9 @@ __all__ = [
 
 log = logging.getLogger("tierlog.broker")
 
-STATE_FILE = "tierlog-state.json"
+STATE_FILE = "tierlog-state.json"  # written by older single brokers; imported once at start-up
+#: A broker's local metadata store without ``metadata.uri`` (a cluster of one); see ``LocalMetadataStore``.
+CLUSTER_METADATA_FILE = "cluster-metadata.json"
 CLEAN_SHUTDOWN_MARKER = ".tierlog_cleanshutdown"
 STATE_VERSION = 1
 PARTITION_DIR = re.compile(r"(?P<topic>[a-zA-Z0-9._-]+)-(?P<partition>\d+)")

@@ -129,7 +129,6 @@ class RemoteTier:
         self._parts: dict[tuple[str, int], tuple[Partition, RemotePartition]] = {}
         self._deletions: dict[tuple[str, int], asyncio.Task[Any]] = {}
         self._roles: dict[tuple[str, int], tuple[bool, int]] = {}  # (leading, leader epoch) per partition
-        self.embedded = True  # the broker sets False in a cluster (also with an injected metadata store)
         self._store_down = False
         self._failing = False  # an upload failed in the last pass: retry on a short backoff
         self._wake = asyncio.Event()
@@ -266,11 +265,9 @@ class RemoteTier:
         return found[1]
 
     def _role_of(self, partition: Partition) -> tuple[bool, int | None]:
-        """``(leading, leader epoch)`` for a partition being attached: embedded, the only replica leads,
-        unfenced; in a cluster, the role :meth:`set_role` last gave, else the partition's own (a topic
-        that starts tiering after the role was set), else follow until told."""
-        if self.embedded:
-            return True, None
+        """``(leading, leader epoch)`` for a partition being attached: the role :meth:`set_role` last gave,
+        else the partition's own (a topic that starts tiering after the role was set), else follow until
+        told."""
         role = self._roles.get((partition.topic, partition.index))
         if role is not None:
             return role

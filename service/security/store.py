@@ -36,6 +36,7 @@ from tierlog.service.cluster.store import (
     Put,
     WatchEvent,
 )
+from tierlog.service.metadata import CLUSTER_METADATA_FILE
 from tierlog.service.security.acl import AclSnapshot, matches
 from tierlog.service.security.model import AclBinding, AclFilter
 from tierlog.service.security.scram import ScramCredential, decode_user, encode_user
@@ -118,9 +119,10 @@ class SecurityStore:
         self._closed = False
 
     @classmethod
-    def embedded(cls, data_dir: Path) -> SecurityStore:
-        """The store of a broker without ``metadata.uri``: ``<data_dir>/tierlog-security.json``, owned."""
-        return cls(LocalMetadataStore(data_dir / SECURITY_FILE), owns_store=True)
+    def offline(cls, data_dir: Path) -> SecurityStore:
+        """The store of a stopped broker without ``metadata.uri``: its local metadata store
+        ``<data_dir>/cluster-metadata.json``, owned (starting it fails while the broker runs)."""
+        return cls(LocalMetadataStore(data_dir / CLUSTER_METADATA_FILE), owns_store=True)
 
     # lifecycle
 

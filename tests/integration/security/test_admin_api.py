@@ -233,7 +233,7 @@ async def test_a_new_password_replaces_the_old_one_of_every_mechanism(
 ) -> None:
     """HTTP Basic has one password: after a change the old one is refused, whatever mechanism held it."""
     await asyncio.to_thread(data_dir.mkdir, parents=True, exist_ok=True)
-    offline = SecurityStore.embedded(data_dir)
+    offline = SecurityStore.offline(data_dir)
     await offline.start()
     try:
         await offline.put_user("admin", make_credential("admin-pw"))

@@ -284,7 +284,7 @@ async def test_invalid_writes_are_refused(pair: Pair, alice_credential: ScramCre
 async def test_embedded_store_persists_across_reopen(
     tmp_path: Path, alice_credential: ScramCredential
 ) -> None:
-    store = SecurityStore.embedded(tmp_path)
+    store = SecurityStore.offline(tmp_path)
     await store.start()
     await store.put_user("alice", alice_credential)
     await store.create_acls([acl("orders"), acl("pay", pattern="PREFIXED", permission="DENY")])
@@ -292,7 +292,7 @@ async def test_embedded_store_persists_across_reopen(
     await store.close()
     assert (tmp_path / SECURITY_FILE).is_file()
 
-    again = SecurityStore.embedded(tmp_path)
+    again = SecurityStore.offline(tmp_path)
     await again.start()
     try:
         credentials = again.user("alice")
@@ -302,7 +302,7 @@ async def test_embedded_store_persists_across_reopen(
     finally:
         await again.close()
 
-    last = SecurityStore.embedded(tmp_path)
+    last = SecurityStore.offline(tmp_path)
     await last.start()
     assert last.user_names() == []
     await last.close()
