@@ -30,6 +30,7 @@ from tierlog.service import metadata as meta
 from tierlog.service.broker import open_metadata_store
 from tierlog.service.cluster.datadir import LocalTopicIds
 from tierlog.service.cluster.legacy_state import import_legacy_state
+from tierlog.service.cluster.local_store import read_snapshot
 from tierlog.service.cluster.model import CLUSTER_ID, TOPICS, TopicAssignment
 from tierlog.service.cluster.store import Compare, MetadataStore, Put
 from tierlog.service.cluster.topics import commit_new_topic
@@ -109,16 +110,28 @@ def main(argv: Sequence[str]) -> int:
 
 
 async def _known_topics(settings: Settings) -> dict[str, int] | None:
-    """The topics of the broker's metadata (``None`` when it has none yet), read with the broker stopped."""
-    store = await _open_offline(settings)
-    try:
-        if await store.get(CLUSTER_ID) is None:
-            return None
-        kvs, _ = await store.range(TOPICS)
-        found = [TopicAssignment.decode(kv.key, kv.value) for kv in kvs]
-        return {assignment.name: assignment.partitions for assignment in found}
-    finally:
-        await store.close()
+    """The topics of the broker's metadata (``None`` when it has none yet). A local metadata file is read
+    without its lock (the broker may be running); an old ``tierlog-state.json`` not imported yet counts."""
+    uri = settings.metadata_uri
+    if uri is not None and uri.scheme != "file":
+        store = await _open_offline(settings)
+        try:
+            kvs, _ = await store.range(TOPICS)
+            return _topic_counts({kv.key: kv.value for kv in kvs})
+        finally:
+            await store.close()
+    path = settings.data_dir / meta.CLUSTER_METADATA_FILE if uri is None else uri.path
+    assert path is not None
+    keys = await asyncio.to_thread(read_snapshot, path)
+    if keys is None and uri is None:
+        state = await asyncio.to_thread(meta.load_state, settings.data_dir)
+        return None if state is None else {name: rec.partitions for name, rec in state.topics.items()}
+    return None if keys is None else _topic_counts(keys)
+
+
+def _topic_counts(keys: dict[str, bytes]) -> dict[str, int]:
+    found = [TopicAssignment.decode(k, v) for k, v in keys.items() if k.startswith(TOPICS)]
+    return {assignment.name: assignment.partitions for assignment in found}
 
 
 async def _open_offline(settings: Settings) -> MetadataStore:

@@ -53,7 +53,7 @@ from tierlog.tiering.errors import storage_error
 from tierlog.tiering.log.clock import Clock, SystemClock
 from tierlog.tiering.waits import wait_signalled
 
-__all__ = ["LocalMetadataStore"]
+__all__ = ["LocalMetadataStore", "read_snapshot"]
 
 _FORMAT = 1
 _REAPER_MAX_WAIT_S = 1.0
@@ -433,6 +433,18 @@ class LocalMetadataStore(MetadataStore):
             if deadlines:
                 wait_s = min(wait_s, max(0.0, (min(deadlines) - self._clock.now_ms()) / 1000))
             await wait_signalled(self._leases_changed, wait_s)
+
+
+def read_snapshot(path: Path) -> dict[str, bytes] | None:
+    """The keys and values the file ``path`` holds (``None``: no such file), read without taking its lock:
+    a consistent snapshot even while a broker uses it (every write is a rename). Blocking; read-only.
+    Raises MetadataStoreError (unreadable or corrupt)."""
+    doc = _read_file(path)
+    if doc is None:
+        return None
+    store = LocalMetadataStore(path)
+    store._load(doc)
+    return {key: kv.value for key, kv in store._kv.items()}
 
 
 def _render(kvs: Mapping[str, KeyValue], revision: int) -> str:

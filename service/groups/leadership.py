@@ -165,11 +165,7 @@ class ShardLoader:
             if self._is_loaded(index):
                 return
             remaining = deadline - loop.time()
-            if (
-                node is None
-                or remaining <= 0
-                or not await node.wait_for(lambda: self._is_open(index), remaining)
-            ):
+            if remaining <= 0 or not await node.wait_for(lambda: self._is_open(index), remaining):
                 raise UnavailableError(
                     f"the coordinator is loading {OFFSETS_TOPIC}-{index} (its groups are not served yet); "
                     "retry"

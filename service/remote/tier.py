@@ -255,6 +255,24 @@ class RemoteTier:
         self._wake.set()
         return remote
 
+    async def start_after_remote_data(self, partition: Partition, leader_epoch: int) -> None:
+        """About to lead ``partition`` (attached, its local log empty) at ``leader_epoch``: when the remote
+        tier holds data, start the local log after it (a restore, a lost disk), as :meth:`attach` does
+        with ``reset_local``. Idempotent. Never raises for the store's sake (logged; the upload passes
+        check the log against the remote data again)."""
+        found = self._parts.get((partition.topic, partition.index))
+        if found is None or found[0] is not partition:
+            return
+        remote_log = found[1].remote_log
+        remote_log.set_role(True, leader_epoch)
+        try:
+            await asyncio.wait_for(remote_log.open(reset_local=True), _OPEN_TIMEOUT_S)
+        except (UnavailableError, TimeoutError) as err:
+            log.warning("%s: remote tier unavailable while taking the lead (%s)", partition.label, err)
+        except TierlogError as err:
+            log.error("%s: remote tier state unusable while taking the lead (%s)", partition.label, err)
+        found[1].local_end = partition.log_end_offset
+
     def detach(self, partition: Partition) -> RemotePartition | None:
         """Forget ``partition`` (closed or deleted) and its role. Idempotent."""
         found = self._parts.get((partition.topic, partition.index))

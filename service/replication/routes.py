@@ -47,7 +47,6 @@ from tierlog.tiering.errors import (
     CorruptRecordError,
     FencedLeaderEpochError,
     LeaderNotAvailableError,
-    NoSuchRouteError,
     NotAcceptableError,
     NotControllerError,
     NotLeaderOrFollowerError,
@@ -183,14 +182,9 @@ def _json(value: object) -> web.Response:
 
 
 def _cluster(request: web.Request) -> tuple[Broker, ClusterNode]:
-    """The broker and its cluster membership. Raises NoSuchRouteError (40400) on a broker running alone."""
+    """The broker and its cluster membership."""
     broker = request.app[BROKER]
-    node = broker.cluster
-    if node is None:
-        raise NoSuchRouteError(
-            f"{request.path}: replication routes serve cluster members; this broker runs alone"
-        )
-    return broker, node
+    return broker, broker.cluster
 
 
 def _epoch(request: web.Request) -> int:

@@ -26,9 +26,10 @@ from schemathesis.checks import (
 )
 
 from tests.integration.broker import Brokers, BrokerThread, RunningBroker, broker_settings
+from tierlog.service.metadata import CLUSTER_METADATA_FILE
 from tierlog.service.openapi import build_document
 from tierlog.service.security.scram import MAX_ITERATIONS, MIN_ITERATIONS, make_credential, verify
-from tierlog.service.security.store import SECURITY_FILE, SECURITY_STORE, SecurityStore
+from tierlog.service.security.store import SECURITY_STORE, SecurityStore
 
 PASSWORD = "correct horse battery staple"
 
@@ -199,7 +200,7 @@ async def test_users_put_list_and_delete(api: Api, data_dir: Path, caplog: pytes
     assert credentials is not None and list(credentials) == ["SCRAM-SHA-512"]
     assert verify(credentials["SCRAM-SHA-512"], PASSWORD + "!")
     assert not verify(credentials["SCRAM-SHA-512"], PASSWORD)
-    stored = (data_dir / SECURITY_FILE).read_text()
+    stored = (data_dir / CLUSTER_METADATA_FILE).read_text()
     assert PASSWORD not in stored
 
     assert await api.call("DELETE", "/users/alice", 204) is None

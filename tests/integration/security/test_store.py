@@ -1,5 +1,5 @@
 """The security store on a real metadata store: a LocalMetadataStore (in memory and persisted to the
-embedded file) and a real etcd process.
+local metadata file of a data directory) and a real etcd process.
 
 Two SecurityStores on one metadata store stand for two brokers of a cluster: each must see the other's
 writes through its watch. Waits are on the store's own signals (``wait_for`` a revision, user-change
@@ -20,6 +20,7 @@ from tierlog.service.cluster.etcd_store import EtcdMetadataStore
 from tierlog.service.cluster.local_store import LocalMetadataStore
 from tierlog.service.cluster.store import MetadataStore, Put
 from tierlog.service.config import parse_metadata_uri
+from tierlog.service.metadata import CLUSTER_METADATA_FILE
 from tierlog.service.security.acl import validate_binding, validate_filter
 from tierlog.service.security.model import AclBinding
 from tierlog.service.security.scram import (
@@ -30,7 +31,6 @@ from tierlog.service.security.scram import (
     verify,
 )
 from tierlog.service.security.store import (
-    SECURITY_FILE,
     SecurityStore,
     acl_key,
     decode_acls,
@@ -278,10 +278,10 @@ async def test_invalid_writes_are_refused(pair: Pair, alice_credential: ScramCre
     assert pair.a.acls.bindings == frozenset()
 
 
-# ---- the embedded file, and watches that break ----------------------------------------------------------
+# ---- the offline store in a data directory, and watches that break ----------------------------------------
 
 
-async def test_embedded_store_persists_across_reopen(
+async def test_offline_store_persists_across_reopen(
     tmp_path: Path, alice_credential: ScramCredential
 ) -> None:
     store = SecurityStore.offline(tmp_path)
@@ -290,7 +290,7 @@ async def test_embedded_store_persists_across_reopen(
     await store.create_acls([acl("orders"), acl("pay", pattern="PREFIXED", permission="DENY")])
     await store.delete_acls(validate_filter(resource_name="orders"))
     await store.close()
-    assert (tmp_path / SECURITY_FILE).is_file()
+    assert (tmp_path / CLUSTER_METADATA_FILE).is_file()
 
     again = SecurityStore.offline(tmp_path)
     await again.start()
