@@ -184,6 +184,11 @@ class Broker:
             self.background.spawn(asyncio.to_thread(meta.remove_tree, path), name=f"tierlog-rm-{path.name}")
         await node.reconcile()
         node.start_reconciler()
+        timeout = self.settings.broker_session_timeout_ms / 1000
+        if not await node.wait_for(node.replicas_led, timeout):
+            log.warning(
+                "broker %d: some of its partitions have no leader yet; ready all the same", self.broker_id
+            )
         self._ready.set()
         log.info(
             "broker %d open in cluster %s: %d topics, leading %d partitions, %s shutdown",

@@ -104,7 +104,7 @@ class Settings:
     queued_max_request_bytes: int = 64 * 2**20
     broker_id: int = 0
     broker_rack: str | None = None
-    metadata_uri: MetadataUri | None = None  # None: one broker on local metadata (the embedded default)
+    metadata_uri: MetadataUri | None = None  # None: a cluster of one on <data-dir>/cluster-metadata.json
     default_replication_factor: int = 1
     auto_leader_rebalance_enable: bool = True
     leader_imbalance_check_interval_seconds: int = 300

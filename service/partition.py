@@ -5,10 +5,8 @@ that are replaced on every wake-up, so a reader that took the event before readi
 that lands between its read and its wait. There are two: replicas (followers' fetches) are woken by
 appends, consumers by advances of the high watermark, the offset below which they may read.
 
-**Roles** (design 0010). On an embedded broker a partition is always the ``leader`` at leader epoch 0 with
-no :class:`~tierlog.service.replication.leader.LeaderState`: it is its own ISR, so its high watermark is its
-log end offset, moved after every append. In a cluster the
-:class:`~tierlog.service.replication.manager.ReplicaManager` moves it between ``leader`` (with a
+**Roles** (design 0010). The :class:`~tierlog.service.replication.manager.ReplicaManager` moves a partition
+between ``leader`` (with a
 ``LeaderState`` that computes the high watermark from the followers' fetch offsets) and ``follower`` (its
 fetcher appends the leader's batches with :meth:`Partition.append_as_follower`); a follower refuses
 produces and consumer reads with the error the manager set (50310 naming the leader, or 50311).

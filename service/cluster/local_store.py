@@ -1,8 +1,9 @@
 """An in-process :class:`~tierlog.service.cluster.store.MetadataStore`, optionally persisted to one JSON file.
 
 It is the reference behaviour of the store contract: unit tests, in-process clusters (several brokers
-sharing one instance) and a broker started with ``metadata.uri=file:///path`` use it (the embedded default,
-with ``metadata.uri`` unset, keeps its topics in ``tierlog-state.json`` instead). Everything runs on the
+sharing one instance), a broker started without ``metadata.uri`` (a cluster of one, persisted in
+``<data-dir>/cluster-metadata.json``) and one with ``metadata.uri=file:///path`` use
+it. Everything runs on the
 event loop the store was started on; nothing here is thread-safe.
 
 Leases expire by the injected clock. Expiry is checked at the start of every operation; with the system

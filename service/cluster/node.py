@@ -344,6 +344,24 @@ class ClusterNode:
             leader_epoch=state.leader_epoch,
         )
 
+    def replicas_led(self) -> bool:
+        """Whether every partition this broker is a replica of has a leader, and those it leads are open
+        and led here at the current leader epoch (what readiness waits for). Pure lookup."""
+        for name, assignment in self.cache.topics().items():
+            topic = self.broker.local_topics.get(name)
+            for index, replicas in enumerate(assignment.replicas):
+                if self.broker_id not in replicas:
+                    continue
+                state = self.cache.partition_state(name, index)
+                if state is None or state.leader == NO_LEADER:
+                    return False
+                if state.leader != self.broker_id:
+                    continue
+                local = topic.local(index) if topic is not None else None
+                if local is None or local.role != "leader" or local.leader_epoch != state.leader_epoch:
+                    return False
+        return True
+
     def leads(self, topic: str, index: int) -> bool:
         """Whether the cache names this broker the partition's leader."""
         state = self.cache.partition_state(topic, index)

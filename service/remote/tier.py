@@ -233,6 +233,7 @@ class RemoteTier:
             try:
                 await asyncio.wait_for(remote_log.open(reset_local=reset_local), _OPEN_TIMEOUT_S)
                 remote.opened = True
+                remote.opened_leading = leading
             except (UnavailableError, TimeoutError) as err:
                 self._store_down = True
                 log.warning("%s: remote tier unavailable at open (%s); will retry", partition.label, err)
@@ -255,23 +256,29 @@ class RemoteTier:
         self._wake.set()
         return remote
 
-    async def start_after_remote_data(self, partition: Partition, leader_epoch: int) -> None:
-        """About to lead ``partition`` (attached, its local log empty) at ``leader_epoch``: when the remote
-        tier holds data, start the local log after it (a restore, a lost disk), as :meth:`attach` does
-        with ``reset_local``. Idempotent. Never raises for the store's sake (logged; the upload passes
-        check the log against the remote data again)."""
+    async def take_lead(self, partition: Partition, leader_epoch: int) -> None:
+        """About to lead ``partition`` at ``leader_epoch``: unless its remote side was already opened as a
+        leader, open it now as one, as :meth:`attach` opens a leading partition: a damaged manifest is
+        recovered, unfinished uploads are cleaned, and an empty local log (a restore, a lost disk) starts
+        after the remote data. Skipped while the store is known to be down (the upload passes do it).
+        Idempotent. Never raises for the store's sake (logged; the upload passes retry)."""
         found = self._parts.get((partition.topic, partition.index))
         if found is None or found[0] is not partition:
             return
-        remote_log = found[1].remote_log
-        remote_log.set_role(True, leader_epoch)
+        remote = found[1]
+        empty = partition.log_end_offset == 0
+        if (remote.opened_leading and not empty) or self._store_down:
+            return
+        remote.remote_log.set_role(True, leader_epoch)
+        self._roles[(partition.topic, partition.index)] = (True, leader_epoch)
         try:
-            await asyncio.wait_for(remote_log.open(reset_local=True), _OPEN_TIMEOUT_S)
+            await asyncio.wait_for(remote.remote_log.open(reset_local=empty), _OPEN_TIMEOUT_S)
+            remote.opened = remote.opened_leading = True
         except (UnavailableError, TimeoutError) as err:
             log.warning("%s: remote tier unavailable while taking the lead (%s)", partition.label, err)
         except TierlogError as err:
             log.error("%s: remote tier state unusable while taking the lead (%s)", partition.label, err)
-        found[1].local_end = partition.log_end_offset
+        remote.local_end = partition.log_end_offset
 
     def detach(self, partition: Partition) -> RemotePartition | None:
         """Forget ``partition`` (closed or deleted) and its role. Idempotent."""
