@@ -130,7 +130,7 @@ def decode_metadata(
     exist) goes to ``unknown_topics``. A leader that is not among the live brokers counts as no leader.
 
     When the answer lists exactly one live broker, that broker is the one at ``answered_by`` (the URL the
-    client reached): an embedded broker's own idea of its URL (its listen address, port 0 in tests) need not
+    client reached): a single broker's own idea of its URL (its listen address, port 0 in tests) need not
     be reachable from the client, and the client reached it at ``answered_by`` already. Pure.
 
     Raises:

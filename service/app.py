@@ -61,12 +61,13 @@ def create_app(
     opening the logs until it is set (tests observe ``/ready`` before the logs are open); ``remote_store``
     replaces the store ``remote.uri`` names (tests wrap a real store in fault injection).
 
-    Cluster mode: ``metadata_store`` (tests share one ``LocalMetadataStore`` among several apps, which
-    then stays open when an app stops) or ``metadata.uri`` (an etcd store the app owns) makes the broker a
-    cluster member (``docs/design/0008-cluster-metadata.md``); with neither it runs alone, as always.
+    The broker is a cluster member (``docs/design/0008-cluster-metadata.md``) on ``metadata_store`` (tests
+    share one ``LocalMetadataStore`` among several apps, which then stays open when an app stops), else on
+    the store ``metadata.uri`` names, else on the local store ``<data-dir>/cluster-metadata.json`` (a
+    cluster of one); the app owns the last two.
 
-    Security (``docs/design/0012-security.md``): the security store (users, ACLs) is always created: in
-    ``<data-dir>/tierlog-security.json`` embedded, in the metadata store in a cluster. ``auth_clock``
+    Security (``docs/design/0012-security.md``): the security store (users, ACLs) lives in the metadata
+    store. ``auth_clock``
     (milliseconds; tests) drives the failed-authentication window.
     """
     metrics = Metrics()
@@ -102,11 +103,7 @@ def create_app(
         remote_store=remote_store,
         metadata_store=metadata_store,
     )
-    store = app[SECURITY_STORE] = (
-        SecurityStore.embedded(settings.data_dir)
-        if broker.cluster is None
-        else SecurityStore(broker.cluster.store, owns_store=False)
-    )
+    store = app[SECURITY_STORE] = SecurityStore(broker.cluster.store, owns_store=False)
     app[AUTHENTICATOR] = Authenticator(
         security, store, metrics, clock=auth_clock, bearer=_bearer_verifier(settings)
     )
@@ -159,14 +156,10 @@ def _bearer_verifier(settings: Settings) -> BearerVerifier | None:
 
 
 async def _start_security(app: web.Application) -> None:
-    """Load the security store: at once when embedded; in a cluster, once the node has started the
-    metadata store (retried while it cannot be read). Authenticated routes answer 503 until then."""
+    """Load the security store once the cluster node has started the metadata store (retried while it
+    cannot be read). Authenticated routes answer 503 until then."""
     store = app[SECURITY_STORE]
-    cluster = app[BROKER].cluster
-    if cluster is None:
-        await store.start()
-        return
-    await cluster.store_started.wait()
+    await app[BROKER].cluster.store_started.wait()
     delay = 0.1
     while True:
         try:

@@ -215,10 +215,6 @@ async def _security_loaded(app: web.Application, stopper: asyncio.Task[bool], se
 
 
 def _log_ready(broker: Broker) -> None:
-    node = broker.cluster
-    if node is None:
-        log.info("ready: cluster %s", broker.cluster_id)
-        return
     view = broker.cluster_view()
     log.info(
         "ready: cluster %s, broker %d registered as %s; controller %d (epoch %d), %d live brokers",

@@ -1,10 +1,10 @@
 """``tierlog cluster describe`` and the leadership columns of ``tierlog topics describe``.
 
 Both read ``GET /native/v1/metadata`` (docs/design/0008-cluster-metadata.md, "Routing"), which every broker
-answers for the whole cluster, embedded or not (an embedded broker is a one-broker cluster that controls and
-leads everything at epoch 0). Partition offsets live on each partition's leader, so ``topics describe`` asks
-every leader for the partitions it leads; a partition without a live leader, or whose leader cannot be
-reached, shows ``-`` instead of offsets (never another broker's numbers).
+answers for the whole cluster (a single broker is a cluster of one that controls and leads everything).
+Partition offsets live on each partition's leader, so ``topics describe`` asks every leader for the
+partitions it leads; a partition without a live leader, or whose leader cannot be reached, shows ``-``
+instead of offsets (never another broker's numbers).
 """
 
 from __future__ import annotations

@@ -174,11 +174,11 @@ def run_server(kind: str, data_dir: Path, partitions: int) -> None:
 
 
 async def _add_user(data_dir: Path) -> None:
-    """Store the benchmark's user in the broker's security file before it starts (``tierlog users add``)."""
+    """Store the benchmark's user in the broker's metadata file before it starts (``tierlog users add``)."""
     from tierlog.service.security.scram import make_credential
     from tierlog.service.security.security_store import SecurityStore
 
-    store = SecurityStore.embedded(data_dir)
+    store = SecurityStore.offline(data_dir)
     await store.start()
     try:
         await store.put_user(SECURE_USER, make_credential(SECURE_PASSWORD))

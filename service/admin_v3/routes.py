@@ -8,8 +8,8 @@ partition count or an already existing topic 400 (40002). Handlers parse, call o
 serialise; the OpenAPI description lives in :mod:`tierlog.service.admin_v3.openapi`.
 
 Brokers, the controller, partition leaders, replicas and the ISR come from the broker's cluster view
-(``Broker.cluster_view``), so every broker of a cluster answers the same; an embedded broker is a
-one-broker cluster. A partition without a live leader has ``"leader": null``.
+(``Broker.cluster_view``), so every broker of a cluster answers the same; a single broker is a
+cluster of one. A partition without a live leader has ``"leader": null``.
 """
 
 from __future__ import annotations

@@ -34,6 +34,7 @@ class LocalTopicIds:
         self.cluster_id = ""
         self.broker_id = -1
         self.topics: dict[str, str] = {}
+        self._saved: dict[str, Any] | None = None  # what the file holds, as last read or written
         self._lock = asyncio.Lock()
 
     async def load(self) -> None:
@@ -50,6 +51,12 @@ class LocalTopicIds:
             self.cluster_id = str(doc["cluster_id"])
             self.broker_id = int(doc["broker_id"])
             self.topics = {str(k): str(v) for k, v in doc["topics"].items()}
+            self._saved = {
+                "version": 1,
+                "cluster_id": self.cluster_id,
+                "broker_id": self.broker_id,
+                "topics": dict(self.topics),
+            }
         except (ValueError, KeyError, TypeError, AttributeError) as err:
             log.error("%s is malformed (%s): treating it as absent", self.path, err)
 
@@ -66,14 +73,18 @@ class LocalTopicIds:
             )
 
     async def save(self, cluster_id: str, broker_id: int) -> None:
-        """Write the file durably. Raises InsufficientStorageError / UnavailableError."""
+        """Write the file durably, unless it holds this already. Raises InsufficientStorageError /
+        UnavailableError."""
         self.cluster_id, self.broker_id = cluster_id, broker_id
         doc = {"version": 1, "cluster_id": cluster_id, "broker_id": broker_id, "topics": dict(self.topics)}
+        if doc == self._saved:
+            return
         async with self._lock:
             try:
                 await asyncio.to_thread(_write_json, self.path, doc)
             except OSError as err:
                 raise storage_error(f"writing {self.path}", err) from err
+            self._saved = doc
 
 
 def _write_json(path: Path, doc: dict[str, Any]) -> None:

@@ -2,8 +2,9 @@
 JSON file.
 
 It is the reference behaviour of the store contract: unit tests, in-process clusters (several brokers
-sharing one instance) and a broker started with ``metadata.uri=file:///path`` use it (the embedded default,
-with ``metadata.uri`` unset, keeps its topics in ``tierlog-state.json`` instead). Everything runs on the
+sharing one instance), a broker started without ``metadata.uri`` (a cluster of one, persisted in
+``<data-dir>/cluster-metadata.json``) and one with ``metadata.uri=file:///path`` use
+it. Everything runs on the
 event loop the store was started on; nothing here is thread-safe.
 
 Leases expire by the injected clock. Expiry is checked at the start of every operation; with the system
@@ -11,8 +12,9 @@ clock a small background task (owned by :meth:`LocalMetadataStore.start` / :meth
 also expires leases on time. With a :class:`~tierlog.tiering.log.ManualClock` a test advances the clock and
 calls :meth:`LocalMetadataStore.expire_leases` (or any operation), so lease expiry needs no sleeping.
 
-Persistence (``path`` given): after every write the keys without a lease and the revision counter are
-written to ``path`` atomically (temporary file, fsync, rename, directory fsync), off the event loop. Leases
+Persistence (``path`` given): a commit that changes a key without a lease writes the keys without a lease
+and the revision counter to ``path`` atomically (temporary file, fsync, rename, directory fsync), off the
+event loop, before the change is applied, so a failed write changes nothing. Leases
 and the keys attached to them are session state: they die with the process. The watch history is kept in
 memory only (bounded), so after a reopen a watch must start after the loaded revision.
 
@@ -28,11 +30,12 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import errno
 import fcntl
 import json
 import os
 from collections import deque
-from collections.abc import AsyncGenerator, Sequence
+from collections.abc import AsyncGenerator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -50,8 +53,9 @@ from tierlog.service.cluster.metadata_store import (
 )
 from tierlog.tiering.log.clock import Clock, SystemClock
 from tierlog.tiering.log.waits import wait_signalled
+from tierlog.wire.errors import storage_error
 
-__all__ = ["LocalMetadataStore"]
+__all__ = ["LocalMetadataStore", "read_snapshot"]
 
 _FORMAT = 1
 _REAPER_MAX_WAIT_S = 1.0
@@ -120,6 +124,7 @@ class LocalMetadataStore(MetadataStore):
         self._started = False
         self._closed = False
         self._persist_lock = asyncio.Lock()
+        self._commit_lock = asyncio.Lock()  # one commit at a time between its compares and its apply
         self._persisted_revision = 0
         self._leases_changed = asyncio.Event()
         self._reaper: asyncio.Task[None] | None = None
@@ -187,20 +192,28 @@ class LocalMetadataStore(MetadataStore):
     # writes
 
     async def commit(self, compares: Sequence[Compare], ops: Sequence[Op]) -> int | None:
+        """See :meth:`MetadataStore.commit`. With a file, a commit that changes what the file holds (a key
+        without a lease) is written before it is applied: when the write fails nothing changes and it
+        raises MetadataStoreError, or InsufficientStorageError (507) when the disk is full. A commit of
+        leased keys only (registrations, the controller key) writes nothing."""
         self._check_open()
         _check_distinct(ops)
-        self.expire_leases()
-        for compare in compares:
-            kv = self._kv.get(compare.key)
-            if (kv.mod_revision if kv is not None else 0) != compare.mod_revision:
-                return None
-        for op in ops:
-            if isinstance(op, Put) and op.lease != 0 and op.lease not in self._leases:
-                raise LeaseExpiredError(f"lease {op.lease} is unknown (expired or revoked); nothing applied")
-        events = self._apply(ops)
+        async with self._commit_lock:
+            self.expire_leases()
+            for compare in compares:
+                kv = self._kv.get(compare.key)
+                if (kv.mod_revision if kv is not None else 0) != compare.mod_revision:
+                    return None
+            for op in ops:
+                if isinstance(op, Put) and op.lease != 0 and op.lease not in self._leases:
+                    raise LeaseExpiredError(
+                        f"lease {op.lease} is unknown (expired or revoked); nothing applied"
+                    )
+            if self._path is not None:
+                await self._write_ahead(ops)  # raises with nothing applied when the file cannot be written
+            events = self._apply(ops)
         if not events:
             return self._revision
-        await self._persist()
         return events[0].mod_revision
 
     async def grant_lease(self, ttl_seconds: int) -> int:
@@ -228,8 +241,7 @@ class LocalMetadataStore(MetadataStore):
     async def revoke_lease(self, lease: int) -> None:
         self._check_open()
         self.expire_leases()
-        self._drop_lease(lease)
-        await self._persist()
+        self._drop_lease(lease)  # only leased keys go: the file does not change
 
     def expire_leases(self) -> int:
         """Expire every lease whose deadline has passed by the clock, deleting its keys (one revision per
@@ -354,19 +366,39 @@ class LocalMetadataStore(MetadataStore):
                 raise MetadataStoreError(f"cannot write the metadata file {self._path}: {err}") from err
             self._persisted_revision = revision
 
+    async def _write_ahead(self, ops: Sequence[Op]) -> None:
+        """Write the file as it will be once ``ops`` are applied at the next revision, when they change a
+        key without a lease. Raises MetadataStoreError, InsufficientStorageError."""
+        before = {key: kv for key, kv in self._kv.items() if kv.lease == 0}
+        after = dict(before)
+        revision = self._revision + 1
+        for op in ops:
+            if isinstance(op, Put):
+                old = self._kv.get(op.key)
+                if op.lease != 0:
+                    after.pop(op.key, None)
+                    continue
+                created = old.create_revision if old is not None else revision
+                version = old.version + 1 if old is not None else 1
+                after[op.key] = KeyValue(op.key, op.value, created, revision, version)
+            else:
+                for key in [k for k in after if (k.startswith(op.key) if op.prefix else k == op.key)]:
+                    del after[key]
+        path = self._path
+        if after == before or path is None:
+            return
+        text = _render(after, revision)
+        async with self._persist_lock:
+            try:
+                await asyncio.to_thread(_write_atomically, path, text)
+            except OSError as err:
+                if err.errno in (errno.ENOSPC, errno.EDQUOT):
+                    raise storage_error(f"writing the metadata file {self._path}", err) from err
+                raise MetadataStoreError(f"cannot write the metadata file {self._path}: {err}") from err
+            self._persisted_revision = max(self._persisted_revision, revision)
+
     def _snapshot(self) -> str:
-        keys = [
-            {
-                "key": kv.key,
-                "value": base64.b64encode(kv.value).decode("ascii"),
-                "create_revision": kv.create_revision,
-                "mod_revision": kv.mod_revision,
-                "version": kv.version,
-            }
-            for _, kv in sorted(self._kv.items())
-            if kv.lease == 0
-        ]
-        return json.dumps({"format": _FORMAT, "revision": self._revision, "keys": keys}, indent=1)
+        return _render(self._kv, self._revision)
 
     def _load(self, doc: Any) -> None:
         try:
@@ -403,6 +435,34 @@ class LocalMetadataStore(MetadataStore):
             if deadlines:
                 wait_s = min(wait_s, max(0.0, (min(deadlines) - self._clock.now_ms()) / 1000))
             await wait_signalled(self._leases_changed, wait_s)
+
+
+def read_snapshot(path: Path) -> dict[str, bytes] | None:
+    """The keys and values the file ``path`` holds (``None``: no such file), read without taking its lock:
+    a consistent snapshot even while a broker uses it (every write is a rename). Blocking; read-only.
+    Raises MetadataStoreError (unreadable or corrupt)."""
+    doc = _read_file(path)
+    if doc is None:
+        return None
+    store = LocalMetadataStore(path)
+    store._load(doc)
+    return {key: kv.value for key, kv in store._kv.items()}
+
+
+def _render(kvs: Mapping[str, KeyValue], revision: int) -> str:
+    """The file's text for the keys without a lease among ``kvs`` at ``revision``. Pure."""
+    keys = [
+        {
+            "key": kv.key,
+            "value": base64.b64encode(kv.value).decode("ascii"),
+            "create_revision": kv.create_revision,
+            "mod_revision": kv.mod_revision,
+            "version": kv.version,
+        }
+        for _, kv in sorted(kvs.items())
+        if kv.lease == 0
+    ]
+    return json.dumps({"format": _FORMAT, "revision": revision, "keys": keys}, indent=1)
 
 
 def _check_distinct(ops: Sequence[Op]) -> None:

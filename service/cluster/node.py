@@ -1,12 +1,12 @@
 """A broker as a cluster member: the store, its membership, the controller, the metadata cache and the
 reconciler that makes the broker's open partitions follow the leadership the controller decided.
 
-:class:`ClusterNode` is owned by the :class:`~tierlog.service.topics.broker.Broker` (``broker.cluster``;
-``None`` on
-an embedded broker). :meth:`ClusterNode.start` connects and registers; every background task (the cache's
-watch, the membership's keep-alive, the controller's two tasks, the reconciler) is owned by one of these
-objects and cancelled and awaited by :meth:`ClusterNode.close`, which also revokes the lease so the broker
-leaves the cluster at once.
+:class:`ClusterNode` is owned by the :class:`~tierlog.service.topics.broker.Broker` (``broker.cluster``; every
+broker is a cluster member, a single one a cluster of one). :meth:`ClusterNode.start` connects (importing
+a ``tierlog-state.json`` first, see :mod:`tierlog.service.cluster.legacy_state`) and registers; every
+background task (the cache's watch, the membership's keep-alive, the controller's two tasks, the
+reconciler) is owned by one of these objects and cancelled and awaited by :meth:`ClusterNode.close`, which
+also revokes the lease so the broker leaves the cluster at once.
 
 **Reconciling** (one pass after every change the cache applies, serialised): a topic in the store gets a
 local :class:`~tierlog.service.topics.topic.Topic`; a partition whose assignment lists this broker as a
@@ -44,6 +44,7 @@ from tierlog.service.cluster.cache import MetadataCache
 from tierlog.service.cluster.controller import Controller
 from tierlog.service.cluster.datadir import LocalTopicIds, partition_dirs
 from tierlog.service.cluster.instrumented import InstrumentedMetadataStore
+from tierlog.service.cluster.legacy_state import import_legacy_security, import_legacy_state
 from tierlog.service.cluster.membership import Membership
 from tierlog.service.cluster.metadata_store import (
     Compare,
@@ -55,6 +56,7 @@ from tierlog.service.cluster.model import CLUSTER_ID, NO_LEADER, BrokerRegistrat
 from tierlog.service.cluster.topics import ClusterTopics
 from tierlog.service.metrics import Sample
 from tierlog.service.replication.manager import ReplicaManager
+from tierlog.service.security.store_format import SECURITY_FILE
 from tierlog.service.topics import data_dir as meta
 from tierlog.service.topics.configs import TopicConfig
 from tierlog.service.topics.topic import Topic
@@ -81,17 +83,22 @@ RETRY_S = 1.0  # a failed reconcile step is tried again after this long
 class ClusterNode:
     """This broker's membership of the cluster (see the module doc). Event-loop only.
 
-    ``owns_store``: close the store on :meth:`close` (a store built from ``metadata.uri``); an injected store
-    (tests sharing one among several brokers) is left open.
+    ``owns_store``: close the store on :meth:`close` (a store built from ``metadata.uri`` or the data
+    directory's); an injected store (tests sharing one among several brokers) is left open.
+    ``legacy_state``: a ``tierlog-state.json`` to import into the store at start when it exists (and the
+    ``tierlog-security.json`` beside it).
     """
 
-    def __init__(self, broker: Broker, store: MetadataStore, *, owns_store: bool) -> None:
+    def __init__(
+        self, broker: Broker, store: MetadataStore, *, owns_store: bool, legacy_state: Path | None = None
+    ) -> None:
         settings = broker.settings
         self.broker = broker
         self.broker_id = settings.broker_id
         self.settings = settings
         self.store = InstrumentedMetadataStore(store, broker.metrics)
         self._owns_store = owns_store
+        self._legacy_state = legacy_state
         #: Set once :meth:`start` has started the store (the security store then reads it too).
         self.store_started = asyncio.Event()
         self.cache = MetadataCache(
@@ -148,14 +155,25 @@ class ClusterNode:
 
     async def start(self, url: str) -> None:
         """Connect, make sure the cluster has an id, load the cache, register as ``url`` and start the
-        controller. An unreachable store is retried until it answers (``/ready`` stays 503 meanwhile). A
-        live registration of this ``broker.id`` (this broker's previous life, killed less than a session
-        ago) is waited out for up to twice the session timeout. Not idempotent. Raises InvalidConfigError
-        (another live broker kept ``broker.id`` that long)."""
+        controller; a ``legacy_state`` file is imported first. An unreachable store is retried until it
+        answers (``/ready`` stays 503 meanwhile). A live registration of this ``broker.id`` (this broker's
+        previous life, killed less than a session ago) is waited out for up to twice the session timeout.
+        Not idempotent. Raises InvalidConfigError (another live broker kept ``broker.id`` that long, or
+        the state file belongs to another cluster), CorruptRecordError (an invalid state file)."""
         if self._started or self._closed:
             raise RuntimeError("cluster node already started")
         self._started = True
         await self._retrying("connecting to the metadata store", self.store.start)
+        legacy = self._legacy_state
+        if legacy is not None:
+            await self._retrying(
+                f"importing {legacy}",
+                lambda: import_legacy_state(self.store, legacy, self.broker_id, self.topic_ids),
+            )
+            security = legacy.with_name(SECURITY_FILE)
+            await self._retrying(
+                f"importing {security}", lambda: import_legacy_security(self.store, security)
+            )
         self.store_started.set()
         await self._retrying("creating the cluster id", self._ensure_cluster_id)
         await self._retrying("reading the cluster metadata", self.cache.start)
@@ -252,7 +270,7 @@ class ClusterNode:
         await self._notify()
         log.info("broker %d left the cluster", self.broker_id)
 
-    async def _retrying(self, what: str, step: Callable[[], Awaitable[None]]) -> None:
+    async def _retrying(self, what: str, step: Callable[[], Awaitable[object]]) -> None:
         delay = 0.1
         while True:
             try:
@@ -330,6 +348,24 @@ class ClusterNode:
             leader_epoch=state.leader_epoch,
         )
 
+    def replicas_led(self) -> bool:
+        """Whether every partition this broker is a replica of has a leader, and those it leads are open
+        and led here at the current leader epoch (what readiness waits for). Pure lookup."""
+        for name, assignment in self.cache.topics().items():
+            topic = self.broker.local_topics.get(name)
+            for index, replicas in enumerate(assignment.replicas):
+                if self.broker_id not in replicas:
+                    continue
+                state = self.cache.partition_state(name, index)
+                if state is None or state.leader == NO_LEADER:
+                    return False
+                if state.leader != self.broker_id:
+                    continue
+                local = topic.local(index) if topic is not None else None
+                if local is None or local.role != "leader" or local.leader_epoch != state.leader_epoch:
+                    return False
+        return True
+
     def leads(self, topic: str, index: int) -> bool:
         """Whether the cache names this broker the partition's leader."""
         state = self.cache.partition_state(topic, index)
@@ -376,7 +412,8 @@ class ClusterNode:
         for name in list(topics):
             assignment = assignments.get(name)
             if assignment is None or assignment.topic_id != topics[name].topic_id:
-                await self._remove_topic(topics.pop(name))
+                await self._remove_topic(topics[name])  # listed until its directories are set aside
+                del topics[name]
         registered = self.registered
         for name in sorted(assignments):
             assignment = assignments[name]

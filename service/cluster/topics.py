@@ -7,9 +7,8 @@ the partition states; the serving broker waits, bounded by ``broker.session.time
 shows a leader for every partition and the partitions it leads are open, and answers. A wait that runs out
 still answers (the change is committed; leaders follow when a broker can take them).
 
-Every method raises what the embedded broker's raises for the same request (see
-:class:`~tierlog.service.topics.broker.Broker`), plus MetadataStoreError (503, retriable) when the store
-fails.
+Every method raises what :class:`~tierlog.service.topics.broker.Broker` documents for the same request, with
+MetadataStoreError (503, retriable) when the store fails.
 """
 
 from __future__ import annotations
@@ -20,7 +19,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from tierlog.service.cluster.metadata_store import Compare, Delete, KeyValue, Put
+from tierlog.service.cluster.metadata_store import Compare, Delete, KeyValue, MetadataStore, Put
 from tierlog.service.cluster.model import (
     BROKERS,
     NO_LEADER,
@@ -43,7 +42,7 @@ if TYPE_CHECKING:
     from tierlog.service.cluster.node import ClusterNode
     from tierlog.service.topics.topic import Topic
 
-__all__ = ["ClusterTopics"]
+__all__ = ["ClusterTopics", "commit_new_topic"]
 
 log = logging.getLogger("tierlog.cluster.topics")
 
@@ -72,8 +71,8 @@ class ClusterTopics:
         replication_factor: int | None,
     ) -> Topic:
         """Create the topic with replicas over the live brokers. Not idempotent. Raises InvalidConfigError
-        (as the embedded broker; also "Replication factor: R larger than available brokers: B." and
-        "Topic 'x' already exists." when another broker created it first), MetadataStoreError."""
+        (as :meth:`Broker.create_topic`; "Topic 'x' already exists." also when another broker created it
+        first), MetadataStoreError."""
         if self._node.cache.topic(name) is not None:
             raise InvalidConfigError(f"Topic '{name}' already exists.")
         assignment = await self._new_assignment(name, partitions, configs, internal, replication_factor)
@@ -123,19 +122,24 @@ class ClusterTopics:
         replicas = assign_replicas(await self._live_brokers(), count, factor)
         return TopicAssignment(name, uuid.uuid4().hex, tuple(replicas), overrides)
 
-    async def _commit_new(self, assignment: TopicAssignment) -> bool:
-        """Put the assignment if no topic of that name exists; False when one does. The name's folded form
-        (``.`` as ``_``, Kafka's collision rule) is claimed in the same commit, so two brokers creating
-        ``a.b`` and ``a_b`` at once cannot both succeed.
+    async def restore(self, only: set[str] | None = None) -> list[str]:
+        """Create the topics the remote tier has manifests for and the cluster lacks (see
+        :func:`~tierlog.service.remote.restore.restore_missing_topics`), one replica each (on the live
+        brokers), without waiting for their leaders. Returns the restored names. Raises as that function."""
+        from tierlog.service.remote.restore import restore_missing_topics
 
-        Raises: InvalidConfigError (40002) when another topic holds the folded name."""
-        key, claim = topic_key(assignment.name), topic_name_key(assignment.name)
-        ops = [Put(key, assignment.encode()), Put(claim, assignment.name.encode())]
-        if await self._node.store.commit([Compare(key, 0), Compare(claim, 0)], ops) is None:
-            held = await self._node.store.get(claim)
-            holder = held.value.decode("utf-8", "replace") if held is not None else assignment.name
-            if holder != assignment.name:
-                raise InvalidConfigError(f"Topic '{assignment.name}' collides with existing topic: {holder}")
+        node = self._node
+        live = await self._live_brokers()
+        return await restore_missing_topics(
+            node.broker.remote.manifests,
+            node.cache.topics(),
+            self._commit_new,
+            lambda count: assign_replicas(live, count, 1),
+            only=only,
+        )
+
+    async def _commit_new(self, assignment: TopicAssignment) -> bool:
+        if not await commit_new_topic(self._node.store, assignment):
             return False
         log.info(
             "created topic %s: %d partitions, replication factor %d, overrides %s",
@@ -210,7 +214,9 @@ class ClusterTopics:
 
         def applied() -> bool:
             local = node.broker.local_topics.get(name)
-            return local is None or local.topic_id != changed.topic_id or local.overrides == merged
+            if local is None or local.topic_id != changed.topic_id:
+                return True
+            return local.overrides == merged and all(p.config == local.config for p in local.partitions)
 
         await node.wait_for(applied, self._timeout)
 
@@ -306,3 +312,20 @@ class ClusterTopics:
         if topic is None:
             raise UnavailableError(f"Topic {name} is committed but this broker has not seen it yet; retry.")
         return topic
+
+
+async def commit_new_topic(store: MetadataStore, assignment: TopicAssignment) -> bool:
+    """Put the assignment if no topic of that name exists; False when one does. The name's folded form
+    (``.`` as ``_``, Kafka's collision rule) is claimed in the same commit, so two brokers creating
+    ``a.b`` and ``a_b`` at once cannot both succeed.
+
+    Raises: InvalidConfigError (40002) when another topic holds the folded name; MetadataStoreError."""
+    key, claim = topic_key(assignment.name), topic_name_key(assignment.name)
+    ops = [Put(key, assignment.encode()), Put(claim, assignment.name.encode())]
+    if await store.commit([Compare(key, 0), Compare(claim, 0)], ops) is None:
+        held = await store.get(claim)
+        holder = held.value.decode("utf-8", "replace") if held is not None else assignment.name
+        if holder != assignment.name:
+            raise InvalidConfigError(f"Topic '{assignment.name}' collides with existing topic: {holder}")
+        return False
+    return True

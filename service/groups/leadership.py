@@ -7,8 +7,8 @@ groups are dropped (their coordinator state is gone; clients create them again o
 as after a REST proxy restart). :meth:`ShardLoader.sync` runs on every metadata change, every maintenance
 tick, and on demand when a request reaches a coordinator whose shard is not loaded yet.
 
-An embedded broker leads every partition: at start it creates the topic (``offsets.topic.num.partitions``
-partitions) if it is missing and loads every partition, exactly once, before groups are ready.
+The topic is created on the cluster's first group request (see :mod:`tierlog.service.groups.routing`);
+a single broker leads, and so loads, every partition of it.
 """
 
 from __future__ import annotations
@@ -60,16 +60,10 @@ class ShardLoader:
         self._lock = asyncio.Lock()
         self._create_lock = asyncio.Lock()
 
-    @property
-    def clustered(self) -> bool:
-        return self._broker.cluster is not None
-
     async def follow(self) -> None:
         """Sync after every reconcile pass of the cluster node (partitions opened or closed here), until
-        cancelled or the node closes. Returns at once on an embedded broker. Raises only CancelledError."""
+        cancelled or the node closes. Raises only CancelledError."""
         node = self._broker.cluster
-        if node is None:
-            return
         seen = [-1]
         while await node.wait_for(lambda: node.passes != seen[0], None):
             seen[0] = node.passes
@@ -82,12 +76,7 @@ class ShardLoader:
 
     def _topic_partitions(self) -> int:
         """The offsets topic's partition count as this broker sees it; 0 while it does not exist."""
-        if self.clustered:
-            return len(self._broker.cluster_view().partitions.get(OFFSETS_TOPIC, ()))
-        try:
-            return len(self._broker.topic(OFFSETS_TOPIC).partitions)
-        except NotFoundError:
-            return 0
+        return len(self._broker.cluster_view().partitions.get(OFFSETS_TOPIC, ()))
 
     async def ensure_topic(self) -> None:
         """Create ``__consumer_offsets`` with ``offsets.topic.num.partitions`` partitions unless it exists.
@@ -104,10 +93,9 @@ class ShardLoader:
                     OFFSETS_TOPIC, self._num_partitions, OFFSETS_TOPIC_CONFIGS, internal=True
                 )
             except (InvalidConfigError, ConflictError):
-                node = self._broker.cluster
-                if node is not None:  # created elsewhere: wait until this broker's cache has seen it
-                    timeout = self._broker.settings.broker_session_timeout_ms / 1000
-                    await node.cache.wait_for(lambda: self._topic_partitions() > 0, timeout)
+                node = self._broker.cluster  # created elsewhere: wait until this broker's cache has seen it
+                timeout = self._broker.settings.broker_session_timeout_ms / 1000
+                await node.cache.wait_for(lambda: self._topic_partitions() > 0, timeout)
                 if not self._topic_partitions():
                     raise
                 log.info("%s was created by another broker meanwhile", OFFSETS_TOPIC)
@@ -116,9 +104,6 @@ class ShardLoader:
 
     def _leadership(self) -> tuple[int, set[int]]:
         """``(partition count, partitions this broker leads)``."""
-        if not self.clustered:
-            count = self._topic_partitions()
-            return count, set(range(count))
         parts = self._broker.cluster_view().partitions.get(OFFSETS_TOPIC, ())
         me = self._broker.broker_id
         return len(parts), {p.partition for p in parts if p.leader == me}
@@ -180,11 +165,7 @@ class ShardLoader:
             if self._is_loaded(index):
                 return
             remaining = deadline - loop.time()
-            if (
-                node is None
-                or remaining <= 0
-                or not await node.wait_for(lambda: self._is_open(index), remaining)
-            ):
+            if remaining <= 0 or not await node.wait_for(lambda: self._is_open(index), remaining):
                 raise UnavailableError(
                     f"the coordinator is loading {OFFSETS_TOPIC}-{index} (its groups are not served yet); "
                     "retry"

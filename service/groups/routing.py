@@ -2,7 +2,7 @@
 
 A group's coordinator is the leader of ``__consumer_offsets`` partition ``coordinator_partition(group_id,
 n)`` (:mod:`tierlog.service.groups.hashing`). Every group route is wrapped by :func:`group_route`: on the
-coordinator (and always on an embedded broker) the handler runs; elsewhere the request is forwarded whole
+coordinator (always, on a single broker) the handler runs; elsewhere the request is forwarded whole
 (method, path and query, headers minus the hop-by-hop ones, body) to the coordinator's URL and its answer
 returned as it came (status, headers, body bytes, still encoded). A forwarded request carries
 :data:`FORWARDED_BY`; a broker that receives one and is not the coordinator either (its view and the
@@ -58,7 +58,6 @@ from tierlog.wire.errors import (
 
 if TYPE_CHECKING:
     from tierlog.service.cluster.view import ClusterView
-    from tierlog.service.topics.broker import Broker
 
 __all__ = [
     "FORWARDED_BY",
@@ -92,17 +91,13 @@ class Coordinate:
     leader_epoch: int
 
 
-def _clustered(broker: Broker) -> bool:
-    return broker.cluster is not None
-
-
 def is_forwarded(request: web.Request) -> bool:
     """The request came from another broker (it is never forwarded again)."""
     return FORWARDED_BY in request.headers
 
 
 async def locate(app: web.Application, group_id: str) -> Coordinate | None:
-    """``None`` when this broker coordinates ``group_id`` (always, embedded), else where the coordinator is.
+    """``None`` when this broker coordinates ``group_id``, else where the coordinator is.
 
     Creates ``__consumer_offsets`` on the cluster's first group request. On the coordinator, waits
     (bounded) until the partition's groups are loaded. Safe concurrently.
@@ -113,8 +108,6 @@ async def locate(app: web.Application, group_id: str) -> Coordinate | None:
         InvalidRequestError: an invalid group id (nothing to route).
     """
     broker = app[BROKER]
-    if not _clustered(broker):
-        return None
     loader = app[LOADER]
     view = broker.cluster_view()
     parts = view.partitions.get(OFFSETS_TOPIC)
@@ -167,25 +160,24 @@ def group_route(handler: Handler) -> Handler:
 
 async def from_other_brokers(request: web.Request) -> list[Any]:
     """The JSON answers of every other live broker to this same request, each answering for the groups it
-    coordinates (a cluster-wide listing). None embedded, or when the request was itself forwarded.
+    coordinates (a cluster-wide listing). None when the request was itself forwarded.
 
     Raises:
         UnavailableError: (50301, retriable) a live broker cannot be reached or answered an error.
     """
     broker = request.app[BROKER]
-    if not _clustered(broker) or is_forwarded(request):
+    if is_forwarded(request):
         return []
     urls = [b.url for b in broker.cluster_view().brokers if b.broker_id != broker.broker_id]
     return await request.app[FORWARDER].gather_json(request, urls)
 
 
 def base_url_of(request: web.Request) -> str:
-    """The base URL of a REST consumer instance created by ``request``: this broker's. Embedded, as the
-    client reached it; in a cluster, the URL
-    this broker registered, so a client that created the instance through another broker (which forwarded
-    the request here) keeps talking to the coordinator."""
+    """The base URL of a REST consumer instance created by ``request``: this broker's. Reached directly, as
+    the client reached it; forwarded, the URL this broker registered, so a client that created the instance
+    through another broker keeps talking to the coordinator."""
     broker = request.app[BROKER]
-    if broker.cluster is not None:
+    if is_forwarded(request):
         registration = broker.cluster_view().broker(broker.broker_id)
         if registration is not None:
             return registration.url.rstrip("/")

@@ -6,8 +6,7 @@ see :mod:`tierlog.service.groups.routing`), and a cleanup context that owns the 
 consumer instances and their maintenance task.
 
 Once the broker's logs are open, the task loads the coordinator shards (one per ``__consumer_offsets``
-partition this broker leads, see :mod:`tierlog.service.groups.leadership`; an embedded broker first
-creates the topic if it is missing, with ``offsets.topic.num.partitions`` partitions), then ticks: shards
+partition this broker leads, see :mod:`tierlog.service.groups.leadership`), then ticks: shards
 follow leadership, session and instance expiry, rebalance timeouts, offset expiry, compaction, and new
 topics or partitions for subscribed groups. Group requests answer 503 (retriable) until the first load is
 done.
@@ -70,8 +69,6 @@ class BrokerReader:
 
     def partition_counts(self) -> Mapping[str, int]:
         broker = self._app[BROKER]
-        if broker.cluster is None:
-            return {t.name: len(t.partitions) for t in broker.topics() if not t.is_internal}
         return {
             name: len(parts)
             for name, parts in broker.cluster_view().partitions.items()
@@ -139,8 +136,6 @@ def setup_groups(app: web.Application, settings: GroupSettings | None = None) ->
 
         async def run() -> None:
             await broker.wait_ready()
-            if broker.cluster is None:
-                await loader.ensure_topic()
             await loader.sync()
             loaded = shards.loaded()
             log.info(

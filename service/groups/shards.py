@@ -7,8 +7,8 @@ committed offsets (a :class:`~tierlog.service.groups.offsets.LogOffsetStore` rep
 has the coordinator's interface and sends every call to the shard of its group, so the REST consumer
 instances, the native API and the v3 routes work unchanged on top of it.
 
-An embedded broker leads every partition, so it holds every shard (one, by default). In a cluster a
-shard is loaded when its partition's leadership comes here and unloaded (its members' pending joins
+A single broker leads every partition, so it holds every shard (one, by default). In a cluster a shard
+is loaded when its partition's leadership comes here and unloaded (its members' pending joins
 cancelled, its state forgotten) when leadership goes: the log is the truth, the memory a cache of it.
 
 All methods run on the event loop; none is thread-safe.

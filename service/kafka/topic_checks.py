@@ -45,7 +45,7 @@ def check_create(
     *,
     existing: Collection[str],
     live_brokers: Sequence[int],
-    embedded: bool,
+    single_broker: bool,
 ) -> Wanted | Refusal:
     """A CreateTopics entry checked as Kafka checks it: the name, then existence and collisions, then the
     partition count, the replication factor and the manual assignment (``(partition, broker ids)``).
@@ -79,7 +79,9 @@ def check_create(
                 ErrorCode.invalid_replica_assignment,
                 "Partitions should be a consecutive 0-based integer sequence",
             )
-        refused = check_assignments([brokers for _, brokers in assignments], live_brokers, embedded=embedded)
+        refused = check_assignments(
+            [brokers for _, brokers in assignments], live_brokers, single_broker=single_broker
+        )
         if refused is not None:
             return refused
         return Wanted(len(assignments), len(assignments[0][1]))
@@ -109,11 +111,11 @@ def check_create(
 
 
 def check_assignments(
-    assignments: Sequence[Sequence[int]], live_brokers: Sequence[int], *, embedded: bool
+    assignments: Sequence[Sequence[int]], live_brokers: Sequence[int], *, single_broker: bool
 ) -> Refusal | None:
     """Manual replica assignments (one broker list per partition): Kafka's rules (the same non-zero
     length, no broker twice, live brokers only), then tierlog's: the cluster places replicas itself, so
-    only an embedded broker's one possible assignment (itself for every partition) is taken. Pure."""
+    only a single broker's one possible assignment (itself for every partition) is taken. Pure."""
     sizes = {len(brokers) for brokers in assignments}
     if 0 in sizes:
         return Refusal(
@@ -136,7 +138,7 @@ def check_assignments(
                 ErrorCode.invalid_replica_assignment,
                 f"The manual partition assignment includes broker {unknown[0]}, which is not a live broker.",
             )
-    if not embedded:
+    if not single_broker:
         return Refusal(
             ErrorCode.invalid_replica_assignment,
             "tierlog places replicas itself: create the topic with a partition count and replication factor",
@@ -151,7 +153,7 @@ def check_partition_growth(
     assignments: Sequence[Sequence[int]] | None,
     *,
     live_brokers: Sequence[int],
-    embedded: bool,
+    single_broker: bool,
 ) -> Refusal | None:
     """A CreatePartitions entry: the new ``count`` must be above the ``current`` one (INVALID_PARTITIONS,
     as Kafka says for an equal count too), within the limit, with one assignment per new partition when
@@ -175,5 +177,5 @@ def check_partition_growth(
                 f"Increasing the number of partitions by {count - current} but {len(assignments)} "
                 f"assignments provided for topic {name}.",
             )
-        return check_assignments(assignments, live_brokers, embedded=embedded)
+        return check_assignments(assignments, live_brokers, single_broker=single_broker)
     return None

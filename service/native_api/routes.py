@@ -274,7 +274,7 @@ async def _produce(
         log_append_time=info.log_append_time,
         duplicate=info.duplicate,
         acks=acks,
-        # the epoch stamped into the batches (an embedded broker stamps none: its epoch is 0)
+        # the epoch stamped into the batches (a duplicate appends nothing: the partition's epoch)
         leader_epoch=info.leader_epoch if info.leader_epoch >= 0 else partition.leader_epoch,
         broker_id=_broker(request).broker_id,
     )
@@ -443,7 +443,7 @@ async def list_offset(request: web.Request) -> web.Response:
 
 async def topic_metadata(request: web.Request) -> web.Response:
     """Partition count and the offsets of every partition of one topic this broker leads (every partition
-    on an embedded broker; ask each leader in a cluster: a follower's copy is not listed). The high
+    on a single broker; ask each leader in a larger cluster: a follower's copy is not listed). The high
     watermark is the offset consumers read up to. Idempotent.
 
     Raises NotAcceptableError (406), BadRequestError (400), UnknownTopicError (40401).

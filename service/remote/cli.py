@@ -6,7 +6,8 @@
     errors. ``--delete`` removes the leaks (run it with the brokers writing to that prefix stopped).
 
 ``tierlog tiering restore --data-dir DIR [--remote-uri URI] [--topic NAME ...]``
-    Recreates, in the broker state of DIR, the topics the bucket has manifests for and DIR lacks (with
+    Recreates, in the broker's metadata (``DIR/cluster-metadata.json``, or the store ``metadata.uri``
+    names), the topics the bucket has manifests for and the metadata lacks (with
     ``remote.storage.enable=true``). Run it with the broker stopped; on its next start the broker begins
     each restored partition after the last remote offset. Exit 0 on success, 1 on errors, 2 on usage.
 
@@ -25,10 +26,17 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import NoReturn
 
+from tierlog.service.cluster.datadir import LocalTopicIds
+from tierlog.service.cluster.legacy_state import import_legacy_state
+from tierlog.service.cluster.local_store import read_snapshot
+from tierlog.service.cluster.metadata_store import Compare, MetadataStore, Put
+from tierlog.service.cluster.model import CLUSTER_ID, TOPICS, TopicAssignment
+from tierlog.service.cluster.topics import commit_new_topic
 from tierlog.service.remote.restore import restore_missing_topics
 from tierlog.service.remote.tier import open_remote_store
 from tierlog.service.settings.config import Settings, SettingsError, load_settings
 from tierlog.service.topics import data_dir as meta
+from tierlog.service.topics.broker import open_metadata_store
 from tierlog.tiering.remote.inventory import check, remove_leaks
 from tierlog.tiering.remote.manifest_store import ManifestStore
 from tierlog.tiering.remote.object_store import ObjectStore
@@ -101,9 +109,46 @@ def main(argv: Sequence[str]) -> int:
         return 1
 
 
-def _known_topics(data_dir: Path) -> dict[str, int] | None:
-    state = meta.load_state(data_dir)
-    return None if state is None else {name: rec.partitions for name, rec in state.topics.items()}
+async def _known_topics(settings: Settings) -> dict[str, int] | None:
+    """The topics of the broker's metadata (``None`` when it has none yet). A local metadata file is read
+    without its lock (the broker may be running); an old ``tierlog-state.json`` not imported yet counts."""
+    uri = settings.metadata_uri
+    if uri is not None and uri.scheme != "file":
+        store = await _open_offline(settings)
+        try:
+            kvs, _ = await store.range(TOPICS)
+            return _topic_counts({kv.key: kv.value for kv in kvs})
+        finally:
+            await store.close()
+    path = settings.data_dir / meta.CLUSTER_METADATA_FILE if uri is None else uri.path
+    assert path is not None
+    keys = await asyncio.to_thread(read_snapshot, path)
+    if keys is None and uri is None:
+        state = await asyncio.to_thread(meta.load_state, settings.data_dir)
+        return None if state is None else {name: rec.partitions for name, rec in state.topics.items()}
+    return None if keys is None else _topic_counts(keys)
+
+
+def _topic_counts(keys: dict[str, bytes]) -> dict[str, int]:
+    found = [TopicAssignment.decode(k, v) for k, v in keys.items() if k.startswith(TOPICS)]
+    return {assignment.name: assignment.partitions for assignment in found}
+
+
+async def _open_offline(settings: Settings) -> MetadataStore:
+    """The broker's metadata store, started, with an old ``tierlog-state.json`` imported as the broker
+    would at start. Raises MetadataStoreError (a running broker holds it), CorruptRecordError."""
+    store = open_metadata_store(settings)
+    await store.start()
+    try:
+        if settings.metadata_uri is None:
+            data_dir = settings.data_dir
+            await import_legacy_state(
+                store, data_dir / meta.STATE_FILE, settings.broker_id, LocalTopicIds(data_dir)
+            )
+    except BaseException:
+        await store.close()
+        raise
+    return store
 
 
 def _retrying(store: ObjectStore, settings: Settings) -> RetryingStore:
@@ -114,7 +159,7 @@ def _retrying(store: ObjectStore, settings: Settings) -> RetryingStore:
 async def _check(settings: Settings, *, delete: bool, as_json: bool, check_topics: bool) -> int:
     store = _retrying(await asyncio.to_thread(open_remote_store, settings), settings)
     try:
-        known = await asyncio.to_thread(_known_topics, settings.data_dir) if check_topics else None
+        known = await _known_topics(settings) if check_topics else None
         report = await check(store, ManifestStore(store), known=known)
         deleted = await remove_leaks(store, report) if delete and report.leaks else 0
     finally:
@@ -148,24 +193,31 @@ async def _check(settings: Settings, *, delete: bool, as_json: bool, check_topic
 
 
 async def _restore(settings: Settings, only: set[str] | None) -> int:
-    state = await asyncio.to_thread(_load_or_create_state, settings.data_dir)
+    await asyncio.to_thread(settings.data_dir.mkdir, parents=True, exist_ok=True)
+    metadata = await _open_offline(settings)
     store = _retrying(await asyncio.to_thread(open_remote_store, settings), settings)
+    made: dict[str, int] = {}
+
+    async def create(assignment: TopicAssignment) -> bool:
+        if not await commit_new_topic(metadata, assignment):
+            return False
+        made[assignment.name] = assignment.partitions
+        return True
+
     try:
-        restored = await restore_missing_topics(ManifestStore(store), state, settings.data_dir, only=only)
+        new_id = meta.new_cluster_id()
+        await metadata.commit([Compare(CLUSTER_ID, 0)], [Put(CLUSTER_ID, new_id.encode())])
+        kvs, _ = await metadata.range(TOPICS)
+        existing = {kv.key.removeprefix(TOPICS) for kv in kvs}
+        broker = (settings.broker_id,)
+        await restore_missing_topics(
+            ManifestStore(store), existing, create, lambda count: [broker] * count, only=only
+        )
     finally:
         await store.close()
-    for name in restored:
-        record = state.topics[name]
-        print(f"restored topic {name} ({record.partitions} partitions)")
-    if not restored:
+        await metadata.close()
+    for name, partitions in sorted(made.items()):
+        print(f"restored topic {name} ({partitions} partitions)")
+    if not made:
         print("nothing to restore: every topic in the remote tier exists in the data directory")
     return 0
-
-
-def _load_or_create_state(data_dir: Path) -> meta.BrokerState:
-    data_dir.mkdir(parents=True, exist_ok=True)
-    state = meta.load_state(data_dir)
-    if state is None:
-        state = meta.BrokerState(cluster_id=meta.new_cluster_id())
-        meta.save_state(data_dir, state)
-    return state

@@ -59,6 +59,7 @@ class RemotePartition:
         self.local_bytes = 0
         self.local_end = 0
         self.opened = False
+        self.opened_leading = False  # opened (its manifest cleaned, recovered) as the leader
         self.sealed_end = 0  # one past the last sealed offset (the active segment's base)
 
     @property

@@ -8,10 +8,11 @@ new produces continue after the last remote offset (see ``RemoteLog.open``).
 
 from __future__ import annotations
 
-import asyncio
 import logging
-from pathlib import Path
+import uuid
+from collections.abc import Awaitable, Callable, Collection
 
+from tierlog.service.cluster.model import TopicAssignment
 from tierlog.service.topics import data_dir as meta
 from tierlog.tiering.remote.inventory import inventory
 from tierlog.tiering.remote.manifest_store import ManifestStore
@@ -32,34 +33,35 @@ async def topics_in_store(manifests: ManifestStore) -> dict[str, int]:
 
 async def restore_missing_topics(
     manifests: ManifestStore,
-    state: meta.BrokerState,
-    data_dir: Path,
+    existing: Collection[str],
+    create: Callable[[TopicAssignment], Awaitable[bool]],
+    replicas: Callable[[int], list[tuple[int, ...]]],
     *,
     only: set[str] | None = None,
 ) -> list[str]:
-    """Add every topic found in the store but missing from ``state`` (restricted to ``only`` when given)
-    to ``state`` and persist it. Internal (``__``) topics and illegal names are skipped. Returns the
-    restored names, sorted. Idempotent (a second call restores nothing). Not safe concurrently with
-    other changes to ``state``: call it before the broker opens its topics, or offline.
+    """Create every topic found in the store but not in ``existing`` (restricted to ``only`` when given):
+    ``create(assignment)`` commits it (False: a topic of that name appeared meanwhile), its partitions
+    placed by ``replicas(count)``. Internal (``__``) topics and illegal names are skipped. Returns the
+    restored names, sorted. Idempotent (a second call restores nothing).
 
     Raises:
-        UnavailableError: the store failed (nothing is changed).
-        OSError: the state cannot be written.
+        UnavailableError: the remote store or the metadata store failed (the topics restored before the
+            failure stay).
+        InvalidConfigError: a restored name collides with an existing topic.
     """
     found = await topics_in_store(manifests)
     restored: list[str] = []
     for name, partitions in sorted(found.items()):
-        if name in state.topics or name.startswith("__") or (only is not None and name not in only):
+        if name in existing or name.startswith("__") or (only is not None and name not in only):
             continue
         try:
             meta.validate_topic_name(name)
         except Exception:
             log.warning("not restoring %r: not a legal topic name", name)
             continue
-        state.topics[name] = meta.TopicRecord(
-            name=name, partitions=partitions, configs={"remote.storage.enable": "true"}
+        assignment = TopicAssignment(
+            name, uuid.uuid4().hex, tuple(replicas(partitions)), {"remote.storage.enable": "true"}
         )
-        restored.append(name)
-    if restored:
-        await asyncio.to_thread(meta.save_state, data_dir, state)
+        if await create(assignment):
+            restored.append(name)
     return restored

@@ -130,7 +130,6 @@ class RemoteTier:
         self._parts: dict[tuple[str, int], tuple[Partition, RemotePartition]] = {}
         self._deletions: dict[tuple[str, int], asyncio.Task[Any]] = {}
         self._roles: dict[tuple[str, int], tuple[bool, int]] = {}  # (leading, leader epoch) per partition
-        self.embedded = True  # the broker sets False in a cluster (also with an injected metadata store)
         self._store_down = False
         self._failing = False  # an upload failed in the last pass: retry on a short backoff
         self._wake = asyncio.Event()
@@ -235,6 +234,7 @@ class RemoteTier:
             try:
                 await asyncio.wait_for(remote_log.open(reset_local=reset_local), _OPEN_TIMEOUT_S)
                 remote.opened = True
+                remote.opened_leading = leading
             except (UnavailableError, TimeoutError) as err:
                 self._store_down = True
                 log.warning("%s: remote tier unavailable at open (%s); will retry", partition.label, err)
@@ -257,6 +257,30 @@ class RemoteTier:
         self._wake.set()
         return remote
 
+    async def take_lead(self, partition: Partition, leader_epoch: int) -> None:
+        """About to lead ``partition`` at ``leader_epoch``: unless its remote side was already opened as a
+        leader, open it now as one, as :meth:`attach` opens a leading partition: a damaged manifest is
+        recovered, unfinished uploads are cleaned, and an empty local log (a restore, a lost disk) starts
+        after the remote data. Skipped while the store is known to be down (the upload passes do it).
+        Idempotent. Never raises for the store's sake (logged; the upload passes retry)."""
+        found = self._parts.get((partition.topic, partition.index))
+        if found is None or found[0] is not partition:
+            return
+        remote = found[1]
+        empty = partition.log_end_offset == 0
+        if (remote.opened_leading and not empty) or self._store_down:
+            return
+        remote.remote_log.set_role(True, leader_epoch)
+        self._roles[(partition.topic, partition.index)] = (True, leader_epoch)
+        try:
+            await asyncio.wait_for(remote.remote_log.open(reset_local=empty), _OPEN_TIMEOUT_S)
+            remote.opened = remote.opened_leading = True
+        except (UnavailableError, TimeoutError) as err:
+            log.warning("%s: remote tier unavailable while taking the lead (%s)", partition.label, err)
+        except TierlogError as err:
+            log.error("%s: remote tier state unusable while taking the lead (%s)", partition.label, err)
+        remote.local_end = partition.log_end_offset
+
     def detach(self, partition: Partition) -> RemotePartition | None:
         """Forget ``partition`` (closed or deleted) and its role. Idempotent."""
         found = self._parts.get((partition.topic, partition.index))
@@ -267,11 +291,9 @@ class RemoteTier:
         return found[1]
 
     def _role_of(self, partition: Partition) -> tuple[bool, int | None]:
-        """``(leading, leader epoch)`` for a partition being attached: embedded, the only replica leads,
-        unfenced; in a cluster, the role :meth:`set_role` last gave, else the partition's own (a topic
-        that starts tiering after the role was set), else follow until told."""
-        if self.embedded:
-            return True, None
+        """``(leading, leader epoch)`` for a partition being attached: the role :meth:`set_role` last gave,
+        else the partition's own (a topic that starts tiering after the role was set), else follow until
+        told."""
         role = self._roles.get((partition.topic, partition.index))
         if role is not None:
             return role

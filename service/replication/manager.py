@@ -220,6 +220,8 @@ class ReplicaManager:
                 LeaderNotAvailableError(f"{partition.label} moves to leader epoch {state.leader_epoch}"),
             )
         await partition.drain_leader_appends()  # no batch of an older epoch lands after the new one starts
+        if self.remote is not None:
+            await self.remote.take_lead(partition, state.leader_epoch)
         start = await partition.assign_leader_epoch(state.leader_epoch)
         leader = LeaderState(
             topic=partition.topic,

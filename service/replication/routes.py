@@ -37,7 +37,6 @@ from tierlog.wire.errors import (
     CorruptRecordError,
     FencedLeaderEpochError,
     LeaderNotAvailableError,
-    NoSuchRouteError,
     NotAcceptableError,
     NotControllerError,
     NotLeaderOrFollowerError,
@@ -180,14 +179,9 @@ def _json(value: object) -> web.Response:
 
 
 def _cluster(request: web.Request) -> tuple[Broker, ClusterNode]:
-    """The broker and its cluster membership. Raises NoSuchRouteError (40400) on a broker running alone."""
+    """The broker and its cluster membership."""
     broker = request.app[BROKER]
-    node = broker.cluster
-    if node is None:
-        raise NoSuchRouteError(
-            f"{request.path}: replication routes serve cluster members; this broker runs alone"
-        )
-    return broker, node
+    return broker, broker.cluster
 
 
 def _epoch(request: web.Request) -> int:

@@ -12,8 +12,8 @@
 
 Each command works on one target:
 
-* ``--data-dir DIR``: offline, the embedded store of a broker without ``metadata.uri``
-  (``DIR/tierlog-security.json``), e.g. to create the first users before the broker ever starts. While a
+* ``--data-dir DIR``: offline, the local metadata store of a stopped broker without ``metadata.uri``
+  (``DIR/cluster-metadata.json``), e.g. to create the first users before the broker ever starts. While a
   broker runs on DIR it holds that file: the command says so and exits 1.
 * ``--metadata-uri URI``: offline, the metadata store of a cluster (``etcd://host:port/prefix``) or of a
   broker started with ``metadata.uri=file:///path``.
@@ -97,7 +97,9 @@ def _target_options(parser: _Parser) -> None:
         metavar="URL",
         help=f"a running broker's base URL (default $TIERLOG_BOOTSTRAP_SERVER or {DEFAULT_BOOTSTRAP})",
     )
-    where.add_argument("--data-dir", metavar="DIR", help="offline: the embedded store of a stopped broker")
+    where.add_argument(
+        "--data-dir", metavar="DIR", help="offline: the metadata store in a stopped broker's data directory"
+    )
     where.add_argument(
         "--metadata-uri", metavar="URI", help="offline: etcd://host:port/prefix or file:///path"
     )

@@ -30,8 +30,9 @@ from tierlog.service.security.acl import validate_binding
 from tierlog.service.security.admin_routes import ACL_FIELDS
 from tierlog.service.security.model import AclBinding, AclFilter
 from tierlog.service.security.scram import ScramCredential, make_credential
-from tierlog.service.security.security_store import SECURITY_FILE, SecurityStore
+from tierlog.service.security.security_store import SecurityStore
 from tierlog.service.settings.config import parse_metadata_uri
+from tierlog.service.topics.data_dir import CLUSTER_METADATA_FILE
 from tierlog.wire.errors import UnavailableError, error_from_answer
 
 __all__ = ["BrokerTarget", "OfflineTarget", "Target", "TargetError", "UserInfo"]
@@ -114,10 +115,11 @@ class OfflineTarget(Target):
 
     @classmethod
     def data_dir(cls, raw: str, *, create: bool) -> OfflineTarget:
-        """The embedded store of the broker data directory ``raw``; ``create`` makes the directory if it
-        does not exist (else opening it is a TargetError)."""
+        """The local metadata store of the broker data directory ``raw`` (a broker without
+        ``metadata.uri``); ``create`` makes the directory if it does not exist (else opening it is a
+        TargetError)."""
         data_dir = Path(raw).expanduser().absolute()
-        path = data_dir / SECURITY_FILE
+        path = data_dir / CLUSTER_METADATA_FILE
         store = SecurityStore(LocalMetadataStore(path), owns_store=True)
         running = f"the broker at {data_dir} is running: use --bootstrap-server"
         return cls(store, lock_path=_lock_of(path), running=running, create=data_dir if create else None)

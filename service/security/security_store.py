@@ -54,6 +54,7 @@ from tierlog.service.security.store_format import (
     user_key,
     user_name,
 )
+from tierlog.service.topics.data_dir import CLUSTER_METADATA_FILE
 from tierlog.wire.errors import ConflictError, NotFoundError, UnavailableError
 
 __all__ = [
@@ -118,9 +119,10 @@ class SecurityStore:
         self._closed = False
 
     @classmethod
-    def embedded(cls, data_dir: Path) -> SecurityStore:
-        """The store of a broker without ``metadata.uri``: ``<data_dir>/tierlog-security.json``, owned."""
-        return cls(LocalMetadataStore(data_dir / SECURITY_FILE), owns_store=True)
+    def offline(cls, data_dir: Path) -> SecurityStore:
+        """The store of a stopped broker without ``metadata.uri``: its local metadata store
+        ``<data_dir>/cluster-metadata.json``, owned (starting it fails while the broker runs)."""
+        return cls(LocalMetadataStore(data_dir / CLUSTER_METADATA_FILE), owns_store=True)
 
     # lifecycle
 

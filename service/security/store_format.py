@@ -44,7 +44,8 @@ __all__ = [
 PREFIX = "security/"
 USERS_PREFIX = PREFIX + "users/"
 ACLS_PREFIX = PREFIX + "acls/"
-#: The embedded store's file in a data directory (a broker without ``metadata.uri``).
+#: Where an older single broker kept users and ACLs in its data directory; imported once at start-up into
+#: the metadata store (see ``tierlog.service.cluster.legacy_state``).
 SECURITY_FILE = "tierlog-security.json"
 
 _FORMAT = 1

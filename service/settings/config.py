@@ -92,7 +92,7 @@ class Settings:
     queued_max_request_bytes: int
     broker_id: int
     broker_rack: str | None
-    metadata_uri: MetadataUri | None  # None: one broker on local metadata (the embedded default)
+    metadata_uri: MetadataUri | None  # None: a cluster of one on <data-dir>/cluster-metadata.json
     default_replication_factor: int
     auto_leader_rebalance_enable: bool
     leader_imbalance_check_interval_seconds: int

@@ -408,9 +408,9 @@ METADATA_URI = SettingSpec(
     None,
     "`etcd://host:port[,host:port...]/prefix`: the etcd cluster holding brokers, the controller, topics, "
     "assignments, leaders and epochs, under the key prefix (default `tierlog`). `file:///path`: one broker "
-    "on the local metadata store persisted in that file (the cluster code path without etcd; see "
-    "[cluster.md](cluster.md#one-broker-on-a-metadata-file-no-etcd)). Unset: one broker, local metadata in "
-    "`tierlog-state.json`, no etcd.",
+    "on the local metadata store persisted in that file. Unset: a cluster of one on the local metadata "
+    "store in `<data-dir>/cluster-metadata.json`, no etcd (an old `tierlog-state.json` is imported once; "
+    "see [cluster.md](cluster.md#one-broker-a-cluster-of-one)).",
     optional_metadata_uri,
 )
 DEFAULT_REPLICATION_FACTOR = SettingSpec(

@@ -1,12 +1,13 @@
-"""The broker: topics, their partitions and configs, persisted in the data directory.
+"""The broker: topics, their partitions and configs, kept in the cluster's metadata store.
 
-Embedded (``metadata.uri`` unset, no store injected), topic metadata changes (create, delete, alter
-configs, add partitions) are serialised under one asyncio lock and persisted in ``tierlog-state.json``
-before they are acknowledged. In a cluster (:attr:`Broker.cluster`, see
-:mod:`tierlog.service.cluster.node`) they are commits to the metadata store, and the broker opens the
-partitions it is a replica of; its :attr:`Broker.replication` manager makes each lead or follow. Log I/O
-runs in worker threads. The broker is opened in the background at start-up (``ready`` is false until every
-log is open, and in a cluster until it is registered) and closed on shutdown.
+Every broker is a cluster member (:attr:`Broker.cluster`, see :mod:`tierlog.service.cluster.node`), from one
+to N: topic metadata changes (create, delete, alter configs, add partitions) are commits to the metadata
+store, and the broker opens the partitions it is a replica of; its :attr:`Broker.replication` manager makes
+each lead or follow. Without ``metadata.uri`` the store is a local one in the data directory
+(``cluster-metadata.json``), so a single broker is a cluster of one; a data directory written before that
+(``tierlog-state.json``) is imported into it once (:mod:`tierlog.service.cluster.legacy_state`). Log I/O
+runs in worker threads. The broker is opened in the background at start-up (``ready`` is false until it is
+registered and every log it leads is open) and closed on shutdown.
 """
 
 from __future__ import annotations
@@ -15,31 +16,26 @@ import asyncio
 import logging
 from collections.abc import Coroutine, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tierlog.service.cluster.view import ClusterView, embedded_view
+from tierlog.service.cluster.node import ClusterNode
+from tierlog.service.cluster.view import ClusterView
 from tierlog.service.metrics import Metrics, Sample
 from tierlog.service.remote.tier import RemoteTier
 from tierlog.service.topics import data_dir as meta
-from tierlog.service.topics.configs import TopicConfig, validate_overrides
 from tierlog.service.topics.partition import Partition
 from tierlog.service.topics.producer_ids import ProducerIdManager
 from tierlog.service.topics.rules import (
-    check_known_config,
     check_new_topic,
     check_partition_count,
-    check_replication_factor_alone,
 )
 from tierlog.service.topics.tasks import TaskSet
 from tierlog.service.topics.topic import Topic
 from tierlog.tiering.log import AppendInfo, Clock, LogConfig, PartitionLog, SystemClock
 from tierlog.wire.errors import (
-    InvalidConfigError,
     TierlogError,
     UnavailableError,
     UnknownTopicError,
-    storage_error,
 )
 
 if TYPE_CHECKING:
@@ -50,7 +46,7 @@ if TYPE_CHECKING:
     from tierlog.service.settings.config import Settings
     from tierlog.tiering.remote.object_store import ObjectStore
 
-__all__ = ["AppendInfo", "Broker", "Partition", "Topic"]
+__all__ = ["AppendInfo", "Broker", "Partition", "Topic", "open_metadata_store"]
 
 log = logging.getLogger("tierlog.broker")
 
@@ -90,10 +86,7 @@ class Broker:
             self._url_known.set()
         self.clean_start = False
         self.background = TaskSet()
-        self._state: meta.BrokerState | None = None
         self._topics: dict[str, Topic] = {}
-        self._embedded_view: tuple[tuple[object, ...], ClusterView] | None = None  # (its inputs, it)
-        self._lock = asyncio.Lock()
         self._ready = asyncio.Event()
         self._failed: BaseException | None = None
         self._closed = False
@@ -127,20 +120,17 @@ class Broker:
         metrics.describe(
             "tierlog_under_replicated", "gauge", "1 when a led partition's ISR is smaller than its replicas"
         )
-        self.cluster: ClusterNode | None = None  # None: embedded
-        if metadata_store is not None or settings.metadata_uri is not None:
-            from tierlog.service.cluster.node import ClusterNode
-
-            owns = metadata_store is None
-            store = metadata_store if metadata_store is not None else _metadata_store(settings)
-            self.cluster = ClusterNode(self, store, owns_store=owns)
-            self.remote.embedded = False
-        #: Producer ids (``POST /native/v1/producers``, design 0011): blocks in the state file or the store.
-        self.producer_ids = (
-            ProducerIdManager.embedded(self._lock, self._require_state, self._save_state)
-            if self.cluster is None
-            else ProducerIdManager.cluster(self.cluster.store)
+        owns = metadata_store is None
+        store = metadata_store if metadata_store is not None else open_metadata_store(settings)
+        #: This broker's membership of its cluster (a cluster of one on the local store by default).
+        self.cluster = ClusterNode(
+            self,
+            store,
+            owns_store=owns,
+            legacy_state=settings.data_dir / meta.STATE_FILE if settings.metadata_uri is None else None,
         )
+        #: Producer ids (``POST /native/v1/producers``, design 0011): blocks taken in the metadata store.
+        self.producer_ids = ProducerIdManager.cluster(self.cluster.store)
 
     # ---- lifecycle -------------------------------------------------------------------------------------
 
@@ -175,7 +165,8 @@ class Broker:
             await self._ready.wait()
 
     async def open(self, gate: asyncio.Event | None = None) -> None:
-        """Load or create the state, set aside stray directories, open every partition log.
+        """Join the cluster (importing a ``tierlog-state.json`` first), set aside stray directories, open
+        the partition logs this broker leads or follows.
 
         ``gate`` (tests) delays opening until it is set. Not idempotent: call once. Raises OSError,
         UnavailableError or CorruptRecordError (unreadable state or log); :meth:`wait_ready` then fails.
@@ -183,60 +174,36 @@ class Broker:
         try:
             if gate is not None:
                 await gate.wait()
-            if self.cluster is not None:
-                await self._open_cluster(self.cluster)
-            else:
-                await self._open()
+            await self._open_cluster(self.cluster)
         except BaseException as err:
             self._failed = err
             self._ready.set()
             self._ready.clear()
             raise
 
-    async def _open(self) -> None:
-        state, clean, stale = await asyncio.to_thread(self._load_from_disk)
-        self._state = state
-        self.cluster_id = state.cluster_id
-        self.broker_id = state.broker_id
-        self.clean_start = clean
-        await self.remote.start()
-        if self.settings.remote_restore_on_start:
-            from tierlog.service.remote.restore import restore_missing_topics
-
-            restored = await restore_missing_topics(self.remote.manifests, state, self.data_dir)
-            if restored:
-                log.info("restored topics from the remote tier: %s", ", ".join(restored))
-        for path in stale:
-            self.background.spawn(asyncio.to_thread(meta.remove_tree, path), name=f"tierlog-rm-{path.name}")
-        for record in list(state.topics.values()):
-            config = self._topic_config(record)
-            partitions = [
-                await self._open_partition(record, index, config.log) for index in range(record.partitions)
-            ]
-            self._topics[record.name] = Topic(record, config, partitions)
-        self._ready.set()
-        log.info(
-            "broker open: cluster %s, %d topics, %d partitions, %s shutdown",
-            self.cluster_id,
-            len(self._topics),
-            sum(len(t.partitions) for t in self._topics.values()),
-            "after a clean" if clean else "after an unclean (or no previous)",
-        )
-
     async def _open_cluster(self, node: ClusterNode) -> None:
         """Join the cluster: prepare the data directory, register, open the partitions this broker leads.
-        Topics come from the metadata store; ``tierlog-state.json`` is not used."""
+        Topics come from the metadata store."""
         self.broker_id = self.settings.broker_id
         self.clean_start = await asyncio.to_thread(self._prepare_data_dir)
         await self.remote.start()
         await self._url_known.wait()
         await node.start(self.advertised_url)
+        if self.settings.remote_restore_on_start:
+            restored = await node.topics.restore()
+            if restored:
+                log.info("restored topics from the remote tier: %s", ", ".join(restored))
         await node.wait_for_self()
         self.cluster_id = node.cache.cluster_id
         for path in await node.prepare_data_dir():
             self.background.spawn(asyncio.to_thread(meta.remove_tree, path), name=f"tierlog-rm-{path.name}")
         await node.reconcile()
         node.start_reconciler()
+        timeout = self.settings.broker_session_timeout_ms / 1000
+        if not await node.wait_for(node.replicas_led, timeout):
+            log.warning(
+                "broker %d: some of its partitions have no leader yet; ready all the same", self.broker_id
+            )
         self._ready.set()
         log.info(
             "broker %d open in cluster %s: %d topics, leading %d partitions, %s shutdown",
@@ -251,22 +218,6 @@ class Broker:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         return meta.take_marker(self.data_dir / meta.CLEAN_SHUTDOWN_MARKER)
 
-    def _load_from_disk(self) -> tuple[meta.BrokerState, bool, list[Path]]:
-        self.data_dir.mkdir(parents=True, exist_ok=True)
-        state = meta.load_state(self.data_dir)
-        if state is None:
-            state = meta.BrokerState(cluster_id=meta.new_cluster_id())
-            meta.save_state(self.data_dir, state)
-            log.info("new data directory %s: cluster id %s", self.data_dir, state.cluster_id)
-        clean = meta.take_marker(self.data_dir / meta.CLEAN_SHUTDOWN_MARKER)
-        expected = {
-            meta.partition_dir(self.data_dir, rec.name, p).name
-            for rec in state.topics.values()
-            for p in range(rec.partitions)
-        }
-        stale = meta.sweep_data_dir(self.data_dir, expected)
-        return state, clean, stale
-
     async def close(self) -> None:
         """Finish background appends, flush and close every log, write the clean-shutdown marker.
 
@@ -278,8 +229,7 @@ class Broker:
         self._closed = True
         was_ready = self._ready.is_set()
         self._ready.clear()
-        if self.cluster is not None:
-            await self.cluster.close()
+        await self.cluster.close()
         await self.background.drain()
         failures = 0
         for partition in self.all_partitions():
@@ -298,26 +248,13 @@ class Broker:
     # ---- reads ---------------------------------------------------------------------------------------
 
     def cluster_view(self) -> ClusterView:
-        """The cluster as this broker sees it: in a cluster, from its metadata cache; embedded, a
-        one-broker cluster (this broker, its controller, leader of every partition at epoch 0). Pure
-        lookup; never raises."""
-        if self.cluster is not None:
-            return self.cluster.cache.view()
-        topics = [(t.name, t.partition_count) for t in list(self._topics.values())]
-        inputs = (self.cluster_id, self.broker_id, self.advertised_url, self.settings.broker_rack, *topics)
-        made = self._embedded_view
-        if made is not None and made[0] == inputs:  # the same topics: the view made for them (immutable)
-            return made[1]
-        view = embedded_view(
-            self.cluster_id, self.broker_id, self.advertised_url, self.settings.broker_rack, topics
-        )
-        self._embedded_view = (inputs, view)
-        return view
+        """The cluster as this broker sees it, from its metadata cache. Pure lookup; never raises."""
+        return self.cluster.cache.view()
 
     @property
-    def replication(self) -> ReplicaManager | None:
-        """The replica manager (design 0010) in a cluster; ``None`` on an embedded broker."""
-        return None if self.cluster is None else self.cluster.replication
+    def replication(self) -> ReplicaManager:
+        """The replica manager (design 0010)."""
+        return self.cluster.replication
 
     @property
     def local_topics(self) -> dict[str, Topic]:
@@ -367,14 +304,7 @@ class Broker:
         self.check_ready()
         if not self.settings.auto_create_topics_enable:
             raise UnknownTopicError(f"Topic not found. ({name})")
-        if self.cluster is not None:
-            return await self.cluster.topics.ensure(name)
-        async with self._lock:
-            existing = self._topics.get(name)
-            if existing is not None:
-                return existing
-            log.info("auto-creating topic %s", name)
-            return await self._create_locked(name, None, {}, internal=False)
+        return await self.cluster.topics.ensure(name)
 
     async def create_topic(
         self,
@@ -386,25 +316,20 @@ class Broker:
         replication_factor: int | None = None,
     ) -> Topic:
         """Create a topic with ``partitions`` (default ``num.partitions``), config overrides and
-        ``replication_factor`` replicas per partition (default ``default.replication.factor``; an embedded
-        broker has only itself, so 1).
+        ``replication_factor`` replicas per partition (default ``default.replication.factor``; at most
+        the live brokers, so 1 for a single broker).
 
         ``internal`` allows a name starting with ``__``. Not idempotent (a second call fails). Raises:
             InvalidConfigError (400, 40002): illegal or reserved name, bad partition count, unknown config
                 or bad value (naming it), name colliding with an existing one, the topic already exists,
                 or a replication factor above the live brokers ("Replication factor: R larger than
                 available brokers: B.").
-            UnavailableError: the partition directories cannot be created (nothing is left behind); in a
-                cluster, the metadata store cannot be reached (MetadataStoreError).
+            UnavailableError: the metadata store cannot be reached (MetadataStoreError).
         """
         self.check_ready()
-        if self.cluster is not None:
-            return await self.cluster.topics.create(
-                name, partitions, configs or {}, internal=internal, replication_factor=replication_factor
-            )
-        check_replication_factor_alone(replication_factor)
-        async with self._lock:
-            return await self._create_locked(name, partitions, configs or {}, internal=internal)
+        return await self.cluster.topics.create(
+            name, partitions, configs or {}, internal=internal, replication_factor=replication_factor
+        )
 
     def validate_create_topic(
         self, name: str, partitions: int | None = None, configs: Mapping[str, str] | None = None
@@ -436,33 +361,6 @@ class Broker:
             internal=internal,
         )
 
-    async def _create_locked(
-        self, name: str, partitions: int | None, configs: Mapping[str, str], *, internal: bool
-    ) -> Topic:
-        count, overrides = self._validate_create(name, partitions, configs, internal=internal)
-        state = self._require_state()
-        record = meta.TopicRecord(name=name, partitions=count, configs=overrides)
-        state.topics[name] = record
-        try:
-            await self._save_state(state)
-        except BaseException:
-            del state.topics[name]
-            raise
-        config = self._topic_config(record)
-        opened: list[Partition] = []
-        try:
-            for index in range(count):
-                opened.append(await self._open_partition(record, index, config.log))
-        except BaseException:
-            del state.topics[name]
-            await self._discard(opened)
-            await self._save_state(state)
-            raise
-        topic = Topic(record, config, opened)
-        self._topics[name] = topic
-        log.info("created topic %s with %d partitions, overrides %s", name, count, overrides or "none")
-        return topic
-
     async def delete_topic(self, name: str, *, internal: bool = False) -> None:
         """Delete a topic: forget it durably, close its logs, rename its directories to
         ``<topic>-<p>.<uuid>-delete`` and remove them in the background. The name is free at once.
@@ -470,34 +368,11 @@ class Broker:
         Internal (``__``) topics are deleted only with ``internal``. Not idempotent. Raises:
             UnknownTopicError (40401): unknown topic.
             InvalidConfigError (40002): an internal topic without ``internal``.
-            InsufficientStorageError, UnavailableError: the state cannot be written (nothing is deleted).
+            UnavailableError: the metadata store cannot be reached (nothing is deleted).
         """
         self.check_ready()
-        if self.cluster is not None:
-            self.topic(name)
-            await self.cluster.topics.delete(name, internal=internal)
-            return
-        async with self._lock:
-            topic = self.topic(name)
-            if topic.is_internal and not internal:
-                raise InvalidConfigError(f"Topic {name} is an internal topic and cannot be deleted.")
-            state = self._require_state()
-            record = state.topics.pop(name)
-            try:
-                await self._save_state(state)
-            except BaseException:
-                state.topics[name] = record
-                raise
-            del self._topics[name]
-            await self._discard(topic.partitions)
-            for partition in topic.partitions:
-                remote = self.remote.detach(partition)
-                if remote is not None:  # remote data goes after the local data
-                    task = self.background.spawn(
-                        self.remote.delete_partition_data(remote), name=f"tierlog-rm-remote-{partition.label}"
-                    )
-                    self.remote.deleting(partition, task)
-        log.info("deleted topic %s", name)
+        self.topic(name)
+        await self.cluster.topics.delete(name, internal=internal)
 
     async def alter_topic_configs(
         self, name: str, updates: Mapping[str, str | None], *, validate_only: bool = False
@@ -510,44 +385,8 @@ class Broker:
             InvalidConfigError (400, 40002): unknown config name or bad value, naming it.
         """
         self.check_ready()
-        if self.cluster is not None:
-            self.topic(name)
-            await self.cluster.topics.alter_configs(name, updates, validate_only=validate_only)
-            return
-        async with self._lock:
-            topic = self.topic(name)
-            state = self._require_state()
-            record = state.topics[name]
-            merged: dict[str, str] = dict(record.configs)
-            for key, value in updates.items():
-                if value is None:
-                    check_known_config(key)
-                    merged.pop(key, None)
-                else:
-                    merged[key] = value
-            merged = validate_overrides(self.settings.topic_defaults, merged)
-            config = TopicConfig.resolve(self.settings.topic_defaults, merged)
-            was_remote = topic.config.remote_storage_enable
-            if was_remote and not config.log.remote_storage_enable:
-                raise InvalidConfigError(
-                    "Invalid value false for configuration remote.storage.enable: remote storage cannot be "
-                    "disabled once enabled; delete the topic instead"
-                )
-            if validate_only:
-                return
-            previous = record.configs
-            record.configs = merged
-            try:
-                await self._save_state(state)
-            except BaseException:
-                record.configs = previous
-                raise
-            topic.reconfigure(config)
-            for partition in topic.partitions:
-                await partition.update_config(config.log)
-                if not was_remote and config.log.remote_storage_enable:
-                    await self.remote.attach(partition, reset_local=False)
-        log.info("altered configs of topic %s: %s", name, dict(updates))
+        self.topic(name)
+        await self.cluster.topics.alter_configs(name, updates, validate_only=validate_only)
 
     async def add_partitions(self, name: str, count: int) -> Topic:
         """Grow a topic to ``count`` partitions; all-or-nothing. Idempotent for the current count. Raises:
@@ -556,40 +395,8 @@ class Broker:
         UnavailableError: a new partition directory cannot be created (nothing is added).
         """
         self.check_ready()
-        if self.cluster is not None:
-            self.topic(name)
-            return await self.cluster.topics.add_partitions(name, count, check_partition_count)
-        async with self._lock:
-            topic = self.topic(name)
-            check_partition_count(count)
-            current = len(topic.partitions)
-            if count < current:
-                raise InvalidConfigError(
-                    f"Topic currently has {current} partitions, which is higher than the requested {count}."
-                )
-            if count == current:
-                return topic
-            state = self._require_state()
-            record = state.topics[name]
-            record.partitions = count
-            try:
-                await self._save_state(state)
-            except BaseException:
-                record.partitions = current
-                raise
-            opened: list[Partition] = []
-            try:
-                for index in range(current, count):
-                    opened.append(await self._open_partition(record, index, topic.config))
-            except BaseException:
-                record.partitions = current
-                await self._discard(opened)
-                await self._save_state(state)
-                raise
-            for partition in opened:
-                topic.add_local(partition)
-        log.info("topic %s now has %d partitions", name, count)
-        return topic
+        self.topic(name)
+        return await self.cluster.topics.add_partitions(name, count, check_partition_count)
 
     # ---- internals -----------------------------------------------------------------------------------
 
@@ -606,22 +413,6 @@ class Broker:
         """Raises: UnavailableError (503, retriable) while the logs are opening or closing."""
         if not self._ready.is_set():
             raise UnavailableError("The broker is not ready: its logs are opening or closing.")
-
-    async def _save_state(self, state: meta.BrokerState) -> None:
-        """Persist ``state`` durably. Raises InsufficientStorageError (507, 50701) when the disk is full,
-        UnavailableError (503) on another I/O error; the caller undoes its in-memory change."""
-        try:
-            await asyncio.to_thread(meta.save_state, self.data_dir, state)
-        except OSError as err:
-            raise storage_error(f"writing the broker state in {self.data_dir}", err) from err
-
-    def _require_state(self) -> meta.BrokerState:
-        if self._state is None:
-            raise UnavailableError("The broker is not ready: its state is not loaded.")
-        return self._state
-
-    def _topic_config(self, record: meta.TopicRecord) -> TopicConfig:
-        return TopicConfig.resolve(self.settings.topic_defaults, record.configs)
 
     async def open_partition(self, record: meta.TopicRecord, index: int, config: LogConfig) -> Partition:
         """Open (creating on first use) partition ``index`` of ``record``, the remote tier attached when the
@@ -646,7 +437,6 @@ class Broker:
             self._spawn,
             config,
             executor=self.log_io,
-            replicated=self.cluster is not None,
         )
         if config.remote_storage_enable:
             await self.remote.attach(partition)
@@ -693,11 +483,15 @@ class Broker:
         return samples
 
 
-def _metadata_store(settings: Settings) -> MetadataStore:
+def open_metadata_store(settings: Settings) -> MetadataStore:
     """The store ``metadata.uri`` names: etcd (over TLS with ``metadata.ssl.*``), or (``file://``) the local
-    store persisted in that file."""
+    store persisted in that file; without ``metadata.uri``, the local store in
+    ``<data-dir>/cluster-metadata.json``."""
     uri = settings.metadata_uri
-    assert uri is not None
+    if uri is None:
+        from tierlog.service.cluster.local_store import LocalMetadataStore
+
+        return LocalMetadataStore(settings.data_dir / meta.CLUSTER_METADATA_FILE)
     if uri.scheme == "file":
         from tierlog.service.cluster.local_store import LocalMetadataStore
 

@@ -1,9 +1,13 @@
-"""The broker's persistent state (cluster id, topics, partition counts, config overrides) and topic names.
+"""Topic names, partition directories and the data directory's files; the state format older single
+brokers wrote.
 
-The state is one JSON file, ``<data-dir>/tierlog-state.json``, replaced atomically: write a temporary
-file, fsync it, rename it over the old one, fsync the directory. A reader therefore sees the old state or
-the new one, never a mix. Partition directories are ``<data-dir>/<topic>-<partition>``; a topic name
-cannot contain a path separator, so nothing a client sends can leave the data directory.
+A broker keeps its topics in the cluster's metadata store (a cluster of one:
+``<data-dir>/cluster-metadata.json``, see :mod:`tierlog.service.cluster.local_store`). Before that, a
+broker without ``metadata.uri`` kept them in ``<data-dir>/tierlog-state.json`` (:class:`BrokerState`,
+replaced atomically: temporary file, fsync, rename, directory fsync); :func:`load_state` reads such a file
+for its one-time import (:mod:`tierlog.service.cluster.legacy_state`); :func:`save_state` writes one.
+Partition directories are ``<data-dir>/<topic>-<partition>``; a topic name cannot contain a path separator,
+so nothing a client sends can leave the data directory.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from tierlog.wire.errors import CorruptRecordError, InvalidConfigError
 
 __all__ = [
     "CLEAN_SHUTDOWN_MARKER",
+    "CLUSTER_METADATA_FILE",
     "STATE_FILE",
     "BrokerState",
     "TopicRecord",
@@ -40,7 +45,9 @@ __all__ = [
 
 log = logging.getLogger("tierlog.broker")
 
-STATE_FILE = "tierlog-state.json"
+STATE_FILE = "tierlog-state.json"  # written by older single brokers; imported once at start-up
+#: A broker's local metadata store without ``metadata.uri`` (a cluster of one); see ``LocalMetadataStore``.
+CLUSTER_METADATA_FILE = "cluster-metadata.json"
 CLEAN_SHUTDOWN_MARKER = ".tierlog_cleanshutdown"
 STATE_VERSION = 1
 PARTITION_DIR = re.compile(r"(?P<topic>[a-zA-Z0-9._-]+)-(?P<partition>\d+)")
@@ -64,8 +71,8 @@ class BrokerState:
     cluster_id: str
     broker_id: int = 0
     topics: dict[str, TopicRecord] = field(default_factory=dict)
-    #: Start of the next block of producer ids this broker may take (embedded mode); every id below it
-    #: was possibly issued. Absent from files written before producer ids existed: 0.
+    #: Start of the next block of producer ids this broker could take; every id below it was possibly
+    #: issued. Absent from files written before producer ids existed: 0.
     next_producer_id_block: int = 0
 
     def to_json(self) -> dict[str, Any]:

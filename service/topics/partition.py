@@ -5,10 +5,8 @@ that are replaced on every wake-up, so a reader that took the event before readi
 that lands between its read and its wait. There are two: replicas (followers' fetches) are woken by
 appends, consumers by advances of the high watermark, the offset below which they may read.
 
-**Roles** (design 0010). On an embedded broker a partition is always the ``leader`` at leader epoch 0 with
-no :class:`~tierlog.service.replication.leader.LeaderState`: it is its own ISR, so its high watermark is its
-log end offset, moved after every append. In a cluster the
-:class:`~tierlog.service.replication.manager.ReplicaManager` moves it between ``leader`` (with a
+**Roles** (design 0010). The :class:`~tierlog.service.replication.manager.ReplicaManager` moves a partition
+between ``leader`` (with a
 ``LeaderState`` that computes the high watermark from the followers' fetch offsets) and ``follower`` (its
 fetcher appends the leader's batches with :meth:`Partition.append_as_follower`); a follower refuses
 produces and consumer reads with the error the manager set (50310 naming the leader, or 50311).
@@ -79,10 +77,9 @@ class Partition:
     All methods are safe to call concurrently from the event loop. Once the topic is deleted (or the
     broker closes) every call raises :class:`UnknownTopicError` (40401) and pending long polls return early.
 
-    ``replicated``: the partition belongs to a cluster member. It then opens as a ``follower`` refusing
-    clients (50311) until the replica manager gives it a role, and its high watermark moves only as the
-    manager's :class:`LeaderState` or the leader's fetch answers say. Otherwise (embedded) it leads at epoch
-    0 and its high watermark follows the log end offset. ``min_insync_replicas`` (cluster) reads the topic's
+    A partition opens as a ``follower`` refusing clients (50311) until the replica manager gives it a role
+    (a single broker leads every partition it holds), and its high watermark moves only as the manager's
+    :class:`LeaderState` or the leader's fetch answers say. ``min_insync_replicas`` reads the topic's
     ``min.insync.replicas`` at each ``acks=all`` produce; set by the cluster node after opening.
     """
 
@@ -97,7 +94,6 @@ class Partition:
         config: LogConfig,
         *,
         executor: Executor | None = None,
-        replicated: bool = False,
     ) -> None:
         self.topic = topic
         self.index = index
@@ -120,20 +116,15 @@ class Partition:
         self._background_errors = LogLimiter(BACKGROUND_ERROR_LOG_INTERVAL_S)
         self.config = config  # the live log's config: an immutable snapshot, replaced by update_config
         self.remote: RemotePartition | None = None
-        self.replicated = replicated
-        self.role: Role = "follower" if replicated else "leader"
-        self.leader_epoch = -1 if replicated else 0
-        self.leader: LeaderState | None = None  # set while leading in a cluster
+        self.role: Role = "follower"
+        self.leader_epoch = -1
+        self.leader: LeaderState | None = None  # set while leading
         self.min_insync_replicas: Callable[[], int] = lambda: 1
         self.on_follower_fetch: Callable[[int], None] | None = None  # the manager's ISR poke
-        self._refusal: TierlogError | None = (
-            LeaderNotAvailableError(f"partition {topic}-{index} is opening on this broker")
-            if replicated
-            else None
+        self._refusal: TierlogError | None = LeaderNotAvailableError(
+            f"partition {topic}-{index} is opening on this broker"
         )
         self._committed = asyncio.Event()  # replaced on every high watermark advance: consumer long polls
-        if not replicated:
-            partition_log.update_high_watermark(partition_log.log_end_offset)
 
     @property
     def label(self) -> str:
@@ -204,8 +195,8 @@ class Partition:
         Leader only. ``acks`` 1 (and 0, see :meth:`append_in_background`) answers after the local append
         and the flush the topic's policy requires. ``acks`` -1 (all): in a cluster the ISR must hold at
         least ``min.insync.replicas`` replicas before anything is appended, and the call answers once the
-        high watermark passes the last appended offset (every in-sync replica has the batches); an
-        embedded broker is its own ISR, so it answers after the append. The leader stamps its leader
+        high watermark passes the last appended offset (every in-sync replica has the batches; a
+        single broker is its own ISR). The leader stamps its leader
         epoch into every batch. Batches with a producer id are deduplicated (design 0011): a duplicate
         appends nothing, answers its first offsets (``info.duplicate``), counts in
         ``tierlog_produce_duplicates_total`` and, with ``acks=all``, still waits for them to be committed;
@@ -231,9 +222,10 @@ class Partition:
         async with self._operation():
             self._check_leader()
             leader = self.leader  # the role and epoch this append runs under, read together
-            if acks == -1 and leader is not None:
+            assert leader is not None  # set with the leader role (see lead)
+            if acks == -1:
                 leader.check_min_isr(self.min_insync_replicas())
-            epoch = self.leader_epoch if leader is not None else None
+            epoch = self.leader_epoch
             self._leader_appends += 1  # no await since the role check: a role change waits for it
             self._leader_appends_done.clear()
             try:
@@ -257,9 +249,6 @@ class Partition:
             self._metrics.inc("tierlog_bytes_in_total", len(batches), topic=self.topic)
             self._metrics.inc("tierlog_records_in_total", info.record_count, topic=self.topic)
             self._wake()
-        if leader is None:
-            self._wake_committed()
-            return info
         if leader is self.leader:
             self.advance_high_watermark(leader.on_local_append())
         if acks == -1:
@@ -646,15 +635,11 @@ class Partition:
         return self.high_watermark, self.log_start_offset, self.log_end_offset
 
     def _append_and_measure(
-        self, batches: bytes | memoryview, epoch: int | None, check: Callable[[], object] | None = None
+        self, batches: bytes | memoryview, epoch: int, check: Callable[[], object] | None = None
     ) -> tuple[AppendInfo, int, int]:
         if check is not None:
             check()
-        if epoch is None:  # alone (embedded): every append is committed at once
-            info = self._log.append(batches)
-            self._log.update_high_watermark(self._log.log_end_offset)
-        else:
-            info = self._log.append(batches, leader_epoch=epoch)
+        info = self._log.append(batches, leader_epoch=epoch)
         return info, int(self._log.size_bytes), int(self._log.log_end_offset)
 
     def _run(self, call: Callable[..., T], *args: Any) -> asyncio.Future[T]:
@@ -753,7 +738,9 @@ class Partition:
         event.set()
 
     def _check_leader(self) -> None:
-        """Raise what a client of a replica that does not lead is told (the manager's reason)."""
+        """Raise what a client of a replica that does not lead is told (the manager's reason); once closed,
+        why it closed."""
+        self._check_open()
         if self.role != "leader":
             raise self._refusal or NotLeaderOrFollowerError(f"this broker does not lead {self.label}")
 

@@ -5,11 +5,10 @@ a block with one durable write of the next block's start, made before any id of 
 an id is never handed out twice: not by two brokers of one cluster, not by one broker across restarts (a
 restarted broker takes a new block; the rest of its old one is never used).
 
-Where the next block's start lives:
-
-* embedded: ``next_producer_id_block`` in ``tierlog-state.json``, saved under the broker's lock;
-* in a cluster: the metadata store key :data:`NEXT_BLOCK_KEY`, JSON ``{"next": N}``, written with a
-  compare on its ``mod_revision`` and retried when another broker wrote it in between.
+The next block's start lives in the metadata store key :data:`NEXT_BLOCK_KEY`, JSON ``{"next": N}``,
+written with a compare on its ``mod_revision`` and retried when another broker wrote it in between (a
+``tierlog-state.json`` of an older single broker brings its ``next_producer_id_block`` there when it is
+imported, see :mod:`tierlog.service.cluster.legacy_state`).
 
 Every id below the stored start was possibly issued (:meth:`ProducerIdManager.issued_below`); an epoch
 bump of an id at or above it is refused with UnknownProducerIdError (40404).
@@ -20,7 +19,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Protocol
 
 from tierlog.service.cluster.metadata_store import Compare, Put
@@ -34,7 +32,6 @@ from tierlog.wire.errors import (
 
 if TYPE_CHECKING:
     from tierlog.service.cluster.metadata_store import MetadataStore
-    from tierlog.service.topics.data_dir import BrokerState
 
 __all__ = [
     "BLOCK_SIZE",
@@ -62,35 +59,6 @@ class _Blocks(Protocol):
 
     async def latest(self) -> int:
         """The stored start of the next block (every id below it was possibly issued)."""
-
-
-class _EmbeddedBlocks:
-    """``next_producer_id_block`` in the broker's state file, written under the broker's lock."""
-
-    def __init__(
-        self,
-        lock: asyncio.Lock,
-        state: Callable[[], BrokerState],
-        save: Callable[[BrokerState], Awaitable[None]],
-    ) -> None:
-        self._lock = lock
-        self._state = state
-        self._save = save
-
-    async def take(self) -> int:
-        async with self._lock:
-            state = self._state()
-            start = state.next_producer_id_block
-            state.next_producer_id_block = start + BLOCK_SIZE
-            try:
-                await self._save(state)
-            except BaseException:
-                state.next_producer_id_block = start
-                raise
-            return start
-
-    async def latest(self) -> int:
-        return self._state().next_producer_id_block
 
 
 class _StoreBlocks:
@@ -127,7 +95,7 @@ class _StoreBlocks:
 class ProducerIdManager:
     """Hands out producer ids and bumps their epochs (``POST /native/v1/producers``).
 
-    Build one with :meth:`embedded` or :meth:`cluster`. Every coroutine must run on the broker's event loop
+    Build one with :meth:`cluster`. Every coroutine must run on the broker's event loop
     and is safe to call concurrently: ids are handed out under one lock, in order, each exactly once.
     """
 
@@ -137,17 +105,6 @@ class ProducerIdManager:
         self._next = 0
         self._end = 0  # the current block is [_next, _end); empty until the first id is asked for
         self._issued_below = 0  # highest stored next-block start seen
-
-    @classmethod
-    def embedded(
-        cls,
-        lock: asyncio.Lock,
-        state: Callable[[], BrokerState],
-        save: Callable[[BrokerState], Awaitable[None]],
-    ) -> ProducerIdManager:
-        """Blocks recorded in the broker's state: ``state()`` is the loaded state (it raises while none is),
-        ``save(state)`` persists it durably; both are called holding ``lock``, the broker's lock."""
-        return cls(_EmbeddedBlocks(lock, state, save))
 
     @classmethod
     def cluster(cls, store: MetadataStore) -> ProducerIdManager:
@@ -163,9 +120,8 @@ class ProducerIdManager:
         """A producer id never handed out before, at epoch 0.
 
         Takes a new block (one durable write) when the current one is used up. Not idempotent.
-        Raises: UnavailableError (the state cannot be saved, the metadata store cannot be reached, or the
-        broker is not open), InsufficientStorageError (507), CorruptRecordError (the stored value is not
-        a block start).
+        Raises: UnavailableError (the metadata store cannot be reached), CorruptRecordError (the stored
+        value is not a block start).
         """
         async with self._lock:
             if self._next >= self._end:
@@ -188,7 +144,7 @@ class ProducerIdManager:
             BadRequestError: (40001) ``producer_id`` or ``epoch`` is not an integer.
             InvalidValueError: (42202) ``producer_id`` outside 0..2**63-1 or ``epoch`` outside 0..32767.
             UnknownProducerIdError: (404, 40404) ``producer_id`` was never issued by this cluster.
-            UnavailableError, InsufficientStorageError, CorruptRecordError: as :meth:`new_id`.
+            UnavailableError, CorruptRecordError: as :meth:`new_id`.
         """
         check_producer_id(producer_id, epoch)
         if producer_id >= self._issued_below:

@@ -1,6 +1,6 @@
 """What a topic change must satisfy before anything is written, as Kafka checks it: a new topic's name,
-partition count and config overrides against the topics that exist, a partition count, an embedded
-broker's replication factor, a config name to reset. Pure functions; every refusal is an
+partition count and config overrides against the topics that exist, a partition count, a config name
+to reset. Pure functions; every refusal is an
 :class:`InvalidConfigError` (400, 40002) whose message is Kafka's where Kafka has one.
 """
 
@@ -17,7 +17,6 @@ __all__ = [
     "check_known_config",
     "check_new_topic",
     "check_partition_count",
-    "check_replication_factor_alone",
 ]
 
 MAX_PARTITIONS = 10_000
@@ -53,15 +52,6 @@ def check_new_topic(
 def check_partition_count(count: object) -> None:
     if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= MAX_PARTITIONS:
         raise InvalidConfigError(f"Number of partitions must be an integer between 1 and {MAX_PARTITIONS}.")
-
-
-def check_replication_factor_alone(factor: int | None) -> None:
-    """An embedded broker is a one-broker cluster: a replication factor other than 1 cannot be met."""
-    if factor is None or factor == 1:
-        return
-    if isinstance(factor, bool) or not isinstance(factor, int) or factor < 1:
-        raise InvalidConfigError("Replication factor must be larger than 0.")
-    raise InvalidConfigError(f"Replication factor: {factor} larger than available brokers: 1.")
 
 
 def check_known_config(name: str) -> None:

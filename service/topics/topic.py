@@ -1,8 +1,8 @@
 """A topic as the broker holds it: its record, its resolved configs and the partitions open on this broker.
 
-An embedded broker opens every partition of every topic. A cluster member opens the partitions it is a
-replica of (leading or following them, design 0010) but serves clients only those it leads; asking it for
-another one raises the error that sends the client to the leader (see :meth:`Topic.partition`).
+A broker opens the partitions it is a replica of (leading or following them, design 0010; a single broker
+leads all of them) but serves clients only those it leads; asking it for another one raises the error that
+sends the client to the leader (see :meth:`Topic.partition`).
 """
 
 from __future__ import annotations
@@ -30,8 +30,7 @@ class Topic:
 
     Its configs are one immutable :class:`TopicConfig` snapshot, replaced whole by :meth:`reconfigure`:
     a reader on the event loop sees the old or the new configs, never a mix, and takes no lock.
-    ``leadership`` is ``None`` on an embedded broker (it leads everything) and the cluster's check
-    otherwise.
+    ``leadership`` is the cluster's check of who serves a partition.
     """
 
     def __init__(
@@ -40,7 +39,7 @@ class Topic:
         config: TopicConfig,
         partitions: list[Partition],
         *,
-        leadership: Leadership | None = None,
+        leadership: Leadership,
     ) -> None:
         self.name = record.name
         self.topic_id = record.topic_id
@@ -60,8 +59,8 @@ class Topic:
 
     @property
     def partitions(self) -> list[Partition]:
-        """The partitions open on this broker, in index order: every partition on an embedded broker, the
-        replicas this broker holds in a cluster, leading or following (``Partition.role``; use
+        """The partitions open on this broker, in index order: the replicas this broker holds, leading or
+        following (``Partition.role``; use
         :meth:`partition` to serve a client, :attr:`partition_count` for the topic's count)."""
         return [self._local[i] for i in sorted(self._local)]
 
@@ -109,14 +108,11 @@ class Topic:
     def partition(self, index: int) -> Partition:
         """The partition to serve ``index`` from. Raises:
         UnknownPartitionError (40402): ``index`` is outside ``[0, partition_count)``.
-        NotLeaderOrFollowerError (50310, retriable): in a cluster, another broker leads it (the error names
-            the leader, its URL and the leader epoch).
-        LeaderNotAvailableError (50311, retriable): in a cluster, no live broker leads it now.
+        NotLeaderOrFollowerError (50310, retriable): another broker leads it (the error names the leader,
+            its URL and the leader epoch).
+        LeaderNotAvailableError (50311, retriable): no live broker leads it now.
         """
         if isinstance(index, int) and 0 <= index < self.partition_count:
             local = self._local.get(index)
-            if self._leadership is not None:
-                return self._leadership(self.name, index, local)
-            if local is not None:
-                return local
+            return self._leadership(self.name, index, local)
         raise UnknownPartitionError(f"Partition not found. (partition {index} of topic {self.name})")

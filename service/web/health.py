@@ -33,36 +33,35 @@ async def metrics_handler(request: web.Request) -> web.Response:
 
 
 async def health(request: web.Request) -> web.Response:
-    """``GET /health``: 200 while the process serves HTTP. In a cluster the body also has ``cluster``:
-    this broker's id, whether it is registered, the controller it knows, the metadata revision its cache
-    has applied and how long the store has not confirmed its session (``session_unconfirmed_ms``)."""
+    """``GET /health``: 200 while the process serves HTTP. The body also has ``cluster``: this broker's
+    id, whether it is registered, the controller it knows, the metadata revision its cache has applied and
+    how long the store has not confirmed its session (``session_unconfirmed_ms``)."""
     body: dict[str, Any] = {"status": "UP"}
     node = request.app[BROKER].cluster
-    if node is not None:
-        body["cluster"] = {
-            "cluster_id": node.cache.cluster_id,
-            "broker_id": node.broker_id,
-            "registered": node.registered,
-            "controller_id": node.cache.view().controller_id,
-            "controller_epoch": node.cache.view().controller_epoch,
-            "is_controller": node.controller.active,
-            "metadata_revision": node.cache.revision,
-            # how long the metadata store has not confirmed this broker's session (etcd unreachable)
-            "session_unconfirmed_ms": int(node.membership.unconfirmed_s * 1000),
-        }
+    body["cluster"] = {
+        "cluster_id": node.cache.cluster_id,
+        "broker_id": node.broker_id,
+        "registered": node.registered,
+        "controller_id": node.cache.view().controller_id,
+        "controller_epoch": node.cache.view().controller_epoch,
+        "is_controller": node.controller.active,
+        "metadata_revision": node.cache.revision,
+        # how long the metadata store has not confirmed this broker's session (etcd unreachable)
+        "session_unconfirmed_ms": int(node.membership.unconfirmed_s * 1000),
+    }
     return web.json_response(body)
 
 
 async def ready(request: web.Request) -> web.Response:
     """``GET /ready``: 200 once every partition log is open, 503 before that, while shutting down and while
-    a partition is offline after an I/O failure (``offline_partitions`` says which and why). In a cluster
-    also 503 (``NOT_REGISTERED``) while the broker's session in the cluster is lost.
+    a partition is offline after an I/O failure (``offline_partitions`` says which and why), and
+    (``NOT_REGISTERED``) while the broker's session in the cluster is lost.
 
     The route needs no credentials, so with authentication on it names no topic and no reason: only how
     many partitions are offline or cannot upload (the broker's log and metrics say which)."""
     broker = request.app[BROKER]
     node = broker.cluster
-    if broker.ready and node is not None and not node.registered:
+    if broker.ready and not node.registered:
         body = {"status": "NOT_REGISTERED", "error_code": 50301, "cluster_id": broker.cluster_id}
         return web.json_response(body, status=503)
     if broker.ready:

@@ -92,7 +92,7 @@ async def _create_one(
             [(a.partition_index, list(a.broker_ids)) for a in topic.assignments],
             existing=existing_topics(broker),
             live_brokers=[b.broker_id for b in view.brokers],
-            embedded=broker.cluster is None,
+            single_broker=len(view.brokers) == 1,
         )
         if isinstance(checked, Refusal):
             return {"name": name, "error_code": checked.code, "error_message": checked.message}
@@ -123,12 +123,10 @@ async def _create_one(
 
 def _replication(broker: Broker, name: str, asked: int | None) -> int:
     """The replication factor of topic ``name`` (created: from the cluster view; else what a create would
-    give it: 1 on an embedded broker, else ``asked`` or the default)."""
+    give it: ``asked`` or the default)."""
     partitions = broker.cluster_view().partitions.get(name)
     if partitions:
         return len(partitions[0].replicas)
-    if broker.cluster is None:
-        return 1
     return asked or broker.settings.default_replication_factor
 
 
@@ -181,7 +179,7 @@ async def create_partitions(request: KafkaRequest, body: Any) -> Mapping[str, An
                 topic.count,
                 assignments,
                 live_brokers=[b.broker_id for b in broker.cluster_view().brokers],
-                embedded=broker.cluster is None,
+                single_broker=len(broker.cluster_view().brokers) == 1,
             )
             if refused is not None:
                 results.append({"name": name, "error_code": refused.code, "error_message": refused.message})

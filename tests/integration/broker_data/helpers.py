@@ -54,3 +54,17 @@ def segment_records(data_dir: Path, topic: str, partition: int) -> list[list[Rec
     path = data_dir / f"{topic}-{partition}" / f"{0:020d}.log"
     data = path.read_bytes()
     return [decode_batch(data, position).records for position, _ in iter_batches(data)]
+
+
+def as_stored(data: bytes, leader_epoch: int = 0) -> bytes:
+    """``data`` (whole v2 batches) as the leader stores and serves them: each batch's
+    ``partition_leader_epoch`` (bytes 12-15, outside the CRC) set to the epoch it leads in, as Kafka's
+    leader stamps it; everything else byte for byte. A single broker leads its partitions at epoch 0 after
+    its first start. Pure."""
+    out = bytearray(data)
+    position = 0
+    while position < len(out):
+        size = 12 + int.from_bytes(out[position + 8 : position + 12], "big")
+        out[position + 12 : position + 16] = leader_epoch.to_bytes(4, "big", signed=True)
+        position += size
+    return bytes(out)

@@ -7,7 +7,7 @@ import asyncio
 import pytest
 
 from tests.integration.broker import Client
-from tests.integration.broker_data.helpers import BATCHES, expect_error
+from tests.integration.broker_data.helpers import BATCHES, as_stored, expect_error
 from tierlog.service.web.keys import BROKER
 from tierlog.tiering.codec.batch import build_batch, decode_batch
 from tierlog.tiering.codec.compression import Compression
@@ -54,7 +54,7 @@ async def test_round_trip_is_byte_exact_for_every_codec(client: Client, codec: C
     assert response.headers["Tierlog-Log-Start-Offset"] == "0"
     assert response.headers["Tierlog-Log-End-Offset"] == "80"
     data = await response.read()
-    assert data == first + second
+    assert data == as_stored(first + second)
     decoded = [decode_batch(data, position) for position, _ in iter_batches(data)]
     assert decoded[1].header.compression == codec
     assert [r.value for r in decoded[1].records] == [r.value for r in records(30, start=50)]
@@ -64,7 +64,7 @@ async def test_fetch_from_inside_a_batch_returns_that_whole_batch(client: Client
     batches = [build_batch(records(10, start=i * 10), base_offset=i * 10) for i in range(3)]
     await post(client, b"".join(batches))
     response = await client.get(f"{BASE}/batches", params={"offset": "15", "max_bytes": "1"})
-    assert await response.read() == batches[1]
+    assert await response.read() == as_stored(batches[1])
 
 
 async def test_offsets_are_assigned_by_the_broker(client: Client) -> None:
@@ -141,7 +141,7 @@ async def test_acks_zero_answers_before_the_append(client: Client) -> None:
     response = await client.get(
         f"{BASE}/batches", params={"offset": "1", "max_wait_ms": "300000", "min_bytes": "1"}
     )
-    assert await response.read() == batch
+    assert await response.read() == as_stored(batch)
 
 
 async def test_long_poll_wakes_up_on_produce(client: Client) -> None:
@@ -153,7 +153,7 @@ async def test_long_poll_wakes_up_on_produce(client: Client) -> None:
     batch = build_batch(records(2, start=1), base_offset=1)
     await post(client, batch)
     response = await waiting
-    assert await response.read() == batch
+    assert await response.read() == as_stored(batch)
     assert response.headers["Tierlog-High-Watermark"] == "3"
 
 

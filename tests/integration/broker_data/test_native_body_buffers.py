@@ -7,7 +7,7 @@ import asyncio
 import gzip
 
 from tests.integration.broker import Brokers
-from tests.integration.broker_data.helpers import BATCHES, expect_error
+from tests.integration.broker_data.helpers import BATCHES, as_stored, expect_error
 from tierlog.service.native_api.routes import POOLED_BODY_BYTES
 from tierlog.service.web.body_buffers import BODY_BUFFERS
 from tierlog.tiering.codec.batch import build_batch, decode_batch
@@ -63,7 +63,7 @@ async def test_a_refused_body_gives_its_buffer_back_and_appends_nothing(brokers:
     assert response.status == 200, await response.text()
     assert (pool.fresh, pool.reused) == (fresh, 1)
     response = await client.get(f"{BASE}/batches", params={"offset": "0", "max_bytes": str(4 << 20)})
-    assert await response.read() == good  # offset 0: the refused batch took no offset
+    assert await response.read() == as_stored(good)  # offset 0: the refused batch took no offset
 
 
 async def test_a_body_cut_short_appends_nothing_and_the_broker_keeps_serving(brokers: Brokers) -> None:
@@ -90,7 +90,7 @@ async def test_a_body_cut_short_appends_nothing_and_the_broker_keeps_serving(bro
     assert (await response.json())["base_offset"] == 0
     assert (pool.fresh, pool.reused) == (1, 1)
     response = await client.get(f"{BASE}/batches", params={"offset": "0", "max_bytes": str(4 << 20)})
-    assert await response.read() == body
+    assert await response.read() == as_stored(body)
 
 
 async def test_an_encoded_body_is_read_the_ordinary_way(brokers: Brokers) -> None:
@@ -104,4 +104,4 @@ async def test_an_encoded_body_is_read_the_ordinary_way(brokers: Brokers) -> Non
     assert response.status == 200, await response.text()
     assert pool.fresh + pool.reused == 0  # aiohttp inflates it: its Content-Length is not the body's
     response = await client.get(f"{BASE}/batches", params={"offset": "0", "max_bytes": str(4 << 20)})
-    assert await response.read() == body
+    assert await response.read() == as_stored(body)

@@ -12,7 +12,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
 from tests.integration.broker import Brokers
-from tests.integration.broker_data.helpers import BATCHES
+from tests.integration.broker_data.helpers import BATCHES, as_stored
 from tierlog.tiering.codec.batch import build_batch
 from tierlog.tiering.codec.records import Record
 
@@ -58,4 +58,4 @@ async def test_fetch_over_tls_falls_back_to_pread(tmp_path: Path, brokers: Broke
     )
     assert response.status == 200
     assert response.headers["Tierlog-High-Watermark"] == "600"
-    assert await response.read() == body
+    assert await response.read() == as_stored(body)

@@ -6,7 +6,7 @@ produce to the leader succeeds and to another broker answers 503/50310 naming th
 leaves (its lease revoked) leaves its partitions leaderless (50311 elsewhere) and leads them again, with a
 higher leader epoch and its data, when it returns; delete removes local data; configs altered on one
 broker reach the leader; partitions added on one broker get leaders; every broker answers the same
-cluster view; the embedded broker's view and replication factor check.
+cluster view; a single broker's view (a cluster of one) and replication factor check.
 """
 
 from __future__ import annotations
@@ -378,20 +378,20 @@ async def test_a_data_dir_of_another_cluster_is_refused(tmp_path: Path) -> None:
             await running.broker.wait_ready()
 
 
-# ---- the embedded broker --------------------------------------------------------------------------------
+# ---- a single broker ------------------------------------------------------------------------------------
 
 
-async def test_the_embedded_broker_is_a_one_broker_cluster(brokers: Brokers) -> None:
+async def test_a_single_broker_is_a_cluster_of_one(brokers: Brokers) -> None:
     running = await brokers.start({"num.partitions": "2"})
     broker = running.broker
-    assert broker.cluster is None
+    assert broker.cluster.store_started.is_set()  # its local store, in the data directory
     await broker.create_topic("t", replication_factor=1)
     with pytest.raises(
         InvalidConfigError, match=r"^Replication factor: 3 larger than available brokers: 1\.$"
     ):
         await broker.create_topic("u", replication_factor=3)
     view = broker.cluster_view()
-    assert (view.controller_id, view.controller_epoch) == (broker.broker_id, 0)
+    assert (view.controller_id, view.controller_epoch) == (broker.broker_id, 1)  # its first election
     assert [(b.broker_id, b.url) for b in view.brokers] == [(broker.broker_id, broker.advertised_url)]
     assert [(p.partition, p.leader, p.leader_epoch, p.replicas, p.isr) for p in view.partitions["t"]] == [
         (0, broker.broker_id, 0, (broker.broker_id,), (broker.broker_id,)),

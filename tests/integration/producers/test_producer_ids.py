@@ -4,6 +4,7 @@ bumps, blocks that survive restarts, and ids handed out by two brokers of one cl
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 from pathlib import Path
 from typing import Any
@@ -14,7 +15,7 @@ from tests.integration.broker import Brokers
 from tests.integration.cluster.inproc import InprocCluster
 from tests.integration.producers.conftest import PRODUCERS, init_producer
 from tierlog.service.cluster.local_store import LocalMetadataStore
-from tierlog.service.topics.data_dir import STATE_FILE, BrokerState
+from tierlog.service.topics.data_dir import CLUSTER_METADATA_FILE, BrokerState
 from tierlog.service.topics.producer_ids import BLOCK_SIZE, MAX_EPOCH, NEXT_BLOCK_KEY, ProducerIdManager
 
 
@@ -40,12 +41,14 @@ async def test_restart_takes_a_new_block_and_never_reuses_ids(brokers: Brokers, 
     first = await brokers.start()
     before = [pid for pid, _ in [await init_producer(first.client) for _ in range(3)]]
     await first.stop()
-    state = json.loads((data_dir / STATE_FILE).read_text())
-    assert state["next_producer_id_block"] >= max(before) + 1
+    doc = json.loads((data_dir / CLUSTER_METADATA_FILE).read_text())
+    stored = next(item["value"] for item in doc["keys"] if item["key"] == NEXT_BLOCK_KEY)
+    next_block = json.loads(base64.b64decode(stored))["next"]
+    assert next_block >= max(before) + 1
 
     second = await brokers.start()
     after = [pid for pid, _ in [await init_producer(second.client) for _ in range(3)]]
-    assert min(after) >= state["next_producer_id_block"]  # the rest of the old block is never used
+    assert min(after) >= next_block  # the rest of the old block is never used
     assert min(after) % BLOCK_SIZE == 0
     # an id issued before the restart is still known: its epoch can be bumped
     bumped = await init_producer(second.client, {"producer_id": before[0], "producer_epoch": 0})

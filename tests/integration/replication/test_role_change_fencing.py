@@ -42,7 +42,7 @@ def leading_partition(tmp_path: Path, executor: ThreadPoolExecutor, epoch: int) 
     spawned: list[Any] = []
     partition = Partition(
         "t", 0, log, tmp_path / "t-0", Metrics(), lambda coro, _name: spawned.append(coro), LogConfig(),
-        executor=executor, replicated=True,
+        executor=executor,
     )  # fmt: skip
     state = LeaderState(
         topic="t", partition=0, broker_id=1, replicas=(1, 2), isr=(1,), leader_epoch=epoch,

@@ -28,7 +28,8 @@ from schemathesis.checks import (
 from tests.integration.broker import Brokers, BrokerThread, RunningBroker, broker_settings
 from tierlog.service.openapi import build_document
 from tierlog.service.security.scram import MAX_ITERATIONS, MIN_ITERATIONS, make_credential, verify
-from tierlog.service.security.security_store import SECURITY_FILE, SECURITY_STORE, SecurityStore
+from tierlog.service.security.security_store import SECURITY_STORE, SecurityStore
+from tierlog.service.topics.data_dir import CLUSTER_METADATA_FILE
 
 PASSWORD = "correct horse battery staple"
 
@@ -199,7 +200,7 @@ async def test_users_put_list_and_delete(api: Api, data_dir: Path, caplog: pytes
     assert credentials is not None and list(credentials) == ["SCRAM-SHA-512"]
     assert verify(credentials["SCRAM-SHA-512"], PASSWORD + "!")
     assert not verify(credentials["SCRAM-SHA-512"], PASSWORD)
-    stored = (data_dir / SECURITY_FILE).read_text()
+    stored = (data_dir / CLUSTER_METADATA_FILE).read_text()
     assert PASSWORD not in stored
 
     assert await api.call("DELETE", "/users/alice", 204) is None
@@ -233,7 +234,7 @@ async def test_a_new_password_replaces_the_old_one_of_every_mechanism(
 ) -> None:
     """HTTP Basic has one password: after a change the old one is refused, whatever mechanism held it."""
     await asyncio.to_thread(data_dir.mkdir, parents=True, exist_ok=True)
-    offline = SecurityStore.embedded(data_dir)
+    offline = SecurityStore.offline(data_dir)
     await offline.start()
     try:
         await offline.put_user("admin", make_credential("admin-pw"))

@@ -75,7 +75,7 @@ class Served:
 
 
 async def bootstrap(data_dir: Path, users: Mapping[str, str], acls: list[AclBinding] | None = None) -> None:
-    store = SecurityStore.embedded(data_dir)
+    store = SecurityStore.offline(data_dir)
     await store.start()
     try:
         for name, password in users.items():
@@ -158,7 +158,7 @@ async def test_unknown_user_and_wrong_password_get_the_same_answer(data_dir: Pat
 
 async def test_an_unknown_user_is_refused_as_slowly_as_the_dearest_credential(data_dir: Path) -> None:
     await bootstrap(data_dir, {})
-    store = SecurityStore.embedded(data_dir)
+    store = SecurityStore.offline(data_dir)
     await store.start()
     try:
         await store.put_user("dear", make_credential("dear-pw", "SCRAM-SHA-512", 16384))

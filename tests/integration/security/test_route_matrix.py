@@ -120,7 +120,7 @@ class Matrix:
 
 async def _bootstrap(data_dir: Path) -> None:
     """Users and ACLs written offline into the broker's security store, as ``tierlog users add`` does."""
-    store = SecurityStore.embedded(data_dir)
+    store = SecurityStore.offline(data_dir)
     await store.start()
     try:
         for name, password in PASSWORDS.items():

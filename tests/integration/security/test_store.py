@@ -1,5 +1,5 @@
 """The security store on a real metadata store: a LocalMetadataStore (in memory and persisted to the
-embedded file) and a real etcd process.
+local metadata file of a data directory) and a real etcd process.
 
 Two SecurityStores on one metadata store stand for two brokers of a cluster: each must see the other's
 writes through its watch. Waits are on the store's own signals (``wait_for`` a revision, user-change
@@ -29,7 +29,6 @@ from tierlog.service.security.scram import (
     verify,
 )
 from tierlog.service.security.security_store import (
-    SECURITY_FILE,
     SecurityStore,
     acl_key,
     decode_acls,
@@ -38,6 +37,7 @@ from tierlog.service.security.security_store import (
     user_key,
 )
 from tierlog.service.settings.config import parse_metadata_uri
+from tierlog.service.topics.data_dir import CLUSTER_METADATA_FILE
 from tierlog.wire.errors import InvalidRequestError, NotFoundError, UnavailableError
 
 ALICE_PASSWORD = "alice-secret"
@@ -278,21 +278,21 @@ async def test_invalid_writes_are_refused(pair: Pair, alice_credential: ScramCre
     assert pair.a.acls.bindings == frozenset()
 
 
-# ---- the embedded file, and watches that break ----------------------------------------------------------
+# ---- the offline store in a data directory, and watches that break ----------------------------------------
 
 
-async def test_embedded_store_persists_across_reopen(
+async def test_offline_store_persists_across_reopen(
     tmp_path: Path, alice_credential: ScramCredential
 ) -> None:
-    store = SecurityStore.embedded(tmp_path)
+    store = SecurityStore.offline(tmp_path)
     await store.start()
     await store.put_user("alice", alice_credential)
     await store.create_acls([acl("orders"), acl("pay", pattern="PREFIXED", permission="DENY")])
     await store.delete_acls(validate_filter(resource_name="orders"))
     await store.close()
-    assert (tmp_path / SECURITY_FILE).is_file()
+    assert (tmp_path / CLUSTER_METADATA_FILE).is_file()
 
-    again = SecurityStore.embedded(tmp_path)
+    again = SecurityStore.offline(tmp_path)
     await again.start()
     try:
         credentials = again.user("alice")
@@ -302,7 +302,7 @@ async def test_embedded_store_persists_across_reopen(
     finally:
         await again.close()
 
-    last = SecurityStore.embedded(tmp_path)
+    last = SecurityStore.offline(tmp_path)
     await last.start()
     assert last.user_names() == []
     await last.close()

@@ -207,7 +207,7 @@ async def _read_one(w: Wanted, limit: int) -> None:
     assert partition is not None
     w.drop_region()
     try:
-        if w.last_fetched_epoch >= 0 and partition.replicated:
+        if w.last_fetched_epoch >= 0:
             w.diverging = await _divergence(partition, w.last_fetched_epoch, w.offset)
             if w.diverging is not None:
                 return

@@ -31,10 +31,7 @@ OFFSET_FOR_LEADER_EPOCH_KEY = 23
 async def epoch_end(partition: Partition, epoch: int) -> tuple[int, int]:
     """``(largest epoch <= epoch, its end offset)`` in ``partition``'s log, ``(-1, -1)`` when undefined.
     Raises UnknownTopicError (the topic was deleted)."""
-    found = await partition.epoch_end_offset(epoch)
-    if found[0] < 0 and not partition.replicated and epoch == partition.leader_epoch:
-        return partition.leader_epoch, partition.log_end_offset  # alone: one epoch, never truncated
-    return found
+    return await partition.epoch_end_offset(epoch)
 
 
 @api(OFFSET_FOR_LEADER_EPOCH_KEY, "OffsetForLeaderEpoch", 2, 4)

@@ -79,8 +79,6 @@ async def _leader_epoch(partition: Partition, timestamp: int, offset: int) -> in
         return -1
     if timestamp == LATEST:
         return partition.leader_epoch
-    if not partition.replicated:
-        return -1  # alone: the log records no epochs
     epoch = await asyncio.to_thread(partition.log.epochs.epoch_for, offset)
     return -1 if epoch is None else int(epoch)
 

@@ -59,8 +59,6 @@ async def coordinating_shard(request: KafkaRequest, group_id: str) -> Shard:
     except UnavailableError:
         pass
     broker = request.broker
-    if broker.cluster is None:
-        raise Refused(ErrorCode.coordinator_load_in_progress.value)
     parts = broker.cluster_view().partitions.get(OFFSETS_TOPIC, ())
     index = shards.partition_for(group_id)
     if index >= len(parts) or parts[index].leader != broker.broker_id:

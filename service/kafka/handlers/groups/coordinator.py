@@ -56,8 +56,6 @@ async def coordinator_of(request: KafkaRequest, group_id: str) -> int:
     """
     access = access_of(request)
     broker = request.broker
-    if broker.cluster is None:
-        return broker.broker_id
     parts = broker.cluster_view().partitions.get(OFFSETS_TOPIC)
     if not parts:
         await access.loader.ensure_topic()

@@ -28,7 +28,7 @@ def _create(
     assignments: list[tuple[int, list[int]]] | None = None,
     *,
     existing: tuple[str, ...] = ("a.b",),
-    embedded: bool = True,
+    single_broker: bool = True,
 ) -> Wanted | Refusal:
     return check_create(
         name,
@@ -37,7 +37,7 @@ def _create(
         assignments or [],
         existing=existing,
         live_brokers=[0],
-        embedded=embedded,
+        single_broker=single_broker,
     )
 
 
@@ -69,20 +69,20 @@ def test_a_create_with_defaults_asks_for_them() -> None:
         ({"assignments": [(0, [0, 0])]}, ErrorCode.invalid_replica_assignment),
         ({"assignments": [(0, [5])]}, ErrorCode.invalid_replica_assignment),
         ({"assignments": [(0, [])]}, ErrorCode.invalid_replica_assignment),
-        ({"assignments": [(0, [0])], "embedded": False}, ErrorCode.invalid_replica_assignment),
+        ({"assignments": [(0, [0])], "single_broker": False}, ErrorCode.invalid_replica_assignment),
     ],
 )
 def test_each_refusal_has_kafkas_code(kwargs: dict[str, object], code: ErrorCode) -> None:
     assert _code(_create(**kwargs)) == code  # type: ignore[arg-type]
 
 
-def test_an_embedded_brokers_own_assignment_is_a_partition_count() -> None:
+def test_a_single_brokers_own_assignment_is_a_partition_count() -> None:
     assert _create(assignments=[(0, [0]), (1, [0])]) == Wanted(2, 1)
 
 
 def test_partition_growth() -> None:
     def grow(count: int, assignments: list[list[int]] | None = None) -> Refusal | None:
-        return check_partition_growth("t", 2, count, assignments, live_brokers=[0], embedded=True)
+        return check_partition_growth("t", 2, count, assignments, live_brokers=[0], single_broker=True)
 
     assert grow(3) is None
     assert grow(4, [[0], [0]]) is None

@@ -10,7 +10,6 @@ from tierlog.service.topics.rules import (
     check_known_config,
     check_new_topic,
     check_partition_count,
-    check_replication_factor_alone,
 )
 from tierlog.wire.errors import InvalidConfigError
 
@@ -50,15 +49,6 @@ def test_an_internal_name_is_allowed_when_asked_for() -> None:
 def test_a_partition_count_out_of_range_is_refused(count: object) -> None:
     with pytest.raises(InvalidConfigError, match="Number of partitions"):
         check_partition_count(count)
-
-
-def test_an_embedded_broker_meets_only_a_replication_factor_of_one() -> None:
-    check_replication_factor_alone(None)
-    check_replication_factor_alone(1)
-    with pytest.raises(InvalidConfigError, match="larger than available brokers: 1"):
-        check_replication_factor_alone(3)
-    with pytest.raises(InvalidConfigError, match="larger than 0"):
-        check_replication_factor_alone(0)
 
 
 def test_only_known_config_names_may_be_reset() -> None:
