@@ -12,9 +12,11 @@ kill to the first record acknowledged after it is printed (``-s``); nothing asse
 from __future__ import annotations
 
 import itertools
+import re
 import threading
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -23,7 +25,6 @@ import pytest
 
 from tests.e2e.process import BrokerProcess
 from tests.e2e.replication_harness import FAILOVER_DEADLINE_S, ReplicatedCluster, wait_for
-from tests.e2e.test_cluster_processes import free_port
 from tests.integration.cluster.etcd import EtcdServer
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -33,19 +34,22 @@ BEFORE_KILL = 200  # records acknowledged before the leader is killed
 AFTER_KILL = 200  # ... and after it
 
 
+LISTENER = re.compile(r"Kafka protocol listener on (127\.0\.0\.1:\d+)")
+
+
 @dataclass
 class KafkaCluster(ReplicatedCluster):
-    """The process cluster with each broker's Kafka listener on a known free port."""
+    """The process cluster with each broker's Kafka endpoint (its listener is on a free port)."""
 
-    kafka_ports: dict[int, int] = field(default_factory=dict)
+    kafka: dict[int, str] = field(default_factory=dict)
 
     def start(self, broker_id: int) -> BrokerProcess:
-        port = self.kafka_ports.setdefault(broker_id, free_port())
-        self.extra_args = ("--kafka-listener", f"127.0.0.1:{port}")
-        return super().start(broker_id)
+        process = super().start(broker_id)
+        self.kafka[broker_id] = process.wait_for_line(LISTENER).group(1)
+        return process
 
     def bootstrap(self) -> str:
-        return ",".join(f"127.0.0.1:{port}" for port in self.kafka_ports.values())
+        return ",".join(self.kafka.values())
 
 
 @pytest.fixture
@@ -54,8 +58,8 @@ def cluster(tmp_path: Path) -> Iterator[KafkaCluster]:
     etcd.start()
     running = KafkaCluster(etcd, tmp_path)
     try:
-        for broker_id in (1, 2, 3):
-            running.start(broker_id)
+        with ThreadPoolExecutor(3) as pool:  # three interpreters starting at once: a third of the wait
+            list(pool.map(running.start, (1, 2, 3)))
         yield running
     finally:
         for process in running.brokers.values():
