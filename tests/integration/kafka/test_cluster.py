@@ -16,10 +16,7 @@ from the test's event loop. Every wait is bounded by :data:`DEADLINE_S`.
 from __future__ import annotations
 
 import asyncio
-import io
 import logging
-import socket
-import struct
 import threading
 import time
 from collections.abc import AsyncIterator, Callable
@@ -28,11 +25,9 @@ from typing import Any
 
 import confluent_kafka
 import pytest
-from kio.index import load_request_schema, load_response_schema
-from kio.serial import entity_reader, entity_writer
 
 from tests.integration.cluster.inproc import DEADLINE_S, InprocCluster
-from tierlog.service.kafka.messages import shape
+from tests.integration.kafka.test_fetch import Raw
 from tierlog.tiering.codec.batch import build_batch
 from tierlog.tiering.codec.records import Record
 
@@ -41,6 +36,9 @@ pytestmark = pytest.mark.integration
 TOPIC = "orders"
 PARTITIONS = 3
 PRODUCE_KEY = 0
+FETCH_KEY = 1
+LIST_OFFSETS_KEY = 2
+OFFSET_FOR_LEADER_EPOCH_KEY = 23
 NOT_LEADER_OR_FOLLOWER = 6
 BEFORE_STOP = 150  # records acknowledged before the leader is stopped
 AFTER_STOP = 150  # ... and after it
@@ -149,43 +147,22 @@ async def test_metadata_lists_every_broker_and_produce_reaches_each_leader(clust
         assert partition is not None and partition.log_end_offset == 10
 
 
+def _call(endpoint: str, key: int, version: int, **fields: Any) -> Any:
+    """One request of ``key`` at ``version`` (built with kio) on a connection of its own; its answer."""
+    connection = Raw(endpoint)
+    try:
+        return connection.call(key, version, **fields)
+    finally:
+        connection.close()
+
+
 def _produce(endpoint: str, version: int, partition: int) -> Any:
-    """Send one ``acks=all`` Produce request of ``version`` (built with kio) to ``endpoint``; its answer."""
-    request_type = load_request_schema(PRODUCE_KEY, version)
-    fields = {
-        "transactional_id": None,
-        "acks": -1,
-        "timeout": 10_000,
-        "topic_data": [
-            {
-                "name": TOPIC,
-                "partition_data": [
-                    {"index": partition, "records": build_batch([Record(None, b"misrouted")])}
-                ],
-            }
-        ],
-    }
-    flexible = bool(request_type.__flexible__)
-    header = struct.pack(">hhih", PRODUCE_KEY, version, 7, 4) + b"test" + (b"\x00" if flexible else b"")
-    body = io.BytesIO()
-    entity_writer(request_type)(body, shape(request_type, fields))
-    payload = header + body.getvalue()
-    host, _, port = endpoint.rpartition(":")
-    with socket.create_connection((host, int(port)), timeout=DEADLINE_S) as sock:
-        sock.sendall(struct.pack(">i", len(payload)) + payload)
-        frame = _read(sock, struct.unpack(">i", _read(sock, 4))[0])
-    assert struct.unpack_from(">i", frame)[0] == 7
-    entity, _ = entity_reader(load_response_schema(PRODUCE_KEY, version))(frame, 5 if flexible else 4)
-    return entity
-
-
-def _read(sock: socket.socket, size: int) -> bytes:
-    data = b""
-    while len(data) < size:
-        chunk = sock.recv(size - len(data))
-        assert chunk, "the broker closed the connection"
-        data += chunk
-    return data
+    """One ``acks=all`` Produce of ``version`` to ``endpoint``; its answer."""
+    batch = build_batch([Record(None, b"misrouted")])
+    wanted = {"name": TOPIC, "partition_data": [{"index": partition, "records": batch}]}
+    return _call(
+        endpoint, PRODUCE_KEY, version, transactional_id=None, acks=-1, timeout=10_000, topic_data=[wanted]
+    )
 
 
 @pytest.mark.parametrize("version", [8, 10, 12])
@@ -202,6 +179,34 @@ async def test_a_follower_refuses_produce_naming_the_leader(cluster: InprocClust
         assert (node.node_id, f"{node.host}:{node.port}") == (leader, cluster.brokers[leader].kafka_bootstrap)
     partition = cluster.brokers[leader].broker.local_topics[TOPIC].local(0)
     assert partition is not None and partition.log_end_offset == 0
+
+
+@pytest.mark.parametrize("version", [11, 12])
+async def test_a_follower_refuses_reads_naming_the_leader(cluster: InprocCluster, version: int) -> None:
+    leader = cluster.leaders(TOPIC)[1]
+    follower = next(i for i in cluster.brokers if i != leader)
+    endpoint = cluster.brokers[follower].kafka_bootstrap
+    wanted = {
+        "topic": TOPIC,
+        "partitions": [{"partition": 1, "fetch_offset": 0, "partition_max_bytes": 1024}],
+    }
+    fetched = await asyncio.to_thread(
+        _call, endpoint, FETCH_KEY, version, replica_id=-1, max_wait=0, min_bytes=1, max_bytes=1024,
+        topics=[wanted],
+    )  # fmt: skip
+    (part,) = fetched.responses[0].partitions
+    assert part.error_code == NOT_LEADER_OR_FOLLOWER
+    if version >= 12:  # the tagged current_leader field
+        assert (part.current_leader.leader_id, part.current_leader.leader_epoch) == (
+            leader,
+            leader_epoch(cluster, 1),
+        )
+    for key, asked in (
+        (LIST_OFFSETS_KEY, {"name": TOPIC, "partitions": [{"partition_index": 1, "timestamp": -1}]}),
+        (OFFSET_FOR_LEADER_EPOCH_KEY, {"topic": TOPIC, "partitions": [{"partition": 1, "leader_epoch": 0}]}),
+    ):
+        answer = await asyncio.to_thread(_call, endpoint, key, 4, replica_id=-1, topics=[asked])
+        assert answer.topics[0].partitions[0].error_code == NOT_LEADER_OR_FOLLOWER, key
 
 
 def leader_epoch(cluster: InprocCluster, index: int) -> int:
