@@ -3,14 +3,18 @@ one metadata store (:class:`~tests.integration.cluster.inproc.InprocCluster`), e
 on a free port; topics have RF 3 and ``min.insync.replicas=2``.
 
 Metadata lists every broker's endpoint and each partition's leader; an idempotent ``acks=all``
-confluent-kafka producer reaches every leader; a follower refuses Produce with NOT_LEADER_OR_FOLLOWER and
-the current leader (KIP-951) where the version has it; and when a partition's leader stops while records
-are being produced, the client finds the new leader and every acknowledged record is read back through
+confluent-kafka producer reaches every leader; a follower refuses Produce, Fetch, ListOffsets and
+OffsetForLeaderEpoch with NOT_LEADER_OR_FOLLOWER and the current leader where the version has it (KIP-951
+for Produce); a producer whose metadata names a deposed leader is refused by it and re-routes (the
+preferred replica taking its partition back); and when a partition's leader stops while records are
+being produced, the client finds the new leader and every acknowledged record is read back through
 Fetch exactly once, at contiguous offsets, by a consumer that was reading before the failover and goes on
 after it (OffsetForLeaderEpoch validation, ListOffsets on the new leader).
 
 confluent-kafka's calls block, so they run in threads (``asyncio.to_thread``) while the brokers serve
-from the test's event loop. Every wait is bounded by :data:`DEADLINE_S`.
+from the test's event loop. Every wait is bounded by :data:`DEADLINE_S`. The failover test prints the
+time from the stop to the first record acknowledged after it (``-s``); nothing asserts a timing. The crash
+case (SIGKILL, failover after the broker session timeout) is ``tests/e2e/test_kafka_failover.py``.
 """
 
 from __future__ import annotations
