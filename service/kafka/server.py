@@ -75,6 +75,7 @@ class KafkaListener:
         self._address = address
         self._server: asyncio.Server | None = None
         self._connections: set[asyncio.Task[None]] = set()
+        self._closing = False  # set by close(): cancelled connections then end quietly
         self.bound: tuple[str, int] | None = None
         # The app this listener serves in (set by :mod:`.setup`): the group machinery lives in it.
         self.app: web.Application | None = None
@@ -112,6 +113,7 @@ class KafkaListener:
 
     async def close(self) -> None:
         """Stop accepting and end every connection. Idempotent."""
+        self._closing = True
         server, self._server = self._server, None
         if server is not None:
             server.close()
@@ -145,7 +147,11 @@ class KafkaListener:
         try:
             await self._serve(reader, writer, peer)
         except asyncio.CancelledError:
-            raise
+            if not self._closing:
+                raise
+            # cancelled by close(): this task is the top of its connection, and asyncio would report the
+            # cancellation from the server's callback as an error; end quietly instead
+            self._closed("shutdown")
         except _Close:
             pass
         except (ConnectionError, asyncio.IncompleteReadError):
