@@ -23,8 +23,9 @@ one-partition topic, so its segment file is in the page cache; then a raw Fetch 
 connection, each size of ``--fetch-partition-bytes`` per request in turn, as a consumer's
 ``max.partition.fetch.bytes``) reads
 the partition from offset 0 to its high watermark, alternating with a loopback socket that is sent the
-segment file's same bytes by one ``os.sendfile`` loop. Both readers ``recv_into`` one buffer; the best
-of ``--fetch-repeats`` is kept for each.
+segment file's same bytes by one ``os.sendfile`` loop. Both readers ``recv_into`` one buffer. The goal
+is judged on the best of ``--fetch-repeats`` of each; the median of each repeat's own Fetch / sendfile
+ratio (the two measured back to back) is shown too, as it is steadier on a busy machine.
 
     .venv/bin/python infra/bench/kafka_bench.py [--quick] [--seconds 2] [--rounds 3] [--aiokafka]
         [--output /tmp/kafka.md] [--plot docs/benchmarks-kafka.png]
@@ -502,17 +503,18 @@ def tables(figures: dict[str, Figures], fetch: FetchFigures | None) -> list[str]
         lines += [
             "",
             f"| {fetch.bytes / 2**20:.0f} MiB from the page cache | best MB/s | all MB/s | "
-            "Fetch / sendfile | goal >= 0.8x |",
-            "| --- | ---: | ---: | ---: | --- |",
+            "Fetch / sendfile (best) | Fetch / sendfile (median of pairs) | goal >= 0.8x |",
+            "| --- | ---: | ---: | ---: | ---: | --- |",
         ]
         for per_fetch, rates in fetch.fetch.items():
             ratio = max(rates) / best_send
+            paired = statistics.median(f / s for f, s in zip(rates, fetch.sendfile, strict=True))
             every = ", ".join(f"{v:,.0f}" for v in rates)
             label = f"Fetch v4, {per_fetch / 2**20:g} MiB per request"
             met = _met(ratio >= GOAL_FETCH_VS_SENDFILE)
-            lines.append(f"| {label} | {max(rates):,.0f} | {every} | {ratio:.2f} | {met} |")
+            lines.append(f"| {label} | {max(rates):,.0f} | {every} | {ratio:.2f} | {paired:.2f} | {met} |")
         every = ", ".join(f"{v:,.0f}" for v in fetch.sendfile)
-        lines.append(f"| sendfile of the same bytes | {best_send:,.0f} | {every} | | |")
+        lines.append(f"| sendfile of the same bytes | {best_send:,.0f} | {every} | | | |")
     return lines
 
 
