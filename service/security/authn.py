@@ -278,7 +278,50 @@ class Authenticator:
         except ValueError:
             raise self._failed("mtls", host) from None
 
-    async def _basic(self, header: str, value: str, name: str, host: str) -> Principal:
+    async def authenticate_password(self, user: str, password: str, host: str) -> Principal:
+        """The principal a user name and password prove (the Kafka listener's SASL PLAIN): checked as a
+        Basic header is, with the same cache, throttle, failure floor and metrics.
+
+        Raises:
+            TooManyFailuresError: (42901) ``user`` from ``host``, or ``host``, is over its failure limit.
+            UnavailableError: (50301) the security store has not loaded yet.
+            UnauthorizedError: (40101) the password does not verify, or the user is unknown.
+        """
+        value = base64.b64encode(f"{user}:{password}".encode("utf-8", "surrogateescape")).decode("ascii")
+        name = _basic_name(value)
+        self._throttle.check(name, host)
+        if not self._store.loaded:
+            raise UnavailableError("the security store is loading; retry shortly")
+        return await self._basic("Basic " + value, value, name, host, method="sasl_plain")
+
+    def scram_credential(self, user: str, mechanism: str, host: str) -> scram.ScramCredential:
+        """The credential a SCRAM exchange for ``user`` checks against (the Kafka listener's SASL SCRAM):
+        the user's own for ``mechanism``, else a dummy no proof verifies (so an unknown user looks like a
+        wrong password). Report the outcome with :meth:`scram_settled`.
+
+        Raises:
+            TooManyFailuresError: (42901) ``user`` from ``host``, or ``host``, is over its failure limit.
+            UnavailableError: (50301) the security store has not loaded yet.
+            InvalidRequestError: an unknown mechanism.
+        """
+        self._throttle.check(_throttle_name(user), host)
+        if not self._store.loaded:
+            raise UnavailableError("the security store is loading; retry shortly")
+        for credential in _credentials(self._store.user(user)):
+            if credential.mechanism == mechanism:
+                return credential
+        return scram.dummy_credential(mechanism)
+
+    def scram_settled(self, user: str, host: str, mechanism: str, *, verified: bool) -> None:
+        """Count a SCRAM exchange's outcome: a failure toward ``user``'s and ``host``'s limits and
+        the failures metric."""
+        if not verified:
+            self._throttle.failed(_throttle_name(user), host)
+            self._metrics.inc(metric_names.AUTHENTICATION_FAILURES, 1.0, method=mechanism.lower())
+
+    async def _basic(
+        self, header: str, value: str, name: str, host: str, *, method: str = "basic"
+    ) -> Principal:
         digest = self._cache.digest(header)
         cached = self._cache.get(digest)
         if cached is not None:
@@ -292,7 +335,7 @@ class Authenticator:
             # a cancelled attempt counts as failed: its PBKDF2 may still be running
             self._throttle.settle(name, host, failed=verified is None)
         if verified is None:
-            self._metrics.inc(metric_names.AUTHENTICATION_FAILURES, 1.0, method="basic")
+            self._metrics.inc(metric_names.AUTHENTICATION_FAILURES, 1.0, method=method)
             await self._hold_until(started + self.failed_basic_floor_s)
             raise UnauthorizedError(REFUSED)
         user, generation = verified
@@ -354,7 +397,10 @@ def _basic_name(value: str) -> str:
     parsed = _basic_credentials(value)
     if parsed is None:
         return ""
-    name = parsed[0]
+    return _throttle_name(parsed[0])
+
+
+def _throttle_name(name: str) -> str:
     if len(name) <= THROTTLE_NAME_CHARS:
         return name
     return "sha256:" + hashlib.sha256(name.encode("utf-8", "surrogateescape")).hexdigest()
