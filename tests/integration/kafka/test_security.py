@@ -45,6 +45,15 @@ def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
     leaf = authority.issue_cert("127.0.0.1", "localhost")
     leaf.cert_chain_pems[0].write_to_path(str(root / "server.pem"))
     leaf.private_key_pem.write_to_path(str(root / "server-key.pem"))
+    for user in ("alice", "bob"):
+        client = authority.issue_cert(
+            f"{user}.clients.example",
+            common_name=user,
+            organization_unit_name="eng",
+            organization_name="acme",
+        )
+        client.cert_chain_pems[0].write_to_path(str(root / f"{user}.pem"))
+        client.private_key_pem.write_to_path(str(root / f"{user}-key.pem"))
     return Pki(root / "ca.pem", root / "server.pem", root / "server-key.pem")
 
 
@@ -127,6 +136,36 @@ def test_a_plaintext_client_is_not_served_by_the_ssl_listener(
     producer = Producer(admin_config)
     with pytest.raises(KafkaException):
         producer.list_topics(timeout=3)
+
+
+def test_a_client_certificate_names_the_principal(
+    broker_threads: StartThread, pki: Pki, topic_name: str
+) -> None:
+    broker = broker_threads(
+        {
+            "ssl.certfile": str(pki.cert),
+            "ssl.keyfile": str(pki.key),
+            "ssl.cafile": str(pki.ca),
+            "ssl.client.auth": "required",
+            "authentication.methods": "mtls",
+            "ssl.principal.mapping.rules": "RULE:^CN=([^,]+),OU=eng,O=acme$/$1/L,DEFAULT",
+            "super.users": "User:alice",
+            "auto.create.topics.enable": "true",
+        }
+    )
+
+    def as_user(user: str) -> dict[str, Any]:
+        return {
+            "bootstrap.servers": broker.kafka_bootstrap,
+            "security.protocol": "SSL",
+            "ssl.ca.location": str(pki.ca),
+            "ssl.certificate.location": str(pki.ca.parent / f"{user}.pem"),
+            "ssl.key.location": str(pki.ca.parent / f"{user}-key.pem"),
+        }
+
+    assert produce_one(as_user("alice"), topic_name, b"from alice") is None  # a super user; auto-created
+    error = produce_one(as_user("bob"), topic_name, b"from bob")
+    assert error is not None and error.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
 
 
 # ---- SASL and ACLs ----------------------------------------------------------------------------------
