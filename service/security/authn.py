@@ -261,7 +261,7 @@ class Authenticator:
                 return self._certificate_principal(der, host)
         if basic:
             assert header is not None
-            return await self._basic(header, value, name, host)
+            return await self._basic(header, _basic_credentials(value), name, host)
         if header is not None and scheme == "bearer" and self._bearer is not None:
             return await self._bearer_principal(value, host)
         raise UnauthorizedError(REFUSED)
@@ -287,12 +287,13 @@ class Authenticator:
             UnavailableError: (50301) the security store has not loaded yet.
             UnauthorizedError: (40101) the password does not verify, or the user is unknown.
         """
-        value = base64.b64encode(f"{user}:{password}".encode("utf-8", "surrogateescape")).decode("ascii")
-        name = _basic_name(value)
+        name = _throttle_name(user)
         self._throttle.check(name, host)
         if not self._store.loaded:
             raise UnavailableError("the security store is loading; retry shortly")
-        return await self._basic("Basic " + value, value, name, host, method="sasl_plain")
+        # the cache key: a NUL cannot occur in a PLAIN user name, so no Basic header collides with it
+        key = f"sasl-plain\x00{user}\x00{password}"
+        return await self._basic(key, (user, password), name, host, method="sasl_plain")
 
     def scram_credential(self, user: str, mechanism: str, host: str) -> scram.ScramCredential:
         """The credential a SCRAM exchange for ``user`` checks against (the Kafka listener's SASL SCRAM):
@@ -320,7 +321,13 @@ class Authenticator:
             self._metrics.inc(metric_names.AUTHENTICATION_FAILURES, 1.0, method=mechanism.lower())
 
     async def _basic(
-        self, header: str, value: str, name: str, host: str, *, method: str = "basic"
+        self,
+        header: str,
+        credentials: tuple[str, str] | None,
+        name: str,
+        host: str,
+        *,
+        method: str = "basic",
     ) -> Principal:
         digest = self._cache.digest(header)
         cached = self._cache.get(digest)
@@ -330,7 +337,7 @@ class Authenticator:
         started = asyncio.get_running_loop().time()
         verified = None
         try:
-            verified = await self._verify_basic(value)
+            verified = await self._verify_password(credentials)
         finally:
             # a cancelled attempt counts as failed: its PBKDF2 may still be running
             self._throttle.settle(name, host, failed=verified is None)
@@ -342,11 +349,10 @@ class Authenticator:
         self._cache.put(digest, user, generation)
         return Principal.user(user)
 
-    async def _verify_basic(self, value: str) -> tuple[str, int] | None:
-        """The user ``value`` (``base64(name:password)``) proves it is, with the cache generation of that
+    async def _verify_password(self, parsed: tuple[str, str] | None) -> tuple[str, int] | None:
+        """The user ``(name, password)`` proves it is (None: malformed), with the cache generation of that
         user's credentials when the check began; None when it proves nothing. Every well-formed attempt, for
         a known user or not, costs one PBKDF2 in the pool."""
-        parsed = _basic_credentials(value)
         if parsed is None:
             return None
         name, password = parsed
