@@ -1,5 +1,16 @@
 """What a Kafka API handler is given besides the request body: the request's header, the broker and
-this listener's own address, and who is asking (the connection's :class:`Session`)."""
+this listener's own address, and who is asking (the connection's :class:`Session`).
+
+Every handler checks Kafka's ACL for its API with :meth:`KafkaRequest.allowed` (or
+:meth:`~KafkaRequest.refusal` for an error to answer) once per resource the request names, before touching
+it; with authentication off both allow everything. Consumer-group APIs check, as Kafka does: FindCoordinator
+``Describe`` on the Group, JoinGroup/SyncGroup/Heartbeat/LeaveGroup ``Read`` on the Group, OffsetCommit
+``Read`` on the Group and on each Topic, OffsetFetch ``Describe`` on the Group (and on each Topic,
+unauthorized ones filtered), OffsetDelete ``Delete`` on the Group and ``Read`` on each Topic, DescribeGroups
+``Describe`` on the Group, DeleteGroups ``Delete`` on the Group, ListGroups ``Describe`` on the Cluster,
+else only the groups with ``Describe`` (:meth:`KafkaRequest.granted`, which counts no refusal). Refusals
+answer GROUP_AUTHORIZATION_FAILED (30) / TOPIC_AUTHORIZATION_FAILED (29) per resource.
+"""
 
 from __future__ import annotations
 

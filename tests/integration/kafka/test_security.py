@@ -300,3 +300,17 @@ def test_kafka_python_sasl_plain(sasl_broker: BrokerThread, topic_name: str) -> 
         assert metadata.offset == 0
     finally:
         producer.close(timeout=CALL_TIMEOUT_S)
+
+
+def test_metadata_lists_only_the_topics_a_user_may_describe(
+    sasl_broker: BrokerThread, topic_name: str
+) -> None:
+    hidden, shown = f"{topic_name}-hidden", f"{topic_name}-shown"
+    create_topic(sasl_broker, hidden, ADMIN)
+    create_topic(sasl_broker, shown, ADMIN)
+    allow(sasl_broker, "User:alice", "DESCRIBE", shown)
+    alice = Producer(sasl(sasl_broker, "SCRAM-SHA-256", ALICE))
+    listed = alice.list_topics(timeout=CALL_TIMEOUT_S).topics
+    assert shown in listed and hidden not in listed
+    named = alice.list_topics(hidden, timeout=CALL_TIMEOUT_S).topics[hidden]
+    assert named.error is not None and named.error.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
