@@ -1,6 +1,7 @@
 """The server side of Kafka's SASL mechanisms, as pure message logic (no I/O, no store):
-PLAIN (RFC 4616) and SCRAM-SHA-256 / SCRAM-SHA-512 (RFC 5802, RFC 7677) against the stored
-:class:`~tierlog.service.security.scram.ScramCredential`.
+PLAIN (RFC 4616), SCRAM-SHA-256 / SCRAM-SHA-512 (RFC 5802, RFC 7677) against the stored
+:class:`~tierlog.service.security.scram.ScramCredential`, and OAUTHBEARER's client message (RFC 7628:
+``n,[a=authzid], 0x01 auth=Bearer <token> 0x01 [key=value 0x01]... 0x01``), whose token the caller checks.
 
 PLAIN's one message is ``authzid NUL user NUL password`` (UTF-8). SCRAM is two round trips::
 
@@ -26,7 +27,14 @@ from dataclasses import dataclass
 
 from tierlog.service.security.scram import ScramCredential
 
-__all__ = ["SCRAM_MECHANISMS", "SaslError", "ScramExchange", "parse_plain", "start_scram"]
+__all__ = [
+    "SCRAM_MECHANISMS",
+    "SaslError",
+    "ScramExchange",
+    "parse_oauthbearer",
+    "parse_plain",
+    "start_scram",
+]
 
 SCRAM_MECHANISMS = {"SCRAM-SHA-256": "sha256", "SCRAM-SHA-512": "sha512"}
 _NONCE_BYTES = 24
@@ -52,6 +60,28 @@ def parse_plain(auth_bytes: bytes) -> tuple[str, str]:
     if authzid and authzid != user:
         raise SaslError("an authorization id other than the user is not supported")
     return user, password
+
+
+def parse_oauthbearer(auth_bytes: bytes) -> str:
+    """The bearer token of an OAUTHBEARER client message. Pure.
+
+    Raises:
+        SaslError: not UTF-8, no ``n,`` GS2 header, or no ``auth=Bearer`` field.
+    """
+    try:
+        text = auth_bytes.decode("utf-8")
+    except UnicodeDecodeError:
+        raise SaslError("an OAUTHBEARER message is UTF-8") from None
+    header, sep, rest = text.partition("\x01")
+    if not sep or not header.startswith(("n,", "y,")):
+        raise SaslError("an OAUTHBEARER message starts with a GS2 header and 0x01")
+    for field in rest.split("\x01"):
+        key, _, value = field.partition("=")
+        if key == "auth":
+            scheme, _, token = value.partition(" ")
+            if scheme.lower() == "bearer" and token.strip():
+                return token.strip()
+    raise SaslError("an OAUTHBEARER message needs auth=Bearer <token>")
 
 
 def _attributes(text: str) -> list[tuple[str, str]]:

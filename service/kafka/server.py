@@ -63,7 +63,7 @@ _TLS_HANDSHAKE = b"\x16\x03"
 #: Answered before a connection has authenticated: ApiVersions, SaslHandshake, SaslAuthenticate.
 _BEFORE_AUTHENTICATION = frozenset({API_VERSIONS_KEY, 17, 36})
 #: The SASL mechanisms each ``authentication.methods`` entry offers on the Kafka listener.
-_MECHANISMS = {"basic": ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")}
+_MECHANISMS = {"basic": ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"), "bearer": ("OAUTHBEARER",)}
 
 
 class _Close(Exception):

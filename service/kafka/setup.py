@@ -28,10 +28,10 @@ def setup_kafka_listener(app: web.Application) -> None:
 
     The listener speaks what the HTTP listener does: TLS when ``ssl.certfile`` is set (the same context,
     so a SIGHUP reload renews both; built here when the app was not started by ``tierlog serve``), and
-    SASL when ``authentication.methods`` has ``basic`` (PLAIN and SCRAM against the security store);
-    ``mtls`` maps a client certificate to its user as on HTTP. A broker whose authentication methods give
-    the listener no way to authenticate (``bearer`` only, or ``mtls`` without TLS) does not start it; the
-    log says so once.
+    SASL when ``authentication.methods`` has ``basic`` (PLAIN and SCRAM against the security store) or
+    ``bearer`` (OAUTHBEARER with the JWT checks); ``mtls`` maps a client certificate to its user as on
+    HTTP. A broker whose authentication methods give the listener no way to authenticate (``mtls``
+    without TLS) does not start it; the log says so once.
     """
     settings = app[SETTINGS]
     address = settings.kafka_listener
@@ -39,11 +39,13 @@ def setup_kafka_listener(app: web.Application) -> None:
         return
     security = settings.security
     methods = security.authentication_methods
-    if security.enabled and "basic" not in methods and not ("mtls" in methods and security.tls):
+    if security.enabled and not (
+        "basic" in methods or "bearer" in methods or ("mtls" in methods and security.tls)
+    ):
         log.warning(
             "the Kafka protocol listener (kafka.listener=%s:%d) is not started: authentication.methods=%s "
-            "gives it no way to authenticate a client (it serves SASL PLAIN/SCRAM for basic and client "
-            "certificates for mtls over TLS; OAUTHBEARER for bearer is not served yet); "
+            "gives it no way to authenticate a client (it serves SASL PLAIN/SCRAM for basic, OAUTHBEARER "
+            "for bearer, and client certificates for mtls over TLS only); "
             "set kafka.listener=none to silence this",
             *address,
             ",".join(methods),

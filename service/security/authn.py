@@ -295,6 +295,22 @@ class Authenticator:
         key = f"sasl-plain\x00{user}\x00{password}"
         return await self._basic(key, (user, password), name, host, method="sasl_plain")
 
+    async def authenticate_token(self, token: str, host: str) -> Principal:
+        """The principal a bearer token proves (the Kafka listener's SASL OAUTHBEARER): checked as an
+        ``Authorization: Bearer`` header is, with the same throttle and metrics.
+
+        Raises:
+            TooManyFailuresError: (42901) ``host`` is over its failure limit.
+            UnavailableError: (50301) the security store has not loaded yet.
+            UnauthorizedError: (40101) the token does not verify, or bearer tokens are not configured.
+        """
+        self._throttle.check("", host)
+        if not self._store.loaded:
+            raise UnavailableError("the security store is loading; retry shortly")
+        if self._bearer is None:
+            raise self._failed("bearer", host)
+        return await self._bearer_principal(token, host)
+
     def scram_credential(self, user: str, mechanism: str, host: str) -> scram.ScramCredential:
         """The credential a SCRAM exchange for ``user`` checks against (the Kafka listener's SASL SCRAM):
         the user's own for ``mechanism``, else a dummy no proof verifies (so an unknown user looks like a

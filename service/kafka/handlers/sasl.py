@@ -18,7 +18,13 @@ from typing import Any
 from tierlog.service.kafka.apis import api
 from tierlog.service.kafka.context import KafkaRequest, Session
 from tierlog.service.kafka.messages import ErrorCode
-from tierlog.service.kafka.sasl import SCRAM_MECHANISMS, SaslError, parse_plain, start_scram
+from tierlog.service.kafka.sasl import (
+    SCRAM_MECHANISMS,
+    SaslError,
+    parse_oauthbearer,
+    parse_plain,
+    start_scram,
+)
 from tierlog.service.security.model import Principal
 from tierlog.service.security.throttle import TooManyFailuresError
 from tierlog.wire.errors import UnauthorizedError
@@ -79,6 +85,8 @@ async def authenticate(request: KafkaRequest, body: Any) -> Mapping[str, Any]:
     try:
         if mechanism == "PLAIN":
             return await _plain(request, body.auth_bytes)
+        if mechanism == "OAUTHBEARER":
+            return await _oauthbearer(request, body.auth_bytes)
         return _scram(request, mechanism, body.auth_bytes)
     except TooManyFailuresError as err:
         authenticator = request.listener.authenticator
@@ -109,6 +117,19 @@ async def _plain(request: KafkaRequest, auth_bytes: bytes) -> dict[str, Any]:
     except UnauthorizedError:
         return _failed(request.session, _invalid_credentials("PLAIN"))
     return _authenticated(request, principal, "PLAIN")
+
+
+async def _oauthbearer(request: KafkaRequest, auth_bytes: bytes) -> dict[str, Any]:
+    authenticator = request.listener.authenticator
+    assert authenticator is not None, "SASL is offered only with an authenticator"
+    token = parse_oauthbearer(auth_bytes)
+    try:
+        principal = await authenticator.authenticate_token(token, request.session.host)
+    except TooManyFailuresError:
+        raise
+    except UnauthorizedError as err:
+        return _failed(request.session, f"Authentication failed: {err.message}")
+    return _authenticated(request, principal, "OAUTHBEARER")
 
 
 def _scram(request: KafkaRequest, mechanism: str, auth_bytes: bytes) -> dict[str, Any]:

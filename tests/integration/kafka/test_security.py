@@ -16,9 +16,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import jwt
 import pytest
 import trustme
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from cryptography.hazmat.primitives.asymmetric import rsa
+from jwt.algorithms import RSAAlgorithm
 from kafka import KafkaProducer
 
 from tests.integration.broker import BrokerThread, StartThread
@@ -314,3 +317,35 @@ def test_metadata_lists_only_the_topics_a_user_may_describe(
     assert shown in listed and hidden not in listed
     named = alice.list_topics(hidden, timeout=CALL_TIMEOUT_S).topics[hidden]
     assert named.error is not None and named.error.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+
+
+def test_oauthbearer_with_a_jwt(
+    broker_threads: StartThread, data_dir: Path, tmp_path: Path, topic_name: str
+) -> None:
+    _bootstrap_users(data_dir)
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    jwks = tmp_path / "jwks.json"
+    jwks.write_text(json.dumps({"keys": [{**json.loads(RSAAlgorithm.to_jwk(key.public_key())), "kid": "k"}]}))
+    broker = broker_threads(
+        {
+            **SASL_SETTINGS,
+            "authentication.methods": "basic,bearer",
+            "authentication.bearer.jwks": str(jwks),
+            "authentication.bearer.audience": "tierlog",
+        }
+    )
+    create_topic(broker, topic_name, ADMIN)
+    allow(broker, "User:alice", "WRITE", topic_name)
+
+    def bearer(subject: str, audience: str) -> dict[str, Any]:
+        claims = {"sub": subject, "aud": audience, "exp": int(time.time()) + 600}
+        token = jwt.encode(claims, key, algorithm="RS256", headers={"kid": "k"})
+        return {
+            "bootstrap.servers": broker.kafka_bootstrap,
+            "security.protocol": "SASL_PLAINTEXT",
+            "sasl.mechanism": "OAUTHBEARER",
+            "oauth_cb": lambda _config: (token, time.time() + 600),
+        }
+
+    assert produce_one(bearer("alice", "tierlog"), topic_name, b"with a token") is None
+    assert "Authentication failed" in authentication_error(bearer("alice", "another-audience"))

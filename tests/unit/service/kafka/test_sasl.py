@@ -8,7 +8,13 @@ import hmac
 
 import pytest
 
-from tierlog.service.kafka.sasl import SCRAM_MECHANISMS, SaslError, parse_plain, start_scram
+from tierlog.service.kafka.sasl import (
+    SCRAM_MECHANISMS,
+    SaslError,
+    parse_oauthbearer,
+    parse_plain,
+    start_scram,
+)
 from tierlog.service.security.scram import make_credential
 
 SALT = b"0123456789abcdef"
@@ -84,3 +90,16 @@ def test_scram_refuses_malformed_client_first_messages(message: bytes) -> None:
 
 def test_scram_decodes_escaped_user_names() -> None:
     assert start_scram("SCRAM-SHA-512", b"n,a=a=2Cb,n=a=2Cb,r=x").user == "a,b"
+
+
+def test_oauthbearer_finds_the_token() -> None:
+    assert parse_oauthbearer(b"n,,\x01auth=Bearer abc.def.ghi\x01\x01") == "abc.def.ghi"
+    assert parse_oauthbearer(b"n,a=alice,\x01host=x\x01auth=bearer tok\x01\x01") == "tok"
+
+
+@pytest.mark.parametrize(
+    "message", [b"auth=Bearer t", b"n,,\x01auth=Basic t\x01\x01", b"n,,\x01\x01", b"\xff"]
+)
+def test_oauthbearer_refuses_malformed_messages(message: bytes) -> None:
+    with pytest.raises(SaslError):
+        parse_oauthbearer(message)
