@@ -113,7 +113,7 @@ async def serve(settings: Settings, tls: ssl.SSLContext | None = None) -> int:
     served = ServerTls(tls) if tls is not None else None
     from tierlog.service.app import CONNECTIONS, OPEN_TASK, create_app
     from tierlog.service.web.connections import install_accept_error_handler
-    from tierlog.service.web.keys import BROKER, METRICS
+    from tierlog.service.web.keys import BROKER, METRICS, SERVER_TLS
 
     log.info("starting tierlog: %s", settings.describe())
     if settings.metadata_uri is not None:
@@ -126,6 +126,8 @@ async def serve(settings: Settings, tls: ssl.SSLContext | None = None) -> int:
             else settings.advertised_url,
         )  # fmt: skip
     app = create_app(settings)
+    if served is not None:
+        app[SERVER_TLS] = served  # before start-up: the Kafka listener shares it
     access_log = logging.getLogger("aiohttp.access") if settings.logging_level == "DEBUG" else None
     install_accept_error_handler(
         asyncio.get_running_loop(), app[METRICS], settings.accept_error_log_interval_ms

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 
 from tierlog.service.kafka import handlers  # noqa: F401  (registers every API)
 from tierlog.service.kafka.apis import API_VERSIONS_KEY, REGISTRY
-from tierlog.service.kafka.context import KafkaRequest
+from tierlog.service.kafka.context import KafkaRequest, Session
 from tierlog.service.kafka.frames import FrameError, parse_request_header, response_frame
 from tierlog.service.kafka.handlers.api_versions import unsupported_version_answer
 from tierlog.service.kafka.messages import (
@@ -39,12 +39,18 @@ from tierlog.service.kafka.messages import (
     shape,
 )
 from tierlog.service.metrics import Sample
+from tierlog.service.security.acl import canonical_host
+from tierlog.service.security.model import ANONYMOUS, Principal
+from tierlog.service.security.principal_rules import PrincipalMapper, subject_name
 from tierlog.wire.errors import TierlogError
 
 if TYPE_CHECKING:
     from aiohttp import web
 
     from tierlog.service.metrics import Metrics
+    from tierlog.service.security.authn import Authenticator
+    from tierlog.service.security.authz import Authorizer
+    from tierlog.service.security.tls import ServerTls
     from tierlog.service.settings.config import Settings
     from tierlog.service.topics.broker import Broker
 
@@ -56,6 +62,10 @@ _SIZE_BYTES = 4
 # What other protocols' first bytes look like, to name a mix-up in the log.
 _HTTP_STARTS = (b"GET ", b"POST", b"PUT ", b"HEAD", b"DELE", b"PATC", b"OPTI", b"HTTP", b"CONN")
 _TLS_HANDSHAKE = b"\x16\x03"
+#: Answered before a connection has authenticated: ApiVersions, SaslHandshake, SaslAuthenticate.
+_BEFORE_AUTHENTICATION = frozenset({API_VERSIONS_KEY, 17, 36})
+#: The SASL mechanisms each ``authentication.methods`` entry offers on the Kafka listener.
+_MECHANISMS = {"basic": ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"), "bearer": ("OAUTHBEARER",)}
 
 
 class _Close(Exception):
@@ -67,11 +77,35 @@ class KafkaListener:
     connection's task and waits for them. Owned by the app (a cleanup context)."""
 
     def __init__(
-        self, broker: Broker, settings: Settings, metrics: Metrics, address: tuple[str, int]
+        self,
+        broker: Broker,
+        settings: Settings,
+        metrics: Metrics,
+        address: tuple[str, int],
+        *,
+        tls: ServerTls | None = None,
+        authenticator: Authenticator | None = None,
+        authorizer: Authorizer | None = None,
     ) -> None:
         self.broker = broker
         self.settings = settings
         self.metrics = metrics
+        self.tls = tls
+        self.authenticator = authenticator
+        self.authorizer = authorizer
+        security = settings.security
+        self.sasl_mechanisms: tuple[str, ...] = tuple(
+            m for method in security.authentication_methods for m in _MECHANISMS.get(method, ())
+        )
+        self._mapper = (
+            PrincipalMapper.parse(security.ssl_principal_mapping_rules)
+            if "mtls" in security.authentication_methods and tls is not None
+            else None
+        )
+        #: Kafka's name of what this listener speaks: PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL.
+        self.security_protocol = ("SASL_" if self.sasl_mechanisms else "") + (
+            "SSL" if tls is not None else "PLAINTEXT"
+        )
         self._address = address
         self._server: asyncio.Server | None = None
         self._connections: set[asyncio.Task[None]] = set()
@@ -106,10 +140,23 @@ class KafkaListener:
     async def start(self) -> None:
         """Bind and start accepting. Raises OSError when the address cannot be bound."""
         host, port = self._address
-        self._server = await asyncio.start_server(self._accept, host, port, reuse_address=True)
+        self._server = await asyncio.start_server(
+            self._accept,
+            host,
+            port,
+            reuse_address=True,
+            ssl=None if self.tls is None else self.tls.listening,
+            ssl_handshake_timeout=None if self.tls is None else self.settings.request_read_timeout_ms / 1000,
+        )
         sockname = self._server.sockets[0].getsockname()
         self.bound = (host, int(sockname[1]))
-        log.info("Kafka protocol listener on %s:%d", host, self.bound[1])
+        log.info(
+            "Kafka protocol listener on %s:%d (%s%s)",
+            host,
+            self.bound[1],
+            self.security_protocol,
+            f", SASL mechanisms {','.join(self.sasl_mechanisms)}" if self.sasl_mechanisms else "",
+        )
 
     async def close(self) -> None:
         """Stop accepting and end every connection. Idempotent."""
@@ -145,7 +192,8 @@ class KafkaListener:
             return
         self._connections.add(task)
         try:
-            await self._serve(reader, writer, peer)
+            session = self._session(writer, peer)
+            await self._serve(reader, writer, peer, session)
         except asyncio.CancelledError:
             if not self._closing:
                 raise
@@ -165,8 +213,46 @@ class KafkaListener:
             with contextlib.suppress(Exception):
                 await writer.wait_closed()
 
+    def _session(self, writer: asyncio.StreamWriter, peer: tuple[str, int]) -> Session:
+        """A new connection's security state: anonymous with authentication off; on a listener without
+        SASL, authenticated by its client certificate (``mtls``); else unauthenticated until SASL (on a
+        SASL_SSL listener the SASL user is the principal, as in Kafka, whatever certificate was presented).
+        Raises _Close (after logging) when the connection can never authenticate."""
+        session = Session(host=canonical_host(peer[0]))
+        if not self.settings.security.enabled:
+            return session
+        session.principal = (
+            None if self.sasl_mechanisms else self._certificate_principal(writer, session.host)
+        )
+        if session.principal is None and not self.sasl_mechanisms:
+            self._closed("authentication")
+            log.warning(
+                "Kafka connection from %s:%d closed: it presented no client certificate mapped to a user, "
+                "and this listener (%s) offers no SASL mechanism",
+                *peer,
+                self.security_protocol,
+            )
+            raise _Close
+        return session
+
+    def _certificate_principal(self, writer: asyncio.StreamWriter, host: str) -> Principal | None:
+        if self._mapper is None:
+            return None
+        ssl_object = writer.get_extra_info("ssl_object")
+        der = None if ssl_object is None else ssl_object.getpeercert(binary_form=True)
+        if der is None:
+            return None
+        try:
+            return Principal.user(self._mapper.map(subject_name(der)))
+        except ValueError:
+            return None
+
     async def _serve(
-        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, peer: tuple[str, int]
+        self,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        peer: tuple[str, int],
+        session: Session,
     ) -> None:
         idle_s = self.settings.connections_max_idle_ms / 1000
         first = True
@@ -188,7 +274,8 @@ class KafkaListener:
                     prefix = start + await reader.readexactly(_SIZE_BYTES - 1)
                     if first:
                         first = False
-                        self._check_protocol(prefix, writer, peer)
+                        if self.tls is None:
+                            self._check_protocol(prefix, writer, peer)
                     size = self._frame_size(prefix, peer)
                     frame = await reader.readexactly(size)
             except TimeoutError:
@@ -200,7 +287,7 @@ class KafkaListener:
                     self.settings.request_read_timeout_ms,
                 )
                 raise _Close from None
-            answer = await self.process(frame, peer)
+            answer = await self.process(frame, peer, session)
             if answer is not None:
                 writer.write(answer)
                 try:
@@ -216,6 +303,9 @@ class KafkaListener:
                         self.settings.connections_max_idle_ms,
                     )
                     raise _Close from None
+            if session.close_after_answer:
+                self._closed("authentication")
+                raise _Close
 
     def _frame_size(self, prefix: bytes, peer: tuple[str, int]) -> int:
         """The size a frame's prefix declares. Raises _Close (after logging) when it is negative or past
@@ -263,12 +353,18 @@ class KafkaListener:
 
     # ---- one request ----------------------------------------------------------------------------------
 
-    async def process(self, frame: bytes, peer: tuple[str, int]) -> bytes | None:
-        """The answer frame to one request frame, or None when the request has no answer.
+    async def process(
+        self, frame: bytes, peer: tuple[str, int], session: Session | None = None
+    ) -> bytes | None:
+        """The answer frame to one request frame, or None when the request has no answer. ``session``
+        is the connection's (None: an anonymous one).
 
         Raises _Close (after logging) when the connection must end: an unreadable header or body, an API
-        key or version not served (other than ApiVersions), a handler failure.
+        key or version not served (other than ApiVersions), a request other than ApiVersions and SASL's
+        before the connection authenticated (as Kafka does), a handler failure.
         """
+        if session is None:
+            session = Session(host=canonical_host(peer[0]), principal=ANONYMOUS)
         try:
             fixed = parse_request_header(frame, flexible=None)
         except FrameError as err:
@@ -289,6 +385,17 @@ class KafkaListener:
                 what,
             )
             raise _Close
+        if session.principal is None and fixed.api_key not in _BEFORE_AUTHENTICATION:
+            self._closed("unauthenticated")
+            log.warning(
+                "Kafka connection from %s:%d (client %r) closed: %s before authenticating (this listener "
+                "is %s)",
+                *peer,
+                fixed.client_id,
+                served.name,
+                self.security_protocol,
+            )
+            raise _Close
         flexible = is_flexible(fixed.api_key, fixed.api_version)
         try:
             header = parse_request_header(frame, flexible=flexible)
@@ -304,7 +411,7 @@ class KafkaListener:
             )
             raise _Close from None
         self.metrics.inc("tierlog_kafka_requests_total", 1.0, api=served.name)
-        request = KafkaRequest(header, self, peer)
+        request = KafkaRequest(header, self, peer, session)
         started = time.perf_counter()
         try:
             answer = await served.handler(request, body)

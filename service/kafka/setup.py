@@ -3,13 +3,17 @@ opens (so a cluster member registers its Kafka endpoint) and closes it when the 
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import AsyncIterator
 
 from aiohttp import web
 
 from tierlog.service.kafka.server import KafkaListener
-from tierlog.service.web.keys import BROKER, METRICS, SETTINGS
+from tierlog.service.security.authn import AUTHENTICATOR
+from tierlog.service.security.authz import AUTHORIZER
+from tierlog.service.security.tls import ServerTls, server_context
+from tierlog.service.web.keys import BROKER, METRICS, SERVER_TLS, SETTINGS
 
 __all__ = ["KAFKA_LISTENER", "setup_kafka_listener"]
 
@@ -22,25 +26,45 @@ def setup_kafka_listener(app: web.Application) -> None:
     """Serve Kafka's protocol on ``kafka.listener`` (nothing when it is ``none``). Call before the
     broker's own cleanup context is added, so the listener is bound before the broker registers.
 
-    A broker with authentication or TLS configured does not start the listener: the listener has neither
-    yet, and serving it would open a door around them; the log says so once.
+    The listener speaks what the HTTP listener does: TLS when ``ssl.certfile`` is set (the same context,
+    so a SIGHUP reload renews both; built here when the app was not started by ``tierlog serve``), and
+    SASL when ``authentication.methods`` has ``basic`` (PLAIN and SCRAM against the security store) or
+    ``bearer`` (OAUTHBEARER with the JWT checks); ``mtls`` maps a client certificate to its user as on
+    HTTP. A broker whose authentication methods give the listener no way to authenticate (``mtls``
+    without TLS) does not start it; the log says so once.
     """
     settings = app[SETTINGS]
     address = settings.kafka_listener
     if address is None:
         return
     security = settings.security
-    if security.authentication_methods or security.tls:
+    methods = security.authentication_methods
+    if security.enabled and not (
+        "basic" in methods or "bearer" in methods or ("mtls" in methods and security.tls)
+    ):
         log.warning(
-            "the Kafka protocol listener (kafka.listener=%s:%d) is not started: this broker has "
-            "authentication or TLS configured, which the Kafka listener does not support yet; "
+            "the Kafka protocol listener (kafka.listener=%s:%d) is not started: authentication.methods=%s "
+            "gives it no way to authenticate a client (it serves SASL PLAIN/SCRAM for basic, OAUTHBEARER "
+            "for bearer, and client certificates for mtls over TLS only); "
             "set kafka.listener=none to silence this",
             *address,
+            ",".join(methods),
         )
         return
 
     async def kafka_ctx(app: web.Application) -> AsyncIterator[None]:
-        listener = KafkaListener(app[BROKER], settings, app[METRICS], address)
+        tls = app.get(SERVER_TLS)
+        if tls is None and security.tls:
+            tls = ServerTls(await asyncio.to_thread(server_context, security))
+        listener = KafkaListener(
+            app[BROKER],
+            settings,
+            app[METRICS],
+            address,
+            tls=tls,
+            authenticator=app[AUTHENTICATOR],
+            authorizer=app[AUTHORIZER],
+        )
         listener.app = app
         await listener.start()
         app[KAFKA_LISTENER] = listener

@@ -261,7 +261,7 @@ class Authenticator:
                 return self._certificate_principal(der, host)
         if basic:
             assert header is not None
-            return await self._basic(header, value, name, host)
+            return await self._basic(header, _basic_credentials(value), name, host)
         if header is not None and scheme == "bearer" and self._bearer is not None:
             return await self._bearer_principal(value, host)
         raise UnauthorizedError(REFUSED)
@@ -278,7 +278,73 @@ class Authenticator:
         except ValueError:
             raise self._failed("mtls", host) from None
 
-    async def _basic(self, header: str, value: str, name: str, host: str) -> Principal:
+    async def authenticate_password(self, user: str, password: str, host: str) -> Principal:
+        """The principal a user name and password prove (the Kafka listener's SASL PLAIN): checked as a
+        Basic header is, with the same cache, throttle, failure floor and metrics.
+
+        Raises:
+            TooManyFailuresError: (42901) ``user`` from ``host``, or ``host``, is over its failure limit.
+            UnavailableError: (50301) the security store has not loaded yet.
+            UnauthorizedError: (40101) the password does not verify, or the user is unknown.
+        """
+        name = _throttle_name(user)
+        self._throttle.check(name, host)
+        if not self._store.loaded:
+            raise UnavailableError("the security store is loading; retry shortly")
+        # the cache key: a NUL cannot occur in a PLAIN user name, so no Basic header collides with it
+        key = f"sasl-plain\x00{user}\x00{password}"
+        return await self._basic(key, (user, password), name, host, method="sasl_plain")
+
+    async def authenticate_token(self, token: str, host: str) -> Principal:
+        """The principal a bearer token proves (the Kafka listener's SASL OAUTHBEARER): checked as an
+        ``Authorization: Bearer`` header is, with the same throttle and metrics.
+
+        Raises:
+            TooManyFailuresError: (42901) ``host`` is over its failure limit.
+            UnavailableError: (50301) the security store has not loaded yet.
+            UnauthorizedError: (40101) the token does not verify, or bearer tokens are not configured.
+        """
+        self._throttle.check("", host)
+        if not self._store.loaded:
+            raise UnavailableError("the security store is loading; retry shortly")
+        if self._bearer is None:
+            raise self._failed("bearer", host)
+        return await self._bearer_principal(token, host)
+
+    def scram_credential(self, user: str, mechanism: str, host: str) -> scram.ScramCredential:
+        """The credential a SCRAM exchange for ``user`` checks against (the Kafka listener's SASL SCRAM):
+        the user's own for ``mechanism``, else a dummy no proof verifies (so an unknown user looks like a
+        wrong password). Report the outcome with :meth:`scram_settled`.
+
+        Raises:
+            TooManyFailuresError: (42901) ``user`` from ``host``, or ``host``, is over its failure limit.
+            UnavailableError: (50301) the security store has not loaded yet.
+            InvalidRequestError: an unknown mechanism.
+        """
+        self._throttle.check(_throttle_name(user), host)
+        if not self._store.loaded:
+            raise UnavailableError("the security store is loading; retry shortly")
+        for credential in _credentials(self._store.user(user)):
+            if credential.mechanism == mechanism:
+                return credential
+        return scram.dummy_credential(mechanism)
+
+    def scram_settled(self, user: str, host: str, mechanism: str, *, verified: bool) -> None:
+        """Count a SCRAM exchange's outcome: a failure toward ``user``'s and ``host``'s limits and
+        the failures metric."""
+        if not verified:
+            self._throttle.failed(_throttle_name(user), host)
+            self._metrics.inc(metric_names.AUTHENTICATION_FAILURES, 1.0, method=mechanism.lower())
+
+    async def _basic(
+        self,
+        header: str,
+        credentials: tuple[str, str] | None,
+        name: str,
+        host: str,
+        *,
+        method: str = "basic",
+    ) -> Principal:
         digest = self._cache.digest(header)
         cached = self._cache.get(digest)
         if cached is not None:
@@ -287,23 +353,22 @@ class Authenticator:
         started = asyncio.get_running_loop().time()
         verified = None
         try:
-            verified = await self._verify_basic(value)
+            verified = await self._verify_password(credentials)
         finally:
             # a cancelled attempt counts as failed: its PBKDF2 may still be running
             self._throttle.settle(name, host, failed=verified is None)
         if verified is None:
-            self._metrics.inc(metric_names.AUTHENTICATION_FAILURES, 1.0, method="basic")
+            self._metrics.inc(metric_names.AUTHENTICATION_FAILURES, 1.0, method=method)
             await self._hold_until(started + self.failed_basic_floor_s)
             raise UnauthorizedError(REFUSED)
         user, generation = verified
         self._cache.put(digest, user, generation)
         return Principal.user(user)
 
-    async def _verify_basic(self, value: str) -> tuple[str, int] | None:
-        """The user ``value`` (``base64(name:password)``) proves it is, with the cache generation of that
+    async def _verify_password(self, parsed: tuple[str, str] | None) -> tuple[str, int] | None:
+        """The user ``(name, password)`` proves it is (None: malformed), with the cache generation of that
         user's credentials when the check began; None when it proves nothing. Every well-formed attempt, for
         a known user or not, costs one PBKDF2 in the pool."""
-        parsed = _basic_credentials(value)
         if parsed is None:
             return None
         name, password = parsed
@@ -354,7 +419,10 @@ def _basic_name(value: str) -> str:
     parsed = _basic_credentials(value)
     if parsed is None:
         return ""
-    name = parsed[0]
+    return _throttle_name(parsed[0])
+
+
+def _throttle_name(name: str) -> str:
     if len(name) <= THROTTLE_NAME_CHARS:
         return name
     return "sha256:" + hashlib.sha256(name.encode("utf-8", "surrogateescape")).hexdigest()

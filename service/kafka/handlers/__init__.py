@@ -1,5 +1,5 @@
 """The Kafka API handlers, one module per family; importing this package registers them all."""
 
-from tierlog.service.kafka.handlers import admin, api_versions, fetching, groups, metadata, produce
+from tierlog.service.kafka.handlers import admin, api_versions, fetching, groups, metadata, produce, sasl
 
-__all__ = ["admin", "api_versions", "fetching", "groups", "metadata", "produce"]
+__all__ = ["admin", "api_versions", "fetching", "groups", "metadata", "produce", "sasl"]

@@ -27,6 +27,7 @@ from tierlog.service.kafka.context import KafkaRequest
 from tierlog.service.kafka.handlers.metadata import brokers_of
 from tierlog.service.kafka.messages import ErrorCode
 from tierlog.service.kafka.topic_checks import Refusal, check_create, check_partition_growth
+from tierlog.service.security import model as acl
 from tierlog.service.topics.broker import Broker
 from tierlog.service.topics.configs import effective_configs, validate_overrides
 from tierlog.wire.errors import InvalidConfigError, InvalidRequestError, TierlogError
@@ -82,6 +83,8 @@ async def _create_one(
     request: KafkaRequest, broker: Broker, topic: Any, validate_only: bool
 ) -> dict[str, Any]:
     name = topic.name
+    if not request.may_create_topic(name):
+        return {"name": name, **_refusal(request, acl.Operation.CREATE, name, counted=True)}
     try:
         broker.check_ready()
         view = broker.cluster_view()
@@ -138,6 +141,9 @@ async def delete_topics(request: KafkaRequest, body: Any) -> Mapping[str, Any]:
     broker = request.broker
     results = []
     for name in dict.fromkeys(body.topic_names):
+        if not request.allowed(acl.Operation.DELETE, acl.ResourceType.TOPIC, name):
+            results.append({"name": name, **_refusal(request, acl.Operation.DELETE, name, counted=True)})
+            continue
         try:
             if broker.topic(name).is_internal:
                 message = f"Topic {name} is an internal topic and cannot be deleted."
@@ -167,6 +173,9 @@ async def create_partitions(request: KafkaRequest, body: Any) -> Mapping[str, An
         if name in duplicates:
             message = f"Duplicate topic in request: {name}"
             results.append({"name": name, "error_code": ErrorCode.invalid_request, "error_message": message})
+            continue
+        if not request.allowed(acl.Operation.ALTER, acl.ResourceType.TOPIC, name):
+            results.append({"name": name, **_refusal(request, acl.Operation.ALTER, name, counted=True)})
             continue
         try:
             current = broker.topic(name).partition_count
@@ -206,6 +215,40 @@ def _resource_answer(resource: Any, code: int | ErrorCode, message: str | None) 
     }
 
 
+def _refusal(
+    request: KafkaRequest, operation: acl.Operation, topic: str, *, counted: bool = False
+) -> dict[str, Any]:
+    """The ``error_code``/``error_message`` of a topic the principal may not ``operation`` (already
+    counted by :meth:`KafkaRequest.allowed` when ``counted``)."""
+    if not counted:
+        request.count_denied(acl.ResourceType.TOPIC)
+    return {
+        "error_code": ErrorCode.topic_authorization_failed,
+        "error_message": f"Not authorized to {operation.kafka_name} Topic '{topic}'",
+    }
+
+
+def _config_refusal(request: KafkaRequest, resource: Any, operation: acl.Operation) -> dict[str, Any] | None:
+    """The answer to a config resource the principal may not ``operation`` (DESCRIBE_CONFIGS or
+    ALTER_CONFIGS on the topic, or on the cluster for a broker); None when allowed."""
+    if resource.resource_type == ResourceType.TOPIC:
+        if request.allowed(operation, acl.ResourceType.TOPIC, resource.resource_name):
+            return None
+        return _resource_answer(
+            resource, ErrorCode.topic_authorization_failed, f"Not authorized to {operation.kafka_name} Topic"
+        )
+    if request.allowed(operation, acl.ResourceType.CLUSTER, acl.CLUSTER_NAME):
+        return None
+    return _resource_answer(
+        resource, ErrorCode.cluster_authorization_failed, f"Not authorized to {operation.kafka_name} Cluster"
+    )
+
+
+def _cluster_refusal(request: KafkaRequest) -> bool:
+    """Whether DESCRIBE on the cluster is refused (DescribeCluster, DescribeLogDirs)."""
+    return not request.allowed(acl.Operation.DESCRIBE, acl.ResourceType.CLUSTER, acl.CLUSTER_NAME)
+
+
 def _broker_refusal(request: KafkaRequest, resource: Any) -> str | None:
     """Why a BROKER resource is not this broker's (None when it is: its id, or empty for the default)."""
     own = request.broker.broker_id
@@ -223,6 +266,10 @@ async def describe_configs(request: KafkaRequest, body: Any) -> Mapping[str, Any
     for resource in body.resources:
         keys = resource.configuration_keys
         answer = _resource_answer(resource, ErrorCode.none, None)
+        refused_access = _config_refusal(request, resource, acl.Operation.DESCRIBE_CONFIGS)
+        if refused_access is not None:
+            results.append(refused_access)
+            continue
         try:
             if resource.resource_type == ResourceType.TOPIC:
                 topic = broker.topic(resource.resource_name)
@@ -258,6 +305,10 @@ async def _alter(
     broker = request.broker
     answers = []
     for resource in resources:
+        refused_access = _config_refusal(request, resource, acl.Operation.ALTER_CONFIGS)
+        if refused_access is not None:
+            answers.append(refused_access)
+            continue
         try:
             if resource.resource_type == ResourceType.BROKER:
                 message = _broker_refusal(request, resource) or (
@@ -316,6 +367,13 @@ async def describe_cluster(request: KafkaRequest, body: Any) -> Mapping[str, Any
     broker = request.broker
     broker.check_ready()
     endpoint_type = getattr(body, "endpoint_type", _BROKERS_ENDPOINT)
+    if _cluster_refusal(request):
+        return {
+            "throttle_time": 0,
+            "error_code": ErrorCode.cluster_authorization_failed,
+            "error_message": "Not authorized to Describe Cluster",
+            "endpoint_type": endpoint_type,
+        }
     if endpoint_type != _BROKERS_ENDPOINT:
         return {
             "throttle_time": 0,
@@ -348,6 +406,8 @@ async def describe_cluster(request: KafkaRequest, body: Any) -> Mapping[str, Any
 async def describe_log_dirs(request: KafkaRequest, body: Any) -> Mapping[str, Any]:
     broker = request.broker
     broker.check_ready()
+    if _cluster_refusal(request):
+        return {"throttle_time": 0, "error_code": ErrorCode.cluster_authorization_failed, "results": []}
     held = broker.local_topics
     if body.topics is None:
         wanted: dict[str, set[int] | None] = {name: None for name in held}

@@ -16,6 +16,7 @@ from tierlog.service.cluster.view import ClusterView
 from tierlog.service.kafka.apis import api
 from tierlog.service.kafka.context import KafkaRequest
 from tierlog.service.kafka.messages import ErrorCode
+from tierlog.service.security.model import Operation, ResourceType
 from tierlog.wire.errors import TierlogError
 
 __all__ = ["brokers_of", "split_endpoint"]
@@ -71,6 +72,19 @@ def topic_entry(view: ClusterView, name: str) -> dict[str, Any]:
     }
 
 
+async def _auto_create(request: KafkaRequest, name: str, errors: dict[str, int]) -> None:
+    """Create ``name`` as Kafka's auto-creation does, when the principal may (CREATE on the cluster or
+    the topic); a refusal or failure lands in ``errors``."""
+    broker = request.broker
+    if name not in broker.cluster_view().partitions and not request.may_create_topic(name):
+        errors[name] = ErrorCode.topic_authorization_failed
+        return
+    try:
+        await broker.ensure_topic(name)
+    except TierlogError as err:
+        errors[name] = err.kafka_error().code
+
+
 @api(METADATA_KEY, "Metadata", 0, 12)
 async def handle(request: KafkaRequest, body: Any) -> Mapping[str, Any]:
     broker = request.broker
@@ -79,20 +93,22 @@ async def handle(request: KafkaRequest, body: Any) -> Mapping[str, Any]:
     errors: dict[str, int] = {}
     if requested is not None:
         names = [t.name for t in requested if t.name is not None]
+        for name in names:
+            if not request.allowed(Operation.DESCRIBE, ResourceType.TOPIC, name):
+                errors[name] = ErrorCode.topic_authorization_failed
         allow = getattr(body, "allow_auto_topic_creation", True)
         if allow and broker.settings.auto_create_topics_enable:
             for name in names:
-                if name not in broker.local_topics:
-                    try:
-                        await broker.ensure_topic(name)
-                    except TierlogError as err:
-                        errors[name] = err.kafka_error().code
+                if name not in broker.local_topics and name not in errors:
+                    await _auto_create(request, name, errors)
     view = broker.cluster_view()
-    if requested is None:
-        names = [name for name in view.partitions]
+    if requested is None:  # every topic the principal may describe
+        names = [n for n in view.partitions if request.granted(Operation.DESCRIBE, ResourceType.TOPIC, n)]
     topics = []
     for name in names:
-        if name in errors and name not in view.partitions:
+        if errors.get(name) == ErrorCode.topic_authorization_failed or (
+            name in errors and name not in view.partitions
+        ):
             topics.append({"error_code": errors[name], "name": name, "partitions": []})
         else:
             topics.append(topic_entry(view, name))

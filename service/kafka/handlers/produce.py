@@ -29,8 +29,14 @@ from tierlog.service.kafka.apis import api
 from tierlog.service.kafka.context import KafkaRequest
 from tierlog.service.kafka.handlers.metadata import brokers_of
 from tierlog.service.kafka.messages import ErrorCode
+from tierlog.service.security.model import CLUSTER_NAME, Operation, ResourceType
 from tierlog.tiering.codec.validate import validate_batch
-from tierlog.wire.errors import CorruptBatchError, NotLeaderOrFollowerError, TierlogError
+from tierlog.wire.errors import (
+    AuthorizationError,
+    CorruptBatchError,
+    NotLeaderOrFollowerError,
+    TierlogError,
+)
 
 if TYPE_CHECKING:
     from tierlog.service.topics.broker import Broker
@@ -134,6 +140,25 @@ async def _append(
     return partition_answer(index, info=info, log_start_offset=partition.log_start_offset)
 
 
+def _write_refusal(request: KafkaRequest, topic: str) -> AuthorizationError | None:
+    """Why ``topic`` may not be written: no WRITE on it, or (auto-created on produce) no CREATE."""
+    refusal = request.refusal(Operation.WRITE, ResourceType.TOPIC, topic)
+    broker = request.broker
+    if (
+        refusal is None
+        and broker.settings.auto_create_topics_enable
+        and broker.ready
+        and topic not in broker.cluster_view().partitions
+        and not request.may_create_topic(topic)
+    ):
+        return AuthorizationError(f"Not authorized to Create Topic '{topic}'", resource_type="TOPIC")
+    return refusal
+
+
+async def _refused(index: int, refusal: AuthorizationError) -> dict[str, Any]:
+    return partition_answer(index, error=refusal)
+
+
 def _refuse_all(body: Any, code: ErrorCode) -> list[dict[str, Any]]:
     return [
         {
@@ -171,8 +196,11 @@ async def handle_produce(request: KafkaRequest, body: Any) -> Mapping[str, Any] 
     else:
         timeout_ms = max(0, int(body.timeout / _MS))
         broker = request.broker
+        refused = {t.name: _write_refusal(request, t.name) for t in body.topic_data}
         appends = [
             _append(broker, topic.name, p.index, p.records, acks=acks or 1, timeout_ms=timeout_ms)
+            if (refusal := refused[topic.name]) is None
+            else _refused(p.index, refusal)
             for topic in body.topic_data
             for p in topic.partition_data
         ]
@@ -206,6 +234,12 @@ async def handle_init_producer_id(request: KafkaRequest, body: Any) -> Mapping[s
     answer: dict[str, Any] = {"throttle_time": 0, "producer_id": -1, "producer_epoch": -1}
     if body.transactional_id is not None:
         answer["error_code"] = ErrorCode.transactional_id_authorization_failed
+        return answer
+    if not request.granted(
+        Operation.IDEMPOTENT_WRITE, ResourceType.CLUSTER, CLUSTER_NAME
+    ) and not request.granted_any(Operation.WRITE, ResourceType.TOPIC):
+        request.count_denied(ResourceType.CLUSTER)
+        answer["error_code"] = ErrorCode.cluster_authorization_failed
         return answer
     producer_id = int(getattr(body, "producer_id", -1))
     epoch = int(getattr(body, "producer_epoch", -1))

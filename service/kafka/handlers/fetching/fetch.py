@@ -36,6 +36,7 @@ from tierlog.service.kafka.handlers.fetching.partitions import (
     milliseconds,
 )
 from tierlog.service.kafka.messages import ErrorCode
+from tierlog.service.security.model import Operation, ResourceType
 from tierlog.wire.errors import NotLeaderOrFollowerError, TierlogError, UnavailableError
 
 if TYPE_CHECKING:
@@ -101,6 +102,11 @@ async def handle(request: KafkaRequest, body: Any) -> Mapping[str, Any]:
         for topic in body.topics
         for p in topic.partitions
     ]
+    refused = {t.topic: request.refusal(Operation.READ, ResourceType.TOPIC, t.topic) for t in body.topics}
+    for w in wanted:
+        refusal = refused[w.topic]
+        if refusal is not None:
+            w.error = refusal
     replica_id = getattr(body, "replica_id", -1)
     if replica_id >= 0:
         for w in wanted:
@@ -133,6 +139,8 @@ async def fetch(
 
     Never raises a TierlogError (each lands in its partition's ``error``). Safe to call concurrently."""
     for w in wanted:
+        if w.error is not None:  # refused before reading (not authorized)
+            continue
         try:
             w.partition = leader_partition(broker, w.topic, w.index, w.leader_epoch)
         except TierlogError as err:

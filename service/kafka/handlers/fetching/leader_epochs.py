@@ -20,6 +20,7 @@ from tierlog.service.kafka.apis import api
 from tierlog.service.kafka.context import KafkaRequest
 from tierlog.service.kafka.handlers.fetching.partitions import error_answer, leader_partition
 from tierlog.service.kafka.messages import ErrorCode
+from tierlog.service.security.model import Operation, ResourceType
 from tierlog.service.topics.partition import Partition
 from tierlog.wire.errors import TierlogError
 
@@ -40,9 +41,12 @@ async def handle(request: KafkaRequest, body: Any) -> Mapping[str, Any]:
     topics = []
     for topic in body.topics:
         partitions = []
+        refusal = request.refusal(Operation.DESCRIBE, ResourceType.TOPIC, topic.topic)
         for p in topic.partitions:
             answer: dict[str, Any] = {"partition": p.partition, "error_code": ErrorCode.none}
             try:
+                if refusal is not None:
+                    raise refusal
                 partition = leader_partition(broker, topic.topic, p.partition, p.current_leader_epoch)
                 answer["leader_epoch"], answer["end_offset"] = await epoch_end(partition, p.leader_epoch)
             except TierlogError as err:

@@ -23,6 +23,7 @@ from tierlog.service.kafka.apis import api
 from tierlog.service.kafka.context import KafkaRequest
 from tierlog.service.kafka.handlers.fetching.partitions import error_answer, leader_partition
 from tierlog.service.kafka.messages import ErrorCode
+from tierlog.service.security.model import Operation, ResourceType
 from tierlog.service.topics.partition import Partition
 from tierlog.wire.errors import TierlogError
 
@@ -90,8 +91,13 @@ async def handle(request: KafkaRequest, body: Any) -> Mapping[str, Any]:
     topics = []
     for topic in body.topics:
         partitions = []
+        refusal = request.refusal(Operation.DESCRIBE, ResourceType.TOPIC, topic.name)
         for p in topic.partitions:
             answer: dict[str, Any] = {"partition_index": p.partition_index, "error_code": ErrorCode.none}
+            if refusal is not None:
+                answer.update(error_answer(refusal))
+                partitions.append(answer)
+                continue
             if p.timestamp < 0 and SINCE.get(p.timestamp, version + 1) > version:
                 answer["error_code"] = ErrorCode.invalid_request
                 partitions.append(answer)
