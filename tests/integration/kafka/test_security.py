@@ -185,7 +185,7 @@ SASL_SETTINGS = {
 
 def _bootstrap_users(data_dir: Path, mechanism: str = "SCRAM-SHA-256") -> None:
     async def put() -> None:
-        store = SecurityStore.embedded(data_dir)
+        store = SecurityStore.offline(data_dir)
         await store.start()
         try:
             await store.put_user(ADMIN[0], make_credential(ADMIN[1]))
@@ -207,11 +207,13 @@ def sasl(broker: BrokerThread, mechanism: str, user: tuple[str, str], **extra: A
     }
 
 
-def allow(broker: BrokerThread, principal: str, operation: str, topic: str) -> None:
+def allow(
+    broker: BrokerThread, principal: str, operation: str, topic: str, resource_type: str = "TOPIC"
+) -> None:
     status, clusters = _http("GET", f"{broker.url}/v3/clusters", auth=ADMIN)
     assert status == 200, clusters
     acl = {
-        "resource_type": "TOPIC",
+        "resource_type": resource_type,
         "resource_name": topic,
         "pattern_type": "LITERAL",
         "principal": principal,
@@ -349,3 +351,37 @@ def test_oauthbearer_with_a_jwt(
 
     assert produce_one(bearer("alice", "tierlog"), topic_name, b"with a token") is None
     assert "Authentication failed" in authentication_error(bearer("alice", "another-audience"))
+
+
+def test_consumer_groups_need_the_groups_acls(sasl_broker: BrokerThread, topic_name: str) -> None:
+    """Joining and committing need Read on the group (and Read on the topic to commit), as in Kafka."""
+    create_topic(sasl_broker, topic_name, ADMIN)
+    allow(sasl_broker, "User:alice", "READ", topic_name)
+    alice = sasl(sasl_broker, "PLAIN", ALICE)
+    group = f"{topic_name}-group"
+    consumer = Consumer({**alice, "group.id": group, "enable.auto.commit": False})
+    try:
+        refused = None
+        consumer.subscribe([topic_name])
+        deadline = time.monotonic() + CALL_TIMEOUT_S
+        while refused is None and time.monotonic() < deadline:
+            message = consumer.poll(0.5)
+            if message is not None and message.error() is not None:
+                refused = message.error()
+        assert refused is not None and refused.code() == KafkaError.GROUP_AUTHORIZATION_FAILED, refused
+    finally:
+        consumer.close()
+    allow(sasl_broker, "User:alice", "READ", group, resource_type="GROUP")
+    consumer = Consumer({**alice, "group.id": group, "enable.auto.commit": False})
+    try:
+        consumer.subscribe([topic_name])
+        assigned = threading.Event()
+        consumer.subscribe([topic_name], on_assign=lambda _c, partitions: assigned.set())
+        deadline = time.monotonic() + CALL_TIMEOUT_S
+        while not assigned.is_set() and time.monotonic() < deadline:
+            consumer.poll(0.5)
+        assert assigned.is_set(), "the group never assigned a partition"
+        committed = consumer.commit(offsets=[TopicPartition(topic_name, 0, 0)], asynchronous=False)
+        assert committed is not None and committed[0].error is None
+    finally:
+        consumer.close()

@@ -12,9 +12,10 @@ from tierlog.service.groups.consumer_protocol import encode_assignment, encode_s
 from tierlog.service.groups.shards import Shard
 from tierlog.service.kafka.apis import api
 from tierlog.service.kafka.context import KafkaRequest
-from tierlog.service.kafka.handlers.groups.common import Refused, coordinating_shard, shards_of
+from tierlog.service.kafka.handlers.groups.common import Operation, Refused, coordinating_shard, shards_of
 from tierlog.service.kafka.handlers.groups.membership import has_http_members
 from tierlog.service.kafka.messages import ErrorCode
+from tierlog.service.security.model import CLUSTER_NAME, ResourceType
 from tierlog.wire.errors import UnknownGroupError
 
 __all__: list[str] = []
@@ -44,6 +45,8 @@ async def list_groups(request: KafkaRequest, body: Any) -> Mapping[str, Any]:
         shards = shards_of(request)
     except Refused as err:
         return {"throttle_time": 0, "error_code": err.code, "groups": []}
+    # Describe on the cluster lists every group; otherwise only those the principal may describe
+    everything = request.granted(Operation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME)
     states = {s.lower() for s in getattr(body, "states_filter", ())}
     types = {t.lower() for t in getattr(body, "types_filter", ())}
     listed = []
@@ -51,6 +54,8 @@ async def list_groups(request: KafkaRequest, body: Any) -> Mapping[str, Any]:
         if shard.stale:
             continue
         for group_id in sorted({*shard.coordinator.group_ids(), *shard.classic.group_ids()}):
+            if not everything and not request.granted(Operation.DESCRIBE, ResourceType.GROUP, group_id):
+                continue
             state, protocol_type = _summary(shard, group_id)
             if (states and state.lower() not in states) or (types and CLASSIC not in types):
                 continue
@@ -115,7 +120,7 @@ async def describe_groups(request: KafkaRequest, body: Any) -> Mapping[str, Any]
     groups = []
     for group_id in body.groups:
         try:
-            shard = await coordinating_shard(request, group_id)
+            shard = await coordinating_shard(request, group_id, Operation.DESCRIBE)
         except Refused as err:
             groups.append({"error_code": err.code, "group_id": group_id, "group_state": "", "members": []})
             continue
@@ -125,7 +130,7 @@ async def describe_groups(request: KafkaRequest, body: Any) -> Mapping[str, Any]
 
 async def _delete(request: KafkaRequest, group_id: str) -> int:
     try:
-        shard = await coordinating_shard(request, group_id)
+        shard = await coordinating_shard(request, group_id, Operation.DELETE)
     except Refused as err:
         return err.code
     if shard.classic.active(group_id) or has_http_members(shard, group_id):

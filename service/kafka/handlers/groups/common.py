@@ -10,13 +10,14 @@ from tierlog.service.groups.access import GROUP_ACCESS, GroupAccess
 from tierlog.service.groups.classic import GroupError
 from tierlog.service.groups.offsets import OFFSETS_TOPIC
 from tierlog.service.kafka.messages import ErrorCode
+from tierlog.service.security.model import Operation, ResourceType
 from tierlog.wire.errors import TierlogError, UnavailableError
 
 if TYPE_CHECKING:
     from tierlog.service.groups.shards import CoordinatorShards, Shard
     from tierlog.service.kafka.context import KafkaRequest
 
-__all__ = ["Refused", "access_of", "code_of", "coordinating_shard", "millis", "shards_of"]
+__all__ = ["Operation", "Refused", "access_of", "code_of", "coordinating_shard", "millis", "shards_of"]
 
 
 class Refused(Exception):
@@ -42,16 +43,21 @@ def shards_of(request: KafkaRequest) -> CoordinatorShards:
     return access_of(request).shards
 
 
-async def coordinating_shard(request: KafkaRequest, group_id: str) -> Shard:
-    """The shard coordinating ``group_id`` here.
+async def coordinating_shard(request: KafkaRequest, group_id: str, operation: Operation) -> Shard:
+    """The shard coordinating ``group_id`` here, once the principal may do ``operation`` on the group
+    (Kafka's ACL for the API: Read to join, sync, heartbeat, leave and commit; Describe to fetch offsets
+    and describe; Delete to delete groups and offsets).
 
     Raises:
-        Refused: INVALID_GROUP_ID for an empty id; COORDINATOR_NOT_AVAILABLE while groups are not ready;
+        Refused: GROUP_AUTHORIZATION_FAILED when the ACLs refuse; INVALID_GROUP_ID for an empty id;
+            COORDINATOR_NOT_AVAILABLE while groups are not ready;
             COORDINATOR_LOAD_IN_PROGRESS while this broker loads the group's partition; NOT_COORDINATOR
             when another broker leads it.
     """
     if not group_id:
         raise Refused(ErrorCode.invalid_group_id.value)
+    if not request.allowed(operation, ResourceType.GROUP, group_id):
+        raise Refused(ErrorCode.group_authorization_failed.value)
     access = access_of(request)
     shards = access.shards
     try:

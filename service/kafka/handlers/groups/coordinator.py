@@ -14,6 +14,7 @@ from tierlog.service.kafka.context import KafkaRequest
 from tierlog.service.kafka.handlers.groups.common import Refused, access_of
 from tierlog.service.kafka.handlers.metadata import split_endpoint
 from tierlog.service.kafka.messages import ErrorCode
+from tierlog.service.security.model import Operation, ResourceType
 from tierlog.wire.errors import TierlogError
 
 __all__: list[str] = []
@@ -28,6 +29,8 @@ async def find(request: KafkaRequest, key: str, key_type: int) -> dict[str, Any]
         return _error(key, ErrorCode.unsupported_version, "only group coordinators are served")
     if not key:
         return _error(key, ErrorCode.invalid_group_id, "an empty group id")
+    if not request.allowed(Operation.DESCRIBE, ResourceType.GROUP, key):
+        return _error(key, ErrorCode.group_authorization_failed, f"Not authorized to Describe Group '{key}'")
     try:
         leader = await coordinator_of(request, key)
     except Refused as err:

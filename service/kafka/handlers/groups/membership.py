@@ -14,7 +14,13 @@ from tierlog.service.groups.classic import INCONSISTENT_GROUP_PROTOCOL, GroupErr
 from tierlog.service.groups.shards import Shard
 from tierlog.service.kafka.apis import api
 from tierlog.service.kafka.context import KafkaRequest
-from tierlog.service.kafka.handlers.groups.common import Refused, code_of, coordinating_shard, millis
+from tierlog.service.kafka.handlers.groups.common import (
+    Operation,
+    Refused,
+    code_of,
+    coordinating_shard,
+    millis,
+)
 from tierlog.service.kafka.messages import ErrorCode
 from tierlog.wire.errors import UnknownGroupError
 
@@ -40,7 +46,7 @@ async def join_group(request: KafkaRequest, body: Any) -> Mapping[str, Any]:
     group_id: str = body.group_id
     session_ms = millis(body.session_timeout)
     try:
-        shard = await coordinating_shard(request, group_id)
+        shard = await coordinating_shard(request, group_id, Operation.READ)
         if has_http_members(shard, group_id):
             raise GroupError(INCONSISTENT_GROUP_PROTOCOL, "the group's members use the HTTP APIs")
         answer = await shard.classic.join(
@@ -83,7 +89,7 @@ async def join_group(request: KafkaRequest, body: Any) -> Mapping[str, Any]:
 @api(SYNC_GROUP_KEY, "SyncGroup", 0, 5)
 async def sync_group(request: KafkaRequest, body: Any) -> Mapping[str, Any]:
     try:
-        shard = await coordinating_shard(request, body.group_id)
+        shard = await coordinating_shard(request, body.group_id, Operation.READ)
         protocol_type, protocol, assignment = await shard.classic.sync(
             body.group_id,
             body.member_id,
@@ -107,7 +113,7 @@ async def sync_group(request: KafkaRequest, body: Any) -> Mapping[str, Any]:
 @api(HEARTBEAT_KEY, "Heartbeat", 0, 4)
 async def heartbeat(request: KafkaRequest, body: Any) -> Mapping[str, Any]:
     try:
-        shard = await coordinating_shard(request, body.group_id)
+        shard = await coordinating_shard(request, body.group_id, Operation.READ)
         shard.classic.heartbeat(
             body.group_id, body.member_id, body.generation_id, getattr(body, "group_instance_id", None)
         )
@@ -124,7 +130,7 @@ async def leave_group(request: KafkaRequest, body: Any) -> Mapping[str, Any]:
     else:
         leaving = [(m.member_id, m.group_instance_id) for m in members]
     try:
-        shard = await coordinating_shard(request, body.group_id)
+        shard = await coordinating_shard(request, body.group_id, Operation.READ)
     except Refused as err:
         return {"throttle_time": 0, "error_code": err.code, "members": []}
     answers = []

@@ -16,8 +16,9 @@ from tierlog.service.groups.classic import GroupError
 from tierlog.service.groups.shards import Shard
 from tierlog.service.kafka.apis import api
 from tierlog.service.kafka.context import KafkaRequest
-from tierlog.service.kafka.handlers.groups.common import Refused, code_of, coordinating_shard
+from tierlog.service.kafka.handlers.groups.common import Operation, Refused, code_of, coordinating_shard
 from tierlog.service.kafka.messages import ErrorCode
+from tierlog.service.security.model import ResourceType
 from tierlog.wire.errors import TierlogError
 
 __all__: list[str] = []
@@ -46,17 +47,20 @@ async def offset_commit(request: KafkaRequest, body: Any) -> Mapping[str, Any]:
     asked = [(t.name, p) for t in body.topics for p in t.partitions]
     codes: dict[TopicPartition, int] = {}
     try:
-        shard = await coordinating_shard(request, group_id)
+        shard = await coordinating_shard(request, group_id, Operation.READ)
         generation = body.generation_id_or_member_epoch
         member = shard.classic.check_commit(
             group_id, body.member_id, generation, getattr(body, "group_instance_id", None)
         )
         counts = _partition_counts(request)
+        readable: dict[str, bool] = {}
         offsets: dict[TopicPartition, tuple[int, str]] = {}
         for topic, p in asked:
             tp = (topic, p.partition_index)
             metadata = p.committed_metadata or ""
-            if not 0 <= p.partition_index < counts.get(topic, 0):
+            if not readable.setdefault(topic, request.allowed(Operation.READ, ResourceType.TOPIC, topic)):
+                codes[tp] = ErrorCode.topic_authorization_failed.value
+            elif not 0 <= p.partition_index < counts.get(topic, 0):
                 codes[tp] = ErrorCode.unknown_topic_or_partition.value
             elif len(metadata) > MAX_METADATA_CHARS:
                 codes[tp] = ErrorCode.offset_metadata_too_large.value
@@ -97,7 +101,7 @@ def _fetch_group(shard: Shard, group_id: str, topics: Any) -> list[dict[str, Any
 
 async def _one_group(request: KafkaRequest, group_id: str, topics: Any) -> dict[str, Any]:
     try:
-        shard = await coordinating_shard(request, group_id)
+        shard = await coordinating_shard(request, group_id, Operation.DESCRIBE)
     except Refused as err:
         failed = [
             {
@@ -116,11 +120,18 @@ async def _one_group(request: KafkaRequest, group_id: str, topics: Any) -> dict[
             for t in topics or ()
         ]
         return {"group_id": group_id, "error_code": err.code, "topics": failed}
-    return {
-        "group_id": group_id,
-        "error_code": ErrorCode.none,
-        "topics": _fetch_group(shard, group_id, topics),
-    }
+    answered = _fetch_group(shard, group_id, topics)
+    described: dict[str, bool] = {}
+    for topic in answered:
+        name = topic["name"]
+        if not described.setdefault(name, request.granted(Operation.DESCRIBE, ResourceType.TOPIC, name)):
+            for partition in topic["partitions"]:
+                partition.update(
+                    committed_offset=-1, metadata="", error_code=ErrorCode.topic_authorization_failed
+                )
+    if topics is None:  # all of the group's topics: those the principal may not describe are left out
+        answered = [t for t in answered if described[t["name"]]]
+    return {"group_id": group_id, "error_code": ErrorCode.none, "topics": answered}
 
 
 @api(OFFSET_FETCH_KEY, "OffsetFetch", 1, 9)
@@ -153,7 +164,7 @@ async def offset_delete(request: KafkaRequest, body: Any) -> Mapping[str, Any]:
     group_id: str = body.group_id
     asked = [(t.name, p.partition_index) for t in body.topics for p in t.partitions]
     try:
-        shard = await coordinating_shard(request, group_id)
+        shard = await coordinating_shard(request, group_id, Operation.DELETE)
     except Refused as err:
         return {"throttle_time": 0, "error_code": err.code, "topics": []}
     if group_id not in shard.coordinator.group_ids() and not shard.classic.active(group_id):
@@ -163,7 +174,9 @@ async def offset_delete(request: KafkaRequest, body: Any) -> Mapping[str, Any]:
     codes: dict[TopicPartition, int] = {}
     deletable: list[TopicPartition] = []
     for topic, partition in asked:
-        if not 0 <= partition < counts.get(topic, 0):
+        if not request.allowed(Operation.READ, ResourceType.TOPIC, topic):
+            codes[(topic, partition)] = ErrorCode.topic_authorization_failed.value
+        elif not 0 <= partition < counts.get(topic, 0):
             codes[(topic, partition)] = ErrorCode.unknown_topic_or_partition.value
         elif subscribed is None or topic in subscribed:
             codes[(topic, partition)] = ErrorCode.group_subscribed_to_topic.value
