@@ -25,6 +25,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from tierlog.service.remote.remote_partition import RemotePartition
+from tierlog.service.remote.store_health import StoreHealth
+from tierlog.service.security.redact import without_userinfo
 from tierlog.tiering.log import Clock, SegmentInfo
 from tierlog.tiering.log.leader_epoch import EpochEntry
 from tierlog.tiering.log.waits import wait_signalled
@@ -99,6 +101,14 @@ def open_remote_store(settings: Settings) -> ObjectStore:
     )
 
 
+def store_name(settings: Settings) -> str:
+    """``remote.uri`` (and the S3 endpoint when one is set) without credentials, for logs and answers."""
+    name = without_userinfo(str(settings.remote_uri))
+    if settings.remote_uri.scheme == "s3" and settings.s3_endpoint_url:
+        name += f" at {without_userinfo(settings.s3_endpoint_url)}"
+    return name
+
+
 def _blocked(remote: RemotePartition) -> str | None:
     rl = remote.remote_log
     if not remote.opened and rl.last_error is not None:
@@ -124,6 +134,8 @@ class RemoteTier:
         self._given_store = store
         self._retry = retry or RetryPolicy(deadline=settings.remote_retry_deadline_ms / 1000)
         self._retrying: RetryingStore | None = None
+        self._backend: ObjectStore | None = None
+        self.health = StoreHealth(store_name(settings))
         self._store: InstrumentedStore | None = None
         self._manifests: ManifestStore | None = None
         self._reader: RemoteReader | None = None
@@ -156,9 +168,22 @@ class RemoteTier:
         backend = self._given_store
         if backend is None:
             backend = await asyncio.to_thread(open_remote_store, self.settings)
+        self._backend = backend
         self._retrying = RetryingStore(backend, self._retry)
         self._store = InstrumentedStore(self._retrying)
         self._manifests = ManifestStore(self._store)
+
+    async def check_store(self) -> str | None:
+        """Check the store with one request (no retries, bounded): the problem found, None when it is
+        usable. Logged and kept in :attr:`health` (``/ready`` and ``/v3`` show it). Never raises but
+        ``CancelledError``; safe to call again.
+
+        Raises:
+            UnavailableError: the tier is not started.
+        """
+        if self._backend is None:
+            raise UnavailableError("the remote tier is not started")
+        return await self.health.check(self._backend)
 
     @property
     def store(self) -> InstrumentedStore:
@@ -362,33 +387,41 @@ class RemoteTier:
         parts = [pair for pair in self._parts.values() if not pair[0].closed]
         self._failing = False
         results = await asyncio.gather(*(self._sync(partition, remote, gate) for partition, remote in parts))
+        if parts and not self._failing:
+            self.health.pass_succeeded()
+        elif not parts and self.health.problem is not None and self._backend is not None:
+            self._failing = await self.health.check(self._backend) is not None  # retried on the backoff
         async with self._changed:
             self.passes += 1
             self._changed.notify_all()
         return sum(results)
 
     async def _sync(self, partition: Partition, remote: RemotePartition, gate: asyncio.Semaphore) -> int:
+        rl = remote.remote_log
         async with gate:
+            counted = rl.failures
             try:
                 if not remote.opened:
-                    await remote.remote_log.open(reset_local=False)
+                    await rl.open(reset_local=False)
                     remote.opened = True
                     self._store_down = False
-                if not remote.remote_log.leading:  # a follower: the leader's manifest, local retention
-                    if await remote.remote_log.refresh(
-                        min_interval_ms=self.settings.remote_upload_interval_ms
-                    ):
+                uploaded = 0
+                if not rl.leading:  # a follower: the leader's manifest, local retention
+                    if await rl.refresh(min_interval_ms=self.settings.remote_upload_interval_ms):
                         await partition.apply_retention()
-                    return 0
-                return await remote.remote_log.sync(idle_roll_ms=self.settings.remote_max_upload_interval_ms)
+                else:
+                    uploaded = await rl.sync(idle_roll_ms=self.settings.remote_max_upload_interval_ms)
+                rl.note_success()
+                return uploaded
             except asyncio.CancelledError:
                 raise
-            except TierlogError as err:
+            except Exception as err:
                 self._failing = True
-                log.warning("%s: upload failed: %s", partition.label, err.message)
-            except Exception:
-                self._failing = True
-                log.exception("%s: upload failed", partition.label)
+                if not isinstance(err, TierlogError):
+                    log.exception("%s: upload failed", partition.label)
+                if rl.failures == counted:  # an open, clean-up or manifest load: not counted by the log
+                    rl.note_failure(err)
+                self.health.upload_failed(partition.label, err)
             return 0
 
     async def wait_for(self, predicate: Callable[[], bool]) -> None:

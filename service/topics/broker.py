@@ -200,6 +200,7 @@ class Broker:
         self.broker_id = state.broker_id
         self.clean_start = clean
         await self.remote.start()
+        await self.remote.check_store()
         if self.settings.remote_restore_on_start:
             from tierlog.service.remote.restore import restore_missing_topics
 
@@ -229,6 +230,7 @@ class Broker:
         self.broker_id = self.settings.broker_id
         self.clean_start = await asyncio.to_thread(self._prepare_data_dir)
         await self.remote.start()
+        await self.remote.check_store()
         await self._url_known.wait()
         await node.start(self.advertised_url)
         await node.wait_for_self()
@@ -398,6 +400,7 @@ class Broker:
                 cluster, the metadata store cannot be reached (MetadataStoreError).
         """
         self.check_ready()
+        await self._check_store_for(configs or {})
         if self.cluster is not None:
             return await self.cluster.topics.create(
                 name, partitions, configs or {}, internal=internal, replication_factor=replication_factor
@@ -405,6 +408,26 @@ class Broker:
         check_replication_factor_alone(replication_factor)
         async with self._lock:
             return await self._create_locked(name, partitions, configs or {}, internal=internal)
+
+    async def _check_store_for(self, configs: Mapping[str, str]) -> None:
+        """Before creating a topic that tiers (its overrides or the defaults say
+        ``remote.storage.enable=true``), check the object store with one request.
+
+        Raises:
+            InvalidConfigError (400, 40002; Kafka INVALID_CONFIG): the store cannot be used, naming why.
+        """
+        try:
+            resolved = TopicConfig.resolve(self.settings.topic_defaults, dict(configs))
+        except (TierlogError, ValueError, TypeError):
+            return  # the create's own validation names the bad value
+        if not resolved.log.remote_storage_enable:
+            return
+        problem = await self.remote.check_store()
+        if problem is not None:
+            raise InvalidConfigError(
+                "Invalid value true for configuration remote.storage.enable: the object store "
+                f"{self.remote.health.where} cannot be used: {problem}"
+            )
 
     def validate_create_topic(
         self, name: str, partitions: int | None = None, configs: Mapping[str, str] | None = None
