@@ -588,10 +588,11 @@ class RemoteLog:
 
     def note_failure(self, err: BaseException) -> None:
         """Count a failed pass whose error this remote log did not count itself (an open, a clean-up or a
-        manifest load that failed before any upload): ``failures`` +1, ``last_error`` set, a ``failed``
-        event. Event-loop only; never raises."""
+        manifest load that failed before any upload): ``failures`` +1, ``last_error`` set (unless it says
+        why uploads are stopped), a ``failed`` event. Event-loop only; never raises."""
         self.failures += 1
-        self.last_error = f"{type(err).__name__}: {err}"
+        if not (self.diverged or self._unsaved_recovery):
+            self.last_error = f"{type(err).__name__}: {err}"
         self._emit(UploadEvent("failed"))
 
     def note_success(self) -> None:
