@@ -27,7 +27,7 @@ __all__ = ["CHECK_TIMEOUT_S", "FAILURE_LOG_INTERVAL_S", "StoreHealth", "probe"]
 log = logging.getLogger("tierlog.remote")
 
 FAILURE_LOG_INTERVAL_S = 60.0
-CHECK_TIMEOUT_S = 5.0
+CHECK_TIMEOUT_S = 10.0  # as the first manifest read at start (tier.py): a slow first client creation fits
 
 
 async def probe(store: ObjectStore) -> None:
@@ -73,7 +73,7 @@ class StoreHealth:
         try:
             await asyncio.wait_for(probe(store), timeout_s)
         except TimeoutError:
-            return self._found(f"the endpoint did not answer within {timeout_s:g} s")
+            return self._found(f"the store did not answer within {timeout_s:g} s (a hung endpoint?)")
         except Exception as err:
             return self._found(describe_store_error(err))
         if self.problem is not None and not self.failing:

@@ -7,6 +7,8 @@ loop (owned by the maintenance ``cleanup_ctx``, see :mod:`tierlog.service.topics
 when a
 segment rolls and every ``remote.upload.interval.ms``; partitions upload in parallel, at most
 ``remote.upload.concurrency`` at a time, each partition's segments one after another in offset order.
+The store is checked at start and before a tiered topic is created, and upload failures are logged once
+per store per interval (:mod:`tierlog.service.remote.store_health`).
 Design: ``docs/design/0004-uploader.md``; operations: ``docs/tiering.md``.
 
 In a cluster (``metadata.uri`` set) only a partition's leader uploads and deletes remote data, fenced by its
@@ -56,7 +58,7 @@ UPLOAD_RETRY_CAP_S = 2.0
 _COUNTERS = (
     ("tierlog_remote_uploaded_bytes_total", "Bytes uploaded to the remote tier (with indexes), by partition"),
     ("tierlog_remote_uploaded_segments_total", "Segments uploaded to the remote tier, by partition"),
-    ("tierlog_remote_upload_failures_total", "Segment uploads that failed (retried on the next pass)"),
+    ("tierlog_remote_upload_failures_total", "Failed upload passes (uploads, manifest loads, clean-ups)"),
     ("tierlog_remote_deleted_segments_total", "Remote segments deleted (retention, topic deletion)"),
     ("tierlog_remote_cleaned_segments_total", "Abandoned uploads and interrupted deletions cleaned up"),
     ("tierlog_remote_manifest_recoveries_total", "Damaged newest manifests recovered, by partition"),

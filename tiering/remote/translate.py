@@ -21,6 +21,9 @@ OSError ENOSPC/EDQUOT/EIO/EAGAIN/EMFILE...  UnavailableError
 OSError ENAMETOOLONG/EINVAL                 InvalidRequestError
 anything else                               InternalError
 =========================================  ===========================
+
+:func:`describe_store_error` names the cause of a failure in an operator's words (a missing bucket, bad
+or missing credentials, access denied, an unreachable endpoint) for the broker's store check.
 """
 
 from __future__ import annotations
