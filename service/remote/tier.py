@@ -391,8 +391,9 @@ class RemoteTier:
         results = await asyncio.gather(*(self._sync(partition, remote, gate) for partition, remote in parts))
         if parts and not self._failing:
             self.health.pass_succeeded()
-        elif not parts and self.health.problem is not None and self._backend is not None:
-            self._failing = await self.health.check(self._backend) is not None  # retried on the backoff
+        if not self._failing and self.health.problem is not None and self._backend is not None:
+            # a problem the start check found, no upload to prove it gone: check again on the backoff
+            self._failing = await self.health.check(self._backend) is not None
         async with self._changed:
             self.passes += 1
             self._changed.notify_all()

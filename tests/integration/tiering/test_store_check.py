@@ -174,3 +174,27 @@ async def test_an_unreachable_endpoint_is_named_as_such(
     assert nothing_there in _remote_lines(caplog, "cannot be used")[0].getMessage()
     status, body = await _create_over_rest(client, "t")
     assert status == 400 and "unreachable" in body["message"]
+
+
+async def test_a_bucket_created_later_is_seen_by_the_uploader_alone(
+    start_broker: StartBroker, moto_server: S3Server, caplog: pytest.LogCaptureFixture
+) -> None:
+    """No tiered topic, no upload to prove the store back: the uploader loop checks again on its backoff."""
+    bucket = f"tierlog-{uuid.uuid4().hex[:16]}"
+    caplog.set_level(logging.INFO, logger="tierlog.remote")
+    client = await start_broker(**{"remote.uri": f"s3://{bucket}/tl"})
+    broker = broker_of(client)
+    assert broker.remote.health.problem == "the bucket does not exist (NoSuchBucket)"
+    await asyncio.to_thread(
+        lambda: boto3.client("s3", endpoint_url=moto_server.endpoint_url).create_bucket(Bucket=bucket)
+    )
+
+    def usable() -> bool:
+        broker.remote.wake()
+        return broker.remote.health.problem is None
+
+    async with asyncio.timeout(WAIT_S):
+        await broker.remote.wait_for(usable)
+    status, ready = await _json(client, "/ready")
+    assert status == 200 and "remote_store" not in ready
+    assert len(_remote_lines(caplog, "usable again")) == 1
