@@ -134,7 +134,10 @@ OPENAPI_PATHS: dict[str, Any] = {
             "summary": "Readiness: every partition log is open",
             "operationId": "getReady",
             "responses": {
-                "200": {"description": "Ready", "content": {"application/json": {"schema": _STATUS}}},
+                "200": {
+                    "description": "Ready (an object store that cannot be used is named in remote_store)",
+                    "content": {"application/json": {"schema": _STATUS}},
+                },
                 "503": {"description": "Still opening logs, shutting down, or a partition is offline"},
             },
         }
