@@ -52,6 +52,16 @@ OPENAPI_COMPONENTS: dict[str, Any] = {
             {
                 "cluster_id": _STR,
                 "remote_uri": {**_STR, "description": "tierlog extension: where sealed segments go"},
+                "remote_store": {
+                    "type": "object",
+                    "description": "tierlog extension: whether the object store is usable, else why not",
+                    "properties": {
+                        "store": _STR,
+                        "usable": _BOOL,
+                        "problem": {"type": "string", "nullable": True},
+                        "uploads_failing": _BOOL,
+                    },
+                },
                 "controller": {**_NULLABLE_RELATED, "description": "null while no controller is elected"},
                 "brokers": _RELATED,
                 "topics": _RELATED,

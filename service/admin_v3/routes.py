@@ -70,9 +70,22 @@ def _cluster(broker: Broker) -> dict[str, Any]:
         "metadata": urls.meta("", ""),
         "cluster_id": broker.cluster_id,
         "remote_uri": without_userinfo(str(broker.settings.remote_uri)),
+        "remote_store": _remote_store(broker),
         "controller": urls.related(f"/brokers/{controller}") if controller >= 0 else None,
         "brokers": urls.related("/brokers"),
         "topics": urls.related("/topics"),
+    }
+
+
+def _remote_store(broker: Broker) -> dict[str, Any]:
+    """tierlog's object-store state in the cluster answer: usable, or the problem its last check or
+    upload found, and whether uploads are failing now."""
+    health = broker.remote.health
+    return {
+        "store": health.where,
+        "usable": health.problem is None,
+        "problem": health.problem,
+        "uploads_failing": health.failing,
     }
 
 

@@ -7,6 +7,8 @@ loop (owned by the maintenance ``cleanup_ctx``, see :mod:`tierlog.service.topics
 when a
 segment rolls and every ``remote.upload.interval.ms``; partitions upload in parallel, at most
 ``remote.upload.concurrency`` at a time, each partition's segments one after another in offset order.
+The store is checked at start and before a tiered topic is created, and upload failures are logged once
+per store per interval (:mod:`tierlog.service.remote.store_health`).
 Design: ``docs/design/0004-uploader.md``; operations: ``docs/tiering.md``.
 
 In a cluster (``metadata.uri`` set) only a partition's leader uploads and deletes remote data, fenced by its
@@ -25,6 +27,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from tierlog.service.remote.remote_partition import RemotePartition
+from tierlog.service.remote.store_health import StoreHealth
+from tierlog.service.security.redact import without_userinfo
 from tierlog.tiering.log import Clock, SegmentInfo
 from tierlog.tiering.log.leader_epoch import EpochEntry
 from tierlog.tiering.log.waits import wait_signalled
@@ -54,7 +58,7 @@ UPLOAD_RETRY_CAP_S = 2.0
 _COUNTERS = (
     ("tierlog_remote_uploaded_bytes_total", "Bytes uploaded to the remote tier (with indexes), by partition"),
     ("tierlog_remote_uploaded_segments_total", "Segments uploaded to the remote tier, by partition"),
-    ("tierlog_remote_upload_failures_total", "Segment uploads that failed (retried on the next pass)"),
+    ("tierlog_remote_upload_failures_total", "Failed upload passes (uploads, manifest loads, clean-ups)"),
     ("tierlog_remote_deleted_segments_total", "Remote segments deleted (retention, topic deletion)"),
     ("tierlog_remote_cleaned_segments_total", "Abandoned uploads and interrupted deletions cleaned up"),
     ("tierlog_remote_manifest_recoveries_total", "Damaged newest manifests recovered, by partition"),
@@ -99,6 +103,14 @@ def open_remote_store(settings: Settings) -> ObjectStore:
     )
 
 
+def store_name(settings: Settings) -> str:
+    """``remote.uri`` (and the S3 endpoint when one is set) without credentials, for logs and answers."""
+    name = without_userinfo(str(settings.remote_uri))
+    if settings.remote_uri.scheme == "s3" and settings.s3_endpoint_url:
+        name += f" at {without_userinfo(settings.s3_endpoint_url)}"
+    return name
+
+
 def _blocked(remote: RemotePartition) -> str | None:
     rl = remote.remote_log
     if not remote.opened and rl.last_error is not None:
@@ -124,6 +136,8 @@ class RemoteTier:
         self._given_store = store
         self._retry = retry or RetryPolicy(deadline=settings.remote_retry_deadline_ms / 1000)
         self._retrying: RetryingStore | None = None
+        self._backend: ObjectStore | None = None
+        self.health = StoreHealth(store_name(settings))
         self._store: InstrumentedStore | None = None
         self._manifests: ManifestStore | None = None
         self._reader: RemoteReader | None = None
@@ -155,9 +169,22 @@ class RemoteTier:
         backend = self._given_store
         if backend is None:
             backend = await asyncio.to_thread(open_remote_store, self.settings)
+        self._backend = backend
         self._retrying = RetryingStore(backend, self._retry)
         self._store = InstrumentedStore(self._retrying)
         self._manifests = ManifestStore(self._store)
+
+    async def check_store(self) -> str | None:
+        """Check the store with one request (no retries, bounded): the problem found, None when it is
+        usable. Logged and kept in :attr:`health` (``/ready`` and ``/v3`` show it). Never raises but
+        ``CancelledError``; safe to call again.
+
+        Raises:
+            UnavailableError: the tier is not started.
+        """
+        if self._backend is None:
+            raise UnavailableError("the remote tier is not started")
+        return await self.health.check(self._backend)
 
     @property
     def store(self) -> InstrumentedStore:
@@ -384,33 +411,42 @@ class RemoteTier:
         parts = [pair for pair in self._parts.values() if not pair[0].closed]
         self._failing = False
         results = await asyncio.gather(*(self._sync(partition, remote, gate) for partition, remote in parts))
+        if parts and not self._failing:
+            self.health.pass_succeeded()
+        if not self._failing and self.health.problem is not None and self._backend is not None:
+            # a problem the start check found, no upload to prove it gone: check again on the backoff
+            self._failing = await self.health.check(self._backend) is not None
         async with self._changed:
             self.passes += 1
             self._changed.notify_all()
         return sum(results)
 
     async def _sync(self, partition: Partition, remote: RemotePartition, gate: asyncio.Semaphore) -> int:
+        rl = remote.remote_log
         async with gate:
+            counted = rl.failures
             try:
                 if not remote.opened:
-                    await remote.remote_log.open(reset_local=False)
+                    await rl.open(reset_local=False)
                     remote.opened = True
                     self._store_down = False
-                if not remote.remote_log.leading:  # a follower: the leader's manifest, local retention
-                    if await remote.remote_log.refresh(
-                        min_interval_ms=self.settings.remote_upload_interval_ms
-                    ):
+                uploaded = 0
+                if not rl.leading:  # a follower: the leader's manifest, local retention
+                    if await rl.refresh(min_interval_ms=self.settings.remote_upload_interval_ms):
                         await partition.apply_retention()
-                    return 0
-                return await remote.remote_log.sync(idle_roll_ms=self.settings.remote_max_upload_interval_ms)
+                else:
+                    uploaded = await rl.sync(idle_roll_ms=self.settings.remote_max_upload_interval_ms)
+                rl.note_success()
+                return uploaded
             except asyncio.CancelledError:
                 raise
-            except TierlogError as err:
+            except Exception as err:
                 self._failing = True
-                log.warning("%s: upload failed: %s", partition.label, err.message)
-            except Exception:
-                self._failing = True
-                log.exception("%s: upload failed", partition.label)
+                if not isinstance(err, TierlogError):
+                    log.exception("%s: upload failed", partition.label)
+                if rl.failures == counted:  # an open, clean-up or manifest load: not counted by the log
+                    rl.note_failure(err)
+                self.health.upload_failed(partition.label, err)
             return 0
 
     async def wait_for(self, predicate: Callable[[], bool]) -> None:

@@ -23,6 +23,7 @@ from tierlog.service.cluster.view import ClusterView
 from tierlog.service.metrics import Metrics, Sample
 from tierlog.service.remote.tier import RemoteTier
 from tierlog.service.topics import data_dir as meta
+from tierlog.service.topics.configs import TopicConfig
 from tierlog.service.topics.partition import Partition
 from tierlog.service.topics.producer_ids import ProducerIdManager
 from tierlog.service.topics.rules import (
@@ -33,6 +34,7 @@ from tierlog.service.topics.tasks import TaskSet
 from tierlog.service.topics.topic import Topic
 from tierlog.tiering.log import AppendInfo, Clock, LogConfig, PartitionLog, SystemClock
 from tierlog.wire.errors import (
+    InvalidConfigError,
     TierlogError,
     UnavailableError,
     UnknownTopicError,
@@ -187,6 +189,7 @@ class Broker:
         self.broker_id = self.settings.broker_id
         self.clean_start = await asyncio.to_thread(self._prepare_data_dir)
         await self.remote.start()
+        await self.remote.check_store()
         await self._url_known.wait()
         await node.start(self.advertised_url)
         if self.settings.remote_restore_on_start:
@@ -327,9 +330,30 @@ class Broker:
             UnavailableError: the metadata store cannot be reached (MetadataStoreError).
         """
         self.check_ready()
+        await self._check_store_for(configs or {})
         return await self.cluster.topics.create(
             name, partitions, configs or {}, internal=internal, replication_factor=replication_factor
         )
+
+    async def _check_store_for(self, configs: Mapping[str, str]) -> None:
+        """Before creating a topic that tiers (its overrides or the defaults say
+        ``remote.storage.enable=true``), check the object store with one request.
+
+        Raises:
+            InvalidConfigError (400, 40002; Kafka INVALID_CONFIG): the store cannot be used, naming why.
+        """
+        try:
+            resolved = TopicConfig.resolve(self.settings.topic_defaults, dict(configs))
+        except (TierlogError, ValueError, TypeError):
+            return  # the create's own validation names the bad value
+        if not resolved.log.remote_storage_enable:
+            return
+        problem = await self.remote.check_store()
+        if problem is not None:
+            raise InvalidConfigError(
+                "Invalid value true for configuration remote.storage.enable: the object store "
+                f"{self.remote.health.where} cannot be used: {problem}"
+            )
 
     def validate_create_topic(
         self, name: str, partitions: int | None = None, configs: Mapping[str, str] | None = None

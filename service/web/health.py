@@ -55,7 +55,8 @@ async def health(request: web.Request) -> web.Response:
 async def ready(request: web.Request) -> web.Response:
     """``GET /ready``: 200 once every partition log is open, 503 before that, while shutting down and while
     a partition is offline after an I/O failure (``offline_partitions`` says which and why), and
-    (``NOT_REGISTERED``) while the broker's session in the cluster is lost.
+    (``NOT_REGISTERED``) while the broker's session in the cluster is lost. An object store that cannot be
+    used leaves readiness at 200 (local data is served) and is named in ``remote_store``.
 
     The route needs no credentials, so with authentication on it names no topic and no reason: only how
     many partitions are offline or cannot upload (the broker's log and metrics say which)."""
@@ -82,6 +83,15 @@ async def ready(request: web.Request) -> web.Response:
             }
             return web.json_response(body, status=503)
         body = {"status": "READY", "cluster_id": broker.cluster_id}
+        store_problem = broker.remote.health.problem
+        if store_problem is not None and secured:
+            body["remote_store_usable"] = False
+        elif store_problem is not None:  # readiness holds: local data is served without the store
+            body["remote_store"] = {
+                "store": broker.remote.health.where,
+                "usable": False,
+                "problem": redact_userinfo(store_problem),
+            }
         remote_problems = broker.remote.problems()
         if remote_problems and secured:
             body["remote_tier_problems_count"] = len(remote_problems)
@@ -123,7 +133,10 @@ OPENAPI_PATHS: dict[str, Any] = {
             "summary": "Readiness: every partition log is open",
             "operationId": "getReady",
             "responses": {
-                "200": {"description": "Ready", "content": {"application/json": {"schema": _STATUS}}},
+                "200": {
+                    "description": "Ready (an object store that cannot be used is named in remote_store)",
+                    "content": {"application/json": {"schema": _STATUS}},
+                },
                 "503": {"description": "Still opening logs, shutting down, or a partition is offline"},
             },
         }

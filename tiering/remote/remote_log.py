@@ -586,6 +586,21 @@ class RemoteLog:
             self._manifest = mf.empty(self.topic, self.partition)
             return len(keys)
 
+    def note_failure(self, err: BaseException) -> None:
+        """Count a failed pass whose error this remote log did not count itself (an open, a clean-up or a
+        manifest load that failed before any upload): ``failures`` +1, ``last_error`` set (unless it says
+        why uploads are stopped), a ``failed`` event. Event-loop only; never raises."""
+        self.failures += 1
+        if not (self.diverged or self._unsaved_recovery):
+            self.last_error = f"{type(err).__name__}: {err}"
+        self._emit(UploadEvent("failed"))
+
+    def note_success(self) -> None:
+        """A pass ran without error: ``last_error`` is cleared unless it is why uploads are stopped
+        (:attr:`blocked_reason`). Idempotent; event-loop only."""
+        if self.blocked_reason is None:
+            self.last_error = None
+
     def _emit(self, event: UploadEvent) -> None:
         if self._listener is not None:
             try:

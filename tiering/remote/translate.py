@@ -21,6 +21,9 @@ OSError ENOSPC/EDQUOT/EIO/EAGAIN/EMFILE...  UnavailableError
 OSError ENAMETOOLONG/EINVAL                 InvalidRequestError
 anything else                               InternalError
 =========================================  ===========================
+
+:func:`describe_store_error` names the cause of a failure in an operator's words (a missing bucket, bad
+or missing credentials, access denied, an unreachable endpoint) for the broker's store check.
 """
 
 from __future__ import annotations
@@ -41,7 +44,7 @@ from tierlog.wire.errors import (
     UnavailableError,
 )
 
-__all__ = ["translate", "translating", "s3_error_code"]
+__all__ = ["describe_store_error", "translate", "translating", "s3_error_code"]
 
 _NOT_FOUND_CODES = frozenset({"NoSuchKey", "NoSuchBucket", "NoSuchUpload", "NotFound", "404"})
 _CONFLICT_CODES = frozenset({"PreconditionFailed", "412"})
@@ -170,6 +173,53 @@ def translate(err: BaseException, *, op: str, key: str = "") -> TierlogError:
         name = errno.errorcode.get(err.errno or 0, "OSError")
         return kind(f"object store {where}: {name}")
     return InternalError(f"object store {where}: unexpected {type(err).__name__}")
+
+
+_MISSING_BUCKET_CODES = frozenset({"NoSuchBucket"})
+_BAD_CREDENTIAL_CODES = frozenset(
+    {"InvalidAccessKeyId", "SignatureDoesNotMatch", "ExpiredToken", "InvalidToken"}
+)
+_NO_CREDENTIALS = (bce.NoCredentialsError, bce.PartialCredentialsError, bce.CredentialRetrievalError)
+
+
+def _vendor_error(err: BaseException) -> BaseException:
+    """The vendor error a tierlog kind was translated from (following ``__cause__`` through kinds that
+    wrap kinds, as the retrying store's do), else the innermost kind."""
+    seen = 0
+    while isinstance(err, TierlogError) and err.__cause__ is not None and seen < 8:
+        err, seen = err.__cause__, seen + 1
+    return err
+
+
+def describe_store_error(err: BaseException) -> str:
+    """One line naming why an object-store call failed, in the words an operator acts on: a missing
+    bucket, refused or missing credentials, access denied, an unreachable endpoint, a timeout. ``err``
+    is a vendor error or the tierlog kind :func:`translate` made of one (its ``__cause__`` is read).
+    Matches on error codes and classes, never on message text. Pure."""
+    vendor = _vendor_error(err)
+    if isinstance(vendor, bce.ClientError):
+        code, status = s3_error_code(vendor)
+        if code in _MISSING_BUCKET_CODES:
+            return f"the bucket does not exist ({code})"
+        if code in _BAD_CREDENTIAL_CODES:
+            return f"bad credentials: the store refused the access key or its signature ({code})"
+        if code in _UNAUTHORIZED_CODES or status in (401, 403):
+            return f"access denied: the credentials may not use this bucket ({code or status})"
+        return f"the store answered {code or 'an error'} (HTTP {status})"
+    if isinstance(vendor, _NO_CREDENTIALS):
+        return (
+            f"no credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY or a profile "
+            f"({type(vendor).__name__})"
+        )
+    if isinstance(vendor, bce.EndpointConnectionError | bce.ConnectionError | bce.HTTPClientError):
+        return f"the endpoint is unreachable ({type(vendor).__name__})"
+    if isinstance(vendor, TimeoutError):
+        return "the endpoint did not answer in time"
+    if isinstance(vendor, OSError):
+        return f"the store's directory cannot be used ({errno.errorcode.get(vendor.errno or 0, 'OSError')})"
+    if isinstance(vendor, TierlogError):
+        return f"{type(vendor).__name__}: {vendor.message}"
+    return f"unexpected {type(vendor).__name__}"
 
 
 @contextmanager

@@ -16,7 +16,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -85,9 +85,12 @@ def server_env(extra: dict[str, str]) -> dict[str, str]:
 
 
 @contextlib.contextmanager
-def run_moto(workdir: Path, *, atomic_puts: bool = True) -> Iterator[S3Server]:
+def run_moto(
+    workdir: Path, *, atomic_puts: bool = True, env: Mapping[str, str] | None = None
+) -> Iterator[S3Server]:
     """Start this interpreter's ``moto_server`` and stop it on exit. With ``atomic_puts`` (the tests) its
-    object writes are made atomic as S3's are (``moto_atomic.py``); the benchmarks run moto as it is."""
+    object writes are made atomic as S3's are (``moto_atomic.py``); the benchmarks run moto as it is.
+    ``env`` adds moto settings (``INITIAL_NO_AUTH_ACTION_COUNT=0`` makes it check credentials)."""
     if any(importlib.util.find_spec(name) is None for name in ("moto", "flask", "flask_cors")):
         raise RuntimeError("moto_server is not installed: pip install 'moto[server]'")
     # -P: the launcher's directory is not put on sys.path, so no test module can shadow one moto imports
@@ -102,7 +105,7 @@ def run_moto(workdir: Path, *, atomic_puts: bool = True) -> Iterator[S3Server]:
                 [*command, "-H", "127.0.0.1", "-p", str(port)],
                 stdout=out,
                 stderr=subprocess.STDOUT,
-                env=server_env({"S3_UPLOAD_PART_MIN_SIZE": str(min_part)}),
+                env=server_env({"S3_UPLOAD_PART_MIN_SIZE": str(min_part), **(env or {})}),
                 cwd=workdir,
             )
         try:

@@ -8,7 +8,7 @@ import errno
 import pytest
 from botocore import exceptions as bce
 
-from tierlog.tiering.remote.translate import translate, translating
+from tierlog.tiering.remote.translate import describe_store_error, translate, translating
 from tierlog.wire.errors import (
     ConflictError,
     InternalError,
@@ -107,3 +107,36 @@ def test_translating_chains_and_passes_tierlog_errors_through() -> None:
 def test_cancellation_is_not_translated() -> None:
     with pytest.raises(asyncio.CancelledError), translating("get"):
         raise asyncio.CancelledError
+
+
+@pytest.mark.parametrize(
+    ("vendor", "named"),
+    [
+        (client_error("NoSuchBucket", 404), "the bucket does not exist (NoSuchBucket)"),
+        (client_error("InvalidAccessKeyId", 403), "bad credentials"),
+        (client_error("SignatureDoesNotMatch", 403), "bad credentials"),
+        (client_error("AccessDenied", 403), "access denied"),
+        (client_error("", 403), "access denied"),
+        (bce.NoCredentialsError(), "no credentials"),
+        (bce.EndpointConnectionError(endpoint_url="http://127.0.0.1:1"), "the endpoint is unreachable"),
+        (bce.ConnectTimeoutError(endpoint_url="http://127.0.0.1:1"), "the endpoint is unreachable"),
+        (TimeoutError(), "did not answer in time"),
+        (client_error("SlowDown", 503), "the store answered SlowDown (HTTP 503)"),
+    ],
+)
+def test_describe_store_error_names_the_cause(vendor: Exception, named: str) -> None:
+    """The one-line cause an operator acts on, from the vendor error or the kind translated from it (also
+    when another kind wraps that one, as the retrying store's deadline does)."""
+    assert named in describe_store_error(vendor)
+    kind = translate(vendor, op="list")
+    kind.__cause__ = vendor
+    assert named in describe_store_error(kind)
+    wrapper = UnavailableError("retry deadline exceeded")
+    wrapper.__cause__ = kind
+    assert named in describe_store_error(wrapper)
+    if isinstance(vendor, bce.ClientError) and vendor.response["Error"]["Code"]:
+        assert vendor.response["Error"]["Code"] in describe_store_error(vendor)  # the code S3 gave
+
+
+def test_describe_store_error_of_a_kind_without_a_vendor_cause() -> None:
+    assert describe_store_error(NotFoundError("gone")) == "NotFoundError: gone"
