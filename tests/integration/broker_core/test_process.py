@@ -205,7 +205,7 @@ async def test_kafka_server_properties_file(tmp_path: Path) -> None:
             rf" --bootstrap-server {re.escape(url)} topics list$",
         ):
             await child.wait_for_line(expected)
-        assert (data / "tierlog-state.json").exists()
+        assert (data / "cluster-metadata.json").exists()
         async with aiohttp.ClientSession() as session:
             cluster = (await get_json(session, f"{url}/v3/clusters"))["data"][0]["cluster_id"]
             async with session.post(f"{url}/v3/clusters/{cluster}/topics", json={"topic_name": "k"}) as resp:

@@ -296,6 +296,9 @@ def test_delete_topics_and_its_refusals(
     assert topic_name not in _http(kafka_broker, "GET", "/topics")
     again = admin.delete_topics([topic_name], request_timeout=WAIT_S)[topic_name]
     assert _error_of(lambda: again.result(timeout=WAIT_S)).code() == KafkaError.UNKNOWN_TOPIC_OR_PART
+    # a group lookup creates the internal offsets topic
+    described = admin.describe_consumer_groups(["any-group"], request_timeout=WAIT_S)["any-group"]
+    described.result(timeout=WAIT_S)
     internal = admin.delete_topics(["__consumer_offsets"], request_timeout=WAIT_S)["__consumer_offsets"]
     assert _error_of(lambda: internal.result(timeout=WAIT_S)).code() == KafkaError.POLICY_VIOLATION
 
@@ -433,8 +436,11 @@ def test_a_one_broker_cluster_serves_the_admin_apis_through_its_metadata_store(
     assert _topic_configs(admin, topic_name)["retention.ms"].value == "3600000"
     two = NewTopic(topic_name + "-2", 1, 2)
     assert _error_of(lambda: _create(admin, two)).code() == KafkaError.INVALID_REPLICATION_FACTOR
-    placed = NewTopic(topic_name + "-p", 1, -1, replica_assignment=[[7]])
-    assert _error_of(lambda: _create(admin, placed)).code() == KafkaError.INVALID_REPLICA_ASSIGNMENT
+    elsewhere = NewTopic(topic_name + "-p", 1, -1, replica_assignment=[[8]])  # no broker 8 is live
+    assert _error_of(lambda: _create(admin, elsewhere)).code() == KafkaError.INVALID_REPLICA_ASSIGNMENT
+    _create(
+        admin, NewTopic(topic_name + "-own", 1, -1, replica_assignment=[[7]])
+    )  # its one possible placement
     admin.create_partitions([NewPartitions(topic_name, 3)], request_timeout=WAIT_S)[topic_name].result(
         timeout=WAIT_S
     )

@@ -477,13 +477,13 @@ def test_list_offsets_special_timestamps(kafka_broker: BrokerThread, raw: Raw, t
         answer = raw.call(2, 9, replica_id=-1, topics=[topic])
         (partition,) = answer.topics[0].partitions
         answers.append((partition.error_code, partition.offset, partition.timestamp, partition.leader_epoch))
-    assert answers == [
-        (0, 0, -1, -1),
+    assert answers == [  # every offset found was written in the broker's first leader epoch, 0
+        (0, 0, -1, 0),
         (0, 3, -1, 0),
-        (0, 1, START_MS + 30, -1),
-        (0, 0, -1, -1),
+        (0, 1, START_MS + 30, 0),
+        (0, 0, -1, 0),
         (0, -1, -1, -1),
-        (0, 1, START_MS + 30, -1),
+        (0, 1, START_MS + 30, 0),
         (0, -1, -1, -1),
     ]
 

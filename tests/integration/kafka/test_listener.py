@@ -6,9 +6,11 @@ from __future__ import annotations
 import socket
 import struct
 
+import aiokafka.admin
+import kafka.admin
 import pytest
 from aiokafka.admin import AIOKafkaAdminClient
-from confluent_kafka.admin import AdminClient
+from confluent_kafka.admin import AdminClient, NewTopic
 from kafka import KafkaAdminClient
 
 from tests.integration.broker import BrokerThread
@@ -39,11 +41,13 @@ def _read_exactly(sock: socket.socket, n: int) -> bytes:
 
 def test_confluent_kafka_lists_the_broker_and_its_topics(kafka_broker: BrokerThread) -> None:
     admin = AdminClient({"bootstrap.servers": kafka_broker.kafka_bootstrap})
+    admin.create_topics([NewTopic("listed", num_partitions=2)])["listed"].result(timeout=10)
     metadata = admin.list_topics(timeout=10)
     assert [b.id for b in metadata.brokers.values()] == [0]
     (only,) = metadata.brokers.values()
     assert f"{only.host}:{only.port}" == kafka_broker.kafka_bootstrap
-    assert "__consumer_offsets" in metadata.topics
+    assert sorted(metadata.topics) == ["listed"]
+    assert len(metadata.topics["listed"].partitions) == 2
     assert metadata.controller_id == 0
 
 
@@ -52,7 +56,8 @@ def test_kafka_python_reads_the_cluster(kafka_broker: BrokerThread) -> None:
     try:
         cluster = admin.describe_cluster()
         assert [b["broker_id"] for b in cluster["brokers"]] == [0]
-        assert "__consumer_offsets" in admin.list_topics()
+        admin.create_topics([kafka.admin.NewTopic("listed", 1, 1)])
+        assert "listed" in admin.list_topics()
     finally:
         admin.close()
 
@@ -61,7 +66,8 @@ async def test_aiokafka_bootstraps(kafka_broker: BrokerThread) -> None:
     admin = AIOKafkaAdminClient(bootstrap_servers=kafka_broker.kafka_bootstrap, request_timeout_ms=10_000)
     await admin.start()
     try:
-        assert "__consumer_offsets" in await admin.list_topics()
+        await admin.create_topics([aiokafka.admin.NewTopic("listed", 1, 1)])
+        assert "listed" in await admin.list_topics()
     finally:
         await admin.close()
 

@@ -66,7 +66,10 @@ async def coordinating_shard(request: KafkaRequest, group_id: str, operation: Op
         pass
     broker = request.broker
     parts = broker.cluster_view().partitions.get(OFFSETS_TOPIC, ())
-    index = shards.partition_for(group_id)
+    try:
+        index = shards.partition_for(group_id)
+    except UnavailableError:  # the offsets topic does not exist yet: FindCoordinator creates it
+        raise Refused(ErrorCode.coordinator_not_available.value) from None
     if index >= len(parts) or parts[index].leader != broker.broker_id:
         raise Refused(ErrorCode.not_coordinator.value)
     try:
