@@ -10,7 +10,8 @@ import aiokafka.admin
 import kafka.admin
 import pytest
 from aiokafka.admin import AIOKafkaAdminClient
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient
+from confluent_kafka.cimpl import NewTopic
 from kafka import KafkaAdminClient
 
 from tests.integration.broker import BrokerThread
