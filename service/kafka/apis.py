@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from tierlog.service.kafka.context import KafkaRequest
 
-__all__ = ["API_VERSIONS_KEY", "REGISTRY", "Api", "Handler", "api"]
+__all__ = ["API_VERSIONS_KEY", "REGISTRY", "Api", "CloseConnection", "Handler", "api"]
 
 API_VERSIONS_KEY = 18
 
@@ -39,6 +39,13 @@ class Api:
 
 
 REGISTRY: dict[int, Api] = {}
+
+
+class CloseConnection(Exception):
+    """A handler's expected end of the connection (Kafka's answer to some failures, such as a failed
+    ``acks=0`` produce): the listener logs the message at WARNING, counts ``reason`` and closes."""
+
+    reason = "handler"
 
 
 def api(key: int, name: str, min_version: int, max_version: int) -> Callable[[Handler], Handler]:

@@ -48,6 +48,7 @@ class Session:
     principal: Principal | None = ANONYMOUS
     mechanism: str | None = None
     scram: ScramExchange | None = None
+    mechanism_of_scram: str | None = None  # the mechanism of ``scram``, whose throttle place it holds
     close_after_answer: bool = False
 
 

@@ -26,10 +26,11 @@ import time
 from typing import TYPE_CHECKING
 
 from tierlog.service.kafka import handlers  # noqa: F401  (registers every API)
-from tierlog.service.kafka.apis import API_VERSIONS_KEY, REGISTRY
+from tierlog.service.kafka.apis import API_VERSIONS_KEY, REGISTRY, CloseConnection
 from tierlog.service.kafka.context import KafkaRequest, Session
 from tierlog.service.kafka.frames import FrameError, parse_request_header, response_frame
 from tierlog.service.kafka.handlers.api_versions import unsupported_version_answer
+from tierlog.service.kafka.handlers.sasl import abandon_scram
 from tierlog.service.kafka.messages import (
     DecodeError,
     decode_request,
@@ -59,6 +60,7 @@ __all__ = ["KafkaListener"]
 log = logging.getLogger("tierlog.kafka")
 
 _SIZE_BYTES = 4
+PRE_AUTHENTICATION_MAX_BYTES = 512 * 1024  # Kafka's sasl.server.max.receive.size default
 # What other protocols' first bytes look like, to name a mix-up in the log.
 _HTTP_STARTS = (b"GET ", b"POST", b"PUT ", b"HEAD", b"DELE", b"PATC", b"OPTI", b"HTTP", b"CONN")
 _TLS_HANDSHAKE = b"\x16\x03"
@@ -181,6 +183,9 @@ class KafkaListener:
         assert task is not None
         peername = writer.get_extra_info("peername") or ("?", 0)
         peer = (str(peername[0]), int(peername[1]))
+        if self._closing:  # accepted as the listener closed: close() will not see this task
+            writer.close()
+            return
         if len(self._connections) >= self.settings.max_connections:
             self._closed("max_connections")
             log.warning(
@@ -191,6 +196,7 @@ class KafkaListener:
             writer.close()
             return
         self._connections.add(task)
+        session: Session | None = None
         try:
             session = self._session(writer, peer)
             await self._serve(reader, writer, peer, session)
@@ -208,6 +214,8 @@ class KafkaListener:
             self._closed("error")
             log.exception("Kafka connection from %s:%d failed", *peer)
         finally:
+            if session is not None:
+                abandon_scram(self.authenticator, session)
             self._connections.discard(task)
             writer.close()
             with contextlib.suppress(Exception):
@@ -276,7 +284,7 @@ class KafkaListener:
                         first = False
                         if self.tls is None:
                             self._check_protocol(prefix, writer, peer)
-                    size = self._frame_size(prefix, peer)
+                    size = self._frame_size(prefix, peer, authenticated=session.principal is not None)
                     frame = await reader.readexactly(size)
             except TimeoutError:
                 self._closed("read_timeout")
@@ -307,17 +315,22 @@ class KafkaListener:
                 self._closed("authentication")
                 raise _Close
 
-    def _frame_size(self, prefix: bytes, peer: tuple[str, int]) -> int:
+    def _frame_size(self, prefix: bytes, peer: tuple[str, int], *, authenticated: bool) -> int:
         """The size a frame's prefix declares. Raises _Close (after logging) when it is negative or past
-        ``socket.request.max.bytes``."""
+        ``socket.request.max.bytes`` (past 512 KiB before a SASL listener's client has authenticated, as
+        Kafka's ``sasl.server.max.receive.size`` bounds it: strangers do not get 100 MiB buffers)."""
         size = int.from_bytes(prefix, "big", signed=True)
-        if size < 0 or size > self.settings.socket_request_max_bytes:
+        limit = self.settings.socket_request_max_bytes
+        if not authenticated and self.sasl_mechanisms:
+            limit = min(limit, PRE_AUTHENTICATION_MAX_BYTES)
+        if size < 0 or size > limit:
             self._closed("oversized")
             log.warning(
-                "Kafka connection from %s:%d closed: a frame of %d bytes (socket.request.max.bytes=%d)",
+                "Kafka connection from %s:%d closed: a frame of %d bytes (limit %d%s)",
                 *peer,
                 size,
-                self.settings.socket_request_max_bytes,
+                limit,
+                "" if limit == self.settings.socket_request_max_bytes else " before authentication",
             )
             raise _Close
         return size
@@ -420,6 +433,10 @@ class KafkaListener:
             encoded = encode_response(shape(response_class(fixed.api_key, fixed.api_version), answer))
         except asyncio.CancelledError:
             raise
+        except CloseConnection as err:
+            self._closed(err.reason)
+            log.warning("Kafka connection from %s:%d closed: %s", *peer, err)
+            raise _Close from None
         except Exception as err:
             if isinstance(err, TierlogError) and err.retriable:
                 # a passing refusal with no field for it in this API's answer (a broker that is starting

@@ -321,19 +321,22 @@ class Authenticator:
             UnavailableError: (50301) the security store has not loaded yet.
             InvalidRequestError: an unknown mechanism.
         """
-        self._throttle.check(_throttle_name(user), host)
         if not self._store.loaded:
             raise UnavailableError("the security store is loading; retry shortly")
+        # a place among the attempts in flight, as for a password: many connections sending their first
+        # message at once cannot each get a guess past the limit
+        self._throttle.reserve(_throttle_name(user), host)
         for credential in _credentials(self._store.user(user)):
             if credential.mechanism == mechanism:
                 return credential
         return scram.dummy_credential(mechanism)
 
     def scram_settled(self, user: str, host: str, mechanism: str, *, verified: bool) -> None:
-        """Count a SCRAM exchange's outcome: a failure toward ``user``'s and ``host``'s limits and
-        the failures metric."""
+        """End a SCRAM exchange :meth:`scram_credential` admitted (exactly once each; an exchange its
+        connection abandoned counts as failed): its place among the attempts in flight is released, and a
+        failure counts toward ``user``'s and ``host``'s limits and the failures metric."""
+        self._throttle.settle(_throttle_name(user), host, failed=not verified)
         if not verified:
-            self._throttle.failed(_throttle_name(user), host)
             self._metrics.inc(metric_names.AUTHENTICATION_FAILURES, 1.0, method=mechanism.lower())
 
     async def _basic(

@@ -25,7 +25,7 @@ import datetime
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from tierlog.service.kafka.apis import api
+from tierlog.service.kafka.apis import CloseConnection, api
 from tierlog.service.kafka.context import KafkaRequest
 from tierlog.service.kafka.handlers.metadata import brokers_of
 from tierlog.service.kafka.messages import ErrorCode
@@ -113,6 +113,12 @@ async def _append(
     broker: Broker, topic: str, index: int, records: bytes | None, *, acks: int, timeout_ms: int
 ) -> dict[str, Any]:
     """Append one partition's batches; its answer. Raises only what is not a TierlogError."""
+    if topic.startswith("__"):  # internal topics (offsets, ...) are written by the broker only, as in Kafka
+        return partition_answer(
+            index,
+            error_code=ErrorCode.invalid_topic_exception,
+            message=f"{topic} is an internal topic: clients cannot produce to it",
+        )
     try:
         partition = (await broker.ensure_topic(topic)).partition(index)
         config = partition.config
@@ -218,8 +224,10 @@ async def handle_produce(request: KafkaRequest, body: Any) -> Mapping[str, Any] 
     return {"responses": topics, "throttle_time": 0, "node_endpoints": _leader_endpoints(request, topics)}
 
 
-class _Acks0Failed(Exception):
+class _Acks0Failed(CloseConnection):
     """An ``acks=0`` produce failed: the listener closes the connection (Kafka's answer to it)."""
+
+    reason = "acks0_failed"
 
     def __init__(self, topic: str, answer: Mapping[str, Any]) -> None:
         name = ErrorCode(answer["error_code"]).name.upper()

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tierlog.service.kafka.apis import api
 from tierlog.service.kafka.context import KafkaRequest, Session
@@ -29,7 +29,10 @@ from tierlog.service.security.model import Principal
 from tierlog.service.security.throttle import TooManyFailuresError
 from tierlog.wire.errors import UnauthorizedError
 
-__all__ = ["SASL_AUTHENTICATE_KEY", "SASL_HANDSHAKE_KEY"]
+if TYPE_CHECKING:
+    from tierlog.service.security.authn import Authenticator
+
+__all__ = ["SASL_AUTHENTICATE_KEY", "SASL_HANDSHAKE_KEY", "abandon_scram"]
 
 log = logging.getLogger("tierlog.kafka")
 
@@ -47,8 +50,17 @@ async def handshake(request: KafkaRequest, body: Any) -> Mapping[str, Any]:
     if body.mechanism not in offered:
         return {"error_code": ErrorCode.unsupported_sasl_mechanism, "mechanisms": offered}
     session.mechanism = body.mechanism
-    session.scram = None
+    abandon_scram(request.listener.authenticator, session)
     return {"error_code": ErrorCode.none, "mechanisms": offered}
+
+
+def abandon_scram(authenticator: Authenticator | None, session: Session) -> None:
+    """End a SCRAM exchange left between its two messages (a new handshake, a closed connection) as a
+    failed attempt, so its place among the attempts in flight is released. Idempotent."""
+    exchange, session.scram = session.scram, None
+    if exchange is not None and authenticator is not None and session.mechanism_of_scram is not None:
+        authenticator.scram_settled(exchange.user, session.host, session.mechanism_of_scram, verified=False)
+    session.mechanism_of_scram = None
 
 
 def _failed(session: Session, message: str) -> dict[str, Any]:
@@ -141,11 +153,13 @@ def _scram(request: KafkaRequest, mechanism: str, auth_bytes: bytes) -> dict[str
         exchange = start_scram(mechanism, auth_bytes)
         credential = authenticator.scram_credential(exchange.user, mechanism, session.host)
         session.scram = exchange
+        session.mechanism_of_scram = mechanism
         return {
             "error_code": ErrorCode.none,
             "error_message": None,
             "auth_bytes": exchange.server_first(credential),
         }
+    session.scram = session.mechanism_of_scram = None  # settled below, whatever happens
     try:
         final = exchange.server_final(auth_bytes)
     except SaslError:

@@ -7,6 +7,8 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import socket
+import struct
 import threading
 import time
 import urllib.error
@@ -260,6 +262,7 @@ def test_an_authenticated_user_is_refused_without_an_acl_and_served_with_one(
     assert error is not None and error.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
     allow(sasl_broker, "User:alice", "WRITE", topic_name)
     allow(sasl_broker, "User:alice", "READ", topic_name)
+    allow(sasl_broker, "User:alice", "READ", "unused", resource_type="GROUP")  # the consumer's group.id
     assert produce_one(alice, topic_name, b"allowed") is None
     assert consume_one(alice, topic_name) == b"allowed"
 
@@ -385,3 +388,25 @@ def test_consumer_groups_need_the_groups_acls(sasl_broker: BrokerThread, topic_n
         assert committed is not None and committed[0].error is None
     finally:
         consumer.close()
+
+
+def test_a_frame_over_512_kib_before_authentication_closes_the_connection(sasl_broker: BrokerThread) -> None:
+    """Strangers get Kafka's pre-authentication bound (sasl.server.max.receive.size), not 100 MiB."""
+    host, port = sasl_broker.kafka_bootstrap.rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=CALL_TIMEOUT_S) as sock:
+        sock.sendall(struct.pack(">i", 600 * 1024))
+        assert sock.recv(1) == b""
+
+
+def test_clients_cannot_produce_to_internal_topics(sasl_broker: BrokerThread) -> None:
+    admin = sasl(sasl_broker, "PLAIN", ADMIN)  # a super user: only the rule, not the ACLs, refuses
+    consumer = Consumer({**admin, "group.id": "makes-the-offsets-topic"})
+    try:  # a group lookup creates the offsets topic
+        consumer.list_topics(timeout=CALL_TIMEOUT_S)
+        consumer.committed([TopicPartition("absent", 0)], timeout=CALL_TIMEOUT_S)
+    except KafkaException:
+        pass
+    finally:
+        consumer.close()
+    error = produce_one(admin, "__consumer_offsets", b"forged commit")
+    assert error is not None and error.code() == KafkaError.TOPIC_EXCEPTION, error
