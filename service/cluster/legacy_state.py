@@ -32,7 +32,7 @@ import logging
 from pathlib import Path
 
 from tierlog.service.cluster.datadir import LocalTopicIds
-from tierlog.service.cluster.metadata_store import Compare, MetadataStore, Op, Put
+from tierlog.service.cluster.metadata_store import Compare, MetadataStore, MetadataStoreError, Op, Put
 from tierlog.service.cluster.model import CLUSTER_ID, TopicAssignment, topic_key, topic_name_key
 from tierlog.service.topics import data_dir as meta
 from tierlog.service.topics.producer_ids import NEXT_BLOCK_KEY
@@ -120,7 +120,12 @@ async def import_legacy_security(store: MetadataStore, path: Path) -> bool:
     if not await asyncio.to_thread(path.exists):
         return False
     old = LocalMetadataStore(path)
-    await old.start()
+    try:
+        await old.start()
+    except MetadataStoreError as err:  # unreadable: fail the start (retrying cannot mend a file)
+        raise CorruptRecordError(
+            f"{path} cannot be imported ({err.message}): move it aside to start without its users and ACLs"
+        ) from err
     try:
         kvs, _ = await old.range("")
     finally:

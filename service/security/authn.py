@@ -329,7 +329,7 @@ class Authenticator:
         for credential in _credentials(self._store.user(user)):
             if credential.mechanism == mechanism:
                 return credential
-        return scram.dummy_credential(mechanism)
+        return scram.dummy_credential(mechanism, user=user)
 
     def scram_settled(self, user: str, host: str, mechanism: str, *, verified: bool) -> None:
         """End a SCRAM exchange :meth:`scram_credential` admitted (exactly once each; an exchange its

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import dataclasses
 import functools
 import hashlib
 import hmac
@@ -158,15 +159,21 @@ def verify(credential: ScramCredential, password: str) -> bool:
 
 
 def dummy_credential(
-    mechanism: str = "SCRAM-SHA-256", iterations: int = DEFAULT_ITERATIONS
+    mechanism: str = "SCRAM-SHA-256", iterations: int = DEFAULT_ITERATIONS, *, user: str = ""
 ) -> ScramCredential:
     """A credential no password verifies against (random keys, made once per process and arguments), checked
-    for an unknown user so that the answer and its cost are those of a wrong password. Thread-safe.
+    for an unknown user so that the answer and its cost are those of a wrong password. Its salt is derived
+    from ``user`` with a per-process secret, so a SCRAM server-first message for an unknown name is stable
+    and differs between names, as a real user's does. Thread-safe.
 
     Raises:
         InvalidRequestError: an unknown mechanism or iterations out of range.
     """
-    return _dummy(mechanism, iterations)
+    salt = hmac.new(_DUMMY_SALT_KEY, user.encode(), hashlib.sha256).digest()[:SALT_BYTES]
+    return dataclasses.replace(_dummy(mechanism, iterations), salt=salt)
+
+
+_DUMMY_SALT_KEY = secrets.token_bytes(32)
 
 
 @functools.lru_cache(maxsize=16)

@@ -298,6 +298,22 @@ async def test_unreadable_state_exits_1(tmp_path: Path) -> None:
     assert not (data / ".tierlog_cleanshutdown").exists()
 
 
+async def test_an_unreadable_old_security_file_fails_the_start_naming_it(tmp_path: Path) -> None:
+    """A torn tierlog-security.json (an old broker's users and ACLs) stops the start with its name, rather
+    than being retried forever as if the store were unreachable."""
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "tierlog-security.json").write_text("{ torn", encoding="utf-8")
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "tierlog", "serve", "--port", "0", "--data-dir", str(data),
+        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=clean_env(),
+    )  # fmt: skip
+    _, stderr = await asyncio.wait_for(proc.communicate(), 60)
+    assert proc.returncode == 1, stderr.decode()
+    assert "tierlog-security.json cannot be imported" in stderr.decode()
+    assert (data / "tierlog-security.json").exists()  # left for the operator, not renamed
+
+
 def test_port_in_use_exits_1(tmp_path: Path) -> None:
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
