@@ -65,8 +65,11 @@ def test_fresh_salts_and_wrong_passwords() -> None:
 
 def test_dummy_credential_verifies_nothing_and_is_stable() -> None:
     dummy = dummy_credential()
-    assert dummy is dummy_credential("SCRAM-SHA-256", 4096)
+    assert dummy == dummy_credential("SCRAM-SHA-256", 4096)
     assert dummy.iterations == 4096
+    # one unknown name always gets the same salt, two names different ones (as real users have)
+    assert dummy_credential(user="mallory").salt == dummy_credential(user="mallory").salt
+    assert dummy_credential(user="mallory").salt != dummy_credential(user="trudy").salt
     assert not verify(dummy, "") and not verify(dummy, "password")
     assert dummy_credential("SCRAM-SHA-512", 8192).mechanism == "SCRAM-SHA-512"
 
