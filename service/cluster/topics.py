@@ -284,7 +284,8 @@ class ClusterTopics:
 
     async def _settled(self, assignment: TopicAssignment) -> Topic:
         """Wait (bounded) until this broker has the topic and every partition has a leader, the ones this
-        broker leads open; answer the local topic. Raises UnavailableError when the broker never saw the
+        broker leads open and led here at their leader epoch (so a produce right after the create is
+        served); answer the local topic. Raises UnavailableError when the broker never saw the
         topic within the wait (it is committed: describing it later shows it)."""
         node = self._node
         name, topic_id = assignment.name, assignment.topic_id
@@ -301,8 +302,11 @@ class ClusterTopics:
                 state = node.cache.partition_state(name, index)
                 if state is None or state.leader == NO_LEADER:
                     return False
-                if state.leader == node.broker_id and topic.local(index) is None:
-                    return False
+                if state.leader == node.broker_id:
+                    # open AND leading at the state's epoch: opened as a follower, it is not serving yet
+                    opened = topic.local(index)
+                    if opened is None or opened.role != "leader" or opened.leader_epoch != state.leader_epoch:
+                        return False
             return True
 
         if not await node.wait_for(settled, self._timeout):
