@@ -259,7 +259,10 @@ async def test_blocking_io_stays_off_the_loop(store: ObjectStore, tmp_path: Path
     The ticker sleeps a millisecond between ticks: a ticker spinning on ``sleep(0)`` holds the GIL
     whenever the loop runs, so every step of the store's worker thread waited a switch interval for it
     (a 4 MiB round trip took 50-70 s). A store blocking the loop would let it tick only at its awaits."""
-    data = os.urandom(4 << 20)
+    # 16 MiB: large enough that writing and reading it takes many ticker periods even on a tmpfs (at
+    # 4 MiB a fast local round trip finished within one 1 ms tick: the probe failed with a store that
+    # never blocked the loop)
+    data = os.urandom(16 << 20)
     ticks = 0
     stop = asyncio.Event()
 
