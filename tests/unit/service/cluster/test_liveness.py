@@ -1,9 +1,8 @@
 """The failure detector against the in-process store: leases age by a manual clock, the TCP probe is a
-stand-in (the e2e test, ``tests/e2e/test_failure_detection.py``, has real processes and real refusals)."""
+stand-in (the e2e test, ``tests/e2e/test_failure_detection.py``, has real processes and real refusals).
+The ``clock`` and ``store`` fixtures are the folder's (conftest.py)."""
 
 from __future__ import annotations
-
-from collections.abc import AsyncIterator
 
 import pytest
 
@@ -17,19 +16,6 @@ from tierlog.tiering.log.clock import ManualClock
 SESSION_MS = 9000
 HEARTBEAT_MS = 500
 URL = "http://127.0.0.1:9002"
-
-
-@pytest.fixture
-def clock() -> ManualClock:
-    return ManualClock(1_700_000_000_000)
-
-
-@pytest.fixture
-async def store(clock: ManualClock) -> AsyncIterator[LocalMetadataStore]:
-    store = LocalMetadataStore(clock=clock)
-    await store.start()
-    yield store
-    await store.close()
 
 
 async def register(store: LocalMetadataStore, broker_id: int = 2, url: str = URL) -> int:
