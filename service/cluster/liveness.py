@@ -6,6 +6,10 @@ that, every broker watches what its own calls to the others show (design note 00
 * a peer call refused, reset or unanswered (:class:`~tierlog.service.cluster.peers.PeerClient` reports it),
   or a replica fetch still unanswered well past its long poll (the follower's watchdog reports it), makes
   the broker at that URL a **suspect** for ``broker.session.timeout.ms``;
+* besides, every :data:`WATCH_INTERVAL_S` the active controller tries a TCP connection to every other
+  registered broker, and every other broker to the controller: a refused one makes that broker a suspect
+  (so a broker nobody calls, the controller of a cluster of unreplicated topics or a dead follower, is
+  found as fast; a connection costs the target one accept);
 * a suspect is then **confirmed** or left alone, every :data:`CHECK_INTERVAL_S` while the suspicion lasts:
 
   - **refused** (strong evidence): a TCP connection to the address the suspect registered is refused, twice
@@ -46,10 +50,18 @@ from tierlog.service.cluster.model import BrokerRegistration, broker_key
 from tierlog.service.metrics import Metrics, Sample
 from tierlog.tiering.log.waits import wait_signalled
 
-__all__ = ["CHECK_INTERVAL_S", "FailureDetector", "connection_refused", "origin", "silence_limit_s"]
+__all__ = [
+    "CHECK_INTERVAL_S",
+    "WATCH_INTERVAL_S",
+    "FailureDetector",
+    "connection_refused",
+    "origin",
+    "silence_limit_s",
+]
 
 log = logging.getLogger("tierlog.cluster.liveness")
 
+WATCH_INTERVAL_S = 0.5  # how often the watched brokers' addresses are tried
 CHECK_INTERVAL_S = 0.25  # how often a suspect is checked again while its suspicion lasts
 REPROBE_S = 0.1  # a refused connection is tried once more this much later before it counts
 PROBE_TIMEOUT_S = 0.5  # a connection probe that neither connects nor is refused in this time proves nothing
@@ -102,8 +114,10 @@ class FailureDetector:
     """Suspects brokers on peers' evidence, confirms against the store and fences (see the module doc).
 
     :meth:`suspect` is synchronous and safe to call from any code on the event loop (it only records);
-    :meth:`start` runs the checking task, which :meth:`close` cancels and awaits. ``brokers`` answers the
-    live registrations as this broker's cache knows them (to map a URL to a broker id). Event-loop only.
+    :meth:`start` runs the checking task and the watching task, which :meth:`close` cancels and awaits.
+    ``brokers`` answers the live registrations as this broker's cache knows them (to map a URL to a broker
+    id); ``watched`` the ids whose addresses to try every :data:`WATCH_INTERVAL_S` (none by default).
+    Event-loop only.
     """
 
     def __init__(
@@ -114,6 +128,7 @@ class FailureDetector:
         *,
         heartbeat_interval_ms: int,
         session_timeout_ms: int,
+        watched: Callable[[], Iterable[int]] = tuple,
         metrics: Metrics | None = None,
         probe: Probe = connection_refused,
         monotonic: Callable[[], float] = time.monotonic,
@@ -121,13 +136,14 @@ class FailureDetector:
         self.store = store
         self.broker_id = broker_id
         self._brokers = brokers
+        self._watched = watched
         self.silence_limit_s = silence_limit_s(heartbeat_interval_ms)
         self.suspicion_s = session_timeout_ms / 1000
         self._probe = probe
         self._monotonic = monotonic
         self._suspects: dict[int, _Suspicion] = {}
         self._wake = asyncio.Event()
-        self._task: asyncio.Task[None] | None = None
+        self._tasks: list[asyncio.Task[None]] = []
         self._closed = False
         self.fenced = 0  # leases this broker revoked
         self._metrics = metrics
@@ -170,18 +186,41 @@ class FailureDetector:
             found.reports += 1
 
     async def start(self) -> None:
-        """Start the checking task. Idempotent."""
-        if self._task is None and not self._closed:
-            self._task = asyncio.create_task(self._run(), name=f"tierlog-liveness-{self.broker_id}")
+        """Start the checking and watching tasks. Idempotent."""
+        if not self._tasks and not self._closed:
+            self._tasks = [
+                asyncio.create_task(self._run(), name=f"tierlog-liveness-{self.broker_id}"),
+                asyncio.create_task(self._watch(), name=f"tierlog-liveness-watch-{self.broker_id}"),
+            ]
 
     async def close(self) -> None:
-        """Cancel and await the checking task. Idempotent; never raises."""
+        """Cancel and await both tasks. Idempotent; never raises."""
         self._closed = True
-        task, self._task = self._task, None
-        if task is not None:
+        tasks, self._tasks = self._tasks, []
+        for task in tasks:
             task.cancel()
+        for task in tasks:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+
+    async def watch_once(self) -> None:
+        """Try the address of every watched broker once; suspect those that refuse. Never raises."""
+        registrations = self._brokers()
+        targets = [
+            (b, registrations[b].url) for b in self._watched() if b != self.broker_id and b in registrations
+        ]
+        refused = await asyncio.gather(*(self._probe(url) for _, url in targets))
+        for (broker_id, _), was_refused in zip(targets, refused, strict=True):
+            if was_refused:
+                self.suspect(broker_id)
+
+    async def _watch(self) -> None:
+        while True:
+            await asyncio.sleep(WATCH_INTERVAL_S)
+            try:
+                await self.watch_once()
+            except Exception:
+                log.exception("broker %d: watching its peers failed", self.broker_id)
 
     async def _run(self) -> None:
         while True:

@@ -125,6 +125,7 @@ class ClusterNode:
             self.cache.brokers,
             heartbeat_interval_ms=settings.broker_heartbeat_interval_ms,
             session_timeout_ms=settings.broker_session_timeout_ms,
+            watched=self._watched_peers,
             metrics=broker.metrics,
         )
         self.topics = ClusterTopics(self)
@@ -283,6 +284,15 @@ class ClusterNode:
                 log.warning("closing the metadata store failed: %s", err)
         await self._notify()
         log.info("broker %d left the cluster", self.broker_id)
+
+    def _watched_peers(self) -> list[int]:
+        """The brokers whose addresses the failure detector tries: every other one from the active
+        controller, the controller from the others."""
+        others = [b for b in self.cache.brokers() if b != self.broker_id]
+        if self.controller.active:
+            return others
+        controller = self.controller.controller_id
+        return [controller] if controller in others else []
 
     async def _retrying(self, what: str, step: Callable[[], Awaitable[object]]) -> None:
         delay = 0.1

@@ -115,3 +115,21 @@ async def test_suspects_are_found_by_url_and_never_include_this_broker(store: Lo
     assert found.suspects == frozenset()
     found.suspect_url(URL + "/native/v1/replication/topics/t/partitions/0/batches")
     assert found.suspects == frozenset({2})
+
+
+async def test_watched_brokers_that_refuse_become_suspects(store: LocalMetadataStore) -> None:
+    registrations = {
+        2: BrokerRegistration(2, URL, None, "i2"),
+        3: BrokerRegistration(3, "http://h:3", None, "i3"),
+    }
+    refusing = {URL}
+
+    async def probe(url: str) -> bool:
+        return url in refusing
+
+    found = FailureDetector(
+        store, 1, lambda: registrations, heartbeat_interval_ms=HEARTBEAT_MS, session_timeout_ms=SESSION_MS,
+        watched=lambda: [1, 2, 3, 4], probe=probe,
+    )  # fmt: skip
+    await found.watch_once()  # 1 is this broker, 4 is not registered: neither is tried
+    assert found.suspects == frozenset({2})
