@@ -17,6 +17,15 @@ refreshes for a topic the snapshot does not know yet do not wait. A snapshot old
 ``metadata_max_age_ms`` is refreshed in the background while it keeps being used (Kafka's
 ``metadata.max.age.ms``); a failed background refresh leaves it in use.
 
+**A leader that stops answering** (a paused or frozen process: its connections accept, nothing comes back)
+must not hold a produce for the whole ``request_timeout_ms``. :meth:`Router.unless_moved` awaits such a
+request and, while it is unanswered past :data:`LEADER_CHECK_S`, refreshes the metadata from the other
+brokers every :data:`LEADER_CHECK_S`; once they name another leader for the partition (the cluster fenced
+the silent one, docs/cluster.md#failure-detection), the request is abandoned and fails with
+:class:`LeaderMovedError` (a retriable NOT_LEADER), so the batch goes to the new leader at once. A slow
+leader that is still the leader keeps its request: nothing is cut short on a timer. Metadata requests
+themselves wait at most :data:`METADATA_TIMEOUT_MS` per broker before the next broker is asked.
+
 A broker without the metadata route (older than cluster mode, 404 with 40400) is the leader of everything,
 as the client assumed before routing existed.
 
@@ -37,7 +46,7 @@ from typing import Any, Protocol, TypeVar
 from tierlog.client.backoff import backoff_seconds
 from tierlog.client.config import CommonConfig
 from tierlog.client.errors import BrokerUnavailableError, ClientClosedError, RequestTimeoutError
-from tierlog.client.metadata import ClusterMetadata, decode_metadata, legacy_metadata
+from tierlog.client.metadata import ClusterMetadata, PartitionLeader, decode_metadata, legacy_metadata
 from tierlog.client.security import ClientSecurity
 from tierlog.client.transport import BrokerClient, Params, TopicMetadata
 from tierlog.client.types import TopicPartition
@@ -53,10 +62,20 @@ from tierlog.wire.errors import (
 )
 from tierlog.wire.native import METADATA_PATH
 
-__all__ = ["AnyBroker", "Requester", "Router", "is_routing_error"]
+__all__ = [
+    "LEADER_CHECK_S",
+    "METADATA_TIMEOUT_MS",
+    "AnyBroker",
+    "LeaderMovedError",
+    "Requester",
+    "Router",
+    "is_routing_error",
+]
 
 log = logging.getLogger("tierlog.client.metadata")
 T = TypeVar("T")
+LEADER_CHECK_S = 0.5  # a leader's request unanswered this long has the metadata checked (and again as long)
+METADATA_TIMEOUT_MS = 2_000  # one broker's metadata answer is awaited this long at most
 _MAX_QUERY = 4096  # bytes of ``topic=`` parameters in one metadata request (servers cap a line at 8 KiB)
 _ROUTING_ERRORS = (
     NotLeaderOrFollowerError,
@@ -64,6 +83,12 @@ _ROUTING_ERRORS = (
     BrokerUnavailableError,
     RequestTimeoutError,
 )
+
+
+class LeaderMovedError(NotLeaderOrFollowerError):
+    """A request to a partition's leader went unanswered and the other brokers now name another leader:
+    the request was abandoned (it may still be applied by the old leader, which the cluster fenced).
+    Retriable, at once."""
 
 
 def is_routing_error(err: BaseException) -> bool:
@@ -291,6 +316,48 @@ class Router:
                 attempt += 1
                 await asyncio.sleep(wait)
 
+    async def unless_moved(self, tp: TopicPartition, url: str, call: Awaitable[T]) -> T:
+        """``call`` (a request for ``tp`` sent to its leader at ``url``), abandoned once the metadata names
+        another leader for ``tp`` while it is unanswered (see the module doc).
+
+        Raises LeaderMovedError (``call`` cancelled; retriable), and whatever ``call`` raises.
+        """
+        task = asyncio.ensure_future(call)
+        try:
+            while True:
+                done, _ = await asyncio.wait({task}, timeout=LEADER_CHECK_S)
+                if done:
+                    return task.result()
+                moved = await self._leader_moved(tp, url)
+                if moved is not None and not task.done():
+                    raise LeaderMovedError(
+                        f"{tp.topic}-{tp.partition}: {url} did not answer and the cluster now names "
+                        f"{moved.url} the leader (leader epoch {moved.leader_epoch})",
+                        leader_id=moved.leader,
+                        leader_url=moved.url,
+                        leader_epoch=moved.leader_epoch,
+                    )
+        finally:
+            if not task.done():
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await task
+
+    async def _leader_moved(self, tp: TopicPartition, url: str) -> PartitionLeader | None:
+        """The leader of ``tp`` per metadata fresh from brokers other than ``url``, when it is not ``url``.
+        None when it still is, names none, or no metadata could be had within :data:`LEADER_CHECK_S`."""
+        self.mark_down(url)  # asked last for metadata: it is not answering
+        try:
+            async with asyncio.timeout(LEADER_CHECK_S):
+                meta = await self.refresh(urgent=True)
+        except (TimeoutError, TierlogError) as err:
+            log.debug("%s-%d: no metadata while %s is silent: %s", tp.topic, tp.partition, url, err)
+            return None
+        leader = meta.leader(tp)
+        if leader is None or not leader.url or leader.url == url:
+            return None
+        return leader
+
     # -- refreshing -----------------------------------------------------------------------------
 
     async def _current(self, topic: str) -> ClusterMetadata:
@@ -373,7 +440,8 @@ class Router:
         for url in tried:
             client = self.client(url)
             try:
-                doc = await client.json("GET", METADATA_PATH, params=params)
+                timeout_ms = min(self.request_timeout_ms, METADATA_TIMEOUT_MS)
+                doc = await client.json("GET", METADATA_PATH, params=params, timeout_ms=timeout_ms)
             except NoSuchRouteError:
                 return await self._legacy(client, topics)
             except TierlogError as err:

@@ -7,7 +7,9 @@ partition, so a partition's records are appended in send order even when a
 request is retried or its partition's leader moves. Retriable errors (connection failures, 503, 500, and the
 leadership errors 50310/50311, which also refresh the router's metadata) are retried with capped, jittered
 backoff while the batch's ``delivery_timeout_ms`` and ``retries`` allow; a NOT_LEADER answer naming a newer
-leader is retried on that leader at once. Anything else fails the batch's records at once with the typed
+leader is retried on that leader at once, and so is a request its leader left unanswered while the cluster
+moved the partition to another (:meth:`~tierlog.client.router.Router.unless_moved`). Anything else fails
+the batch's records at once with the typed
 error.
 
 An idempotent producer (design note 0011) first gets its producer id (``POST /native/v1/producers``, any
@@ -33,7 +35,7 @@ from tierlog.client.backoff import backoff_seconds
 from tierlog.client.config import ProducerConfig
 from tierlog.client.errors import DeliveryTimeoutError
 from tierlog.client.idempotence import IdempotenceState
-from tierlog.client.router import Requester, Router
+from tierlog.client.router import LeaderMovedError, Requester, Router
 from tierlog.client.types import TopicPartition
 from tierlog.tiering.codec.batch import build_batch
 from tierlog.tiering.codec.compression import Compression
@@ -261,12 +263,16 @@ class Sender:
             body = await self._encode(batches)
             leader = await self._router.leader_for(tp)
             url = leader.base_url
-            answer = await leader.produce(tp.topic, tp.partition, body, self._acks)
+            answer = await self._router.unless_moved(
+                tp, leader.base_url, leader.produce(tp.topic, tp.partition, body, self._acks)
+            )
         except DuplicateSequenceError:
             # Stored before, older than the offsets the leader remembers: delivered, offsets unknown.
             for batch in batches:
                 batch.complete(-1, -1)
                 await self._finish(batch)
+        except LeaderMovedError as err:
+            await self._failed(batches, err, retry_now=True)  # the snapshot names the new leader already
         except TierlogError as err:
             hinted = self._router.note_error(tp, err, url)
             await self._failed(batches, err, retry_now=hinted)

@@ -36,6 +36,7 @@ from tierlog.service.cluster.metadata_store import (
     Delete,
     KeyValue,
     LeaseExpiredError,
+    LeaseTime,
     MetadataStore,
     MetadataStoreError,
     Op,
@@ -227,6 +228,14 @@ class EtcdMetadataStore(MetadataStore):
                 reply = await client.refresh_lease(lease)
         if reply is None or reply.TTL <= 0:
             raise LeaseExpiredError(f"lease {lease} is unknown to etcd (expired or revoked)")
+
+    async def lease_time(self, lease: int) -> LeaseTime:
+        response = await self._call(
+            "lease_time", "leasestub", "LeaseTimeToLive", rpc.LeaseTimeToLiveRequest(ID=lease), leases=True
+        )
+        if int(response.TTL) < 0:
+            raise LeaseExpiredError(f"lease {lease} is unknown to etcd (expired or revoked)")
+        return LeaseTime(int(response.grantedTTL), int(response.TTL))
 
     async def revoke_lease(self, lease: int) -> None:
         with contextlib.suppress(LeaseExpiredError):

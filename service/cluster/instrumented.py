@@ -9,6 +9,7 @@ from typing import Any
 from tierlog.service.cluster.metadata_store import (
     Compare,
     KeyValue,
+    LeaseTime,
     MetadataStore,
     MetadataStoreError,
     Op,
@@ -66,6 +67,10 @@ class InstrumentedMetadataStore(MetadataStore):
 
     async def keep_alive(self, lease: int) -> None:
         await self._timed("keep_alive", self.inner.keep_alive(lease))
+
+    async def lease_time(self, lease: int) -> LeaseTime:
+        answer: LeaseTime = await self._timed("lease_time", self.inner.lease_time(lease))
+        return answer
 
     async def revoke_lease(self, lease: int) -> None:
         await self._timed("revoke_lease", self.inner.revoke_lease(lease))

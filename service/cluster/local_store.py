@@ -45,6 +45,7 @@ from tierlog.service.cluster.metadata_store import (
     Delete,
     KeyValue,
     LeaseExpiredError,
+    LeaseTime,
     MetadataStore,
     MetadataStoreError,
     Op,
@@ -237,6 +238,15 @@ class LocalMetadataStore(MetadataStore):
             raise LeaseExpiredError(f"lease {lease} is unknown (expired or revoked)")
         held.deadline_ms = self._clock.now_ms() + held.ttl_ms
         self._leases_changed.set()
+
+    async def lease_time(self, lease: int) -> LeaseTime:
+        self._check_open()
+        self.expire_leases()
+        held = self._leases.get(lease)
+        if held is None:
+            raise LeaseExpiredError(f"lease {lease} is unknown (expired or revoked)")
+        left_ms = max(0, held.deadline_ms - self._clock.now_ms())
+        return LeaseTime(held.ttl_ms // 1000, left_ms // 1000)
 
     async def revoke_lease(self, lease: int) -> None:
         self._check_open()

@@ -42,6 +42,7 @@ __all__ = [
     "Delete",
     "KeyValue",
     "LeaseExpiredError",
+    "LeaseTime",
     "MetadataStore",
     "MetadataStoreError",
     "Op",
@@ -69,6 +70,20 @@ class KeyValue:
     mod_revision: int
     version: int
     lease: int = 0  # 0: attached to no lease
+
+
+@dataclass(frozen=True, slots=True)
+class LeaseTime:
+    """A lease's TTL as granted and the whole seconds left of it (rounded down, as etcd answers): a lease
+    kept alive every heartbeat shows ``remaining_s`` of ``granted_s - 1`` or close to it."""
+
+    granted_s: int
+    remaining_s: int
+
+    @property
+    def silent_s(self) -> int:
+        """Whole seconds the lease has certainly gone without a keep-alive (a lower bound)."""
+        return max(0, self.granted_s - self.remaining_s - 1)
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,6 +175,11 @@ class MetadataStore(abc.ABC):
     async def revoke_lease(self, lease: int) -> None:
         """Expire the lease now, deleting its keys. Idempotent (an unknown lease is no error). Raises
         MetadataStoreError."""
+
+    async def lease_time(self, lease: int) -> LeaseTime:
+        """How long ``lease`` has left (etcd's LeaseTimeToLive). Raises LeaseExpiredError (it is gone),
+        MetadataStoreError (also for a store that cannot tell: this default)."""
+        raise MetadataStoreError(f"{type(self).__name__} cannot tell the time left of lease {lease}")
 
     @abc.abstractmethod
     def watch(self, prefix: str, start_revision: int) -> AsyncIterator[WatchEvent]:

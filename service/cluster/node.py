@@ -4,9 +4,10 @@ reconciler that makes the broker's open partitions follow the leadership the con
 :class:`ClusterNode` is owned by the :class:`~tierlog.service.topics.broker.Broker` (``broker.cluster``; every
 broker is a cluster member, a single one a cluster of one). :meth:`ClusterNode.start` connects (importing
 a ``tierlog-state.json`` first, see :mod:`tierlog.service.cluster.legacy_state`) and registers; every
-background task (the cache's watch, the membership's keep-alive, the controller's two tasks, the
-reconciler) is owned by one of these objects and cancelled and awaited by :meth:`ClusterNode.close`, which
-also revokes the lease so the broker leaves the cluster at once.
+background task (the cache's watch, the membership's keep-alive, the controller's two tasks, the failure
+detector of :mod:`~tierlog.service.cluster.liveness`, the reconciler) is owned by one of these objects
+and cancelled and awaited by :meth:`ClusterNode.close`, which also
+revokes the lease so the broker leaves the cluster at once.
 
 **Reconciling** (one pass after every change the cache applies, serialised): a topic in the store gets a
 local :class:`~tierlog.service.topics.topic.Topic`; a partition whose assignment lists this broker as a
@@ -45,6 +46,7 @@ from tierlog.service.cluster.controller import Controller
 from tierlog.service.cluster.datadir import LocalTopicIds, partition_dirs
 from tierlog.service.cluster.instrumented import InstrumentedMetadataStore
 from tierlog.service.cluster.legacy_state import import_legacy_security, import_legacy_state
+from tierlog.service.cluster.liveness import FailureDetector
 from tierlog.service.cluster.membership import Membership
 from tierlog.service.cluster.metadata_store import (
     Compare,
@@ -117,6 +119,15 @@ class ClusterNode:
         self.controller = Controller(
             self.store, self.broker_id, self.membership, settings, metrics=broker.metrics, clock=broker.clock
         )
+        self.liveness = FailureDetector(
+            self.store,
+            self.broker_id,
+            self.cache.brokers,
+            heartbeat_interval_ms=settings.broker_heartbeat_interval_ms,
+            session_timeout_ms=settings.broker_session_timeout_ms,
+            watched=self._watched_peers,
+            metrics=broker.metrics,
+        )
         self.topics = ClusterTopics(self)
         self.replication = ReplicaManager(
             broker_id=self.broker_id,
@@ -184,6 +195,8 @@ class ClusterNode:
         )
         await self._register()
         await self.controller.start()
+        self.broker.peers.on_unresponsive = self.liveness.suspect_url
+        await self.liveness.start()
         log.info(
             "broker %d joined cluster %s as %s (rack %s)",
             self.broker_id,
@@ -259,6 +272,8 @@ class ClusterNode:
         if task is not None:  # not cancelled: a pass ends after its current step, leaving nothing half-open
             await task
         await self.replication.close()
+        self.broker.peers.on_unresponsive = None
+        await self.liveness.close()
         await self.controller.close()
         await self.membership.close(revoke=True)
         await self.cache.close()
@@ -269,6 +284,15 @@ class ClusterNode:
                 log.warning("closing the metadata store failed: %s", err)
         await self._notify()
         log.info("broker %d left the cluster", self.broker_id)
+
+    def _watched_peers(self) -> list[int]:
+        """The brokers whose addresses the failure detector tries: every other one from the active
+        controller, the controller from the others."""
+        others = [b for b in self.cache.brokers() if b != self.broker_id]
+        if self.controller.active:
+            return others
+        controller = self.controller.controller_id
+        return [controller] if controller in others else []
 
     async def _retrying(self, what: str, step: Callable[[], Awaitable[object]]) -> None:
         delay = 0.1

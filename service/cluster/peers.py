@@ -148,6 +148,9 @@ class PeerClient:
         self._security = security if security is not None else ClientSecurity()
         self._session: aiohttp.ClientSession | None = None
         self._closed = False
+        #: Told the URL of every call refused, reset or unanswered in time, and of every call a caller
+        #: finds overdue (:meth:`report_unresponsive`): the failure detector's evidence. Must not raise.
+        self.on_unresponsive: Callable[[str], None] | None = None
 
     @classmethod
     def from_settings(cls, settings: Settings, broker_id: Callable[[], int]) -> PeerClient:
@@ -258,13 +261,24 @@ class PeerClient:
             ) as response:
                 return PeerAnswer(response.status, response.headers, await response.read())
         except aiohttp.ConnectionTimeoutError as err:
+            self.report_unresponsive(str(url))
             raise unreachable(
                 f"{peer} did not accept a connection within {timeout.sock_connect or timeout.total:.0f} s"
             ) from err
         except TimeoutError:
+            self.report_unresponsive(str(url))
             raise UnavailableError(f"{peer} did not answer within {timeout.total:.1f} s") from None
         except aiohttp.ClientError as err:
+            if isinstance(err, (aiohttp.ClientConnectionError, aiohttp.ClientPayloadError)):
+                self.report_unresponsive(str(url))
             raise unreachable(f"{peer} is unreachable: {err or type(err).__name__}") from err
+
+    def report_unresponsive(self, url: str) -> None:
+        """Pass on that the peer at ``url`` refused, dropped or did not answer a call (see
+        :attr:`on_unresponsive`). Never raises."""
+        listener = self.on_unresponsive
+        if listener is not None and not self._closed:
+            listener(url)
 
     def forwarded_headers(self, request: web.Request) -> dict[str, str]:
         """The headers of ``request`` forwarded to another broker: the client's end-to-end headers without

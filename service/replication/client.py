@@ -14,12 +14,19 @@ the request shapes only. Error answers come back as the broker's typed errors
 (:func:`~tierlog.wire.errors.error_from_answer`, so a 41602 keeps its ``local_log_start_offset`` and a
 50310 the leader it names); a peer that cannot be reached or does not answer in time is an
 :class:`~tierlog.wire.errors.UnavailableError` naming the URL (retriable).
+
+A replica fetch still unanswered :data:`OVERDUE_S` past its long poll is reported to the peer client as
+unresponsive (and again every :data:`OVERDUE_S`) while it keeps waiting: the failure detector's weak
+evidence of a paused leader (:mod:`tierlog.service.cluster.liveness`), which it confirms against the store.
+The fetch itself is not cut short: a leader slow under load still answers it.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
-from collections.abc import Mapping
+from collections.abc import Awaitable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,7 +44,9 @@ from tierlog.wire.native import (
     replica_partition_path,
 )
 
-__all__ = ["ReplicaFetch", "ReplicationClient"]
+__all__ = ["OVERDUE_S", "ReplicaFetch", "ReplicationClient"]
+
+OVERDUE_S = 1.0  # a replica fetch unanswered this long past its long poll makes its leader a suspect
 
 _ACCEPT_BATCHES = {"Accept": BATCHES_TYPE}
 _ACCEPT_JSON = {"Accept": "application/json"}
@@ -103,8 +112,10 @@ class ReplicationClient:
             "max_wait_ms": str(max_wait_ms),
         }
         path = f"{replica_partition_path(topic, partition)}/batches"
-        answer = await self._exchange(
-            "GET", url, path, params=params, headers=_ACCEPT_BATCHES, wait_ms=max_wait_ms
+        answer = await self._watched(
+            url,
+            self._exchange("GET", url, path, params=params, headers=_ACCEPT_BATCHES, wait_ms=max_wait_ms),
+            max_wait_ms / 1000 + OVERDUE_S,
         )
         headers = answer.headers
         try:
@@ -158,6 +169,22 @@ class ReplicationClient:
             return PartitionState.decode(f"alter-partition answer of {url}", answer.body)
         except CorruptRecordError as err:
             raise UnavailableError(err.message) from err
+
+    async def _watched(self, url: str, call: Awaitable[PeerAnswer], overdue_s: float) -> PeerAnswer:
+        """``call``'s result; each ``overdue_s`` it is still pending, ``url`` is reported unresponsive."""
+        task = asyncio.ensure_future(call)
+        try:
+            while True:
+                done, _ = await asyncio.wait({task}, timeout=overdue_s)
+                if done:
+                    return task.result()
+                self._peers.report_unresponsive(url)
+                overdue_s = OVERDUE_S
+        finally:
+            if not task.done():
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
 
     async def close(self) -> None:
         """End this client's calls (the shared session stays with its owner). Idempotent."""

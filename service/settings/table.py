@@ -450,8 +450,10 @@ OFFSETS_TOPIC_NUM_PARTITIONS = SettingSpec(
 )
 BROKER_HEARTBEAT_INTERVAL_MS = SettingSpec(
     "broker.heartbeat.interval.ms",
-    "2000",
-    "How often the lease is renewed; at most half the session timeout.",
+    "500",
+    "How often the lease is renewed; at most half the session timeout. A broker whose lease goes without a "
+    "renewal for four intervals (at least 2 s) while a peer finds it unresponsive is fenced before its "
+    "session expires (see docs/cluster.md, Failure detection). Kafka's default is 2000.",
     _int(100, 2**31 - 1),
 )
 

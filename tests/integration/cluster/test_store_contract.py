@@ -240,6 +240,19 @@ async def test_keep_alive_and_revoke(store: MetadataStore) -> None:
         await store.keep_alive(lease)
 
 
+async def test_lease_time_tells_the_granted_ttl_and_whole_seconds_left(store: MetadataStore) -> None:
+    lease = await store.grant_lease(30)
+    told = await store.lease_time(lease)
+    # just granted (or kept alive): 29 whole seconds left, or 30 on a store that rounds its clock up
+    assert told.granted_s == 30 and 28 <= told.remaining_s <= 30, told
+    assert told.silent_s <= 1, told
+    await store.keep_alive(lease)
+    assert (await store.lease_time(lease)).silent_s <= 1
+    await store.revoke_lease(lease)
+    with pytest.raises(LeaseExpiredError):
+        await store.lease_time(lease)
+
+
 async def test_expiry_deletes_the_lease_keys_and_watchers_see_it(
     backend: Backend, store: MetadataStore
 ) -> None:
