@@ -10,7 +10,8 @@ from collections.abc import Callable, Iterator
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient
+from confluent_kafka.cimpl import NewTopic
 
 from tests.integration.broker import BrokerThread, StartThread
 
@@ -85,12 +86,13 @@ class _Member:
             message: Message | None = self.consumer.poll(0.1)
             if message is None:
                 continue
-            if message.error() is not None:
-                self.errors.append(message.error())
+            error = message.error()
+            if error is not None:
+                self.errors.append(error)
                 continue
             with self.lock:
-                self.values.append(message.value().decode())
-            self.consumer.commit(message, asynchronous=False)
+                self.values.append((message.value() or b"").decode())
+            self.consumer.commit(message=message, asynchronous=False)
 
     def partitions(self) -> set[int]:
         with self.lock:
