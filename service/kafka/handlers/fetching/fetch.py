@@ -71,6 +71,7 @@ class Wanted:
     error: TierlogError | None = None
     diverging: tuple[int, int] | None = None  # (epoch, end offset) when the client's log diverged
     preferred: int = -1  # the replica the consumer should read instead (KIP-392); -1: this one
+    from_follower: bool = False  # the partition is a follower here (KIP-392)
     records: bytes = b""
 
     @property
@@ -160,7 +161,7 @@ async def fetch(
         if w.error is not None:  # refused before reading (not authorized)
             continue
         try:
-            w.partition = serving_partition(
+            w.partition, w.from_follower = serving_partition(
                 broker, w.topic, w.index, w.leader_epoch, follower_reads=client_rack is not None
             )
             if client_rack:
@@ -241,7 +242,7 @@ async def _read_one(w: Wanted, limit: int) -> None:
             w.diverging = await _divergence(partition, w.last_fetched_epoch, w.offset)
             if w.diverging is not None:
                 return
-        w.region = await _region(partition, w.offset, max(limit, 1), partition.role != "leader")
+        w.region = await _region(partition, w.offset, max(limit, 1), w.from_follower)
     except TierlogError as err:
         w.fail(err)
 
@@ -250,7 +251,8 @@ async def _region(partition: Partition, offset: int, limit: int, from_follower: 
     """:meth:`Partition.read_slice` without waiting, whose region is closed even when the caller is
     cancelled meanwhile (the log I/O thread finishes the read regardless; the region would leak its
     descriptor). Raises: as ``read_slice``."""
-    read = asyncio.ensure_future(partition.read_slice(offset, limit, from_follower=from_follower))
+    reading = partition.read_slice(offset, limit, from_follower=True) if from_follower else None
+    read = asyncio.ensure_future(reading or partition.read_slice(offset, limit))
     try:
         return await asyncio.shield(read)
     except asyncio.CancelledError:

@@ -33,18 +33,18 @@ NO_REPLICA = -1
 
 def serving_partition(
     broker: Broker, topic: str, index: int, current_leader_epoch: int, *, follower_reads: bool
-) -> Partition:
-    """The replica here that serves a consumer's fetch of ``topic``/``index``: the leader, or with
-    ``follower_reads`` a follower that knows its leader epoch. Raises what
+) -> tuple[Partition, bool]:
+    """The replica here that serves a consumer's fetch of ``topic``/``index`` and whether it is a
+    follower: the leader, or with ``follower_reads`` a follower that knows its leader epoch. Raises what
     :func:`~.partitions.leader_partition` raises."""
     try:
-        return leader_partition(broker, topic, index, current_leader_epoch)
+        return leader_partition(broker, topic, index, current_leader_epoch), False
     except TierlogError:
         local = broker.topic(topic).local(index) if follower_reads else None
         if local is None or not local.serves_follower_reads:
             raise
     check_leader_epoch(local, current_leader_epoch)
-    return local
+    return local, True
 
 
 def select(client_rack: str, leader: int, replicas: Sequence[tuple[int, str | None, int]]) -> int:
