@@ -1,12 +1,14 @@
 """KIP-848 consumer groups with a real client that opts in (confluent-kafka's ``group.protocol=consumer``):
 broker-side assignment, a rebalance when a member joins and when one leaves, commits with member epochs,
-and every record consumed exactly once across the rebalances; a classic member cannot join the group."""
+and every record consumed exactly once across the rebalances; and over raw requests: assignments by topic id
+(which Metadata v12 resolves), fencing, ConsumerGroupDescribe, and a group kept to one protocol."""
 
 from __future__ import annotations
 
 import threading
 import time
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartition
@@ -14,11 +16,16 @@ from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic
 
 from tests.integration.broker import BrokerThread, StartThread
+from tests.integration.kafka.test_fetch import Raw
 
 pytestmark = pytest.mark.integration
 
 WAIT_S = 30.0
 PARTITIONS = 4
+INCONSISTENT_GROUP_PROTOCOL = 23
+GROUP_ID_NOT_FOUND = 69
+MEMBER_ID_REQUIRED = 79
+FENCED_MEMBER_EPOCH = 110
 
 
 @pytest.fixture
@@ -152,3 +159,55 @@ def test_two_members_share_the_partitions_through_rebalances_and_consume_each_re
         assert [tp.offset for tp in found] == [30] * PARTITIONS
     finally:
         reader.close()
+
+
+def _heartbeat(raw: Raw, group: str, member: str, epoch: int, topics: list[str] | None) -> Any:
+    return raw.call(
+        68, 1, group_id=group, member_id=member, member_epoch=epoch, rebalance_timeout=60_000,
+        subscribed_topic_names=topics, topic_partitions=[] if epoch == 0 else None,
+    )  # fmt: skip
+
+
+def test_assignments_name_topic_ids_and_groups_keep_to_one_protocol(broker: BrokerThread) -> None:
+    topic, group, classic = "kip848-ids", "kip848-raw", "kip848-classic"
+    _create(broker, topic)
+    raw = Raw(broker.kafka_bootstrap)
+    try:
+        # as clients do: FindCoordinator first (it creates __consumer_offsets), until it answers
+        _until(
+            lambda: (
+                raw.call(10, 4, key_type=0, coordinator_keys=[group]).coordinators[0].error_code.value == 0
+            ),
+            "the coordinator",
+        )
+        joined = _heartbeat(raw, group, "m-1", 0, [topic])
+        assert (joined.error_code.value, joined.member_epoch) == (0, 1)
+        (assigned,) = joined.assignment.topic_partitions
+        assert sorted(assigned.partitions) == list(range(PARTITIONS))
+        found = raw.call(3, 12, topics=[{"topic_id": assigned.topic_id, "name": None}])
+        assert [t.name for t in found.topics] == [topic]  # the id resolves to the name
+        assert _heartbeat(raw, group, "m-1", 7, None).error_code.value == FENCED_MEMBER_EPOCH
+
+        (described,) = raw.call(69, 1, group_ids=[group]).groups
+        assert (described.group_state, described.assignor_name) == ("Stable", "uniform")
+        (member,) = described.members
+        assert [t.topic_name for t in member.assignment.topic_partitions] == [topic]
+
+        protocols = [{"name": "range", "metadata": b""}]
+        refused = raw.call(
+            11, 5, group_id=group, session_timeout=10_000, rebalance_timeout=10_000, member_id="",
+            protocol_type="consumer", protocols=protocols,
+        )  # fmt: skip
+        assert refused.error_code.value == INCONSISTENT_GROUP_PROTOCOL
+        pending = raw.call(
+            11, 5, group_id=classic, session_timeout=10_000, rebalance_timeout=10_000, member_id="",
+            protocol_type="consumer", protocols=protocols,
+        )  # fmt: skip
+        assert pending.error_code.value == MEMBER_ID_REQUIRED  # a classic group with a pending member
+        assert _heartbeat(raw, classic, "m-2", 0, [topic]).error_code.value == GROUP_ID_NOT_FOUND
+
+        left = _heartbeat(raw, group, "m-1", -1, None)
+        assert (left.error_code.value, left.member_epoch) == (0, -1)
+        assert raw.call(69, 1, group_ids=[group]).groups[0].error_code.value == GROUP_ID_NOT_FOUND
+    finally:
+        raw.close()
