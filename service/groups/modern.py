@@ -374,9 +374,15 @@ class ConsumerGroups:
 
     # -- offsets --------------------------------------------------------------------------------------
 
-    def check_commit(self, group_id: str, member_id: str, member_epoch: int) -> bool:
-        """Whether an OffsetCommit (or a v9 OffsetFetch) is a member's: True for a member at its current
-        epoch, False for a simple one (epoch < 0) to a group without members.
+    def check_commit(
+        self, group_id: str, member_id: str, member_epoch: int, partitions: Partitions | None = None
+    ) -> bool:
+        """Whether an OffsetCommit of ``partitions`` (None: a v9 OffsetFetch) is a member's: True for a
+        member at its current epoch, False for a simple one (epoch < 0) to a group without members.
+
+        A member's commit may also carry its previous epoch when every committed partition is still its
+        own (assigned or being revoked): a commit sent while the answer that moved its epoch was on its
+        way (Kafka 4's per-partition assignment epochs accept it too); likewise an OffsetFetch.
 
         Raises:
             GroupError: UNKNOWN_MEMBER_ID, STALE_MEMBER_EPOCH.
@@ -387,7 +393,11 @@ class ConsumerGroups:
         member = group.members.get(member_id) if group is not None else None
         if member is None:
             raise GroupError(UNKNOWN_MEMBER_ID, f"member {member_id!r} is not in group {group_id}")
-        if member_epoch != member.current.epoch:
+        current = member.current
+        in_flight = member_epoch == current.previous_epoch > 0 and (
+            partitions is None or partitions <= current.owned
+        )
+        if member_epoch != current.epoch and not in_flight:
             raise GroupError(
                 STALE_MEMBER_EPOCH,
                 f"member {member_id} is at epoch {member.current.epoch}, not {member_epoch}",

@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic
 
@@ -99,7 +99,10 @@ class _Member:
                 continue
             with self.lock:
                 self.values.append((message.value() or b"").decode())
-            self.consumer.commit(message=message, asynchronous=False)
+            try:
+                self.consumer.commit(message=message, asynchronous=False)
+            except KafkaException as err:  # recorded: the test fails on it, not on a dead thread
+                self.errors.append(err.args[0])
 
     def partitions(self) -> set[int]:
         with self.lock:

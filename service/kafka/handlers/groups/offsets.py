@@ -37,7 +37,8 @@ def _check_member(request: KafkaRequest, shard: Shard, group_id: str, body: Any)
     """Whether an OffsetCommit comes from a member (else it is a simple commit). Raises GroupError."""
     generation = body.generation_id_or_member_epoch
     if shard.consumer.active(group_id):
-        member = shard.consumer.check_commit(group_id, body.member_id, generation)
+        asked = frozenset((t.name, p.partition_index) for t in body.topics for p in t.partitions)
+        member = shard.consumer.check_commit(group_id, body.member_id, generation, asked)
         if member and request.version < MEMBER_EPOCHS:
             raise GroupError(
                 ErrorCode.unsupported_version.value,

@@ -138,6 +138,13 @@ def test_commits_need_the_current_member_epoch() -> None:
     assert groups.check_commit("g", "a", 1) is True
     assert _code(lambda: groups.check_commit("g", "a", 0)) == STALE_MEMBER_EPOCH
     assert _code(lambda: groups.check_commit("g", "", -1)) == UNKNOWN_MEMBER_ID
+    _join(groups, "b")  # epoch 2: a must give up two partitions, and commits meanwhile
+    revoking = _beat(groups, "a", 1).assignment
+    assert revoking is not None
+    assert groups.check_commit("g", "a", 1, ALL) is True  # still at epoch 1, owning all until revoked
+    _beat(groups, "a", 1, owned=revoking)  # revoked: epoch 2
+    assert groups.check_commit("g", "a", 1, revoking) is True  # sent before the answer moved it
+    assert _code(lambda: groups.check_commit("g", "a", 1, ALL)) == STALE_MEMBER_EPOCH  # not its own now
 
 
 def test_malformed_heartbeats_are_refused() -> None:
