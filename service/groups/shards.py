@@ -29,6 +29,7 @@ from tierlog.service.groups.coordinator import (
     GroupCoordinator,
     GroupDescription,
     JoinResult,
+    MemberDescription,
 )
 from tierlog.service.groups.hashing import coordinator_partition
 from tierlog.service.groups.modern import ConsumerGroups
@@ -236,7 +237,17 @@ class CoordinatorShards:
         return self._coordinator(group_id).committed(group_id, partitions)
 
     def describe(self, group_id: str) -> GroupDescription:
-        return self._coordinator(group_id).describe(group_id)
+        """See :meth:`GroupCoordinator.describe`; a KIP-848 group (members joined over the Kafka listener)
+        is described from its members' subscriptions and current assignments."""
+        shard = self.shard(group_id)
+        modern = shard.consumer.describe(group_id)
+        if modern is None:
+            return shard.coordinator.describe(group_id)
+        members = [
+            MemberDescription(m.member_id, m.client_id, list(m.topics), m.regex, sorted(m.assigned))
+            for m in modern.members
+        ]
+        return GroupDescription(group_id, modern.state, modern.group_epoch, modern.assignor, "", members)
 
     def group_ids(self) -> list[str]:
         """The groups of every shard loaded here (a cluster-wide list asks every broker)."""

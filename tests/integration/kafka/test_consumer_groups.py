@@ -5,8 +5,10 @@ and every record consumed exactly once across the rebalances; and over raw reque
 
 from __future__ import annotations
 
+import json
 import threading
 import time
+import urllib.request
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -195,6 +197,9 @@ def test_assignments_name_topic_ids_and_groups_keep_to_one_protocol(broker: Brok
         assert (described.group_state, described.assignor_name) == ("Stable", "uniform")
         (member,) = described.members
         assert [t.topic_name for t in member.assignment.topic_partitions] == [topic]
+        with urllib.request.urlopen(f"{broker.url.rstrip('/')}/native/v1/groups/{group}", timeout=10) as got:
+            over_http = json.loads(got.read())  # the HTTP APIs describe the group too
+        assert (over_http["state"], over_http["members"][0]["member_id"]) == ("Stable", "m-1")
 
         protocols = [{"name": "range", "metadata": b""}]
         refused = raw.call(
