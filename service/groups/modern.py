@@ -287,10 +287,14 @@ class ConsumerGroups:
                 )
             del group.members[previous_id]
             previous.member_id = member_id
+            # the new incarnation holds what the old one was given (what it was revoking is released);
+            # anything else of its target it gets through reconciliation
+            assigned = previous.current.assigned
+            settled = assigned == group.target.get(previous_id, EMPTY)
+            state = MemberState.STABLE if settled else MemberState.UNRELEASED_PARTITIONS
             previous.current = MemberAssignment(
-                group.assignment_epoch, previous.current.previous_epoch, MemberState.STABLE,
-                previous.current.assigned, previous.current.revoking,
-            )  # fmt: skip
+                group.assignment_epoch, previous.current.previous_epoch, state, assigned
+            )
             previous.sent = None
             group.members[member_id] = previous
             group.instances[instance] = member_id  # type: ignore[index]

@@ -115,6 +115,18 @@ def test_a_static_member_comes_back_to_its_assignment_without_a_new_epoch() -> N
     assert view is not None and view.group_epoch == 2 and {m.member_id for m in view.members} == {"a", "b2"}
 
 
+def test_a_static_member_that_left_while_revoking_releases_what_it_was_revoking() -> None:
+    groups = _groups()
+    _join(groups, "a", instance_id="i-a")
+    _join(groups, "b")
+    kept = _beat(groups, "a", 1).assignment  # told to give up two partitions
+    assert kept is not None and len(kept) == 2
+    groups.heartbeat("g", Join("a", -2, instance_id="i-a"))  # gone before revoking them
+    back = _join(groups, "a2", instance_id="i-a")
+    assert (back.member_epoch, back.assignment) == (2, kept)
+    assert _beat(groups, "b", 2).assignment == ALL - kept  # the new incarnation does not hold them
+
+
 def test_silent_and_slow_to_revoke_members_are_removed() -> None:
     clock = Clock()
     groups = _groups(clock)
