@@ -386,7 +386,7 @@ class ConsumerGroups:
 
         A member's commit may also carry its previous epoch when every committed partition is still its
         own (assigned or being revoked): a commit sent while the answer that moved its epoch was on its
-        way (Kafka 4's per-partition assignment epochs accept it too); likewise an OffsetFetch.
+        way (Kafka refuses it, and librdkafka fails such a synchronous commit); likewise an OffsetFetch.
 
         Raises:
             GroupError: UNKNOWN_MEMBER_ID, STALE_MEMBER_EPOCH.
