@@ -273,4 +273,5 @@ class MetadataCache:
             controller_epoch=self.controller_epoch if controller is None else controller.epoch,
             brokers=tuple(self._brokers[b] for b in sorted(self._brokers)),
             partitions=MappingProxyType(partitions),
+            topic_ids=MappingProxyType({name: self._topics[name].topic_id for name in partitions}),
         )

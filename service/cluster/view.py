@@ -8,8 +8,10 @@ of one whose controller it is and which leads every partition. Pure: no I/O.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from types import MappingProxyType
 
 from tierlog.service.cluster.model import BrokerRegistration
 
@@ -38,6 +40,20 @@ class ClusterView:
     controller_epoch: int
     brokers: tuple[BrokerRegistration, ...]
     partitions: Mapping[str, tuple[PartitionView, ...]]
+    topic_ids: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))  # name -> uuid hex
+
+    def topic_uuid(self, name: str) -> uuid.UUID:
+        """The topic's id as a UUID (the zero UUID when unknown or not a UUID)."""
+        try:
+            return uuid.UUID(hex=self.topic_ids[name])
+        except (KeyError, ValueError):
+            return uuid.UUID(int=0)
+
+    def topic_by_id(self, topic_id: uuid.UUID) -> str | None:
+        """The name of the topic with id ``topic_id``; None when there is none (or it is the zero UUID)."""
+        if topic_id.int == 0:
+            return None
+        return next((name for name in self.partitions if self.topic_uuid(name) == topic_id), None)
 
     def broker(self, broker_id: int) -> BrokerRegistration | None:
         """The live broker ``broker_id``, or ``None``."""

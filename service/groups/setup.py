@@ -49,6 +49,8 @@ class GroupSettings:
     default_strategy: str = "range"
     offsets_compact_bytes: int = 16 * 2**20
     offsets_topic_num_partitions: int = 1
+    consumer_session_timeout_ms: int = 45_000
+    consumer_heartbeat_interval_ms: int = 5_000
 
     @classmethod
     def from_settings(cls, settings: Settings) -> GroupSettings:
@@ -57,6 +59,8 @@ class GroupSettings:
             consumer_instance_timeout_ms=settings.consumer_instance_timeout_ms,
             default_strategy=settings.group_default_assignor,
             offsets_topic_num_partitions=settings.offsets_topic_num_partitions,
+            consumer_session_timeout_ms=settings.group_consumer_session_timeout_ms,
+            consumer_heartbeat_interval_ms=settings.group_consumer_heartbeat_interval_ms,
         )
 
 
@@ -118,6 +122,8 @@ def setup_groups(app: web.Application, settings: GroupSettings | None = None) ->
             default_strategy=config.default_strategy,
             offsets_retention_ms=config.offsets_retention_ms,
             compact_after_bytes=config.offsets_compact_bytes,
+            consumer_session_timeout_ms=config.consumer_session_timeout_ms,
+            consumer_heartbeat_interval_ms=config.consumer_heartbeat_interval_ms,
         )
         consumers = ConsumerManager(
             reader,

@@ -29,8 +29,10 @@ from tierlog.service.groups.coordinator import (
     GroupCoordinator,
     GroupDescription,
     JoinResult,
+    MemberDescription,
 )
 from tierlog.service.groups.hashing import coordinator_partition
+from tierlog.service.groups.modern import ConsumerGroups
 from tierlog.service.groups.offsets import OFFSETS_TOPIC, CommittedOffset, LogOffsetStore
 from tierlog.service.groups.offsets_log import PartitionOffsetLog, restore_offsets
 from tierlog.service.topics.partition import Partition
@@ -50,6 +52,11 @@ class Shard:
     store: LogOffsetStore
     coordinator: GroupCoordinator
     classic: ClassicGroups  # the groups Kafka's clients join over the Kafka listener
+    consumer: ConsumerGroups  # KIP-848's groups (ConsumerGroupHeartbeat)
+
+    def kafka_active(self, group_id: str) -> bool:
+        """Whether ``group_id`` has members that joined through the Kafka protocol (either kind)."""
+        return self.classic.active(group_id) or self.consumer.active(group_id)
 
     @property
     def stale(self) -> bool:
@@ -75,12 +82,15 @@ class CoordinatorShards:
         default_strategy: str = "range",
         offsets_retention_ms: int = 7 * 24 * 3600 * 1000,
         compact_after_bytes: int = 16 * 2**20,
+        consumer_session_timeout_ms: int = 45_000,
+        consumer_heartbeat_interval_ms: int = 5_000,
     ) -> None:
         self._clock = clock
         self._metadata = metadata
         self._default_strategy = default_strategy
         self._offsets_retention_ms = offsets_retention_ms
         self._compact_after = compact_after_bytes
+        self._consumer_timeouts = (consumer_session_timeout_ms, consumer_heartbeat_interval_ms)
         self._shards: dict[int, Shard] = {}
         self.partitions = 0
 
@@ -111,15 +121,21 @@ class CoordinatorShards:
         store = LogOffsetStore(offsets_log, self._clock.now_ms, compact_after_bytes=self._compact_after)
         applied = await restore_offsets(partition, store)
         classic = ClassicGroups(self._clock)
+        session_ms, heartbeat_ms = self._consumer_timeouts
+        consumer = ConsumerGroups(
+            self._clock, self._metadata, session_timeout_ms=session_ms, heartbeat_interval_ms=heartbeat_ms
+        )
         coordinator = GroupCoordinator(
             clock=self._clock,
             metadata=self._metadata,
             offsets=store,
             default_strategy=self._default_strategy,
             offsets_retention_ms=self._offsets_retention_ms,
-            in_use_elsewhere=classic.active,
+            in_use_elsewhere=lambda group_id: classic.active(group_id) or consumer.active(group_id),
         )
-        self._shards[partition.index] = Shard(partition.index, offsets_log, store, coordinator, classic)
+        self._shards[partition.index] = Shard(
+            partition.index, offsets_log, store, coordinator, classic, consumer
+        )
         log.info(
             "coordinator of %s-%d: %d commit records replayed, %d groups",
             OFFSETS_TOPIC,
@@ -138,6 +154,7 @@ class CoordinatorShards:
             UnavailableError(f"this broker stopped coordinating the groups of {OFFSETS_TOPIC}-{index}; retry")
         )
         shard.classic.close()
+        shard.consumer.close()
         log.info("no longer the coordinator of %s-%d", OFFSETS_TOPIC, index)
         return True
 
@@ -155,7 +172,7 @@ class CoordinatorShards:
         """``http``: the call makes or acts as a member through the HTTP APIs, which a group with
         Kafka-protocol members refuses (InconsistentGroupProtocolError)."""
         shard = self.shard(group_id)
-        if http and shard.classic.active(group_id):
+        if http and shard.kafka_active(group_id):
             raise InconsistentGroupProtocolError(
                 f"group {group_id} has members that joined through the Kafka protocol; "
                 "a group is used through one protocol at a time"
@@ -220,7 +237,17 @@ class CoordinatorShards:
         return self._coordinator(group_id).committed(group_id, partitions)
 
     def describe(self, group_id: str) -> GroupDescription:
-        return self._coordinator(group_id).describe(group_id)
+        """See :meth:`GroupCoordinator.describe`; a KIP-848 group (members joined over the Kafka listener)
+        is described from its members' subscriptions and current assignments."""
+        shard = self.shard(group_id)
+        modern = shard.consumer.describe(group_id)
+        if modern is None:
+            return shard.coordinator.describe(group_id)
+        members = [
+            MemberDescription(m.member_id, m.client_id, list(m.topics), m.regex, sorted(m.assigned))
+            for m in modern.members
+        ]
+        return GroupDescription(group_id, modern.state, modern.group_epoch, modern.assignor, "", members)
 
     def group_ids(self) -> list[str]:
         """The groups of every shard loaded here (a cluster-wide list asks every broker)."""
@@ -228,13 +255,18 @@ class CoordinatorShards:
             {
                 g
                 for shard in self._shards.values()
-                for g in (*shard.coordinator.group_ids(), *shard.classic.group_ids())
+                for g in (
+                    *shard.coordinator.group_ids(),
+                    *shard.classic.group_ids(),
+                    *shard.consumer.group_ids(),
+                )
             }
         )
 
     def metadata_changed(self) -> None:
         for shard in list(self._shards.values()):
             shard.coordinator.metadata_changed()
+            shard.consumer.metadata_changed()
 
     async def tick(self) -> None:
         """Time-driven work of every loaded shard. Idempotent."""
@@ -242,6 +274,7 @@ class CoordinatorShards:
             if not shard.stale:
                 await shard.coordinator.tick()
                 shard.classic.tick()
+                shard.consumer.tick()
 
     async def maybe_compact(self) -> list[int]:
         """Compact the shards that are due; returns their partitions."""
@@ -257,3 +290,4 @@ class CoordinatorShards:
         for shard in shards.values():
             shard.coordinator.close()
             shard.classic.close()
+            shard.consumer.close()

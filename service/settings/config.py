@@ -73,6 +73,8 @@ class Settings:
     offsets_retention_minutes: int
     consumer_instance_timeout_ms: int
     group_default_assignor: str
+    group_consumer_session_timeout_ms: int
+    group_consumer_heartbeat_interval_ms: int
     remote_upload_concurrency: int
     remote_upload_interval_ms: int
     remote_max_upload_interval_ms: int
@@ -92,6 +94,7 @@ class Settings:
     queued_max_request_bytes: int
     broker_id: int
     broker_rack: str | None
+    replica_selector_class: str
     metadata_uri: MetadataUri | None  # None: a cluster of one on <data-dir>/cluster-metadata.json
     default_replication_factor: int
     auto_leader_rebalance_enable: bool

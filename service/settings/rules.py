@@ -72,6 +72,17 @@ def heartbeat_within_session(values: ParsedSettings) -> None:
         )
 
 
+def consumer_heartbeat_within_session(values: ParsedSettings) -> None:
+    """KIP-848 members heartbeat more often than the session timeout that removes them (Kafka's rule)."""
+    session_ms = values.get(t.GROUP_CONSUMER_SESSION_TIMEOUT_MS)
+    heartbeat_ms = values.get(t.GROUP_CONSUMER_HEARTBEAT_INTERVAL_MS)
+    if heartbeat_ms >= session_ms:
+        raise SettingsError(
+            f"group.consumer.heartbeat.interval.ms={heartbeat_ms} must be less than "
+            f"group.consumer.session.timeout.ms={session_ms}"
+        )
+
+
 def _security(reason: str) -> SettingsError:
     return SettingsError(f"invalid security settings: {reason}")
 
@@ -142,6 +153,7 @@ RULES: tuple[Rule, ...] = (
     s3_endpoint_from_environment,
     topic_defaults_combine,
     heartbeat_within_session,
+    consumer_heartbeat_within_session,
     tls_listener,
     authentication_methods,
     credentials_in_pairs,

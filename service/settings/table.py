@@ -53,6 +53,18 @@ def _assignor(raw: str) -> str:
     return raw
 
 
+def _replica_selector(raw: str) -> str:
+    value = raw.strip()
+    short = value.rsplit(".", 1)[-1]
+    if value in ("leader", "rack-aware"):
+        return value
+    if short == "LeaderSelector":
+        return "leader"
+    if short == "RackAwareReplicaSelector":
+        return "rack-aware"
+    raise ValueError("expected leader or rack-aware (or Kafka's LeaderSelector, RackAwareReplicaSelector)")
+
+
 def _level(raw: str) -> str:
     value = raw.strip().upper()
     if value not in _LOG_LEVELS:
@@ -313,6 +325,20 @@ GROUP_DEFAULT_ASSIGNOR = SettingSpec(
     "`cooperative-sticky`).",
     _assignor,
 )
+GROUP_CONSUMER_SESSION_TIMEOUT_MS = SettingSpec(
+    "group.consumer.session.timeout.ms",
+    "45000",
+    "A member of a KIP-848 consumer group (`group.protocol=consumer`) that sends no heartbeat for this long "
+    "is removed from its group and its partitions are assigned to the others.",
+    _int(1000, 30 * 60_000),
+)
+GROUP_CONSUMER_HEARTBEAT_INTERVAL_MS = SettingSpec(
+    "group.consumer.heartbeat.interval.ms",
+    "5000",
+    "How often members of KIP-848 consumer groups heartbeat (the interval the coordinator answers). Shorter "
+    "makes rebalances settle sooner, at the cost of more requests.",
+    _int(100, 60_000),
+)
 LOGGING_LEVEL = SettingSpec(
     "logging.level",
     "INFO",
@@ -402,6 +428,14 @@ BROKER_RACK = SettingSpec(
     "Rack or zone of this broker. Replica placement spreads each partition's replicas over racks, as Kafka "
     "does.",
     _unless_empty,
+)
+REPLICA_SELECTOR_CLASS = SettingSpec(
+    "replica.selector.class",
+    "leader",
+    "Which replica a consumer's Fetch is pointed to (KIP-392): `leader` (always the leader) or `rack-aware` "
+    "(an in-sync replica in the consumer's `client.rack` when there is one, else the leader). Kafka's class "
+    "names `LeaderSelector` and `RackAwareReplicaSelector` are accepted too.",
+    _replica_selector,
 )
 METADATA_URI = SettingSpec(
     "metadata.uri",
@@ -536,6 +570,8 @@ PROCESS_TABLE: tuple[SettingSpec[Any], ...] = (
     OFFSETS_RETENTION_MINUTES,
     CONSUMER_INSTANCE_TIMEOUT_MS,
     GROUP_DEFAULT_ASSIGNOR,
+    GROUP_CONSUMER_SESSION_TIMEOUT_MS,
+    GROUP_CONSUMER_HEARTBEAT_INTERVAL_MS,
     LOGGING_LEVEL,
     CONNECTIONS_MAX_IDLE_MS,
     REQUEST_READ_TIMEOUT_MS,
@@ -550,6 +586,7 @@ CLUSTER_TABLE: tuple[SettingSpec[Any], ...] = (
     METADATA_URI,
     BROKER_ID,
     BROKER_RACK,
+    REPLICA_SELECTOR_CLASS,
     DEFAULT_REPLICATION_FACTOR,
     AUTO_LEADER_REBALANCE_ENABLE,
     LEADER_IMBALANCE_CHECK_INTERVAL_SECONDS,

@@ -356,10 +356,12 @@ class Partition:
         max_wait_ms: int = 0,
         min_bytes: int = 1,
         replica_id: int | None = None,
+        from_follower: bool = False,
     ) -> FileSlice:
         """As :meth:`read`, but the bytes as a file region for ``sendfile``; the caller closes the slice.
 
-        Remote bytes come in an anonymous memory file (consumers only). Raises: as :meth:`read`.
+        Remote bytes come in an anonymous memory file (consumers only). ``from_follower``: a consumer may
+        read a follower too (KIP-392), up to the follower's high watermark. Raises: as :meth:`read`.
         """
         wait = min(min_bytes, max_bytes)
         if replica_id is not None:
@@ -373,7 +375,10 @@ class Partition:
                 replica=True,
             )
         else:
-            self._check_leader()
+            if from_follower and self.serves_follower_reads:
+                self._check_open()
+            else:
+                self._check_leader()
             result = await self._local_or_remote(
                 offset,
                 lambda: self._poll(
@@ -389,6 +394,11 @@ class Partition:
             )
         self._metrics.inc("tierlog_bytes_out_total", result.size, topic=self.topic)
         return result
+
+    @property
+    def serves_follower_reads(self) -> bool:
+        """Whether this replica follows a known leader epoch, so a consumer may read it (KIP-392)."""
+        return self.role == "follower" and self.leader_epoch >= 0 and not self._closed
 
     def committed_signal(self) -> asyncio.Event:
         """The event set at this partition's next high watermark advance (and at a role change, retention,

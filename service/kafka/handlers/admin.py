@@ -118,6 +118,7 @@ async def _create_one(
         "name": name,
         "error_code": ErrorCode.none,
         "error_message": None,
+        "topic_id": broker.cluster_view().topic_uuid(name),  # the zero UUID for validate_only
         "num_partitions": count,
         "replication_factor": _replication(broker, name, checked.replication_factor),
         "configs": topic_config_entries(broker.settings, overrides, values),

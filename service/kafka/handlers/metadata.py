@@ -2,9 +2,9 @@
 their leader, leader epoch, replicas and in-sync replicas, from the broker's view of the cluster.
 
 Topics a request names that do not exist are auto-created as Kafka does when the request allows it and
-``auto.create.topics.enable`` is on. Topic ids are not assigned by tierlog (docs/kafka-protocol.md): every
-topic's id is the zero UUID, and APIs that address topics by id are served only in versions that use
-names.
+``auto.create.topics.enable`` is on. Every topic has its id (v10+), and a v12 request may name topics by id
+(KIP-848's consumers resolve their assignment so); APIs that address topics by id in their bodies are
+served only in versions that use names.
 """
 
 from __future__ import annotations
@@ -57,6 +57,7 @@ def topic_entry(view: ClusterView, name: str) -> dict[str, Any]:
     return {
         "error_code": ErrorCode.none,
         "name": name,
+        "topic_id": view.topic_uuid(name),
         "is_internal": name.startswith("__"),
         "partitions": [
             {
@@ -91,8 +92,17 @@ async def handle(request: KafkaRequest, body: Any) -> Mapping[str, Any]:
     broker.check_ready()
     requested = body.topics
     errors: dict[str, int] = {}
+    unknown_ids = []
     if requested is not None:
         names = [t.name for t in requested if t.name is not None]
+        for t in requested:
+            topic_id = getattr(t, "topic_id", None)
+            if t.name is None and topic_id is not None:
+                found = broker.cluster_view().topic_by_id(topic_id)
+                if found is None or not request.granted(Operation.DESCRIBE, ResourceType.TOPIC, found):
+                    unknown_ids.append(topic_id)  # Kafka answers an unauthorized id as unknown too
+                else:
+                    names.append(found)
         for name in names:
             if not request.allowed(Operation.DESCRIBE, ResourceType.TOPIC, name):
                 errors[name] = ErrorCode.topic_authorization_failed
@@ -112,6 +122,10 @@ async def handle(request: KafkaRequest, body: Any) -> Mapping[str, Any]:
             topics.append({"error_code": errors[name], "name": name, "partitions": []})
         else:
             topics.append(topic_entry(view, name))
+    topics.extend(
+        {"error_code": ErrorCode.unknown_topic_id, "name": None, "topic_id": topic_id, "partitions": []}
+        for topic_id in unknown_ids
+    )
     return {
         "throttle_time": 0,
         "brokers": brokers_of(request, view),

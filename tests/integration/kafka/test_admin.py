@@ -387,7 +387,7 @@ def test_create_topics_v7_answers_the_topics_configs(kafka_broker: BrokerThread,
     answer = _call(kafka_broker.kafka_bootstrap, 19, 7, CreateTopicsRequest(topics=(topic,)))
     (result,) = answer.topics
     assert (result.error_code.value, result.num_partitions, result.replication_factor) == (0, 2, 1)
-    assert result.topic_id is None  # kio reads the zero UUID as None: tierlog assigns no topic ids
+    assert result.topic_id is not None  # the topic's id (kio reads the zero UUID as None)
     configs = {c.name: c for c in result.configs}
     assert (configs["retention.ms"].value, configs["retention.ms"].config_source) == ("1000", 1)
     assert configs["segment.bytes"].config_source == 5

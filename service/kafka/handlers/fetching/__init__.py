@@ -4,6 +4,7 @@ replication ``epochs`` route. Importing this package registers all three.
 
 * :mod:`.partitions`: finding the partition a request names, fencing by the client's leader epoch;
 * :mod:`.fetch`: Fetch, with the long poll over every requested partition and the byte limits;
+* :mod:`.replicas`: KIP-392, consumers reading followers and the leader's preferred read replica;
 * :mod:`.list_offsets`: ListOffsets (earliest, latest, by time, max timestamp, earliest local, latest
   tiered);
 * :mod:`.leader_epochs`: OffsetForLeaderEpoch.

@@ -17,8 +17,11 @@ Differences from Kafka (docs/kafka-protocol.md): fetch sessions (KIP-227) are an
 every request lists its partitions in full; ``isolation_level`` read_committed reads what read_uncommitted
 reads, the last stable offset being the high watermark while tierlog has no transactions (no aborted
 transactions are ever listed); followers replicate over the HTTP path, so only consumers fetch here (a
-``replica_id`` of 0 or more answers NOT_LEADER_OR_FOLLOWER, as Kafka answers a broker that is no replica);
-the preferred read replica is always -1 (no KIP-392 yet).
+``replica_id`` of 0 or more answers NOT_LEADER_OR_FOLLOWER, as Kafka answers a broker that is no replica).
+
+KIP-392 (:mod:`.replicas`): a consumer's v11+ fetch may read a follower; with
+``replica.selector.class=rack-aware`` the leader points a consumer in another rack to a follower in its
+own (``preferred_read_replica``, with no records, answered at once as Kafka does).
 """
 
 from __future__ import annotations
@@ -30,10 +33,12 @@ from typing import TYPE_CHECKING, Any
 
 from tierlog.service.kafka.apis import api
 from tierlog.service.kafka.context import KafkaRequest
-from tierlog.service.kafka.handlers.fetching.partitions import (
-    error_answer,
-    leader_partition,
-    milliseconds,
+from tierlog.service.kafka.handlers.fetching.partitions import error_answer, milliseconds
+from tierlog.service.kafka.handlers.fetching.replicas import (
+    CLIENT_RACK_VERSION,
+    RACK_AWARE,
+    preferred_read_replica,
+    serving_partition,
 )
 from tierlog.service.kafka.messages import ErrorCode
 from tierlog.service.security.model import Operation, ResourceType
@@ -65,6 +70,8 @@ class Wanted:
     region: FileSlice | None = None
     error: TierlogError | None = None
     diverging: tuple[int, int] | None = None  # (epoch, end offset) when the client's log diverged
+    preferred: int = -1  # the replica the consumer should read instead (KIP-392); -1: this one
+    from_follower: bool = False  # the partition is a follower here (KIP-392)
     records: bytes = b""
 
     @property
@@ -115,12 +122,16 @@ async def handle(request: KafkaRequest, body: Any) -> Mapping[str, Any]:
                 "tierlog's followers replicate over HTTP"
             )
     else:
+        rack: str | None = None  # None: no follower reads (a version without the client's rack)
+        if request.version >= CLIENT_RACK_VERSION:
+            rack = (body.rack_id or "") if request.settings.replica_selector_class == RACK_AWARE else ""
         await fetch(
             request.broker,
             wanted,
             max_wait_ms=min(max(milliseconds(body.max_wait), 0), MAX_WAIT_MS),
             min_bytes=body.min_bytes,
             max_bytes=max(getattr(body, "max_bytes", 2**31 - 1), 0),
+            client_rack=rack,
         )
     committed = getattr(body, "isolation_level", 0) == READ_COMMITTED
     return {
@@ -132,17 +143,29 @@ async def handle(request: KafkaRequest, body: Any) -> Mapping[str, Any]:
 
 
 async def fetch(
-    broker: Broker, wanted: Sequence[Wanted], *, max_wait_ms: int, min_bytes: int, max_bytes: int
+    broker: Broker,
+    wanted: Sequence[Wanted],
+    *,
+    max_wait_ms: int,
+    min_bytes: int,
+    max_bytes: int,
+    client_rack: str | None = None,
 ) -> None:
     """Fill each of ``wanted`` with its records (``records``, the stored batches) or its error, within
     ``max_bytes`` (``limit`` each), waiting up to ``max_wait_ms`` for ``min_bytes`` across them all.
+    ``client_rack``: None for a consumer that may read leaders only, else its rack (empty: none, or
+    no replica selector), so that it may read followers too and be pointed to one (KIP-392).
 
     Never raises a TierlogError (each lands in its partition's ``error``). Safe to call concurrently."""
     for w in wanted:
         if w.error is not None:  # refused before reading (not authorized)
             continue
         try:
-            w.partition = leader_partition(broker, w.topic, w.index, w.leader_epoch)
+            w.partition, w.from_follower = serving_partition(
+                broker, w.topic, w.index, w.leader_epoch, follower_reads=client_rack is not None
+            )
+            if client_rack:
+                w.preferred = preferred_read_replica(broker, w.partition, client_rack, w.offset)
         except TierlogError as err:
             w.fail(err)
     loop = asyncio.get_running_loop()
@@ -170,7 +193,7 @@ async def fetch(
 
 def _settled(wanted: Sequence[Wanted]) -> bool:
     """Whether some partition answers now whatever the others hold: an error or a divergence."""
-    return any(w.error is not None or w.diverging is not None for w in wanted)
+    return any(w.error is not None or w.diverging is not None or w.preferred >= 0 for w in wanted)
 
 
 async def wait_any(signals: Sequence[asyncio.Event], timeout: float) -> bool:  # noqa: ASYNC109
@@ -191,7 +214,7 @@ async def wait_any(signals: Sequence[asyncio.Event], timeout: float) -> bool:  #
 async def _read_all(wanted: Sequence[Wanted], max_bytes: int) -> None:
     """Read every partition without waiting (concurrently: a region costs no data read), then keep what
     ``max_bytes`` allows in request order, reading again the partition where the budget runs out."""
-    readable = [w for w in wanted if w.partition is not None and w.error is None]
+    readable = [w for w in wanted if w.partition is not None and w.error is None and w.preferred < 0]
     await asyncio.gather(*(_read_one(w, min(w.limit, max_bytes)) for w in readable))
     left = max_bytes
     first = True
@@ -219,16 +242,17 @@ async def _read_one(w: Wanted, limit: int) -> None:
             w.diverging = await _divergence(partition, w.last_fetched_epoch, w.offset)
             if w.diverging is not None:
                 return
-        w.region = await _region(partition, w.offset, max(limit, 1))
+        w.region = await _region(partition, w.offset, max(limit, 1), w.from_follower)
     except TierlogError as err:
         w.fail(err)
 
 
-async def _region(partition: Partition, offset: int, limit: int) -> FileSlice:
+async def _region(partition: Partition, offset: int, limit: int, from_follower: bool) -> FileSlice:
     """:meth:`Partition.read_slice` without waiting, whose region is closed even when the caller is
     cancelled meanwhile (the log I/O thread finishes the read regardless; the region would leak its
     descriptor). Raises: as ``read_slice``."""
-    read = asyncio.ensure_future(partition.read_slice(offset, limit))
+    reading = partition.read_slice(offset, limit, from_follower=True) if from_follower else None
+    read = asyncio.ensure_future(reading or partition.read_slice(offset, limit))
     try:
         return await asyncio.shield(read)
     except asyncio.CancelledError:
@@ -281,7 +305,7 @@ def _partition_answer(w: Wanted, committed: bool) -> dict[str, Any]:
         "last_stable_offset": -1,
         "log_start_offset": -1,
         "aborted_transactions": [] if committed else None,
-        "preferred_read_replica": -1,
+        "preferred_read_replica": w.preferred,
         "records": w.records,
     }
     if w.error is not None:

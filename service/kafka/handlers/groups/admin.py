@@ -24,12 +24,15 @@ DESCRIBE_GROUPS_KEY = 15
 LIST_GROUPS_KEY = 16
 DELETE_GROUPS_KEY = 42
 CONSUMER = "consumer"
-CLASSIC = "classic"  # the group type of KIP-848's ListGroups v5: every group here is a classic one
+CLASSIC = "classic"  # the group types of KIP-848's ListGroups v5
 NOT_REQUESTED = -(2**31)  # authorized operations not computed
 
 
 def _summary(shard: Shard, group_id: str) -> tuple[str, str]:
     """``(state, protocol type)`` of a group this shard knows."""
+    modern = shard.consumer.describe(group_id)
+    if modern is not None:
+        return modern.state, CONSUMER
     described = shard.classic.describe(group_id)
     if described is not None:
         return described[0].value, described[1]
@@ -53,18 +56,20 @@ async def list_groups(request: KafkaRequest, body: Any) -> Mapping[str, Any]:
     for shard in shards.loaded().values():
         if shard.stale:
             continue
-        for group_id in sorted({*shard.coordinator.group_ids(), *shard.classic.group_ids()}):
+        known = {*shard.coordinator.group_ids(), *shard.classic.group_ids(), *shard.consumer.group_ids()}
+        for group_id in sorted(known):
             if not everything and not request.granted(Operation.DESCRIBE, ResourceType.GROUP, group_id):
                 continue
             state, protocol_type = _summary(shard, group_id)
-            if (states and state.lower() not in states) or (types and CLASSIC not in types):
+            group_type = CONSUMER if shard.consumer.active(group_id) else CLASSIC
+            if (states and state.lower() not in states) or (types and group_type not in types):
                 continue
             listed.append(
                 {
                     "group_id": group_id,
                     "protocol_type": protocol_type,
                     "group_state": state,
-                    "group_type": CLASSIC,
+                    "group_type": group_type,
                 }
             )
     return {"throttle_time": 0, "error_code": ErrorCode.none, "groups": listed}
@@ -72,6 +77,14 @@ async def list_groups(request: KafkaRequest, body: Any) -> Mapping[str, Any]:
 
 def _describe(shard: Shard, group_id: str) -> dict[str, Any]:
     base = {"error_code": ErrorCode.none, "group_id": group_id, "authorized_operations": NOT_REQUESTED}
+    if shard.consumer.active(group_id):  # Kafka's answer; clients describe it with ConsumerGroupDescribe
+        return {
+            **base,
+            "error_code": ErrorCode.group_id_not_found,
+            "error_message": f"Group {group_id} is not a classic group.",
+            "group_state": "",
+            "members": [],
+        }
     described = shard.classic.describe(group_id)
     if described is not None:
         state, protocol_type, protocol, members = described
@@ -133,7 +146,7 @@ async def _delete(request: KafkaRequest, group_id: str) -> int:
         shard = await coordinating_shard(request, group_id, Operation.DELETE)
     except Refused as err:
         return err.code
-    if shard.classic.active(group_id) or has_http_members(shard, group_id):
+    if shard.kafka_active(group_id) or has_http_members(shard, group_id):
         return ErrorCode.non_empty_group.value
     if group_id not in shard.coordinator.group_ids():
         return ErrorCode.group_id_not_found.value

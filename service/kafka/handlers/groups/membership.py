@@ -49,6 +49,8 @@ async def join_group(request: KafkaRequest, body: Any) -> Mapping[str, Any]:
         shard = await coordinating_shard(request, group_id, Operation.READ)
         if has_http_members(shard, group_id):
             raise GroupError(INCONSISTENT_GROUP_PROTOCOL, "the group's members use the HTTP APIs")
+        if shard.consumer.active(group_id):
+            raise GroupError(INCONSISTENT_GROUP_PROTOCOL, "the group's members use the consumer protocol")
         answer = await shard.classic.join(
             group_id,
             body.member_id,

@@ -3,7 +3,9 @@ as the HTTP APIs' (a commit through one door is read through the other).
 
 A commit from a member is checked against the Kafka-protocol group (UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION,
 FENCED_INSTANCE_ID, REBALANCE_IN_PROGRESS while the leader's assignment is awaited); a simple commit
-(generation -1, no member id) is allowed while the group has no members, through either door. Leader
+(generation -1, no member id) is allowed while the group has no members, through either door. In a
+KIP-848 consumer group the generation is the member epoch (v9+; UNKNOWN_MEMBER_ID, STALE_MEMBER_EPOCH,
+UNSUPPORTED_VERSION below v9), and a v9 OffsetFetch naming a member is checked the same way. Leader
 epochs are not stored: OffsetFetch answers -1 for them."""
 
 from __future__ import annotations
@@ -28,6 +30,24 @@ OFFSET_FETCH_KEY = 9
 OFFSET_DELETE_KEY = 47
 MAX_METADATA_CHARS = 4096  # Kafka's offset.metadata.max.bytes default
 BATCHED_FETCH = 8  # OffsetFetch v8+: many groups per request
+MEMBER_EPOCHS = 9  # OffsetCommit v9+: KIP-848 members commit with their member epoch
+
+
+def _check_member(request: KafkaRequest, shard: Shard, group_id: str, body: Any) -> bool:
+    """Whether an OffsetCommit comes from a member (else it is a simple commit). Raises GroupError."""
+    generation = body.generation_id_or_member_epoch
+    if shard.consumer.active(group_id):
+        asked = frozenset((t.name, p.partition_index) for t in body.topics for p in t.partitions)
+        member = shard.consumer.check_commit(group_id, body.member_id, generation, asked)
+        if member and request.version < MEMBER_EPOCHS:
+            raise GroupError(
+                ErrorCode.unsupported_version.value,
+                "OffsetCommit version 9 or above must be used by members using the consumer group protocol",
+            )
+        return member
+    return shard.classic.check_commit(
+        group_id, body.member_id, generation, getattr(body, "group_instance_id", None)
+    )
 
 
 def _partition_counts(request: KafkaRequest) -> dict[str, int]:
@@ -48,10 +68,7 @@ async def offset_commit(request: KafkaRequest, body: Any) -> Mapping[str, Any]:
     codes: dict[TopicPartition, int] = {}
     try:
         shard = await coordinating_shard(request, group_id, Operation.READ)
-        generation = body.generation_id_or_member_epoch
-        member = shard.classic.check_commit(
-            group_id, body.member_id, generation, getattr(body, "group_instance_id", None)
-        )
+        member = _check_member(request, shard, group_id, body)
         counts = _partition_counts(request)
         readable: dict[str, bool] = {}
         offsets: dict[TopicPartition, tuple[int, str]] = {}
@@ -99,10 +116,15 @@ def _fetch_group(shard: Shard, group_id: str, topics: Any) -> list[dict[str, Any
     return [{"name": topic, "partitions": parts} for topic, parts in by_topic.items()]
 
 
-async def _one_group(request: KafkaRequest, group_id: str, topics: Any) -> dict[str, Any]:
+async def _one_group(
+    request: KafkaRequest, group_id: str, topics: Any, member: tuple[str | None, int] = (None, -1)
+) -> dict[str, Any]:
     try:
         shard = await coordinating_shard(request, group_id, Operation.DESCRIBE)
-    except Refused as err:
+        member_id, member_epoch = member
+        if member_id is not None and shard.consumer.active(group_id):
+            shard.consumer.check_commit(group_id, member_id, member_epoch)
+    except (Refused, GroupError) as err:
         failed = [
             {
                 "name": t.name,
@@ -137,7 +159,12 @@ async def _one_group(request: KafkaRequest, group_id: str, topics: Any) -> dict[
 @api(OFFSET_FETCH_KEY, "OffsetFetch", 1, 9)
 async def offset_fetch(request: KafkaRequest, body: Any) -> Mapping[str, Any]:
     if request.version >= BATCHED_FETCH:
-        groups = [await _one_group(request, g.group_id, g.topics) for g in body.groups]
+        groups = [
+            await _one_group(
+                request, g.group_id, g.topics, (getattr(g, "member_id", None), getattr(g, "member_epoch", -1))
+            )
+            for g in body.groups
+        ]
         return {"throttle_time": 0, "groups": groups}
     found = await _one_group(request, body.group_id, body.topics)
     return {"throttle_time": 0, "error_code": found["error_code"], "topics": found["topics"]}
@@ -145,6 +172,8 @@ async def offset_fetch(request: KafkaRequest, body: Any) -> Mapping[str, Any]:
 
 def _subscribed(shard: Shard, group_id: str) -> set[str] | None:
     """Topics the group's active members subscribe to; None: every topic (unknown subscriptions)."""
+    if shard.consumer.active(group_id):
+        return shard.consumer.subscribed_topics(group_id)
     if shard.classic.active(group_id):
         return shard.classic.subscribed_topics(group_id)
     topics: set[str] = set()
@@ -167,7 +196,7 @@ async def offset_delete(request: KafkaRequest, body: Any) -> Mapping[str, Any]:
         shard = await coordinating_shard(request, group_id, Operation.DELETE)
     except Refused as err:
         return {"throttle_time": 0, "error_code": err.code, "topics": []}
-    if group_id not in shard.coordinator.group_ids() and not shard.classic.active(group_id):
+    if group_id not in shard.coordinator.group_ids() and not shard.kafka_active(group_id):
         return {"throttle_time": 0, "error_code": ErrorCode.group_id_not_found, "topics": []}
     subscribed = _subscribed(shard, group_id)
     counts = _partition_counts(request)

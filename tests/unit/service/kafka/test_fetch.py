@@ -103,7 +103,13 @@ def wanted(topic: str, index: int, limit: int = 1 << 20, offset: int = 0) -> Wan
 async def run(broker: FakeBroker, asked: list[Wanted], **limits: int) -> list[Wanted]:
     settings = {"max_wait_ms": 0, "min_bytes": 1, "max_bytes": 1 << 20, **limits}
     async with asyncio.timeout(5):
-        await fetch(as_broker(broker), asked, **settings)
+        await fetch(
+            as_broker(broker),
+            asked,
+            max_wait_ms=settings["max_wait_ms"],
+            min_bytes=settings["min_bytes"],
+            max_bytes=settings["max_bytes"],
+        )
     return asked
 
 

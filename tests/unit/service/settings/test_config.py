@@ -205,3 +205,25 @@ def test_cross_field_rules_derive_and_refuse(monkeypatch: pytest.MonkeyPatch) ->
     with pytest.raises(SettingsError, match=r"^invalid AWS_ENDPOINT_URL 's3\.local': expected an http"):
         build_settings({})
     assert build_settings({"s3.endpoint.url": "http://s3:9"}).s3_endpoint_url == "http://s3:9"
+
+
+def test_kip848_and_kip392_settings(tmp_path: Path) -> None:
+    settings = build_settings({"data.dir": str(tmp_path)})
+    assert (settings.group_consumer_session_timeout_ms, settings.group_consumer_heartbeat_interval_ms) == (
+        45000,
+        5000,
+    )
+    assert settings.replica_selector_class == "leader"
+    kafka_name = "org.apache.kafka.common.replica.RackAwareReplicaSelector"
+    chosen = build_settings({"data.dir": str(tmp_path), "replica.selector.class": kafka_name})
+    assert chosen.replica_selector_class == "rack-aware"
+    with pytest.raises(SettingsError, match=r"replica\.selector\.class"):
+        build_settings({"data.dir": str(tmp_path), "replica.selector.class": "closest"})
+    with pytest.raises(SettingsError, match=r"must be less than group\.consumer\.session\.timeout\.ms"):
+        build_settings(
+            {
+                "data.dir": str(tmp_path),
+                "group.consumer.session.timeout.ms": "2000",
+                "group.consumer.heartbeat.interval.ms": "2000",
+            }
+        )
