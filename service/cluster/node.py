@@ -488,7 +488,8 @@ class ClusterNode:
         """Open a replica, give it its role, then register it with ``topic`` (so a partition the topic
         lists has had its state applied once). False when it must be retried."""
         try:
-            if self.topic_ids.topics.get(topic.name) != topic.topic_id:
+            # durably recorded before the directory exists (maybe by the create, its write in flight)
+            if self.topic_ids.durable_id(topic.name) != topic.topic_id:
                 self.topic_ids.topics[topic.name] = topic.topic_id
                 await self.topic_ids.save(self.cache.cluster_id, self.broker_id)
             partition = await self.broker.open_partition(topic.record, index, topic.config)

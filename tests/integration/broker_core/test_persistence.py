@@ -57,6 +57,19 @@ async def test_topics_live_in_the_local_metadata_file(node: Node, data_dir: Path
     assert not (data_dir / STATE_FILE).exists()
 
 
+async def test_a_create_writes_the_topic_its_states_and_its_id_once(node: Node, data_dir: Path) -> None:
+    # this broker is the controller: the topic and its partitions' states are one commit (one file write),
+    # and the topic id is in tierlog-cluster.json before the partitions open
+    await node.create("once", 2)
+    doc = json.loads((data_dir / CLUSTER_METADATA_FILE).read_text())
+    items = {item["key"]: item for item in doc["keys"]}
+    keys = ("topics/once", "partitions/once/0", "partitions/once/1")
+    written = {items[key]["mod_revision"] for key in keys}
+    assert len(written) == 1
+    topic_id = json.loads(base64.b64decode(items["topics/once"]["value"]))["topic_id"]
+    assert json.loads((data_dir / "tierlog-cluster.json").read_text())["topics"]["once"] == topic_id
+
+
 def write_old_data_dir(data_dir: Path) -> dict[str, Any]:
     """A data directory as a broker without ``metadata.uri`` wrote it before it became a cluster of one:
     ``tierlog-state.json`` (as ``save_state`` wrote it) and partition directories holding records."""
