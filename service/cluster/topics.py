@@ -145,9 +145,10 @@ class ClusterTopics:
 
     async def _commit_new(self, assignment: TopicAssignment) -> bool:
         """Commit the new topic; when this broker holds a replica, record its id in the data directory
-        (``tierlog-cluster.json``) while the commit is written, not after it: the reconcile then opens the
-        partitions without a write of its own (it waits for this one when it is still in flight). A record
-        made for a create that did not commit is taken back. Raises as :func:`commit_new_topic`."""
+        (``tierlog-cluster.json``) and open its new partition directories while the commit is written, not
+        after it: the reconcile then takes the opened logs without a write of its own (it waits for the
+        record when it is still in flight). A record and logs made for a create that did not commit are
+        taken back. Raises as :func:`commit_new_topic`."""
         node = self._node
         ids, name = node.topic_ids, assignment.name
         commit = commit_new_topic(node.store, assignment, node.controller)
@@ -156,14 +157,17 @@ class ClusterTopics:
             committed = await commit
         else:
             ids.topics[name] = assignment.topic_id
-            outcome, saved = await asyncio.gather(
+            writes = asyncio.gather(
                 commit, ids.save(node.cache.cluster_id, node.broker_id), return_exceptions=True
             )
+            self._open_early(assignment)  # after the writes are under way: they are the longer path
+            outcome, saved = await writes
             if isinstance(saved, BaseException) and not isinstance(saved, Exception):
                 raise saved
             if isinstance(saved, Exception):  # the reconcile records it before opening, as it retries
                 log.warning("could not record the id of topic %s in the data directory: %s", name, saved)
             if isinstance(outcome, BaseException) or not outcome:
+                await node.early.discard(name, assignment.topic_id)
                 await self._unrecord(name, assignment.topic_id)
             if isinstance(outcome, BaseException):
                 raise outcome
@@ -178,6 +182,17 @@ class ClusterTopics:
             assignment.configs or "none",
         )
         return True
+
+    def _open_early(self, assignment: TopicAssignment) -> None:
+        """Start opening this broker's new partitions of the topic while its commit is written (see
+        :mod:`~tierlog.service.cluster.early_open`)."""
+        node = self._node
+        try:
+            config = TopicConfig.resolve(node.settings.topic_defaults, assignment.configs).log
+        except TierlogError:
+            return  # the reconcile logs configs this broker cannot apply
+        mine = [i for i, replicas in enumerate(assignment.replicas) if node.broker_id in replicas]
+        node.early.start(assignment.name, assignment.topic_id, mine, config)
 
     async def _unrecord(self, name: str, topic_id: str) -> None:
         ids = self._node.topic_ids
