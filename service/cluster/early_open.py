@@ -8,6 +8,12 @@ instead of opening it after the commit (:meth:`EarlyOpens.take`). Only a partiti
 not exist yet is opened early: a directory that exists may hold data, and data is opened only once its
 topic id is durably recorded (:mod:`tierlog.service.cluster.node`).
 
+A partition this broker is the first replica of is led by it at leader epoch 0 (a new partition's first
+state, :func:`~tierlog.service.cluster.decisions.decide_partition`), so its log records epoch 0 from
+offset 0 in the same thread (the ``leader-epoch-checkpoint`` written while the commit is); becoming its
+leader then finds the entry there. Should another replica lead first, it leads at epoch 0 from offset 0
+too, and every replica that appends its records records that same entry.
+
 A fresh directory holds no record, so nothing it holds needs that record: if the broker stops before the
 commit or the record is durable, the next start sets the empty directory aside as it does any directory of
 no recorded topic. When the commit fails, or another topic of the name wins, :meth:`EarlyOpens.discard`
@@ -47,23 +53,33 @@ class EarlyOpens:
         """The ``(topic, index)`` of every log opened (or opening) early and not taken yet. Pure."""
         return sorted(self._opening)
 
-    def start(self, topic: str, topic_id: str, indexes: list[int], config: LogConfig) -> None:
+    def start(
+        self, topic: str, topic_id: str, indexes: list[int], config: LogConfig, *, leads: frozenset[int]
+    ) -> None:
         """Start opening each partition in ``indexes`` whose directory does not exist yet (checked in the
-        thread that opens it). Never raises; a failed open is logged and the reconcile opens it."""
+        thread that opens it); those in ``leads`` record leader epoch 0 from offset 0. Never raises; a
+        failed open is logged and the reconcile opens it."""
         for index in indexes:
             if (topic, index) in self._opening:
                 continue
             path = meta.partition_dir(self._data_dir, topic, index)
             task = asyncio.create_task(
-                asyncio.to_thread(self._open_fresh, path, config, topic, index),
+                asyncio.to_thread(self._open_fresh, path, config, topic, index, index in leads),
                 name=f"tierlog-early-open-{topic}-{index}",
             )
             self._opening[(topic, index)] = (topic_id, config, task)
 
-    def _open_fresh(self, path: Path, config: LogConfig, topic: str, index: int) -> PartitionLog:
+    def _open_fresh(self, path: Path, config: LogConfig, topic: str, index: int, lead: bool) -> PartitionLog:
         if path.exists():
             raise FileExistsError(path)  # maybe data: the reconcile opens it once the id is recorded
-        return PartitionLog.open(path, config, clock=self._clock, topic=topic, partition=index)
+        opened = PartitionLog.open(path, config, clock=self._clock, topic=topic, partition=index)
+        if lead:
+            try:
+                opened.epochs.assign(0, 0)
+            except BaseException:
+                opened.close()
+                raise
+        return opened
 
     async def take(self, topic: str, topic_id: str, index: int, config: LogConfig) -> PartitionLog | None:
         """The log opened early for this partition of this topic id with this config, now the caller's;

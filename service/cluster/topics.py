@@ -192,7 +192,8 @@ class ClusterTopics:
         except TierlogError:
             return  # the reconcile logs configs this broker cannot apply
         mine = [i for i, replicas in enumerate(assignment.replicas) if node.broker_id in replicas]
-        node.early.start(assignment.name, assignment.topic_id, mine, config)
+        leads = frozenset(i for i in mine if assignment.replicas[i][0] == node.broker_id)
+        node.early.start(assignment.name, assignment.topic_id, mine, config, leads=leads)
 
     async def _unrecord(self, name: str, topic_id: str) -> None:
         ids = self._node.topic_ids

@@ -28,13 +28,15 @@ async def test_the_reconcile_takes_the_logs_a_create_opened(node: Node, data_dir
     for index in (0, 1):
         partition = topic.partition(index)
         assert partition.path == data_dir / f"early-{index}"
+        assert [(e.epoch, e.start_offset) for e in partition.log.epochs.entries()] == [(0, 0)]
+        assert partition.leader_epoch == 0
         info = await partition.append(batch(b"x"))
         assert info.last_offset == 0
 
 
 async def test_logs_opened_for_a_create_that_did_not_commit_are_set_aside(node: Node, data_dir: Path) -> None:
     early = node.broker.cluster.early
-    early.start("lost", "id-1", [0, 1], LogConfig())
+    early.start("lost", "id-1", [0, 1], LogConfig(), leads=frozenset({0}))
     assert early.pending == [("lost", 0), ("lost", 1)]
     await early.discard("lost", "id-1")
     assert early.pending == []
@@ -44,15 +46,16 @@ async def test_logs_opened_for_a_create_that_did_not_commit_are_set_aside(node: 
 
 async def test_a_log_opened_for_another_id_or_config_is_not_taken(node: Node, data_dir: Path) -> None:
     early = node.broker.cluster.early
-    early.start("other", "id-1", [0], LogConfig())
+    early.start("other", "id-1", [0], LogConfig(), leads=frozenset())
     assert await early.take("other", "id-2", 0, LogConfig()) is None
     assert early.pending == [] and not (data_dir / "other-0").exists()
-    early.start("other", "id-1", [0], LogConfig())
+    early.start("other", "id-1", [0], LogConfig(), leads=frozenset())
     assert await early.take("other", "id-1", 0, LogConfig(segment_bytes=1 << 20)) is None
     assert early.pending == [] and not (data_dir / "other-0").exists()
-    early.start("other", "id-1", [0], LogConfig())
+    early.start("other", "id-1", [0], LogConfig(), leads=frozenset({0}))
     taken = await early.take("other", "id-1", 0, LogConfig())
     assert taken is not None and taken.path == data_dir / "other-0"
+    assert [(e.epoch, e.start_offset) for e in taken.epochs.entries()] == [(0, 0)]
     taken.close()
 
 
@@ -61,7 +64,7 @@ async def test_an_existing_directory_is_not_opened_early(node: Node, data_dir: P
     kept.append(batch(b"old"))
     kept.close()
     early = node.broker.cluster.early
-    early.start("held", "id-1", [0], LogConfig())
+    early.start("held", "id-1", [0], LogConfig(), leads=frozenset())
     assert await early.take("held", "id-1", 0, LogConfig()) is None
     assert (data_dir / "held-0").exists()
 
