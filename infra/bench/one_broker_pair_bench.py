@@ -83,10 +83,10 @@ async def run(args: argparse.Namespace) -> list[str]:
                 await child.stop()
                 return seconds
 
-            warm = work / "warm-up"  # one uncounted start of each: compiled bytecode is cached from then on
+            # one uncounted start of each: compiled bytecode is cached from then on
             for side in ("this", "base"):
                 child, _, _ = await start_broker(
-                    session, warm / side, work / f"{side}.log", extra[side], trees[side]
+                    session, work / f"{side}-warm-up", work / f"{side}.log", extra[side], trees[side]
                 )
                 await child.stop()
             rows.append(row("start to /ready, fresh data dir", await paired(args.starts, start)))
