@@ -18,7 +18,8 @@ baseline) and in how many pairs this tree was faster:
     .venv/bin/python infra/bench/one_broker_pair_bench.py --baseline ../wt-base [--creates 60] [-- ARGS]
 
 ``ARGS`` go to this tree's ``tierlog serve`` only (e.g. ``--kafka-listener 127.0.0.1:0``, which a
-baseline that predates the Kafka listener would refuse). Not a test: it never fails on a timing.
+baseline that predates the Kafka listener would refuse); ``--baseline-arg=X`` (repeated) to the baseline's.
+Not a test: it never fails on a timing.
 """
 
 from __future__ import annotations
@@ -68,7 +69,7 @@ def row(name: str, samples: Samples) -> str:
 
 async def run(args: argparse.Namespace) -> list[str]:
     trees = {"this": HERE, "base": args.baseline}
-    extra = {"this": args.serve_args, "base": []}
+    extra = {"this": args.serve_args, "base": args.baseline_arg}
     batch = build_batch([Record(b"key", b"v" * 100)])
     rows: list[str] = []
     with tempfile.TemporaryDirectory(prefix="tierlog-pair-") as tmp:
@@ -142,6 +143,9 @@ async def run(args: argparse.Namespace) -> list[str]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--baseline", required=True, help="the source tree to compare with")
+    parser.add_argument(
+        "--baseline-arg", action="append", default=[], help="a `tierlog serve` argument for the baseline only"
+    )
     parser.add_argument("--starts", type=int, default=4, help="start-up pairs (fresh, then again)")
     parser.add_argument("--creates", type=int, default=60, help="topic create pairs")
     parser.add_argument("--blocks", type=int, default=10, help="produce block pairs per acks setting")
