@@ -70,12 +70,16 @@ class Child:
 
 
 async def start_broker(
-    session: aiohttp.ClientSession, data: Path, log: Path, extra: list[str]
+    session: aiohttp.ClientSession, data: Path, log: Path, extra: list[str], pythonpath: str | None = None
 ) -> tuple[Child, str, float]:
-    """Spawn ``tierlog serve`` on ``data``; returns it, its URL and the seconds until ``/ready`` was 200."""
+    """Spawn ``tierlog serve`` on ``data``; returns it, its URL and the seconds until ``/ready`` was 200.
+    ``pythonpath``: the source tree to run (another checkout, for a comparison); the child runs in the
+    data directory's parent, so a tree in the working directory never shadows it."""
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     env = {k: v for k, v in os.environ.items() if not k.startswith("TIERLOG_")}
+    if pythonpath is not None:
+        env["PYTHONPATH"] = pythonpath
     argv = [
         sys.executable, "-m", "tierlog", "serve", "--port", str(port), "--advertised-url", url,
         "--data-dir", str(data), "--logging-level", "WARNING", *extra,
@@ -83,7 +87,12 @@ async def start_broker(
     started = time.perf_counter()
     with open(log, "ab") as out:  # noqa: ASYNC230 - the benchmark's own log file, opened once per start
         proc = await asyncio.create_subprocess_exec(
-            *argv, stdin=asyncio.subprocess.DEVNULL, stdout=out, stderr=asyncio.subprocess.STDOUT, env=env
+            *argv,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=out,
+            stderr=asyncio.subprocess.STDOUT,
+            env=env,
+            cwd=data.parent,
         )
     child = Child(proc, log)
     deadline = time.monotonic() + START_DEADLINE_S

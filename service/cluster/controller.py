@@ -37,7 +37,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from tierlog.service.cluster.controller_view import View, Write
 from tierlog.service.cluster.decisions import check_alter, decide_partition
@@ -404,6 +404,51 @@ class Controller:
             if await self._commit([write], registrations, fence=fence):
                 return state
         raise UnavailableError(f"The state of {where} kept changing while its ISR change was decided; retry")
+
+    async def commit_new_topic(
+        self, assignment: TopicAssignment, compares: Sequence[Compare], ops: Sequence[Op]
+    ) -> bool:
+        """Commit a new topic (``compares`` and ``ops``: its key and name claim, as the caller builds them)
+        together with the initial state of every partition, as KRaft's controller writes a CreateTopics'
+        topic and partition records in one batch; the reconcile pass then finds nothing to decide for it.
+
+        The states are what :func:`decide_partition` decides for a partition with no state from this
+        controller's view, and the commit is fenced as every controller write (:meth:`_commit`): compared on
+        the controller key, on each partition key being absent and on the registration of each leader chosen.
+        False when this broker is not the active controller, the topic has more partitions than one commit
+        holds (:data:`BATCH_PARTITIONS`), or the commit was refused (the caller commits the topic alone; a
+        refusal of the fence also resigns). Raises MetadataStoreError, LeaseExpiredError. Safe concurrently
+        with the reconcile pass and :meth:`alter_partition` (one write at a time); not idempotent.
+        """
+        if assignment.partitions > BATCH_PARTITIONS:
+            return False
+        async with self._write_lock:
+            view = self._view
+            if not self._active or not self._fence or view is None:
+                return False
+            fence, live, name = self._fence, frozenset(view.brokers), assignment.name
+            writes: list[Write] = []
+            leaders: dict[int, int] = {}
+            for index, replicas in enumerate(assignment.replicas):
+                decided = decide_partition(None, replicas, live, controller_epoch=self._own_epoch)
+                if decided is None:  # never for a partition with no state; kept for the type checker
+                    return False
+                state, reason = decided
+                writes.append(Write(name, 0, index, 0, state, reason, NO_LEADER))
+                if state.leader != NO_LEADER:
+                    leaders[state.leader] = view.broker_revs.get(state.leader, 0)
+            fenced = [Compare(CONTROLLER, fence), *compares]
+            fenced += [Compare(partition_key(name, w.partition), 0) for w in writes]
+            fenced += [Compare(broker_key(b), rev) for b, rev in sorted(leaders.items()) if rev]
+            states = [Put(partition_key(name, w.partition), w.state.encode()) for w in writes if w.state]
+            if await self.store.commit(fenced, [*ops, *states]) is None:
+                current = await self.store.get(CONTROLLER)
+                if current is None or current.mod_revision != fence:
+                    self._resign("a fenced write was refused: the controller key changed")
+                return False
+        for write in writes:
+            self._record(write)
+        return True
 
     def _check_controller(self) -> None:
         if self._active:

@@ -36,6 +36,12 @@ class LocalTopicIds:
         self.topics: dict[str, str] = {}
         self._saved: dict[str, Any] | None = None  # what the file holds, as last read or written
         self._lock = asyncio.Lock()
+        self.loaded = False  # load() has run: a save keeps what the file held
+
+    def durable_id(self, name: str) -> str | None:
+        """The id of topic ``name`` as the file holds it (None: not recorded, or not written yet)."""
+        recorded = None if self._saved is None else self._saved["topics"].get(name)
+        return None if recorded is None else str(recorded)
 
     async def load(self) -> None:
         """Read the file (absent: nothing recorded; malformed: logged and treated as absent). Raises
@@ -43,6 +49,7 @@ class LocalTopicIds:
         try:
             text = await asyncio.to_thread(self.path.read_text, encoding="utf-8")
         except FileNotFoundError:
+            self.loaded = True
             return
         except OSError as err:
             raise storage_error(f"reading {self.path}", err) from err
@@ -59,6 +66,7 @@ class LocalTopicIds:
             }
         except (ValueError, KeyError, TypeError, AttributeError) as err:
             log.error("%s is malformed (%s): treating it as absent", self.path, err)
+        self.loaded = True
 
     def check(self, cluster_id: str, broker_id: int) -> None:
         """Raises InvalidConfigError when the directory belongs to another cluster or broker id."""
@@ -73,13 +81,16 @@ class LocalTopicIds:
             )
 
     async def save(self, cluster_id: str, broker_id: int) -> None:
-        """Write the file durably, unless it holds this already. Raises InsufficientStorageError /
-        UnavailableError."""
+        """Write the file durably, unless it holds this already (also when a write in flight made it so:
+        this call then returns once that write is done). Writes are made one at a time, in call order.
+        Raises InsufficientStorageError / UnavailableError."""
         self.cluster_id, self.broker_id = cluster_id, broker_id
         doc = {"version": 1, "cluster_id": cluster_id, "broker_id": broker_id, "topics": dict(self.topics)}
         if doc == self._saved:
             return
         async with self._lock:
+            if doc == self._saved:
+                return
             try:
                 await asyncio.to_thread(_write_json, self.path, doc)
             except OSError as err:

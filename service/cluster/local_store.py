@@ -18,11 +18,15 @@ event loop, before the change is applied, so a failed write changes nothing. Lea
 and the keys attached to them are session state: they die with the process. The watch history is kept in
 memory only (bounded), so after a reopen a watch must start after the loaded revision.
 
-File layout (UTF-8 JSON)::
+File layout (UTF-8 JSON, one key a line, sorted by key)::
 
-    {"format": 1, "revision": 12,
-     "keys": [{"key": "cluster/id", "value": "<base64>", "create_revision": 2, "mod_revision": 2,
-               "version": 1}, ...]}
+    {"format": 1, "revision": 12, "keys": [
+    {"key": "cluster/id", "value": "<base64>", "create_revision": 2, "mod_revision": 2, "version": 1},
+    ...
+    ]}
+
+A key's line is rendered once per revision of it and kept, so a commit renders only the keys it changes
+(the file is rewritten whole: one rename makes it atomic).
 """
 
 from __future__ import annotations
@@ -59,6 +63,7 @@ from tierlog.wire.errors import storage_error
 __all__ = ["LocalMetadataStore", "read_snapshot"]
 
 _FORMAT = 1
+_Stamp = tuple[int, int, int, bytes]  # create_revision, mod_revision, version, value of a rendered key
 _REAPER_MAX_WAIT_S = 1.0
 
 
@@ -127,6 +132,7 @@ class LocalMetadataStore(MetadataStore):
         self._persist_lock = asyncio.Lock()
         self._commit_lock = asyncio.Lock()  # one commit at a time between its compares and its apply
         self._persisted_revision = 0
+        self._lines: dict[str, tuple[_Stamp, str]] = {}  # key -> (what it was rendered from, its line)
         self._leases_changed = asyncio.Event()
         self._reaper: asyncio.Task[None] | None = None
         self._lock_fd: int | None = None  # the lock on <path>.lock while started
@@ -397,7 +403,7 @@ class LocalMetadataStore(MetadataStore):
         path = self._path
         if after == before or path is None:
             return
-        text = _render(after, revision)
+        text = _render(after, revision, self._lines)
         async with self._persist_lock:
             try:
                 await asyncio.to_thread(_write_atomically, path, text)
@@ -408,7 +414,7 @@ class LocalMetadataStore(MetadataStore):
             self._persisted_revision = max(self._persisted_revision, revision)
 
     def _snapshot(self) -> str:
-        return _render(self._kv, self._revision)
+        return _render(self._kv, self._revision, self._lines)
 
     def _load(self, doc: Any) -> None:
         try:
@@ -459,20 +465,31 @@ def read_snapshot(path: Path) -> dict[str, bytes] | None:
     return {key: kv.value for key, kv in store._kv.items()}
 
 
-def _render(kvs: Mapping[str, KeyValue], revision: int) -> str:
-    """The file's text for the keys without a lease among ``kvs`` at ``revision``. Pure."""
-    keys = [
-        {
-            "key": kv.key,
-            "value": base64.b64encode(kv.value).decode("ascii"),
-            "create_revision": kv.create_revision,
-            "mod_revision": kv.mod_revision,
-            "version": kv.version,
-        }
-        for _, kv in sorted(kvs.items())
-        if kv.lease == 0
-    ]
-    return json.dumps({"format": _FORMAT, "revision": revision, "keys": keys}, indent=1)
+def _render(kvs: Mapping[str, KeyValue], revision: int, lines: dict[str, tuple[_Stamp, str]]) -> str:
+    """The file's text for the keys without a lease among ``kvs`` at ``revision``. ``lines`` caches each
+    key's line with what it was rendered from (revisions, version and value: a write-ahead that failed
+    may have rendered another value at the same revision); entries of keys not in ``kvs`` are dropped."""
+    rendered = []
+    for key, kv in sorted(kvs.items()):
+        if kv.lease != 0:
+            continue
+        stamp = (kv.create_revision, kv.mod_revision, kv.version, kv.value)
+        cached = lines.get(key)
+        if cached is None or cached[0] != stamp:
+            item = {
+                "key": kv.key,
+                "value": base64.b64encode(kv.value).decode("ascii"),
+                "create_revision": kv.create_revision,
+                "mod_revision": kv.mod_revision,
+                "version": kv.version,
+            }
+            cached = lines[key] = (stamp, json.dumps(item))
+        rendered.append(cached[1])
+    if len(lines) > len(rendered):
+        for key in [key for key in lines if key not in kvs]:
+            del lines[key]
+    head = json.dumps({"format": _FORMAT, "revision": revision})[:-1]
+    return head + ', "keys": [\n' + ",\n".join(rendered) + "\n]}\n"
 
 
 def _check_distinct(ops: Sequence[Op]) -> None:

@@ -44,6 +44,7 @@ from typing import TYPE_CHECKING
 from tierlog.service.cluster.cache import MetadataCache
 from tierlog.service.cluster.controller import Controller
 from tierlog.service.cluster.datadir import LocalTopicIds, partition_dirs
+from tierlog.service.cluster.early_open import EarlyOpens
 from tierlog.service.cluster.instrumented import InstrumentedMetadataStore
 from tierlog.service.cluster.legacy_state import import_legacy_security, import_legacy_state
 from tierlog.service.cluster.liveness import FailureDetector
@@ -139,6 +140,8 @@ class ClusterNode:
             remote_history=broker.remote.remote_epoch_history,
         )
         self.topic_ids = LocalTopicIds(broker.data_dir)
+        #: partition logs a create opens while its commit is written (taken by the reconcile)
+        self.early = EarlyOpens(broker.data_dir, broker.clock)
         self.passes = 0  # reconcile passes completed
         self._dirty = asyncio.Event()
         self._stopping = asyncio.Event()
@@ -271,6 +274,7 @@ class ClusterNode:
         task, self._task = self._task, None
         if task is not None:  # not cancelled: a pass ends after its current step, leaving nothing half-open
             await task
+        await self.early.close()
         await self.replication.close()
         self.broker.peers.on_unresponsive = None
         await self.liveness.close()
@@ -512,10 +516,12 @@ class ClusterNode:
         """Open a replica, give it its role, then register it with ``topic`` (so a partition the topic
         lists has had its state applied once). False when it must be retried."""
         try:
-            if self.topic_ids.topics.get(topic.name) != topic.topic_id:
+            # durably recorded before the directory exists (maybe by the create, its write in flight)
+            if self.topic_ids.durable_id(topic.name) != topic.topic_id:
                 self.topic_ids.topics[topic.name] = topic.topic_id
                 await self.topic_ids.save(self.cache.cluster_id, self.broker_id)
-            partition = await self.broker.open_partition(topic.record, index, topic.config)
+            early = await self.early.take(topic.name, topic.topic_id, index, topic.config)
+            partition = await self.broker.open_partition(topic.record, index, topic.config, opened=early)
         except (TierlogError, OSError):
             log.exception("opening %s-%d, a replica on this broker, failed; retrying", topic.name, index)
             return False
@@ -553,6 +559,7 @@ class ClusterNode:
         """Close the topic's partitions, remove its local directories, delete the remote data of the
         partitions this broker led."""
         broker = self.broker
+        await self.early.discard(topic.name, topic.topic_id)
         opened = topic.partitions
         led = {p.index for p in opened if p.role == "leader"}
         for partition in opened:

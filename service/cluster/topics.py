@@ -2,10 +2,12 @@
 
 Create puts the assignment if the key is absent (replicas placed over the live brokers, racks honoured);
 alter configs and add partitions put it compared on the ``mod_revision`` they read (retried on a race);
-delete removes the key and every partition state of the topic in one commit. The controller then writes
-the partition states; the serving broker waits, bounded by ``broker.session.timeout.ms``, until its cache
-shows a leader for every partition and the partitions it leads are open, and answers. A wait that runs out
-still answers (the change is committed; leaders follow when a broker can take them).
+delete removes the key and every partition state of the topic in one commit. The controller writes the
+partition states: on the broker that is the active controller, a create's commit carries them already (one
+write, as KRaft's controller handles CreateTopics); elsewhere the controller writes them after it. Then
+the serving broker waits, bounded by ``broker.session.timeout.ms``, until its cache shows a leader for
+every partition and the partitions it leads are open, and answers. A wait that runs out still answers
+(the change is committed; leaders follow when a broker can take them).
 
 Every method raises what :class:`~tierlog.service.topics.broker.Broker` documents for the same request, with
 MetadataStoreError (503, retriable) when the store fails.
@@ -13,6 +15,7 @@ MetadataStoreError (503, retriable) when the store fails.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import uuid
 from collections.abc import Callable, Mapping
@@ -34,11 +37,13 @@ from tierlog.service.topics.configs import TOPIC_CONFIGS, TopicConfig, validate_
 from tierlog.wire.errors import (
     CorruptRecordError,
     InvalidConfigError,
+    TierlogError,
     UnavailableError,
     UnknownTopicError,
 )
 
 if TYPE_CHECKING:
+    from tierlog.service.cluster.controller import Controller
     from tierlog.service.cluster.node import ClusterNode
     from tierlog.service.topics.topic import Topic
 
@@ -139,7 +144,35 @@ class ClusterTopics:
         )
 
     async def _commit_new(self, assignment: TopicAssignment) -> bool:
-        if not await commit_new_topic(self._node.store, assignment):
+        """Commit the new topic; when this broker holds a replica, record its id in the data directory
+        (``tierlog-cluster.json``) and open its new partition directories while the commit is written, not
+        after it: the reconcile then takes the opened logs without a write of its own (it waits for the
+        record when it is still in flight). A record and logs made for a create that did not commit are
+        taken back. Raises as :func:`commit_new_topic`."""
+        node = self._node
+        ids, name = node.topic_ids, assignment.name
+        commit = commit_new_topic(node.store, assignment, node.controller)
+        mine = any(node.broker_id in replicas for replicas in assignment.replicas)
+        if not (mine and ids.loaded and name not in ids.topics):
+            committed = await commit
+        else:
+            ids.topics[name] = assignment.topic_id
+            writes = asyncio.gather(
+                commit, ids.save(node.cache.cluster_id, node.broker_id), return_exceptions=True
+            )
+            self._open_early(assignment)  # after the writes are under way: they are the longer path
+            outcome, saved = await writes
+            if isinstance(saved, BaseException) and not isinstance(saved, Exception):
+                raise saved
+            if isinstance(saved, Exception):  # the reconcile records it before opening, as it retries
+                log.warning("could not record the id of topic %s in the data directory: %s", name, saved)
+            if isinstance(outcome, BaseException) or not outcome:
+                await node.early.discard(name, assignment.topic_id)
+                await self._unrecord(name, assignment.topic_id)
+            if isinstance(outcome, BaseException):
+                raise outcome
+            committed = outcome
+        if not committed:
             return False
         log.info(
             "created topic %s: %d partitions, replication factor %d, overrides %s",
@@ -149,6 +182,28 @@ class ClusterTopics:
             assignment.configs or "none",
         )
         return True
+
+    def _open_early(self, assignment: TopicAssignment) -> None:
+        """Start opening this broker's new partitions of the topic while its commit is written (see
+        :mod:`~tierlog.service.cluster.early_open`)."""
+        node = self._node
+        try:
+            config = TopicConfig.resolve(node.settings.topic_defaults, assignment.configs).log
+        except TierlogError:
+            return  # the reconcile logs configs this broker cannot apply
+        mine = [i for i, replicas in enumerate(assignment.replicas) if node.broker_id in replicas]
+        leads = frozenset(i for i in mine if assignment.replicas[i][0] == node.broker_id)
+        node.early.start(assignment.name, assignment.topic_id, mine, config, leads=leads)
+
+    async def _unrecord(self, name: str, topic_id: str) -> None:
+        ids = self._node.topic_ids
+        if ids.topics.get(name) != topic_id:
+            return  # the reconcile recorded the topic of that name another broker created
+        del ids.topics[name]
+        try:
+            await ids.save(self._node.cache.cluster_id, self._node.broker_id)
+        except TierlogError as err:  # a restart finds no such topic and no directory of it: nothing to undo
+            log.warning("could not take back the id of topic %s in the data directory: %s", name, err)
 
     # ---- change ------------------------------------------------------------------------------------------
 
@@ -318,15 +373,22 @@ class ClusterTopics:
         return topic
 
 
-async def commit_new_topic(store: MetadataStore, assignment: TopicAssignment) -> bool:
+async def commit_new_topic(
+    store: MetadataStore, assignment: TopicAssignment, controller: Controller | None = None
+) -> bool:
     """Put the assignment if no topic of that name exists; False when one does. The name's folded form
     (``.`` as ``_``, Kafka's collision rule) is claimed in the same commit, so two brokers creating
-    ``a.b`` and ``a_b`` at once cannot both succeed.
+    ``a.b`` and ``a_b`` at once cannot both succeed. When ``controller`` is this broker's and active, the
+    same commit carries the partitions' initial states (:meth:`Controller.commit_new_topic`); otherwise, or
+    when that fenced commit is refused, the topic is committed alone and the controller decides the states.
 
     Raises: InvalidConfigError (40002) when another topic holds the folded name; MetadataStoreError."""
     key, claim = topic_key(assignment.name), topic_name_key(assignment.name)
+    compares = [Compare(key, 0), Compare(claim, 0)]
     ops = [Put(key, assignment.encode()), Put(claim, assignment.name.encode())]
-    if await store.commit([Compare(key, 0), Compare(claim, 0)], ops) is None:
+    if controller is not None and await controller.commit_new_topic(assignment, compares, ops):
+        return True
+    if await store.commit(compares, ops) is None:
         held = await store.get(claim)
         holder = held.value.decode("utf-8", "replace") if held is not None else assignment.name
         if holder != assignment.name:

@@ -438,20 +438,26 @@ class Broker:
         if not self._ready.is_set():
             raise UnavailableError("The broker is not ready: its logs are opening or closing.")
 
-    async def open_partition(self, record: meta.TopicRecord, index: int, config: LogConfig) -> Partition:
+    async def open_partition(
+        self, record: meta.TopicRecord, index: int, config: LogConfig, *, opened: PartitionLog | None = None
+    ) -> Partition:
         """Open (creating on first use) partition ``index`` of ``record``, the remote tier attached when the
-        topic tiers. Raises OSError, CorruptRecordError, UnavailableError."""
-        return await self._open_partition(record, index, config)
+        topic tiers; ``opened``: its log, opened already (then this broker owns it). Raises OSError,
+        CorruptRecordError, UnavailableError."""
+        return await self._open_partition(record, index, config, opened)
 
     async def discard_partitions(self, partitions: Iterable[Partition]) -> None:
         """Close ``partitions`` and remove their directories in the background. Never raises."""
         await self._discard(partitions)
 
-    async def _open_partition(self, record: meta.TopicRecord, index: int, config: LogConfig) -> Partition:
+    async def _open_partition(
+        self, record: meta.TopicRecord, index: int, config: LogConfig, opened: PartitionLog | None = None
+    ) -> Partition:
         path = meta.partition_dir(self.data_dir, record.name, index)
-        opened: PartitionLog = await asyncio.to_thread(
-            PartitionLog.open, path, config, clock=self.clock, topic=record.name, partition=index
-        )
+        if opened is None:
+            opened = await asyncio.to_thread(
+                PartitionLog.open, path, config, clock=self.clock, topic=record.name, partition=index
+            )
         partition = Partition(
             record.name,
             index,

@@ -109,7 +109,8 @@ class LogCore:
         self._checkpointed_recovery_point = 0
         self._last_flush_ms = clock.now_ms()
         self._truncations = 0
-        self._dir_dirty = False
+        self._dir_dirty = False  # a segment file was made or removed since the directory was last synced
+        self._parent_dirty = False  # the directory itself was made here and its entry is not synced yet
         self._listeners: list[Callable[[SegmentInfo], None]] = []
         self._state = "open"
         self._dir_lock_fd = -1
@@ -408,15 +409,17 @@ class LogCore:
             epoch = self._truncations
             fds = [seg.dup_fd() for seg in self._segments if seg.next_offset > self._recovery_point]
             dir_dirty, self._dir_dirty = self._dir_dirty, False
+            parent_dirty, self._parent_dirty = self._parent_dirty, False
         try:
             with io_errors("flushing", self._dir):
                 for fd in fds:
                     self._fsync(fd)
                 if dir_dirty:
-                    self._fsync_dir()
+                    self._fsync_dir(parent=parent_dirty)
         except BaseException:
             with self._lock:
                 self._dir_dirty = self._dir_dirty or dir_dirty
+                self._parent_dirty = self._parent_dirty or parent_dirty
             raise
         finally:
             for fd in fds:
@@ -429,12 +432,15 @@ class LogCore:
                     with io_errors("checkpointing", self._dir):
                         self._write_recovery_checkpoint()
 
-    def _fsync_dir(self) -> None:
-        fd = os.open(self._dir, os.O_RDONLY)
-        try:
-            self._fsync(fd)
-        finally:
-            os.close(fd)
+    def _fsync_dir(self, *, parent: bool = False) -> None:
+        """fsync the directory (its segment files' entries) and, with ``parent``, the data directory (the
+        entry of a partition directory made by this log's open)."""
+        for path in (self._dir, self._dir.parent) if parent else (self._dir,):
+            fd = os.open(path, os.O_RDONLY)
+            try:
+                self._fsync(fd)
+            finally:
+                os.close(fd)
 
     def _write_recovery_checkpoint(self) -> None:
         write_offset_checkpoint(

@@ -95,7 +95,10 @@ class PartitionLog(LogCore):
                 log._load_producers_locked()
                 hw = read_offset_checkpoint(log._dir / naming.HIGH_WATERMARK_FILE)
                 log.update_high_watermark(loaded.log_start_offset if hw is None else hw)
-                log._write_checkpoints_if_space()
+                if loaded.fresh:  # made here: its directory's entry and files are synced by the first flush
+                    log._dir_dirty = log._parent_dirty = True
+                if not (loaded.fresh and loaded.log_start_offset == 0):
+                    log._write_checkpoints_if_space()
             except BaseException:
                 log._unlock_directory()
                 raise
@@ -532,7 +535,8 @@ class PartitionLog(LogCore):
                     if seg.next_offset > self._recovery_point:
                         self._fsync(seg.fd)
                 if self._dir_dirty:
-                    self._fsync_dir()
+                    self._fsync_dir(parent=self._parent_dirty)
+                    self._parent_dirty = False
             except OSError as err:
                 failure = err
             for seg in self._segments:

@@ -47,6 +47,9 @@ class LoadedLog:
     recovery_point: int
     clean: bool
     recovered_bytes_cut: int
+    #: The directory held nothing before this open (only, maybe, its lock file): the log was created here,
+    #: empty, and none of its files was fsynced (see :func:`load_log`).
+    fresh: bool = False
 
 
 def remove_segment_files(segment: LogSegment) -> None:
@@ -103,10 +106,16 @@ def load_log(
     ``start_offset`` applies only when the log holds no batch: it is then (re)created empty at that
     offset, for restores. Not idempotent in effect (it repairs files), but running it twice is harmless.
 
+    A directory that held nothing (``fresh``) gets its first, empty segment without any fsync: losing
+    those empty files in a crash loses no record (the next open makes them again), and the log's first
+    flush fsyncs the directory, as after a roll (Kafka's ``LocalLog.flush``). Anything else is made
+    durable before this returns.
+
     Raises:
         OSError: a file cannot be read, written or removed.
     """
     directory.mkdir(parents=True, exist_ok=True)
+    fresh = set(os.listdir(directory)) <= {naming.LOCK_FILE}
     marker = directory / naming.CLEAN_SHUTDOWN_FILE
     clean = marker.exists()
     bases = _clean_leftovers(directory)
@@ -158,6 +167,8 @@ def load_log(
     if start_offset is not None and _is_empty(segments):
         log_start = start_offset
     log_start = min(log_start, log_end)
+    if fresh:  # empty files a crash may lose: the next open makes them again; the first flush syncs them
+        return LoadedLog(segments, log_start, log_end, clean, cut, fresh=True)
     if not clean:
         for seg in segments:
             if seg.fd >= 0:

@@ -11,10 +11,12 @@ from typing import Any
 
 import pytest
 
+from tierlog.service.cluster.model import TopicAssignment
+from tierlog.service.cluster.topics import commit_new_topic
 from tierlog.service.topics.data_dir import CLEAN_SHUTDOWN_MARKER, CLUSTER_METADATA_FILE, STATE_FILE
 from tierlog.tiering.codec.batch import iter_records
 from tierlog.tiering.log import LogConfig, PartitionLog
-from tierlog.wire.errors import UnavailableError
+from tierlog.wire.errors import InvalidConfigError, UnavailableError
 
 from .conftest import Node, StartNode, batch
 
@@ -55,6 +57,37 @@ async def test_topics_live_in_the_local_metadata_file(node: Node, data_dir: Path
     assert keys["cluster/id"].decode() == node.broker.cluster_id
     assert not (data_dir / f"{CLUSTER_METADATA_FILE}.tmp").exists()
     assert not (data_dir / STATE_FILE).exists()
+
+
+async def test_a_create_writes_the_topic_its_states_and_its_id_once(node: Node, data_dir: Path) -> None:
+    # this broker is the controller: the topic and its partitions' states are one commit (one file write),
+    # and the topic id is in tierlog-cluster.json before the partitions open
+    await node.create("once", 2)
+    doc = json.loads((data_dir / CLUSTER_METADATA_FILE).read_text())
+    items = {item["key"]: item for item in doc["keys"]}
+    keys = ("topics/once", "partitions/once/0", "partitions/once/1")
+    written = {items[key]["mod_revision"] for key in keys}
+    assert len(written) == 1
+    topic_id = json.loads(base64.b64decode(items["topics/once"]["value"]))["topic_id"]
+    assert json.loads((data_dir / "tierlog-cluster.json").read_text())["topics"]["once"] == topic_id
+
+
+async def test_a_create_that_loses_takes_its_recorded_id_back(node: Node, data_dir: Path) -> None:
+    # the topic is committed by someone else just before this broker's cache sees it: the create's own
+    # commit loses, and tierlog-cluster.json ends with the winner's id, never the loser's
+    cluster = node.broker.cluster
+    winner = TopicAssignment("raced", "winner-id", ((0,),))
+    assert await commit_new_topic(cluster.store, winner)
+    with pytest.raises(InvalidConfigError, match="already exists"):
+        await cluster.topics.create("raced", 1, {}, internal=False, replication_factor=None)
+    assert cluster.topic_ids.topics.get("raced") in (None, "winner-id")
+
+    def opened() -> bool:
+        topic = node.broker.local_topics.get("raced")
+        return topic is not None and topic.local(0) is not None
+
+    assert await cluster.wait_for(opened, 30)
+    assert json.loads((data_dir / "tierlog-cluster.json").read_text())["topics"]["raced"] == "winner-id"
 
 
 def write_old_data_dir(data_dir: Path) -> dict[str, Any]:
