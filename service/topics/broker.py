@@ -94,6 +94,9 @@ class Broker:
         self._closed = False
         self.close_failures = 0  # logs that could not be closed cleanly by close(); the process exits 1
         self.log_io = ThreadPoolExecutor(settings.log_io_threads, thread_name_prefix="tierlog-log-io")
+        # Internal topics (``__consumer_offsets``: offset commits) get a worker of their own, so a commit's
+        # small append never queues behind the fetches and produces of user topics (issue 34).
+        self.internal_io = ThreadPoolExecutor(1, thread_name_prefix="tierlog-internal-io")
         self.remote = RemoteTier(settings, metrics, lambda: self.clock, store=remote_store)
         metrics.add_collector(self._collect)
         for name, help_text in (
@@ -244,6 +247,7 @@ class Broker:
         self.close_failures = failures
         await self.remote.close()
         self.log_io.shutdown(wait=False)
+        self.internal_io.shutdown(wait=False)
         if was_ready and not failures:
             await asyncio.to_thread(meta.write_marker, self.data_dir / meta.CLEAN_SHUTDOWN_MARKER)
             log.info("broker closed cleanly: logs flushed and closed")
@@ -460,7 +464,7 @@ class Broker:
             self.metrics,
             self._spawn,
             config,
-            executor=self.log_io,
+            executor=self.internal_io if record.name.startswith("__") else self.log_io,
         )
         if config.remote_storage_enable:
             await self.remote.attach(partition)
