@@ -331,6 +331,9 @@ class Broker:
                 or bad value (naming it), name colliding with an existing one, the topic already exists,
                 or a replication factor above the live brokers ("Replication factor: R larger than
                 available brokers: B.").
+            ResourceLimitError (400, 40010; Kafka POLICY_VIOLATION): the partitions placed here would not
+                fit this broker's free file descriptors (RLIMIT_NOFILE) or inodes; nothing is written.
+            InsufficientStorageError (507): nor its free disk space; nothing is written.
             UnavailableError: the metadata store cannot be reached (MetadataStoreError).
         """
         self.check_ready()
@@ -420,6 +423,8 @@ class Broker:
         """Grow a topic to ``count`` partitions; all-or-nothing. Idempotent for the current count. Raises:
         UnknownTopicError (40401): unknown topic.
         InvalidConfigError (40002): ``count`` is lower than the current count or out of range.
+        ResourceLimitError (40010), InsufficientStorageError (507): the new partitions placed here would not
+        fit this broker's free file descriptors, inodes or disk (checked before anything is written).
         UnavailableError: a new partition directory cannot be created (nothing is added).
         """
         self.check_ready()
