@@ -27,7 +27,6 @@ import os
 import platform
 import random
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -36,6 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import aiohttp
+from hostile_bench import free_port, wait_ready
 
 V2_JSON = "application/vnd.kafka.v2+json"
 JSON_TYPE = "application/vnd.kafka.json.v2+json"
@@ -54,13 +54,6 @@ class Row:
     p50_ms: float
     p99_ms: float
     max_ms: float
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 def pct(values: list[float], q: float) -> float:
@@ -153,19 +146,6 @@ class Load:
 # -- the driver -------------------------------------------------------------------------------------------
 
 
-async def wait_ready(url: str, deadline: float) -> None:
-    async with aiohttp.ClientSession() as session:
-        while time.monotonic() < deadline:
-            try:
-                async with session.get(url + "/ready") as response:
-                    if response.status == 200:
-                        return
-            except aiohttp.ClientError:
-                pass
-            await asyncio.sleep(0.05)
-    raise RuntimeError(f"broker at {url} not ready")
-
-
 async def run_tree(tree: str, pythonpath: str, rnd: int, args: argparse.Namespace) -> list[Row]:
     port = free_port()
     url = f"http://127.0.0.1:{port}"
@@ -174,8 +154,8 @@ async def run_tree(tree: str, pythonpath: str, rnd: int, args: argparse.Namespac
         broker_args = [sys.executable, "-m", "tierlog", "serve", "--data-dir", tmp, "--port", str(port)]
         broker_args += ["--logging-level", "WARNING", "--kafka-listener", "none"]
         broker = await asyncio.create_subprocess_exec(
-            *broker_args, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-        )
+            *broker_args, env=env, cwd=pythonpath, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )  # cwd too: ``-m`` puts the working directory first on sys.path
         try:
             await wait_ready(url, time.monotonic() + 60)
             load_args = [sys.executable, __file__, "--load", url, "--seconds", str(args.seconds)]

@@ -61,6 +61,19 @@ def commit(store: LogOffsetStore, group: str, offset: int) -> asyncio.Task[None]
     return asyncio.ensure_future(store.commit(group, {("t", 0): (offset, "")}, 1))
 
 
+async def appending(log: GatedLog, store: LogOffsetStore, group: str) -> asyncio.Task[None]:
+    """A commit of ``group`` that is appending (held at the gate)."""
+    task = commit(store, group, 1)
+    await log.started.wait()
+    return task
+
+
+async def cancelled(task: asyncio.Task[None]) -> None:
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+
+
 async def test_commits_queued_behind_an_append_share_the_next_batch() -> None:
     log = GatedLog()
     store = LogOffsetStore(log, ManualClock(1).now_ms)
@@ -82,8 +95,7 @@ async def test_commits_queued_behind_an_append_share_the_next_batch() -> None:
 async def test_a_failed_batch_fails_the_commits_it_carried_and_later_ones_still_write() -> None:
     log = GatedLog()
     store = LogOffsetStore(log, ManualClock(1).now_ms)
-    first = commit(store, "a", 1)
-    await log.started.wait()
+    first = await appending(log, store, "a")
     carried = [commit(store, "b", 2), commit(store, "c", 3)]
     await queued(store, 2)
     log.release()
@@ -105,13 +117,10 @@ async def test_a_failed_batch_fails_the_commits_it_carried_and_later_ones_still_
 async def test_a_cancelled_waiter_is_not_written_and_the_others_are() -> None:
     log = GatedLog()
     store = LogOffsetStore(log, ManualClock(1).now_ms)
-    first = commit(store, "a", 1)
-    await log.started.wait()
+    first = await appending(log, store, "a")
     gone, kept = commit(store, "gone", 2), commit(store, "kept", 3)
     await queued(store, 2)
-    gone.cancel()
-    with pytest.raises(asyncio.CancelledError):
-        await gone
+    await cancelled(gone)
     log.release()
     await first
     await log.started.wait()
@@ -124,8 +133,7 @@ async def test_a_cancelled_waiter_is_not_written_and_the_others_are() -> None:
 async def test_a_driver_cancelled_mid_append_fails_its_batch_retriably_and_passes_the_drive() -> None:
     log = GatedLog()
     store = LogOffsetStore(log, ManualClock(1).now_ms)
-    driver = commit(store, "a", 1)
-    await log.started.wait()
+    driver = await appending(log, store, "a")
     waiter = commit(store, "b", 2)
     await queued(store, 1)
     log.release()
@@ -133,9 +141,7 @@ async def test_a_driver_cancelled_mid_append_fails_its_batch_retriably_and_passe
     await log.started.wait()  # "b" appends, as the new driver
     late = commit(store, "c", 3)
     await queued(store, 1)
-    waiter.cancel()
-    with pytest.raises(asyncio.CancelledError):
-        await waiter
+    await cancelled(waiter)
     await log.started.wait()  # "c" was handed the drive and appends
     log.release()
     await late
@@ -145,16 +151,13 @@ async def test_a_driver_cancelled_mid_append_fails_its_batch_retriably_and_passe
 async def test_waiters_carried_by_a_cancelled_driver_get_a_retriable_error() -> None:
     log = GatedLog()
     store = LogOffsetStore(log, ManualClock(1).now_ms)
-    first = commit(store, "a", 1)
-    await log.started.wait()
+    first = await appending(log, store, "a")
     second, third = commit(store, "b", 2), commit(store, "c", 3)
     await queued(store, 2)
     log.release()
     await first
     await log.started.wait()  # "b" drives and carries "c" in its batch
-    second.cancel()
-    with pytest.raises(asyncio.CancelledError):
-        await second
+    await cancelled(second)
     with pytest.raises(UnavailableError, match="interrupted"):
         await third
     assert store.group_ids() == ["a"]
