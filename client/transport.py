@@ -33,6 +33,7 @@ from tierlog.wire.errors import InvalidRequestError, UnauthorizedError
 from tierlog.wire.native import (
     BATCHES_TYPE,
     HIGH_WATERMARK,
+    HTTP_ON_TLS_PORT,
     LOG_END_OFFSET,
     LOG_START_OFFSET,
     partition_path,
@@ -74,6 +75,19 @@ class TopicMetadata:
     @property
     def partition_count(self) -> int:
         return len(self.partitions) if self.declared_count is None else self.declared_count
+
+
+_TLS_PORT_ANSWER = HTTP_ON_TLS_PORT.split(":", 1)[0].encode()
+
+
+def _ca_hint(err: BaseException) -> str:
+    """What to do when the broker's certificate did not verify (a private CA the client was not given)."""
+    if "CERTIFICATE_VERIFY_FAILED" not in str(err) and "certificate verify failed" not in str(err):
+        return ""
+    return (
+        " (the broker's certificate is not signed by a CA this client trusts: pass the CA that signed it, "
+        "ssl_cafile=... in Python, `--ssl-cafile FILE` on the CLI)"
+    )
 
 
 def _certificate_refused(err: BaseException) -> bool:
@@ -194,6 +208,12 @@ class BrokerClient:
             ) as response:
                 raw = await response.read()
                 if response.status >= 400:
+                    if response.status == 400 and raw.startswith(_TLS_PORT_ANSWER):
+                        raise InvalidRequestError(
+                            f"{method} {path}: {self.base_url} is a TLS port: use https:// "
+                            "(security_protocol SSL; with a private CA also ssl_cafile, "
+                            "`--ssl-cafile` on the CLI)"
+                        )
                     raise error_from_response(response.status, raw)
                 return response.status, raw, dict(response.headers)
         except TimeoutError as err:
@@ -201,7 +221,7 @@ class BrokerClient:
         except (aiohttp.ClientSSLError, aiohttp.ClientOSError) as err:
             if _certificate_refused(err):
                 raise UnauthorizedError(
-                    f"{method} {path}: TLS handshake with {self.base_url} refused: {err}"
+                    f"{method} {path}: TLS handshake with {self.base_url} refused: {err}{_ca_hint(err)}"
                 ) from err
             raise BrokerUnavailableError(
                 f"{method} {path}: broker {self.base_url} unreachable: {err}{self._hint(err)}"

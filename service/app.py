@@ -103,6 +103,7 @@ def create_app(
         remote_store=remote_store,
         metadata_store=metadata_store,
     )
+    guard.kafka_endpoint = lambda: broker.kafka_endpoint  # named when a Kafka client reaches an HTTP port
     store = app[SECURITY_STORE] = SecurityStore(broker.cluster.store, owns_store=False)
     app[AUTHENTICATOR] = Authenticator(
         security, store, metrics, clock=auth_clock, bearer=_bearer_verifier(settings)

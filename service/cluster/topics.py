@@ -10,7 +10,9 @@ every partition and the partitions it leads are open, and answers. A wait that r
 (the change is committed; leaders follow when a broker can take them).
 
 Every method raises what :class:`~tierlog.service.topics.broker.Broker` documents for the same request, with
-MetadataStoreError (503, retriable) when the store fails.
+MetadataStoreError (503, retriable) when the store fails. A create or growth whose partitions placed on this
+broker would not fit its free file descriptors, inodes or disk is refused before the write
+(ResourceLimitError, InsufficientStorageError; :mod:`tierlog.service.topics.resources`).
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
@@ -34,6 +36,7 @@ from tierlog.service.cluster.model import (
 )
 from tierlog.service.cluster.placement import assign_replicas, rack_alternated
 from tierlog.service.topics.configs import TOPIC_CONFIGS, TopicConfig, validate_overrides
+from tierlog.service.topics.resources import check_room_for_partitions
 from tierlog.wire.errors import (
     CorruptRecordError,
     InvalidConfigError,
@@ -125,7 +128,14 @@ class ClusterTopics:
             node.settings.default_replication_factor if replication_factor is None else replication_factor
         )
         replicas = assign_replicas(await self._live_brokers(), count, factor)
+        await self._check_room(replicas, f"Creating topic '{name}'")
         return TopicAssignment(name, uuid.uuid4().hex, tuple(replicas), overrides)
+
+    async def _check_room(self, replicas: Sequence[Sequence[int]], action: str) -> None:
+        """Refuse, before anything is written, partitions whose replicas placed here this broker cannot
+        open (file descriptors, inodes, disk: :mod:`tierlog.service.topics.resources`)."""
+        here = sum(1 for placed in replicas if self._node.broker_id in placed)
+        await check_room_for_partitions(self._node.broker.data_dir, here, action)
 
     async def restore(self, only: set[str] | None = None) -> list[str]:
         """Create the topics the remote tier has manifests for and the cluster lacks (see
@@ -292,6 +302,7 @@ class ClusterTopics:
             if count == current:
                 return await self._settled(assignment)
             added = self._place_more(assignment, count - current, dict(await self._live_brokers()))
+            await self._check_room(added, f"Growing topic '{name}' from {current} to {count} partitions")
             grown = replace(assignment, replicas=assignment.replicas + tuple(added))
             if await node.store.commit([Compare(kv.key, kv.mod_revision)], [Put(kv.key, grown.encode())]):
                 break

@@ -8,7 +8,13 @@ every topic. Each commit is one record::
 
 Replaying the topic from its start and keeping the last value per key (a null value deletes the key)
 rebuilds the state, which is how the broker restores committed offsets on restart. The records of one
-commit call are appended as one batch, so a commit is all or nothing.
+commit call are appended in one batch, so a commit is all or nothing.
+
+**Group commit.** Appends to the partition are serialised (one lock), but a commit never waits for the
+appends queued before it one by one: the commit that takes the lock writes every commit waiting at that
+moment in one batch (up to ``LogOffsetStore.MAX_BATCH_RECORDS`` records), and the others find theirs done
+when the lock comes to them. Under many concurrent committers a commit costs about two appends, not one
+append per committer ahead of it (issue 34: 1.35 s at p50 under 200 REST connections before).
 """
 
 from __future__ import annotations
@@ -21,7 +27,7 @@ from typing import Protocol
 
 from tierlog.tiering.codec.batch import build_batch, iter_records
 from tierlog.tiering.codec.records import Record
-from tierlog.wire.errors import CorruptRecordError
+from tierlog.wire.errors import CorruptRecordError, UnavailableError
 
 __all__ = [
     "CommittedOffset",
@@ -150,8 +156,30 @@ class OffsetLog(Protocol):
     async def end_offset(self) -> int: ...
 
 
+_WRITTEN, _DRIVE = "written", "drive"
+
+
+@dataclass(eq=False)
+class _QueuedWrite:
+    """A commit waiting in :class:`LogOffsetStore`'s queue."""
+
+    group_id: str
+    changes: Mapping[TopicPartition, CommittedOffset | None]
+    wake: asyncio.Future[str]  # _WRITTEN (appended or failed: see error), or _DRIVE (this caller writes next)
+    error: BaseException | None = None
+
+    def finish(self, error: BaseException | None) -> None:
+        self.error = error
+        if not self.wake.done():
+            self.wake.set_result(_WRITTEN)
+
+    def raise_error(self) -> None:
+        if self.error is not None:
+            raise self.error
+
+
 class LogOffsetStore(MemoryOffsetStore):
-    """Committed offsets persisted to ``__consumer_offsets`` (one batch per commit call) through ``log``.
+    """Committed offsets persisted to ``__consumer_offsets`` through ``log``.
 
     The in-memory state changes only after the append succeeded, so a failed write loses nothing that was
     acknowledged.
@@ -164,10 +192,14 @@ class LogOffsetStore(MemoryOffsetStore):
     the snapshot is in it, and later commits follow it. Writes and compaction are serialised by one lock, so
     no commit can land between the snapshot's reading of the state and its append.
 
+    Commits waiting for the lock are written together (see the module's *group commit*): each caller
+    still gets its own outcome, and a failed batch fails exactly the commits it carried.
+
     Use from one event loop.
     """
 
     SNAPSHOT_BATCH = 500
+    MAX_BATCH_RECORDS = 500
 
     def __init__(
         self, log: OffsetLog, clock_ms: Callable[[], int], *, compact_after_bytes: int = 16 * 2**20
@@ -179,6 +211,8 @@ class LogOffsetStore(MemoryOffsetStore):
         self._written = 0
         self._snapshot_bytes = 0
         self._lock = asyncio.Lock()
+        self._queued: list[_QueuedWrite] = []
+        self._driver: _QueuedWrite | None = None
 
     @property
     def bytes_since_snapshot(self) -> int:
@@ -209,15 +243,75 @@ class LogOffsetStore(MemoryOffsetStore):
         await self._write(group_id, dict.fromkeys(partitions))
 
     async def _write(self, group_id: str, changes: Mapping[TopicPartition, CommittedOffset | None]) -> None:
+        """Queue the change and wait for the batch that carries it.
+
+        One caller at a time writes (the *driver*); the others wait on their own future, which the driver
+        resolves once their batch is written, or hands them the drive when the driver's own write is done
+        and theirs is still queued. A waiter is never woken just to find its work done (an ``asyncio.Lock``
+        per waiter cost one loop turn per committer ahead of it). Raises what the append raises;
+        UnavailableError (retriable) when the driver was cancelled mid-append.
+        """
         if not changes:
             return
+        mine = _QueuedWrite(group_id, changes, asyncio.get_running_loop().create_future())
+        self._queued.append(mine)
+        if self._driver is None:
+            self._driver = mine
+        else:
+            try:
+                turn = await asyncio.shield(mine.wake)
+            except asyncio.CancelledError:
+                self._withdraw(mine)
+                raise
+            if turn == _WRITTEN:
+                mine.raise_error()
+                return
+        try:
+            async with self._lock:
+                while mine in self._queued:
+                    await self._write_queued()
+        finally:
+            self._withdraw(mine)
+        mine.raise_error()
+
+    def _withdraw(self, write: _QueuedWrite) -> None:
+        """``write``'s caller stops waiting (its write is done, or it was cancelled): a write never
+        appended leaves the queue, and a driver passes the drive to the oldest queued write."""
+        if write in self._queued:
+            self._queued.remove(write)
+        if self._driver is write:
+            self._driver = None
+            if self._queued:
+                self._driver = self._queued[0]
+                self._driver.wake.set_result(_DRIVE)
+
+    async def _write_queued(self) -> None:
+        """Append the oldest queued changes (up to MAX_BATCH_RECORDS records, at least one write) as one
+        batch; by the driver, under the lock. Every carried write gets the outcome; raises only
+        CancelledError."""
+        carried: list[_QueuedWrite] = []
+        count = 0
+        limit = self.MAX_BATCH_RECORDS
+        while self._queued and (not carried or count + len(self._queued[0].changes) <= limit):
+            carried.append(self._queued.pop(0))
+            count += len(carried[-1].changes)
         now = self._clock_ms()
-        records = [encode_commit(group_id, tp, c, now) for tp, c in changes.items()]
+        records = [encode_commit(w.group_id, tp, c, now) for w in carried for tp, c in w.changes.items()]
         batch = build_batch(records, now_ms=now)
-        async with self._lock:
+        try:
             await self._log.append(batch)
-            self._written += len(batch)
-            self.apply(group_id, changes)
+        except asyncio.CancelledError:
+            for write in carried:
+                write.finish(UnavailableError("the offset write carrying this commit was interrupted: retry"))
+            raise
+        except Exception as err:
+            for write in carried:
+                write.finish(err)
+            return
+        self._written += len(batch)
+        for write in carried:
+            self.apply(write.group_id, write.changes)
+            write.finish(None)
 
     async def maybe_compact(self) -> bool:
         """Compact if enough was written since the last snapshot. Returns whether it compacted.

@@ -405,7 +405,8 @@ LOG_IO_THREADS = SettingSpec(
     "format or with the pure codec) is also rendered as JSON in the thread that read it, about a millisecond "
     "of work, so the request takes one hand-over to a worker instead of two; a larger one is rendered in the "
     "default executor. Sized apart from the default executor so slow disk work cannot starve other blocking "
-    "calls, and other work cannot starve the logs.",
+    "calls, and other work cannot starve the logs. Internal topics (`__consumer_offsets`: offset commits) "
+    "have one worker of their own, so commits never queue behind these.",
     _int(1, 1024),
 )
 ACCEPT_ERROR_LOG_INTERVAL_MS = SettingSpec(

@@ -94,6 +94,9 @@ class Broker:
         self._closed = False
         self.close_failures = 0  # logs that could not be closed cleanly by close(); the process exits 1
         self.log_io = ThreadPoolExecutor(settings.log_io_threads, thread_name_prefix="tierlog-log-io")
+        # Internal topics (``__consumer_offsets``: offset commits) get a worker of their own, so a commit's
+        # small append never queues behind the fetches and produces of user topics (issue 34).
+        self.internal_io = ThreadPoolExecutor(1, thread_name_prefix="tierlog-internal-io")
         self.remote = RemoteTier(settings, metrics, lambda: self.clock, store=remote_store)
         metrics.add_collector(self._collect)
         for name, help_text in (
@@ -244,6 +247,7 @@ class Broker:
         self.close_failures = failures
         await self.remote.close()
         self.log_io.shutdown(wait=False)
+        self.internal_io.shutdown(wait=False)
         if was_ready and not failures:
             await asyncio.to_thread(meta.write_marker, self.data_dir / meta.CLEAN_SHUTDOWN_MARKER)
             log.info("broker closed cleanly: logs flushed and closed")
@@ -327,6 +331,9 @@ class Broker:
                 or bad value (naming it), name colliding with an existing one, the topic already exists,
                 or a replication factor above the live brokers ("Replication factor: R larger than
                 available brokers: B.").
+            ResourceLimitError (400, 40010; Kafka POLICY_VIOLATION): the partitions placed here would not
+                fit this broker's free file descriptors (RLIMIT_NOFILE) or inodes; nothing is written.
+            InsufficientStorageError (507): nor its free disk space; nothing is written.
             UnavailableError: the metadata store cannot be reached (MetadataStoreError).
         """
         self.check_ready()
@@ -416,6 +423,8 @@ class Broker:
         """Grow a topic to ``count`` partitions; all-or-nothing. Idempotent for the current count. Raises:
         UnknownTopicError (40401): unknown topic.
         InvalidConfigError (40002): ``count`` is lower than the current count or out of range.
+        ResourceLimitError (40010), InsufficientStorageError (507): the new partitions placed here would not
+        fit this broker's free file descriptors, inodes or disk (checked before anything is written).
         UnavailableError: a new partition directory cannot be created (nothing is added).
         """
         self.check_ready()
@@ -466,7 +475,7 @@ class Broker:
             self.metrics,
             self._spawn,
             config,
-            executor=self.log_io,
+            executor=self.internal_io if record.name.startswith("__") else self.log_io,
         )
         if config.remote_storage_enable:
             await self.remote.attach(partition)

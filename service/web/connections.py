@@ -29,6 +29,7 @@ from aiohttp import web
 from aiohttp.typedefs import Handler, Middleware
 
 from tierlog.service.metrics import Metrics, Sample
+from tierlog.service.web.sniff import SniffingProtocol, refusal_on_plaintext
 
 __all__ = ["ConnectionGuard", "GuardedSite", "install_accept_error_handler"]
 
@@ -48,6 +49,7 @@ class _GuardedProtocol(asyncio.Protocol):
         self._phase = _IDLE
         self._request: web.BaseRequest | None = None
         self._admitted = False
+        self._first = True
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
@@ -62,6 +64,16 @@ class _GuardedProtocol(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         if not self._admitted:
             return
+        if self._first:
+            self._first = False
+            transport = self._transport
+            if (
+                transport is not None
+                and transport.get_extra_info("sslcontext") is None
+                and refusal_on_plaintext(data, transport, self._guard.kafka_endpoint())
+            ):
+                transport.close()
+                return
         if self._phase == _IDLE:
             self._phase = _HEADERS
             self._arm(self._guard.read_s)
@@ -136,6 +148,8 @@ class ConnectionGuard:
         self.idle_s = idle_ms / 1000
         self.read_s = read_ms / 1000
         self.max_connections = max_connections
+        # where the Kafka listener is, for the log line when a Kafka client reaches an HTTP port
+        self.kafka_endpoint: Callable[[], str | None] = lambda: None
         self._metrics = metrics
         self._open: dict[asyncio.BaseTransport, _GuardedProtocol] = {}
         metrics.describe("tierlog_connections_open", "gauge", "Client connections open now")
@@ -205,15 +219,24 @@ class GuardedSite(web.TCPSite):
         self._tls = ssl_context
 
     async def start(self) -> None:
+        """Listen. On a TLS port every connection's first bytes are looked at before the handshake, so
+        plain HTTP is answered in plain HTTP (:class:`~tierlog.service.web.sniff.SniffingProtocol`)."""
         await web.BaseSite.start(self)
         loop = asyncio.get_running_loop()
         server = self._runner.server
         assert server is not None
+        guarded = self._guard.wrap(server)
+        tls = self._tls
+        factory: Callable[[], asyncio.Protocol] = guarded
+        if tls is not None:
+
+            def factory() -> asyncio.Protocol:
+                return SniffingProtocol(guarded, tls, kafka=self._guard.kafka_endpoint)
+
         self._server = await loop.create_server(
-            self._guard.wrap(server),
+            factory,
             self._host,
             self._port,
-            ssl=self._tls,
             backlog=self._backlog,
             reuse_address=self._reuse_address,
             reuse_port=self._reuse_port,

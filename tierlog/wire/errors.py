@@ -47,6 +47,7 @@ __all__ = [
     "ConflictError",
     "UnavailableError",
     "InsufficientStorageError",
+    "ResourceLimitError",
     "storage_error",
     "CorruptRecordError",
     "UnauthorizedError",
@@ -298,6 +299,15 @@ class InvalidConfigError(InvalidRequestError):
 
     code = 40002
     kafka = KafkaError(40, "INVALID_CONFIG")
+
+
+class ResourceLimitError(InvalidRequestError):
+    """A topic create or partition growth needs more of a broker resource than is free (file descriptors
+    under ``RLIMIT_NOFILE``, inodes): refused before anything is written, naming the limit. Kafka has no
+    error for it; a create policy's refusal is the nearest."""
+
+    code = 40010
+    kafka = KafkaError(44, "POLICY_VIOLATION", exact=False)
 
 
 class CorruptBatchError(InvalidRequestError):

@@ -13,6 +13,7 @@ from __future__ import annotations
 from urllib.parse import quote
 
 __all__ = [
+    "HTTP_ON_TLS_PORT",
     "BATCHES_TYPE",
     "HIGH_WATERMARK",
     "LOG_START_OFFSET",
@@ -35,6 +36,9 @@ __all__ = [
     "group_path",
     "replica_partition_path",
 ]
+
+# The plain-text body a TLS port answers a plain HTTP request with (issue 35); the client recognises it.
+HTTP_ON_TLS_PORT = "This is tierlog's TLS port: use https://{host}:{port}/ (the broker speaks HTTPS here).\n"
 
 # Produce bodies and fetch answers: whole Kafka v2 record batches, concatenated.
 BATCHES_TYPE = "application/vnd.tierlog.batches"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from typing import Any
 
 from tests.integration.broker import Client
 from tierlog.service.groups.state import CONSUMERS
@@ -110,6 +111,37 @@ async def test_records_wait_for_a_produce(client: Client) -> None:
     response = await fetch
     assert response.status == 200
     assert decoded(await response.json(content_type=None)) == ["late"]
+
+
+async def test_a_commit_is_answered_while_a_long_poll_of_the_same_instance_waits(client: Client) -> None:
+    """Issue 34: an instance's commit never queues behind its own pending fetch."""
+    await create_topic(client, "t", 1)
+    await produce(client, "t", 0, ["first"])
+    base = await rest_consumer(client, "g", "c", **{"auto.offset.reset": "earliest"})
+    await call(client, "POST", f"{base}/subscription", {"topics": ["t"]}, status=204)
+    assert decoded(await poll(client, base)) == ["first"]
+    manager = client.app[CONSUMERS]
+    polling = asyncio.Event()
+    real_poll = manager.poll
+
+    async def observed_poll(*args: Any, **kwargs: Any) -> Any:
+        polling.set()
+        return await real_poll(*args, **kwargs)
+
+    manager.poll = observed_poll  # type: ignore[method-assign]
+    fetch = asyncio.ensure_future(client.get(f"{base}/records?timeout=60000", headers={"Accept": BINARY}))
+    await polling.wait()  # the long poll is inside the broker, waiting for records
+    answer = await call(
+        client, "POST", f"{base}/offsets", {"offsets": [{"topic": "t", "partition": 0, "offset": 0}]}
+    )
+    assert answer == [{"topic": "t", "partition": 0, "consumed": 0, "committed": 1}]
+    assert not fetch.done()
+    stored = await call(client, "GET", f"{base}/offsets", {"partitions": [{"topic": "t", "partition": 0}]})
+    assert stored["offsets"][0]["offset"] == 1
+    assert not fetch.done()
+    await produce(client, "t", 0, ["second"])
+    response = await fetch
+    assert decoded(await response.json(content_type=None)) == ["second"]
 
 
 async def test_errors_as_rest_proxies_give_them(client: Client) -> None:

@@ -3,7 +3,9 @@ sockets: ApiVersions (including the v0 fallback), Metadata, protocol mix-ups, ov
 
 from __future__ import annotations
 
+import logging
 import socket
+import ssl
 import struct
 
 import aiokafka.admin
@@ -110,3 +112,17 @@ def test_an_http_request_to_the_kafka_port_is_told_where_http_is(kafka_broker: B
             answer += chunk
     assert answer.startswith(b"HTTP/1.1 400 ")
     assert b"Kafka protocol listener. The HTTP API is at http://127.0.0.1:" in answer
+
+
+def test_a_tls_client_on_the_plaintext_kafka_port_is_closed_and_named(
+    kafka_broker: BrokerThread, caplog: pytest.LogCaptureFixture
+) -> None:
+    context = ssl.create_default_context()
+    context.check_hostname, context.verify_mode = False, ssl.CERT_NONE
+    with (
+        caplog.at_level(logging.WARNING, logger="tierlog"),
+        _raw(kafka_broker.kafka_bootstrap) as sock,
+        pytest.raises((ssl.SSLError, ConnectionError)),
+    ):
+        context.wrap_socket(sock).do_handshake()
+    assert any("uses SSL but this listener is PLAINTEXT" in r.getMessage() for r in caplog.records)

@@ -4,13 +4,17 @@ reached by the Python client, ``requests`` and the ``tierlog`` CLI.
 Checked: produce and consume over verified TLS; a client without the CA, a plaintext request to the TLS port,
 a client without a certificate where one is required, and a certificate for another host name are all
 refused; ``plaintext.port`` is the only plaintext listener; SIGHUP rotates the certificate for new
-connections while open ones keep working.
+connections while open ones keep working. Protocol mix-ups are named (issue 35): plain HTTP to the TLS port
+is answered 400 saying to use https:// (curl, aiohttp, the client and CLI show it), a TLS handshake to the
+plaintext port and a Kafka client (confluent-kafka) to either port are logged; the CLI without the CA names
+``--ssl-cafile``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import re
+import shutil
 import signal
 import socket
 import ssl
@@ -20,9 +24,12 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import aiohttp
 import pytest
 import requests
 import trustme
+from confluent_kafka import KafkaException
+from confluent_kafka.admin import AdminClient
 from cryptography import x509
 
 from tests.e2e.process import DEADLINE_S, BrokerProcess, clean_env, run_cli
@@ -34,6 +41,7 @@ from tierlog.client import (
     ClientSecurity,
     UnauthorizedError,
 )
+from tierlog.wire.errors import InvalidRequestError
 
 pytestmark = pytest.mark.integration
 
@@ -165,7 +173,7 @@ async def test_the_client_produces_and_consumes_over_verified_tls(tls_broker: Tl
 
 async def test_the_client_refuses_a_broker_its_ca_does_not_sign(tls_broker: TlsBroker) -> None:
     async with AsyncAdmin(tls_broker.url, security=ClientSecurity("SSL")) as admin:  # the system's CAs only
-        with pytest.raises(UnauthorizedError, match="TLS handshake"):
+        with pytest.raises(UnauthorizedError, match=r"TLS handshake.*--ssl-cafile"):
             await admin.list_topics()
 
 
@@ -182,8 +190,10 @@ def test_requests_verifies_with_the_ca_and_fails_without(tls_broker: TlsBroker, 
 def test_the_tls_port_serves_no_plaintext(broker: str, request: pytest.FixtureRequest, pki: Pki) -> None:
     served: TlsBroker = request.getfixturevalue(broker)
     plain = served.url.replace("https://", "http://")
-    with pytest.raises(requests.exceptions.ConnectionError):
-        requests.get(f"{plain}/health", timeout=DEADLINE_S)
+    answer = requests.get(f"{plain}/health", timeout=DEADLINE_S)  # answered in plain HTTP, naming https
+    assert answer.status_code == 400
+    assert f"This is tierlog's TLS port: use https://127.0.0.1:{served.port}/" in answer.text
+    served.wait_for_line(re.compile(f"plain HTTP request from .* reached tierlog's TLS port {served.port}"))
     leaf = (str(pki.alice.cert), str(pki.alice.key))
     assert requests.get(f"{served.url}/health", verify=str(pki.ca), cert=leaf, timeout=DEADLINE_S).ok
 
@@ -246,7 +256,7 @@ async def test_hostname_verification_refuses_another_name(
     )  # fmt: skip
     request.addfinalizer(broker.kill)
     async with AsyncAdmin(broker.url, security=ClientSecurity("SSL", ssl_cafile=str(pki.ca))) as admin:
-        with pytest.raises(UnauthorizedError, match="TLS handshake"):
+        with pytest.raises(UnauthorizedError, match=r"TLS handshake.*--ssl-cafile"):
             await admin.list_topics()
     unchecked = ClientSecurity("SSL", ssl_cafile=str(pki.ca), ssl_check_hostname=False)
     async with AsyncAdmin(broker.url, security=unchecked) as admin:
@@ -354,3 +364,74 @@ def test_mtls_principal_mapping_names_the_user(tmp_path: Path, pki: Pki) -> None
         assert as_bob.json()["error_code"] == 40301
     finally:
         broker.kill()
+
+
+# -- protocol mix-ups on the HTTP ports are named (issue 35) ------------------------------------------
+
+
+def test_curl_to_the_tls_port_with_http_shows_the_answer(tls_broker: TlsBroker) -> None:
+    curl = shutil.which("curl")
+    if curl is None:
+        pytest.skip("curl is not installed")
+    plain = tls_broker.url.replace("https://", "http://")
+    done = subprocess.run(
+        [curl, "-sS", "-w", "\\n%{http_code}", f"{plain}/v3/clusters"],
+        capture_output=True,
+        text=True,
+        timeout=DEADLINE_S,
+        check=False,
+    )
+    assert done.stdout.endswith("\n400"), done
+    assert "use https://" in done.stdout
+
+
+async def test_aiohttp_and_the_python_client_are_told_to_use_https(tls_broker: TlsBroker) -> None:
+    plain = tls_broker.url.replace("https://", "http://")
+    async with aiohttp.ClientSession() as session, session.get(f"{plain}/health") as answer:
+        assert answer.status == 400
+        assert "use https://" in await answer.text()
+    async with AsyncAdmin(plain) as admin:
+        with pytest.raises(InvalidRequestError, match=r"is a TLS port: use https://.*--ssl-cafile"):
+            await admin.list_topics()
+
+
+def test_the_cli_given_http_for_the_tls_port_says_what_to_do(tls_broker: TlsBroker) -> None:
+    plain = tls_broker.url.replace("https://", "http://")
+    done = run_cli("topics", "list", "--bootstrap-server", plain)
+    assert done.returncode != 0
+    assert "use https://" in done.stderr, done.stderr
+    assert "Server disconnected" not in done.stderr
+
+
+async def test_a_tls_handshake_to_the_plaintext_port_is_logged(tls_broker: TlsBroker) -> None:
+    assert tls_broker.plaintext_url is not None
+    secure = tls_broker.plaintext_url.replace("http://", "https://")
+    context = ssl.create_default_context()
+    async with aiohttp.ClientSession() as session:
+        with pytest.raises(aiohttp.ClientError):
+            async with session.get(f"{secure}/health", ssl=context):
+                pass
+    port = tls_broker.plaintext_url.rsplit(":", 1)[1]
+    pattern = f"TLS handshake from .* reached tierlog's plaintext HTTP port {port}"
+    tls_broker.wait_for_line(re.compile(pattern))
+
+
+@pytest.mark.parametrize("port_of", ["plaintext", "tls"])
+def test_a_kafka_client_on_an_http_port_is_closed_with_a_log_line(
+    tls_broker: TlsBroker, port_of: str
+) -> None:
+    url = tls_broker.plaintext_url if port_of == "plaintext" else tls_broker.url
+    assert url is not None
+    port = url.rsplit(":", 1)[1]
+    admin = AdminClient({"bootstrap.servers": f"127.0.0.1:{port}", "socket.timeout.ms": 2000})
+    with pytest.raises(KafkaException):  # librdkafka: the broker is down, not a response-size error
+        admin.list_topics(timeout=3)
+    kind = "HTTP" if port_of == "plaintext" else "HTTPS"
+    pattern = f"Kafka protocol client from .* reached tierlog's {kind} port {port}; point it at the Kafka"
+    tls_broker.wait_for_line(re.compile(pattern))
+
+
+def test_the_cli_without_the_ca_names_ssl_cafile(tls_broker: TlsBroker) -> None:
+    done = run_cli("topics", "list", "--bootstrap-server", tls_broker.url)
+    assert done.returncode != 0
+    assert "--ssl-cafile" in done.stderr, done.stderr
