@@ -50,7 +50,7 @@ def _allowed(settings: Settings, origin: str | None) -> bool:
 def _origin_headers(settings: Settings, origin: str) -> dict[str, str]:
     if settings.http_cors_allowed_origins == ("*",) and not settings.http_cors_allow_credentials:
         return {hdrs.ACCESS_CONTROL_ALLOW_ORIGIN: "*"}
-    headers = {hdrs.ACCESS_CONTROL_ALLOW_ORIGIN: origin}
+    headers: dict[str, str] = {hdrs.ACCESS_CONTROL_ALLOW_ORIGIN: origin}
     if settings.http_cors_allow_credentials:
         headers[hdrs.ACCESS_CONTROL_ALLOW_CREDENTIALS] = "true"
     return headers
