@@ -28,6 +28,7 @@ from tierlog.service.openapi_meta import (
 )
 from tierlog.service.security import openapi as security_openapi
 from tierlog.service.topics import data_dir as meta
+from tierlog.service.topics.rules import NOT_INTERNAL_TOPIC_PATTERN
 from tierlog.service.web import health
 from tierlog.service.web.keys import SETTINGS
 
@@ -118,6 +119,17 @@ def build_document(advertised_url: str | None = None) -> dict[str, Any]:
     }
 
 
+# A group id: 1-255 characters, no control characters (the coordinator's rule).
+_GROUP_SCHEMA = {"type": "string", "minLength": 1, "maxLength": 255, "pattern": r"^[^\x00-\x1f\x7f]+$"}
+# Operations refused (400, 40002) on an internal topic, a name starting with "__": clients do not write to
+# internal topics, delete them or change their partition count.
+_NOT_INTERNAL = {
+    ("post", "/topics/{topic}"),
+    ("post", "/topics/{topic}/partitions/{partition}"),
+    ("post", "/native/v1/topics/{topic}/partitions/{partition}/batches"),
+    ("delete", "/v3/clusters/{cluster_id}/topics/{topic_name}"),
+    ("patch", "/v3/clusters/{cluster_id}/topics/{topic_name}"),
+}
 _INTEGER_PARAMETERS = {"partition", "partition_id", "broker_id"}
 _TOPIC_PARAMETERS = {"topic", "topic_name"}
 # A ``{topic}`` path (v2 and native routes) is checked against the name rule before any lookup.
@@ -142,6 +154,8 @@ def _declare_path_parameters(path: str, operations: dict[str, Any]) -> None:
     for method, operation in operations.items():
         if method == "parameters" or not isinstance(operation, dict):
             continue
+        # operations of one path may share a module's parameter objects: change copies only
+        operation["parameters"] = [copy.deepcopy(p) for p in operation.get("parameters", [])]
         declared = {
             (p.get("in"), p.get("name")) for p in operation.get("parameters", []) if isinstance(p, dict)
         }
@@ -157,8 +171,13 @@ def _declare_path_parameters(path: str, operations: dict[str, Any]) -> None:
         for parameter in [*operation.get("parameters", []), *operations.get("parameters", [])]:
             if "description" not in parameter and parameter.get("name") in PARAMETER_DESCRIPTIONS:
                 parameter["description"] = PARAMETER_DESCRIPTIONS[parameter["name"]]
+            if parameter.get("in") == "path" and parameter.get("name") == "group":
+                parameter["schema"] = {**parameter.get("schema", {}), **_GROUP_SCHEMA}
             if parameter.get("in") == "path" and parameter.get("name") in _TOPIC_PARAMETERS:
                 parameter["schema"] = {**parameter.get("schema", {}), **_topic_schema()}
+                if (method, path) in _NOT_INTERNAL:
+                    parameter["schema"]["pattern"] = NOT_INTERNAL_TOPIC_PATTERN
+                    parameter["description"] += "; not an internal (`__`) topic"
         if "topic" in names:
             operation.setdefault("responses", {}).setdefault("400", copy.deepcopy(_TOPIC_RULE_400))
 

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from tierlog.service.topics.configs import TOPIC_CONFIGS
 from tierlog.service.topics.data_dir import MAX_TOPIC_NAME, TOPIC_NAME_PATTERN
+from tierlog.service.topics.rules import NOT_INTERNAL_TOPIC_PATTERN
 
 __all__ = ["OPENAPI_COMPONENTS", "OPENAPI_PATHS"]
 
@@ -44,6 +46,11 @@ _INT = {"type": "integer"}
 _BOOL = {"type": "boolean"}
 _NULLABLE_BOOL = {"type": "boolean", "nullable": True, "description": "null means false"}
 _TOPIC_NAME = {"type": "string", "pattern": TOPIC_NAME_PATTERN, "maxLength": MAX_TOPIC_NAME}
+_CONFIG_NAME = {
+    "type": "string",
+    "enum": sorted(TOPIC_CONFIGS),
+    "description": "A topic config's name (Kafka's)",
+}
 
 OPENAPI_COMPONENTS: dict[str, Any] = {
     "schemas": {
@@ -152,6 +159,7 @@ OPENAPI_COMPONENTS: dict[str, Any] = {
             "properties": {
                 "topic_name": {
                     **_TOPIC_NAME,
+                    "pattern": NOT_INTERNAL_TOPIC_PATTERN,
                     "description": "Kafka's rule: 1-249 of [a-zA-Z0-9._-], not . or ..; '__*' is reserved",
                 },
                 "partitions_count": {
@@ -170,9 +178,14 @@ OPENAPI_COMPONENTS: dict[str, Any] = {
                 },
                 "configs": {
                     "type": "array",
+                    "description": "Topic configs by Kafka's names, each value checked by its config's rule",
                     "items": {
                         "type": "object",
-                        "properties": {"name": _STR, "value": {**_STR, "nullable": True}},
+                        "required": ["name"],
+                        "properties": {
+                            "name": {**_STR, "description": "A topic config's name (Kafka's); unknown: 400"},
+                            "value": {**_STR, "nullable": True, "description": "null: the default"},
+                        },
                     },
                 },
                 "validate_only": _NULLABLE_BOOL,
@@ -194,10 +207,26 @@ OPENAPI_COMPONENTS: dict[str, Any] = {
                         "type": "object",
                         "required": ["name"],
                         "properties": {
-                            "name": _STR,
+                            "name": _CONFIG_NAME,
                             "value": {**_STR, "nullable": True},
-                            "operation": {"type": "string", "enum": ["SET", "DELETE"], "default": "SET"},
+                            "operation": {
+                                "type": "string",
+                                "nullable": True,
+                                "enum": ["SET", "DELETE", None],
+                                "default": "SET",
+                            },
                         },
+                        "description": "SET (the default) needs a value; DELETE takes none",
+                        "anyOf": [
+                            {
+                                "required": ["value"],
+                                "properties": {
+                                    "value": _STR,
+                                    "operation": {"nullable": True, "enum": ["SET", None]},
+                                },
+                            },
+                            {"required": ["operation"], "properties": {"operation": {"enum": ["DELETE"]}}},
+                        ],
                     },
                 },
                 "validate_only": _NULLABLE_BOOL,
@@ -325,11 +354,11 @@ def _op(
         "responses": responses,
     }
     if body is not None:
-        schema = {"$ref": f"#/components/schemas/{body}"}
+        ref = {"$ref": f"#/components/schemas/{body}"}
         operation["requestBody"] = {
             "required": True,
             "description": _BODY_DESCRIPTIONS[body],
-            "content": {"application/json": {"schema": schema, "example": _BODY_EXAMPLES[body]}},
+            "content": {"application/json": {"schema": ref, "example": _BODY_EXAMPLES[body]}},
         }
     return operation
 

@@ -7,7 +7,9 @@ from __future__ import annotations
 from typing import Any
 
 from tierlog.service.groups.admin import GROUPS
+from tierlog.service.groups.assignors import STRATEGIES
 from tierlog.service.groups.consumer_config import MAX_REQUEST_TIMEOUT_MS
+from tierlog.service.groups.coordinator import MAX_SESSION_TIMEOUT_MS, MIN_SESSION_TIMEOUT_MS
 from tierlog.service.groups.native import BASE
 from tierlog.service.groups.rest import DEFAULT_MAX_BYTES, INSTANCE
 
@@ -20,7 +22,8 @@ _REST_STATUSES = {
     "409": "40902 instance name taken, 40903 subscription and assignment mixed or an unassigned seek",
     "415": "41501 a Content-Type that is no REST Proxy type",
     "416": "41601 a position out of range with auto.offset.reset=none",
-    "422": "42204 invalid consumer configuration or body; 42201/42202 a key/value the format cannot render",
+    "422": "42204 invalid consumer configuration or body; 42201/42202 a key/value the format cannot render; "
+    "42201 an invalid group id",
     "500": "50002 corrupt stored data",
     "503": "50301 the broker is still opening its logs or restoring committed offsets",
 }
@@ -119,6 +122,11 @@ _REST_BODIES: dict[str, Any] = {
     },
     "positions": {
         "type": "object",
+        "description": "offsets, timestamps, or both",
+        "anyOf": [
+            {"required": ["offsets"], "properties": {"offsets": {"type": "array"}}},
+            {"required": ["timestamps"], "properties": {"timestamps": {"type": "array"}}},
+        ],
         "properties": {
             "offsets": {
                 "type": "array",
@@ -361,9 +369,9 @@ REST_PATHS: dict[str, Any] = {
 
 _NATIVE_STATUSES = {
     "400": "40001 malformed JSON, or a body that is not a JSON object",
-    "404": "40411 the group does not exist",
+    "404": "40411 the group does not exist; 40410 the member is not in the group (rejoin)",
     "409": "40910 rebalance in progress / 40911 fenced: an unknown member, or a stale generation",
-    "422": "42201 a missing field or one of the wrong type",
+    "422": "42201 a missing field or one of the wrong type, or an invalid group id",
     "503": "50301 the broker is still opening its logs or restoring committed offsets; 50312 another "
     "broker coordinates the group (the body names it)",
 }
@@ -372,7 +380,7 @@ _GENERATION = {"type": "integer", "description": "The generation the join answer
 _NATIVE_PARTITION: dict[str, Any] = {
     "type": "object",
     "required": ["topic", "partition"],
-    "properties": {"topic": {"type": "string"}, "partition": {"type": "integer", "minimum": 0}},
+    "properties": {"topic": {"type": "string"}, "partition": {"type": "integer"}},
 }
 _NATIVE_BODIES: dict[str, tuple[dict[str, Any], Any]] = {
     "join": (
@@ -382,11 +390,30 @@ _NATIVE_BODIES: dict[str, tuple[dict[str, Any], Any]] = {
                 "member_id": {**_MEMBER, "description": "Empty (a new member) or the member's id"},
                 "topics": {"type": "array", "items": {"type": "string"}},
                 "pattern": {"type": "string", "nullable": True, "description": "A topic regular expression"},
-                "strategy": {"type": "string", "nullable": True, "description": "range, roundrobin, ..."},
+                "strategy": {
+                    "type": "string",
+                    "nullable": True,
+                    "enum": [*sorted(STRATEGIES), None],
+                    "description": "The partition assignment strategy (default group.default.assignor)",
+                },
                 "client_id": {"type": "string"},
-                "session_timeout_ms": {"type": "integer"},
-                "rebalance_timeout_ms": {"type": "integer"},
+                "session_timeout_ms": {
+                    "type": "integer",
+                    "minimum": MIN_SESSION_TIMEOUT_MS,
+                    "maximum": MAX_SESSION_TIMEOUT_MS,
+                    "description": "How long the member lives without a heartbeat (default 45000)",
+                },
+                "rebalance_timeout_ms": {
+                    "type": "integer",
+                    "description": "How long a rebalance waits for the other members to rejoin (default "
+                    "300000): a join can take that long",
+                },
             },
+            "description": "A subscription: topics, a pattern, or both",
+            "anyOf": [
+                {"required": ["topics"], "properties": {"topics": {"minItems": 1}}},
+                {"required": ["pattern"], "properties": {"pattern": {"type": "string"}}},
+            ],
         },
         {"member_id": "", "topics": ["orders"], "session_timeout_ms": 45000},
     ),
@@ -446,7 +473,7 @@ def _native_op(
     summary: str,
     description: str,
     ok: str = "200",
-    errors: tuple[str, ...] = ("400", "409", "422", "503"),
+    errors: tuple[str, ...] = ("400", "404", "409", "422", "503"),
     body: str | None = None,
 ) -> dict[str, Any]:
     responses: dict[str, Any] = {ok: {"description": "success" if ok == "200" else "done, no content"}}
@@ -483,7 +510,7 @@ NATIVE_PATHS: dict[str, Any] = {
             "nativeDescribeGroup",
             "Describe a group with members, assignment and lag",
             "The group's state, generation, leader, members with their assignments, and lag per partition.",
-            errors=("404", "503"),
+            errors=("404", "422", "503"),
         ),
     },
     BASE + "/{group}/join": {
@@ -553,7 +580,11 @@ def _v3_op(op_id: str, summary: str, description: str) -> dict[str, Any]:
         "summary": summary,
         "description": description,
         "tags": ["consumer groups (v3)"],
-        "responses": {"200": {"description": "success"}, "404": {"description": "unknown cluster or group"}},
+        "responses": {
+            "200": {"description": "success"},
+            "404": {"description": "unknown cluster or group"},
+            "422": {"description": "42201 an invalid group id"},
+        },
     }
 
 

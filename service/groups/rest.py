@@ -316,7 +316,8 @@ async def commit(request: web.Request) -> web.Response:
     Raises AuthorizationError (40301): no Read on a topic committed (nothing is committed)."""
     instance = _instance(request)
     body = await _body(request, optional=True)
-    key = "offsets" if "offsets" in body else "partitions" if "partitions" in body else None
+    # a null list is an absent one: commit everything returned (as the document says)
+    key = next((name for name in ("offsets", "partitions") if body.get(name) is not None), None)
     offsets = _offsets(body, key) if key is not None else None
     topics = (t for t, _ in (offsets if offsets is not None else instance.positions))
     _authorize_topics(request, Operation.READ, topics)

@@ -52,31 +52,48 @@ _PARTITION_OBJ = {
         },
     },
 }
-_PRODUCE_BODY = {
-    "type": "object",
-    "required": ["records"],
-    "additionalProperties": False,
-    "description": "Unknown fields, in the body or in a record, are refused (422 / 422)",
-    "properties": {
-        **{
-            name: {"description": "accepted and ignored with binary and json (schema formats answer 42206)"}
-            for name in ("key_schema", "key_schema_id", "value_schema", "value_schema_id")
-        },
-        "records": {
-            "type": "array",
-            "minItems": 1,
-            "items": {
-                "type": "object",
-                "additionalProperties": False,
-                "properties": {
-                    "key": {"description": "base64 string (binary) or any JSON value (json); may be null"},
-                    "value": {"description": "base64 string (binary) or any JSON value (json); may be null"},
-                    "partition": {"type": "integer", "minimum": 0, "nullable": True},
+_BASE64 = {
+    "type": "string",
+    "nullable": True,
+    "format": "byte",
+    "pattern": "^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$",
+    "description": "standard base64 with padding (RFC 4648), or null",
+}
+_ANY_JSON = {"description": "any JSON value, or null"}
+
+
+def _produce_body(embedded: dict[str, Any], description: str) -> dict[str, Any]:
+    return {
+        "type": "object",
+        "required": ["records"],
+        "additionalProperties": False,
+        "description": description + "; unknown fields, in the body or in a record, are refused (422)",
+        "properties": {
+            **{
+                name: {
+                    "description": "accepted and ignored with binary and json (schema formats answer 42206)"
+                }
+                for name in ("key_schema", "key_schema_id", "value_schema", "value_schema_id")
+            },
+            "records": {
+                "type": "array",
+                "minItems": 1,
+                "items": {
+                    "type": "object",
+                    "additionalProperties": False,
+                    "properties": {
+                        "key": {**embedded, "description": "the key: " + embedded["description"]},
+                        "value": {**embedded, "description": "the value: " + embedded["description"]},
+                        "partition": {"type": "integer", "minimum": 0, "nullable": True},
+                    },
                 },
             },
         },
-    },
-}
+    }
+
+
+_BINARY_BODY = _produce_body(_BASE64, "Records whose keys and values are base64")
+_JSON_BODY = _produce_body(_ANY_JSON, "Records whose keys and values are JSON")
 _PRODUCE_ANSWER = {
     "type": "object",
     "properties": {
@@ -149,8 +166,8 @@ def _produce(
             "description": "The records: keys and values base64 in the binary format, any JSON value in "
             "the json format",
             "content": {
-                _BINARY: {"schema": _PRODUCE_BODY, "example": _BINARY_EXAMPLE},
-                _JSON: {"schema": _PRODUCE_BODY, "example": _JSON_EXAMPLE},
+                _BINARY: {"schema": _BINARY_BODY, "example": _BINARY_EXAMPLE},
+                _JSON: {"schema": _JSON_BODY, "example": _JSON_EXAMPLE},
             },
         },
         "responses": {

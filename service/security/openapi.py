@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tierlog.service.security.model import Operation, PatternType, Permission, ResourceType
+from tierlog.service.security.model import CLUSTER_NAME, Operation, PatternType, Permission, ResourceType
 from tierlog.service.security.scram import DEFAULT_ITERATIONS, MAX_ITERATIONS, MECHANISMS, MIN_ITERATIONS
 
 __all__ = ["OPENAPI_COMPONENTS", "OPENAPI_PATHS"]
@@ -17,6 +17,9 @@ _LIST_META = {
     "type": "object",
     "properties": {"self": {"type": "string", "format": "uri"}, "next": {"type": "string", "nullable": True}},
 }
+
+
+_NOT_BLANK = r"\S"  # surrounding spaces are trimmed; something must remain
 
 
 def _enum(members: list[str], description: str) -> dict[str, Any]:
@@ -36,14 +39,24 @@ def _acl_fields(*, filters: bool) -> dict[str, Any]:
         "resource_name": {
             "type": "string",
             "minLength": 1,
+            "pattern": _NOT_BLANK,
             "description": "the name, a prefix (PREFIXED), or * (every name); kafka-cluster for CLUSTER",
         },
         "pattern_type": _enum(
             _names(PatternType, filters=filters),
             "LITERAL or PREFIXED" + ("; filters also ANY and MATCH" if filters else ""),
         ),
-        "principal": {"type": "string", "pattern": "^[^:]+:.+$", "description": "User:name, or User:*"},
-        "host": {"type": "string", "minLength": 1, "description": "a client address, or * (any host)"},
+        "principal": {
+            "type": "string",
+            "pattern": r"^\s*[^:\s][^:]*:[\s\S]*\S",
+            "description": "Type:name, e.g. User:alice, or User:* (every user)",
+        },
+        "host": {
+            "type": "string",
+            "minLength": 1,
+            "pattern": _NOT_BLANK,
+            "description": "a client address, or * (any host)",
+        },
         "operation": _enum(_names(Operation, filters=filters), "Kafka's operation, upper case"),
         "permission": _enum(_names(Permission, filters=filters), "ALLOW or DENY; Deny wins"),
     }
@@ -53,6 +66,15 @@ _ACL_REQUEST = {
     "type": "object",
     "required": list(_acl_fields(filters=False)),
     "properties": _acl_fields(filters=False),
+    # the cluster resource has one name
+    "anyOf": [
+        {"properties": {"resource_type": {"enum": ["CLUSTER"]}, "resource_name": {"enum": [CLUSTER_NAME]}}},
+        {
+            "properties": {
+                "resource_type": {"enum": [n for n in _names(ResourceType, filters=False) if n != "CLUSTER"]}
+            }
+        },
+    ],
 }
 
 OPENAPI_COMPONENTS: dict[str, Any] = {
