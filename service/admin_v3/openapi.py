@@ -178,6 +178,7 @@ OPENAPI_COMPONENTS: dict[str, Any] = {
                 },
                 "configs": {
                     "type": "array",
+                    "nullable": True,
                     "description": "Topic configs by Kafka's names, each value checked by its config's rule",
                     "items": {
                         "type": "object",

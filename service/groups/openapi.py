@@ -63,7 +63,9 @@ _REST_BODIES: dict[str, Any] = {
                 "nullable": True,
                 "description": "The instance name (default: generated)",
             },
-            "id": {"type": "string", "nullable": True, "description": "The v1 API's name for `name`"},
+            "id": {
+                "description": "The v1 API's name for `name` (a string), read when `name` is null or absent"
+            },
             "format": {
                 "type": "string",
                 "nullable": True,
@@ -123,10 +125,7 @@ _REST_BODIES: dict[str, Any] = {
     "positions": {
         "type": "object",
         "description": "offsets, timestamps, or both",
-        "anyOf": [
-            {"required": ["offsets"], "properties": {"offsets": {"type": "array"}}},
-            {"required": ["timestamps"], "properties": {"timestamps": {"type": "array"}}},
-        ],
+        "anyOf": [{"required": ["offsets"]}, {"required": ["timestamps"]}],
         "properties": {
             "offsets": {
                 "type": "array",
@@ -192,7 +191,11 @@ def _rest_op(
         content: dict[str, Any] = {"schema": schema}
         if example is not None:
             content["example"] = example
-        op["requestBody"] = {"content": {"application/vnd.kafka.v2+json": content}, "description": body}
+        op["requestBody"] = {
+            "content": {"application/vnd.kafka.v2+json": content},
+            "description": body,
+            "required": body_schema in ("partitions", "positions"),
+        }
     return op
 
 
@@ -212,6 +215,21 @@ _REST_INST = [
     {"name": "instance", "in": "path", "required": True, "schema": {"type": "string"}},
 ]
 _PARTITIONS_EXAMPLE = {"partitions": [{"topic": "orders", "partition": 0}]}
+
+
+def _seek_to(op_id: str, summary: str, description: str) -> dict[str, Any]:
+    """The path item of a seek of named partitions to one end of their logs."""
+    operation = _rest_op(
+        op_id,
+        summary,
+        description,
+        body='{"partitions": [...]}',
+        ok="204",
+        body_schema="partitions",
+        example=_PARTITIONS_EXAMPLE,
+    )
+    return {"parameters": _REST_INST, "post": operation}
+
 
 REST_PATHS: dict[str, Any] = {
     "/consumers/{group}": {
@@ -293,30 +311,16 @@ REST_PATHS: dict[str, Any] = {
             example={"offsets": [{"topic": "orders", "partition": 0, "offset": 42}]},
         ),
     },
-    INSTANCE + "/positions/beginning": {
-        "parameters": _REST_INST,
-        "post": _rest_op(
-            "v2SeekToBeginning",
-            "Seek to the beginning",
-            "Moves the position of each partition to its log start offset (archived records included).",
-            body='{"partitions": [...]}',
-            ok="204",
-            body_schema="partitions",
-            example=_PARTITIONS_EXAMPLE,
-        ),
-    },
-    INSTANCE + "/positions/end": {
-        "parameters": _REST_INST,
-        "post": _rest_op(
-            "v2SeekToEnd",
-            "Seek to the end",
-            "Moves the position of each partition to its high watermark: only new records are read.",
-            body='{"partitions": [...]}',
-            ok="204",
-            body_schema="partitions",
-            example=_PARTITIONS_EXAMPLE,
-        ),
-    },
+    INSTANCE + "/positions/beginning": _seek_to(
+        "v2SeekToBeginning",
+        "Seek to the beginning",
+        "Moves the position of each partition to its log start offset (archived records included).",
+    ),
+    INSTANCE + "/positions/end": _seek_to(
+        "v2SeekToEnd",
+        "Seek to the end",
+        "Moves the position of each partition to its high watermark: only new records are read.",
+    ),
     INSTANCE + "/records": {
         "parameters": _REST_INST,
         "get": _rest_op(
