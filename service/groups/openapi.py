@@ -493,6 +493,7 @@ def _native_op(
         schema, example = _NATIVE_BODIES[body]
         op["requestBody"] = {
             "description": f"The {body} request (JSON)",
+            "required": body != "fetch",
             "content": {"application/json": {"schema": schema, "example": example}},
         }
     return op
