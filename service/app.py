@@ -28,6 +28,7 @@ from tierlog.service.topics.broker import Broker
 from tierlog.service.topics.tasks import setup_maintenance
 from tierlog.service.web import health
 from tierlog.service.web.connections import ConnectionGuard
+from tierlog.service.web.cors import cors_middleware, setup_cors
 from tierlog.service.web.errors import error_middleware
 from tierlog.service.web.keys import BROKER, METRICS, SETTINGS
 from tierlog.service.web.routing import body_limit_middleware, trailing_slash_middleware
@@ -84,6 +85,7 @@ def create_app(
         middlewares=[
             guard.middleware(),
             metrics_middleware(metrics),
+            *([cors_middleware(settings)] if settings.http_cors_allowed_origins else []),
             error_middleware,
             authn_middleware(security),
             *([] if authz is None else [authz]),
@@ -94,6 +96,7 @@ def create_app(
     app[SETTINGS] = settings
     app[METRICS] = metrics
     app[CONNECTIONS] = guard
+    setup_cors(app)
     peers = setup_peers(app, lambda: app[BROKER].broker_id)  # opened before the broker, closed after it
     broker = app[BROKER] = Broker(
         settings,

@@ -16,13 +16,21 @@ from aiohttp import web
 
 from tierlog.service import admin_v3, rest_v2
 from tierlog.service.admin_v3 import openapi as admin_v3_openapi
-from tierlog.service.groups import admin as groups_admin
-from tierlog.service.groups import native as groups_native
-from tierlog.service.groups import rest as groups_rest
+from tierlog.service.groups import openapi as groups_openapi
 from tierlog.service.native_api import openapi as native_openapi
+from tierlog.service.openapi_meta import (
+    PARAMETER_DESCRIPTIONS,
+    SECURITY_SCHEMES,
+    TAGS,
+    describe_security,
+    security_note,
+    servers,
+)
 from tierlog.service.security import openapi as security_openapi
 from tierlog.service.topics import data_dir as meta
+from tierlog.service.topics.rules import NOT_INTERNAL_TOPIC_PATTERN
 from tierlog.service.web import health
+from tierlog.service.web.keys import SETTINGS
 
 __all__ = ["DOCUMENT", "OPENAPI_PATHS", "build_document", "render", "setup_routes"]
 
@@ -33,6 +41,8 @@ OPENAPI_PATHS: dict[str, Any] = {
         "get": {
             "tags": ["Operations"],
             "summary": "This OpenAPI document",
+            "description": "The OpenAPI 3 document of every route, as checked in at docs/openapi.json, with "
+            "this broker's `advertised.url` as its first server. No credentials needed.",
             "operationId": "getOpenApi",
             "responses": {"200": {"description": "The document", "content": {"application/json": {}}}},
         }
@@ -41,6 +51,8 @@ OPENAPI_PATHS: dict[str, Any] = {
 
 ERROR_SCHEMA: dict[str, Any] = {
     "type": "object",
+    "description": "Every error answer: a stable code (docs/errors.md) and a message for people; some "
+    "codes carry the fields named below",
     "required": ["error_code", "message"],
     "properties": {
         "error_code": {"type": "integer", "example": 40401},
@@ -54,18 +66,20 @@ ERROR_SCHEMA: dict[str, Any] = {
 }
 
 
-def build_document() -> dict[str, Any]:
+def build_document(advertised_url: str | None = None) -> dict[str, Any]:
     """The whole document: the paths of every module whose routes :func:`tierlog.service.app.create_app`
-    registers (the consumer groups' included). Pure; idempotent; never modifies the modules' dicts.
+    registers (the consumer groups' included), with the security each route needs (from the authorizer's
+    table), tags and servers (``advertised_url`` first when given). Pure; idempotent; never modifies the
+    modules' dicts.
     """
     documented = (
         health.OPENAPI_PATHS,
         admin_v3.OPENAPI_PATHS,
         rest_v2.OPENAPI_PATHS,
         native_openapi.OPENAPI_PATHS,
-        groups_rest.OPENAPI_PATHS,
-        groups_native.OPENAPI_PATHS,
-        groups_admin.OPENAPI_PATHS,
+        groups_openapi.REST_PATHS,
+        groups_openapi.NATIVE_PATHS,
+        groups_openapi.V3_PATHS,
         security_openapi.OPENAPI_PATHS,
         OPENAPI_PATHS,
     )
@@ -73,12 +87,18 @@ def build_document() -> dict[str, Any]:
     for module_paths in documented:
         for path, operations in module_paths.items():
             paths.setdefault(path, {}).update(copy.deepcopy(operations))
-    components: dict[str, Any] = {"schemas": {"Error": ERROR_SCHEMA}}
+    components: dict[str, Any] = {
+        "schemas": {"Error": ERROR_SCHEMA},
+        "securitySchemes": copy.deepcopy(SECURITY_SCHEMES),
+    }
     for module_components in (admin_v3_openapi.OPENAPI_COMPONENTS, security_openapi.OPENAPI_COMPONENTS):
         for kind, entries in module_components.items():
             components.setdefault(kind, {}).update(copy.deepcopy(entries))
     for path, operations in paths.items():
         _declare_path_parameters(path, operations)
+        for method, operation in operations.items():
+            if method != "parameters":
+                describe_security(path, method, operation)
     return {
         "openapi": "3.0.3",
         "info": {
@@ -86,13 +106,30 @@ def build_document() -> dict[str, Any]:
             "version": VERSION,
             "description": "Kafka-style commit log over HTTP: Confluent REST v2/v3 compatible routes, "
             "a native binary path, and operations endpoints. Errors are JSON "
-            '{"error_code", "message"} with Confluent REST codes.',
+            '{"error_code", "message"} with Confluent REST codes (docs/errors.md lists every code).\n\n'
+            + security_note(),
+            "license": {"name": "Apache-2.0"},
         },
+        "servers": servers(advertised_url),
+        "tags": copy.deepcopy(TAGS),
+        # Any one of these, or none while authentication is off (the empty requirement).
+        "security": [{}, {"basicAuth": []}, {"bearerAuth": []}],
         "paths": dict(sorted(paths.items())),
         "components": components,
     }
 
 
+# A group id: 1-255 characters, no control characters (the coordinator's rule).
+_GROUP_SCHEMA = {"type": "string", "minLength": 1, "maxLength": 255, "pattern": r"^[^\x00-\x1f\x7f]+$"}
+# Operations refused (400, 40002) on an internal topic, a name starting with "__": clients do not write to
+# internal topics, delete them or change their partition count.
+_NOT_INTERNAL = {
+    ("post", "/topics/{topic}"),
+    ("post", "/topics/{topic}/partitions/{partition}"),
+    ("post", "/native/v1/topics/{topic}/partitions/{partition}/batches"),
+    ("delete", "/v3/clusters/{cluster_id}/topics/{topic_name}"),
+    ("patch", "/v3/clusters/{cluster_id}/topics/{topic_name}"),
+}
 _INTEGER_PARAMETERS = {"partition", "partition_id", "broker_id"}
 _TOPIC_PARAMETERS = {"topic", "topic_name"}
 # A ``{topic}`` path (v2 and native routes) is checked against the name rule before any lookup.
@@ -117,6 +154,8 @@ def _declare_path_parameters(path: str, operations: dict[str, Any]) -> None:
     for method, operation in operations.items():
         if method == "parameters" or not isinstance(operation, dict):
             continue
+        # operations of one path may share a module's parameter objects: change copies only
+        operation["parameters"] = [copy.deepcopy(p) for p in operation.get("parameters", [])]
         declared = {
             (p.get("in"), p.get("name")) for p in operation.get("parameters", []) if isinstance(p, dict)
         }
@@ -129,16 +168,24 @@ def _declare_path_parameters(path: str, operations: dict[str, Any]) -> None:
                 operation.setdefault("parameters", []).append(
                     {"name": name, "in": "path", "required": True, "schema": {"type": kind}}
                 )
-        for parameter in operation.get("parameters", []):
+        for parameter in [*operation.get("parameters", []), *operations.get("parameters", [])]:
+            if "description" not in parameter and parameter.get("name") in PARAMETER_DESCRIPTIONS:
+                parameter["description"] = PARAMETER_DESCRIPTIONS[parameter["name"]]
+            if parameter.get("in") == "path" and parameter.get("name") == "group":
+                parameter["schema"] = {**parameter.get("schema", {}), **_GROUP_SCHEMA}
             if parameter.get("in") == "path" and parameter.get("name") in _TOPIC_PARAMETERS:
                 parameter["schema"] = {**parameter.get("schema", {}), **_topic_schema()}
+                if (method, path) in _NOT_INTERNAL:
+                    parameter["schema"]["pattern"] = NOT_INTERNAL_TOPIC_PATTERN
+                    parameter["description"] += "; not an internal (`__`) topic"
         if "topic" in names:
             operation.setdefault("responses", {}).setdefault("400", copy.deepcopy(_TOPIC_RULE_400))
 
 
-def render() -> str:
-    """The document as stable, pretty JSON text ending in a newline."""
-    return json.dumps(build_document(), indent=2, sort_keys=True) + "\n"
+def render(advertised_url: str | None = None) -> str:
+    """The document as stable, pretty JSON text ending in a newline (``servers`` naming
+    ``advertised_url`` first when given)."""
+    return json.dumps(build_document(advertised_url), indent=2, sort_keys=True) + "\n"
 
 
 DOCUMENT: web.AppKey[bytes] = web.AppKey("tierlog.openapi", bytes)
@@ -150,8 +197,9 @@ async def openapi_json(request: web.Request) -> web.Response:
 
 
 def setup_routes(app: web.Application) -> None:
-    """Render the document once and register ``/openapi.json``."""
-    app[DOCUMENT] = render().encode()
+    """Render the document once (its first server this broker's ``advertised.url``) and register
+    ``/openapi.json``."""
+    app[DOCUMENT] = render(app[SETTINGS].advertised_url).encode()
     app.router.add_get("/openapi.json", openapi_json, name="openapi", allow_head=False)
 
 

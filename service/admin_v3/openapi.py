@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from tierlog.service.topics.configs import TOPIC_CONFIGS
 from tierlog.service.topics.data_dir import MAX_TOPIC_NAME, TOPIC_NAME_PATTERN
+from tierlog.service.topics.rules import NOT_INTERNAL_TOPIC_PATTERN
 
 __all__ = ["OPENAPI_COMPONENTS", "OPENAPI_PATHS"]
 
@@ -44,6 +46,11 @@ _INT = {"type": "integer"}
 _BOOL = {"type": "boolean"}
 _NULLABLE_BOOL = {"type": "boolean", "nullable": True, "description": "null means false"}
 _TOPIC_NAME = {"type": "string", "pattern": TOPIC_NAME_PATTERN, "maxLength": MAX_TOPIC_NAME}
+_CONFIG_NAME = {
+    "type": "string",
+    "enum": sorted(TOPIC_CONFIGS),
+    "description": "A topic config's name (Kafka's)",
+}
 
 OPENAPI_COMPONENTS: dict[str, Any] = {
     "schemas": {
@@ -152,6 +159,7 @@ OPENAPI_COMPONENTS: dict[str, Any] = {
             "properties": {
                 "topic_name": {
                     **_TOPIC_NAME,
+                    "pattern": NOT_INTERNAL_TOPIC_PATTERN,
                     "description": "Kafka's rule: 1-249 of [a-zA-Z0-9._-], not . or ..; '__*' is reserved",
                 },
                 "partitions_count": {
@@ -170,9 +178,15 @@ OPENAPI_COMPONENTS: dict[str, Any] = {
                 },
                 "configs": {
                     "type": "array",
+                    "nullable": True,
+                    "description": "Topic configs by Kafka's names, each value checked by its config's rule",
                     "items": {
                         "type": "object",
-                        "properties": {"name": _STR, "value": {**_STR, "nullable": True}},
+                        "required": ["name"],
+                        "properties": {
+                            "name": {**_STR, "description": "A topic config's name (Kafka's); unknown: 400"},
+                            "value": {**_STR, "nullable": True, "description": "null: the default"},
+                        },
                     },
                 },
                 "validate_only": _NULLABLE_BOOL,
@@ -194,16 +208,111 @@ OPENAPI_COMPONENTS: dict[str, Any] = {
                         "type": "object",
                         "required": ["name"],
                         "properties": {
-                            "name": _STR,
+                            "name": _CONFIG_NAME,
                             "value": {**_STR, "nullable": True},
-                            "operation": {"type": "string", "enum": ["SET", "DELETE"], "default": "SET"},
+                            "operation": {
+                                "type": "string",
+                                "nullable": True,
+                                "enum": ["SET", "DELETE", None],
+                                "default": "SET",
+                            },
                         },
+                        "description": "SET (the default) needs a value; DELETE takes none",
+                        "anyOf": [
+                            {
+                                "required": ["value"],
+                                "properties": {
+                                    "value": _STR,
+                                    "operation": {"nullable": True, "enum": ["SET", None]},
+                                },
+                            },
+                            {"required": ["operation"], "properties": {"operation": {"enum": ["DELETE"]}}},
+                        ],
                     },
                 },
                 "validate_only": _NULLABLE_BOOL,
             },
         },
     }
+}
+
+_SCHEMA_DESCRIPTIONS = {
+    "KafkaCluster": "The cluster this broker belongs to, with links to its brokers, topics and controller",
+    "KafkaBroker": "A live broker of the cluster: its id, advertised host and port, and rack",
+    "KafkaTopic": "A topic: its id, partition count, replication factor and links to partitions and configs",
+    "KafkaTopicConfig": "One topic config: its value and where it comes from (the topic, a broker default "
+    "or the built-in one)",
+    "KafkaPartition": "A partition: its leader and replicas, and on its leader the tiering state",
+    "KafkaReplica": "A replica of a partition on one broker: whether it leads and whether it is in sync",
+    "KafkaClusterList": "The clusters this broker knows: its own",
+    "KafkaBrokerList": "The live brokers of the cluster",
+    "KafkaTopicList": "The topics the caller may describe",
+    "KafkaTopicConfigList": "Every config of a topic, set or default",
+    "KafkaPartitionList": "The partitions of a topic",
+    "KafkaReplicaList": "The replicas of a partition",
+    "CreateTopicRequest": "A topic to create: its name, and optionally its partitions, replication factor "
+    "and configs (Kafka's names)",
+    "UpdateTopicRequest": "The new partition count of a topic (only growth: Kafka cannot shrink a topic)",
+    "UpdateConfigRequest": "The new value of one topic config, checked by the config's own rule",
+    "AlterConfigBatchRequest": "Several config changes applied together, or none when one is invalid",
+}
+for _name, _text in _SCHEMA_DESCRIPTIONS.items():
+    OPENAPI_COMPONENTS["schemas"][_name]["description"] = _text
+
+_BODY_EXAMPLES: dict[str, Any] = {
+    "CreateTopicRequest": {
+        "topic_name": "orders",
+        "partitions_count": 3,
+        "replication_factor": 1,
+        "configs": [
+            {"name": "retention.ms", "value": "604800000"},
+            {"name": "remote.storage.enable", "value": "true"},
+        ],
+    },
+    "UpdateTopicRequest": {"partitions_count": 6},
+    "UpdateConfigRequest": {"value": "86400000"},
+    "AlterConfigBatchRequest": {
+        "data": [
+            {"name": "retention.ms", "value": "86400000"},
+            {"name": "segment.bytes", "operation": "DELETE"},
+        ]
+    },
+}
+_BODY_DESCRIPTIONS = {
+    "CreateTopicRequest": "The topic; unset fields take the broker's defaults (`num.partitions`, "
+    "`default.replication.factor`, the `log.*` settings)",
+    "UpdateTopicRequest": "The partition count to grow to",
+    "UpdateConfigRequest": "The config's new value, as text",
+    "AlterConfigBatchRequest": "The changes: SET a value, or DELETE to go back to the default",
+}
+
+_DESCRIPTIONS = {
+    "listClusters": "The one cluster this broker is a member of (Confluent's v3 shape: a list of one), with "
+    "the object store's state as a tierlog extension.",
+    "getCluster": "The cluster: its id, the controller (null while none is elected), links to brokers and "
+    "topics, and where sealed segments go (`remote_uri`).",
+    "listBrokers": "Every live broker of the cluster, from this broker's view of the cluster metadata.",
+    "getBroker": "One live broker: its advertised host and port and its rack. 404 for an id not registered.",
+    "listTopics": "Every topic the caller may describe, internal topics included (`is_internal`).",
+    "createTopic": "Creates a topic with Kafka's name rule and config names; the answer comes once the "
+    "partitions this broker leads are open. `validate_only` checks the request and creates nothing "
+    "(200).",
+    "getTopic": "The topic's id, partition count, replication factor and the operations the caller may do.",
+    "updatePartitionCount": "Grows the topic to `partitions_count` partitions; existing partitions keep "
+    "their data and keys may map to other partitions afterwards, as in Kafka. Shrinking is refused (400).",
+    "deleteTopic": "Deletes the topic and its data on every broker. Internal topics "
+    "(`__consumer_offsets`) cannot be deleted (400).",
+    "listTopicConfigs": "Every config of the topic: set on the topic, a broker default, or the built-in one.",
+    "alterTopicConfigs": "Sets or resets several configs at once: every change is checked first, and none "
+    "is applied when one is invalid.",
+    "getTopicConfig": "One config of the topic, its value and its source. 404 for a name that is no config.",
+    "updateTopicConfig": "Sets one config of the topic, checked by the config's rule and the combination "
+    "rules (`local.retention.ms` at most `retention.ms`, ...).",
+    "resetTopicConfig": "Removes the topic's own value of a config: the broker default applies again.",
+    "listPartitions": "The topic's partitions with their leaders and replicas.",
+    "getPartition": "One partition; on the broker that leads it, also its tiering state (`tiered_storage`).",
+    "listReplicas": "The replicas of one partition, which leads and which are in sync.",
+    "getReplica": "The replica of one partition on one broker. 404 when that broker holds no replica.",
 }
 
 _ERRORS = {
@@ -242,12 +351,15 @@ def _op(
         "tags": ["Admin (v3)"],
         "operationId": op_id,
         "summary": summary,
+        "description": _DESCRIPTIONS[op_id],
         "responses": responses,
     }
     if body is not None:
+        ref = {"$ref": f"#/components/schemas/{body}"}
         operation["requestBody"] = {
             "required": True,
-            "content": {"application/json": {"schema": {"$ref": f"#/components/schemas/{body}"}}},
+            "description": _BODY_DESCRIPTIONS[body],
+            "content": {"application/json": {"schema": ref, "example": _BODY_EXAMPLES[body]}},
         }
     return operation
 

@@ -287,9 +287,15 @@ class ClusterTopics:
 
     async def add_partitions(self, name: str, count: int, check: Callable[[int], None]) -> Topic:
         """Grow the topic to ``count`` partitions, placing the new ones where the pattern continues.
-        Idempotent for the current count. Raises UnknownTopicError, InvalidConfigError, MetadataStoreError,
-        UnavailableError."""
+        Idempotent for the current count. Raises UnknownTopicError, InvalidConfigError (also for an internal
+        topic), MetadataStoreError, UnavailableError."""
         node = self._node
+        if name.startswith("__"):
+            node.broker.topic(name)
+            # a group's coordinator is partition hash(group) % count: another count would move every group
+            raise InvalidConfigError(
+                f"Topic {name} is an internal topic: its partition count cannot be changed."
+            )
         check(count)
         for _ in range(ATTEMPTS):
             kv = await self._read(name)

@@ -20,7 +20,7 @@ from tierlog.service.groups.state import CONSUMERS, COORDINATOR, require_ready
 from tierlog.service.security import authz
 from tierlog.service.security.model import CLUSTER_NAME, Operation, ResourceType
 
-__all__ = ["setup_routes", "OPENAPI_PATHS"]
+__all__ = ["setup_routes"]
 
 GROUPS = BASE + "/{cluster_id}/consumer-groups"
 
@@ -160,22 +160,3 @@ def setup_routes(app: web.Application) -> None:
     app.router.add_get(GROUPS + "/{group}/consumers", group_route(list_consumers))
     app.router.add_get(GROUPS + "/{group}/lags", group_route(list_lags))
     app.router.add_get(GROUPS + "/{group}/lag-summary", group_route(lag_summary))
-
-
-def _op(summary: str) -> dict[str, Any]:
-    return {
-        "summary": summary,
-        "tags": ["consumer groups (v3)"],
-        "responses": {"200": {"description": "success"}, "404": {"description": "unknown cluster or group"}},
-    }
-
-
-_CLUSTER = {"name": "cluster_id", "in": "path", "required": True, "schema": {"type": "string"}}
-_GROUP = {"name": "group", "in": "path", "required": True, "schema": {"type": "string"}}
-OPENAPI_PATHS: dict[str, Any] = {
-    GROUPS: {"parameters": [_CLUSTER], "get": _op("List consumer groups")},
-    GROUPS + "/{group}": {"parameters": [_CLUSTER, _GROUP], "get": _op("Describe a consumer group")},
-    GROUPS + "/{group}/consumers": {"parameters": [_CLUSTER, _GROUP], "get": _op("Members and assignments")},
-    GROUPS + "/{group}/lags": {"parameters": [_CLUSTER, _GROUP], "get": _op("Lag per partition")},
-    GROUPS + "/{group}/lag-summary": {"parameters": [_CLUSTER, _GROUP], "get": _op("Largest and total lag")},
-}

@@ -5,6 +5,7 @@ Pure functions and values: no I/O.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -12,10 +13,13 @@ from typing import Any
 from tierlog.service.web.media import EmbeddedFormat
 from tierlog.wire.errors import InvalidConsumerConfigError
 
-__all__ = ["ConsumerSettings", "parse_partitions"]
+__all__ = ["MAX_REQUEST_TIMEOUT_MS", "ConsumerSettings", "parse_partitions"]
 
 TopicPartition = tuple[str, int]
 
+#: The longest wait of a records read (the ``timeout`` query parameter's maximum too).
+MAX_REQUEST_TIMEOUT_MS = 300_000
+_INTEGER_TEXT = re.compile(r"-?[0-9]+")
 _RESET_ALIASES = {"smallest": "earliest", "largest": "latest"}  # the v1 API's (Kafka 0.8) names
 
 
@@ -56,24 +60,25 @@ class ConsumerSettings:
         if commit not in ("true", "false"):
             raise bad(f"auto.commit.enable must be true or false, not {commit!r}")
 
-        def number(name: str, default: int, low: int) -> int:
+        def number(name: str, default: int, low: int, high: int) -> int:
             value = body.get(name)
             if value is None:
                 return default
-            try:
-                parsed = int(str(value))
-            except ValueError:
-                raise bad(f"{name} must be an integer, not {value!r}") from None
-            if parsed < low:
-                raise bad(f"{name} must be at least {low}")
+            if isinstance(value, bool) or not (
+                isinstance(value, int) or (isinstance(value, str) and _INTEGER_TEXT.fullmatch(value))
+            ):
+                raise bad(f"{name} must be an integer, not {value!r}")
+            parsed = int(value)
+            if not low <= parsed <= high:
+                raise bad(f"{name} must be from {low} to {high}")
             return parsed
 
         return cls(
             format=EmbeddedFormat(raw_format),
             auto_offset_reset=reset,
             auto_commit_enable=commit == "true",
-            fetch_min_bytes=max(1, number("fetch.min.bytes", 1, -1)),
-            request_timeout_ms=number("consumer.request.timeout.ms", 1_000, 0),
+            fetch_min_bytes=max(1, number("fetch.min.bytes", 1, -1, 2**31 - 1)),
+            request_timeout_ms=number("consumer.request.timeout.ms", 1_000, 0, MAX_REQUEST_TIMEOUT_MS),
         )
 
 

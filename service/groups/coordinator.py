@@ -53,6 +53,16 @@ MIN_SESSION_TIMEOUT_MS = 1_000
 MAX_SESSION_TIMEOUT_MS = 30 * 60_000
 
 
+def check_group_id(group_id: str) -> None:
+    """Refuse a group id that is empty, over 255 characters or holds a control character. Pure.
+
+    Raises:
+        InvalidRequestError: (42201) naming the id.
+    """
+    if not group_id or len(group_id) > 255 or any(ord(c) < 32 or ord(c) == 127 for c in group_id):
+        raise InvalidRequestError(f"invalid consumer group id {group_id!r}")
+
+
 class Clock(Protocol):
     def now_ms(self) -> int: ...
 
@@ -410,8 +420,7 @@ class GroupCoordinator:
 
     @staticmethod
     def _check_group_id(group_id: str) -> None:
-        if not group_id or len(group_id) > 255 or any(ord(c) < 32 or ord(c) == 127 for c in group_id):
-            raise InvalidRequestError(f"invalid consumer group id {group_id!r}")
+        check_group_id(group_id)
 
     @staticmethod
     def _compile(pattern: str | None) -> re.Pattern[str] | None:

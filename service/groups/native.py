@@ -29,7 +29,7 @@ from tierlog.service.web.keys import BROKER
 from tierlog.wire.errors import BadRequestError, InvalidRequestError
 from tierlog.wire.native import GROUPS_PREFIX
 
-__all__ = ["setup_routes", "OPENAPI_PATHS"]
+__all__ = ["setup_routes"]
 
 BASE = GROUPS_PREFIX
 
@@ -238,36 +238,3 @@ def setup_routes(app: web.Application) -> None:
     app.router.add_post(BASE + "/{group}/leave", group_route(leave))
     app.router.add_post(BASE + "/{group}/offsets/commit", group_route(commit))
     app.router.add_post(BASE + "/{group}/offsets/fetch", group_route(fetch_committed))
-
-
-_STATUSES = {
-    "400": "40001 malformed JSON, or a body that is not a JSON object",
-    "404": "40411 the group does not exist",
-    "409": "40910 rebalance / 40911 fenced",
-    "422": "42201 a missing field or one of the wrong type",
-    "503": "50301 the broker is still opening its logs or restoring committed offsets",
-}
-
-
-def _op(
-    summary: str, ok: str = "200", errors: tuple[str, ...] = ("400", "409", "422", "503")
-) -> dict[str, Any]:
-    responses: dict[str, Any] = {ok: {"description": "success"}}
-    responses.update({status: {"description": _STATUSES[status]} for status in errors})
-    return {"summary": summary, "tags": ["groups (native)"], "responses": responses}
-
-
-_G = [{"name": "group", "in": "path", "required": True, "schema": {"type": "string"}}]
-OPENAPI_PATHS: dict[str, Any] = {
-    BASE: {"get": _op("List consumer groups", errors=("503",))},
-    BASE + "/{group}": {
-        "parameters": _G,
-        "get": _op("Describe a group with members, assignment and lag", errors=("404", "503")),
-    },
-    BASE + "/{group}/join": {"parameters": _G, "post": _op("Join and wait for the next generation")},
-    BASE + "/{group}/sync": {"parameters": _G, "post": _op("The member's assignment for a generation")},
-    BASE + "/{group}/heartbeat": {"parameters": _G, "post": _op("Keep the member alive", ok="204")},
-    BASE + "/{group}/leave": {"parameters": _G, "post": _op("Leave the group", ok="204")},
-    BASE + "/{group}/offsets/commit": {"parameters": _G, "post": _op("Commit offsets (fenced)", ok="204")},
-    BASE + "/{group}/offsets/fetch": {"parameters": _G, "post": _op("Committed offsets (-1 where none)")},
-}

@@ -16,13 +16,14 @@ principal (the route's ACLs, and Read on the topics it names or reads).
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Iterable
 from datetime import datetime
 from typing import Any
 
 from aiohttp import web
 
-from tierlog.service.groups.consumer_config import ConsumerSettings, parse_partitions
+from tierlog.service.groups.consumer_config import MAX_REQUEST_TIMEOUT_MS, ConsumerSettings, parse_partitions
 from tierlog.service.groups.consumers import ConsumerManager
 from tierlog.service.groups.routing import base_url_of, group_route
 from tierlog.service.groups.state import CONSUMERS, require_ready
@@ -44,10 +45,11 @@ from tierlog.wire.errors import (
     UnsupportedMediaTypeError,
 )
 
-__all__ = ["setup_routes", "OPENAPI_PATHS"]
+__all__ = ["setup_routes"]
 
 INSTANCE = "/consumers/{group}/instances/{instance}"
-DEFAULT_MAX_BYTES = 64 * 1024 * 1024
+DEFAULT_MAX_BYTES = 64 * 1024 * 1024  # and the most a read may ask for
+_INTEGER_TEXT = re.compile(r"-?[0-9]+")
 
 
 def _manager(request: web.Request) -> ConsumerManager:
@@ -253,15 +255,20 @@ async def seek_end(request: web.Request) -> web.Response:
     return _no_content()
 
 
-def _query_int(request: web.Request, name: str) -> int | None:
-    """Query parameter ``name`` as an int; absent or negative (Confluent's default is -1) means None."""
+def _query_int(request: web.Request, name: str, high: int) -> int | None:
+    """Query parameter ``name`` as an int; absent or negative (Confluent's default is -1) means None.
+
+    Raises:
+        BadRequestError: (40001) not a decimal integer, or over ``high``.
+    """
     raw = request.query.get(name)
     if raw is None or raw == "":
         return None
-    try:
-        value = int(raw)
-    except ValueError:
-        raise BadRequestError(f"query parameter {name} must be an integer, not {raw!r}") from None
+    if not _INTEGER_TEXT.fullmatch(raw):
+        raise BadRequestError(f"query parameter {name} must be an integer, not {raw!r}")
+    value = int(raw)
+    if value > high:
+        raise BadRequestError(f"query parameter {name} must be at most {high}, not {value}")
     return value if value >= 0 else None
 
 
@@ -274,8 +281,8 @@ async def _read(request: web.Request, *, topic: str | None) -> web.Response:
             f"HTTP 406 Not Acceptable: this consumer instance uses the {fmt.value} format; "
             f"accept application/vnd.kafka.{fmt.value}.v2+json"
         )
-    timeout = _query_int(request, "timeout")
-    max_bytes = _query_int(request, "max_bytes")
+    timeout = _query_int(request, "timeout", MAX_REQUEST_TIMEOUT_MS)
+    max_bytes = _query_int(request, "max_bytes", DEFAULT_MAX_BYTES)
     budget = max_bytes or DEFAULT_MAX_BYTES
     manager = _manager(request)
     await manager.refresh(instance)
@@ -309,7 +316,8 @@ async def commit(request: web.Request) -> web.Response:
     Raises AuthorizationError (40301): no Read on a topic committed (nothing is committed)."""
     instance = _instance(request)
     body = await _body(request, optional=True)
-    key = "offsets" if "offsets" in body else "partitions" if "partitions" in body else None
+    # a null list is an absent one: commit everything returned (as the document says)
+    key = next((name for name in ("offsets", "partitions") if body.get(name) is not None), None)
     offsets = _offsets(body, key) if key is not None else None
     topics = (t for t, _ in (offsets if offsets is not None else instance.positions))
     _authorize_topics(request, Operation.READ, topics)
@@ -342,211 +350,3 @@ def setup_routes(app: web.Application) -> None:
     app.router.add_post(INSTANCE + "/offsets", group_route(commit))
     app.router.add_get(INSTANCE + "/offsets", group_route(committed))
     app.router.add_get(INSTANCE + "/topics/{topic}", group_route(read_topic_v1))
-
-
-_STATUSES = {
-    "400": "40001 malformed JSON or query parameter",
-    "404": "40403 consumer instance not found (40401/40402 an unknown topic or partition)",
-    "406": "40601 an Accept that does not match the instance's format",
-    "409": "40902 instance name taken, 40903 subscription and assignment mixed or an unassigned seek",
-    "415": "41501 a Content-Type that is no REST Proxy type",
-    "416": "41601 a position out of range with auto.offset.reset=none",
-    "422": "42204 invalid consumer configuration or body; 42201/42202 a key/value the format cannot render",
-    "500": "50002 corrupt stored data",
-    "503": "50301 the broker is still opening its logs or restoring committed offsets",
-}
-_READ_STATUSES = ("406", "416", "500")
-_PART: dict[str, Any] = {
-    "type": "object",
-    "required": ["topic", "partition"],
-    "properties": {"topic": {"type": "string"}, "partition": {"type": "integer"}},
-}
-_PART_LIST = {"type": "array", "items": _PART}
-_BODIES: dict[str, Any] = {
-    "partitions": {"type": "object", "required": ["partitions"], "properties": {"partitions": _PART_LIST}},
-    "subscription": {
-        "type": "object",
-        "nullable": True,
-        "properties": {
-            "topics": {"type": "array", "nullable": True, "items": {"type": "string"}},
-            "topic_pattern": {"type": "string", "nullable": True},
-        },
-    },
-    "commit": {
-        "type": "object",
-        "nullable": True,
-        "description": "null, empty or without offsets: commit everything this instance returned",
-        "properties": {
-            "offsets": {
-                "type": "array",
-                "nullable": True,
-                "items": {
-                    **_PART,
-                    "required": ["topic", "partition", "offset"],
-                    "properties": {
-                        **_PART["properties"],
-                        "offset": {"type": "integer", "minimum": -1},
-                        "metadata": {"type": "string", "nullable": True},
-                    },
-                },
-            },
-        },
-    },
-    "positions": {
-        "type": "object",
-        "properties": {
-            "offsets": {
-                "type": "array",
-                "nullable": True,
-                "items": {
-                    **_PART,
-                    "required": ["topic", "partition", "offset"],
-                    "properties": {**_PART["properties"], "offset": {"type": "integer"}},
-                },
-            },
-            "timestamps": {
-                "type": "array",
-                "nullable": True,
-                "items": {
-                    **_PART,
-                    "required": ["topic", "partition", "timestamp"],
-                    "properties": {
-                        **_PART["properties"],
-                        "timestamp": {
-                            "description": "ISO 8601 date-time or epoch milliseconds",
-                            "oneOf": [{"type": "integer"}, {"type": "string", "format": "date-time"}],
-                        },
-                    },
-                },
-            },
-        },
-    },
-}
-
-
-def _op(
-    summary: str,
-    *,
-    body: str | None = None,
-    ok: str = "200",
-    params: tuple[str, ...] = (),
-    reads: tuple[str, ...] = (),
-    body_schema: str | None = None,
-) -> dict[str, Any]:
-    op: dict[str, Any] = {
-        "summary": summary,
-        "tags": ["consumers (REST Proxy v2)"],
-        "parameters": [{"name": p, "in": "query", "schema": {"type": "integer"}} for p in params],
-        "responses": {
-            ok: {"description": "success"},
-            **{
-                status: {"description": _STATUSES[status]}
-                for status in ("400", "404", "409", "415", "422", "503")
-            },
-            **({status: {"description": _STATUSES[status]} for status in reads}),
-        },
-    }
-    if body is not None:
-        schema = _BODIES.get(body_schema or "", {"type": "object"})
-        op["requestBody"] = {
-            "content": {"application/vnd.kafka.v2+json": {"schema": schema}},
-            "description": body,
-        }
-    return op
-
-
-_GROUP = [{"name": "group", "in": "path", "required": True, "schema": {"type": "string"}}]
-_INST = [*_GROUP, {"name": "instance", "in": "path", "required": True, "schema": {"type": "string"}}]
-
-OPENAPI_PATHS: dict[str, Any] = {
-    "/consumers/{group}": {
-        "parameters": _GROUP,
-        "post": {
-            **_op(
-                "Create a consumer instance in the group",
-                body='{"name", "format": binary|json, "auto.offset.reset", "auto.commit.enable", '
-                '"fetch.min.bytes", "consumer.request.timeout.ms"}; an empty or null body means defaults',
-            ),
-            "requestBody": {
-                "content": {
-                    "application/vnd.kafka.v2+json": {"schema": {"type": "object", "nullable": True}}
-                },
-            },
-        },
-    },
-    INSTANCE: {
-        "parameters": _INST,
-        "delete": _op("Delete the instance (commits with auto commit)", ok="204"),
-    },
-    INSTANCE + "/subscription": {
-        "parameters": _INST,
-        "post": _op(
-            "Subscribe to topics or a pattern",
-            body='{"topics": [...]} or {"topic_pattern": "..."}',
-            ok="204",
-            body_schema="subscription",
-        ),
-        "get": _op("The current subscription"),
-        "delete": _op("Unsubscribe", ok="204"),
-    },
-    INSTANCE + "/assignments": {
-        "parameters": _INST,
-        "post": _op(
-            "Assign partitions by hand",
-            body='{"partitions": [{"topic", "partition"}]}',
-            ok="204",
-            body_schema="partitions",
-        ),
-        "get": _op("The partitions currently assigned"),
-    },
-    INSTANCE + "/positions": {
-        "parameters": _INST,
-        "post": _op(
-            "Seek to offsets, or to the first record at or after timestamps",
-            body='{"offsets": [{"topic", "partition", "offset"}]} and/or '
-            '{"timestamps": [{"topic", "partition", "timestamp"}]}',
-            ok="204",
-            body_schema="positions",
-        ),
-    },
-    INSTANCE + "/positions/beginning": {
-        "parameters": _INST,
-        "post": _op(
-            "Seek to the beginning", body='{"partitions": [...]}', ok="204", body_schema="partitions"
-        ),
-    },
-    INSTANCE + "/positions/end": {
-        "parameters": _INST,
-        "post": _op("Seek to the end", body='{"partitions": [...]}', ok="204", body_schema="partitions"),
-    },
-    INSTANCE + "/records": {
-        "parameters": _INST,
-        "get": _op(
-            "Fetch records (long poll up to timeout ms); 422 names a record the format cannot render, "
-            "whose position stays until a seek",
-            params=("timeout", "max_bytes"),
-            reads=_READ_STATUSES,
-        ),
-    },
-    INSTANCE + "/offsets": {
-        "parameters": _INST,
-        "post": _op(
-            "Commit offsets (empty body: everything fetched); answers "
-            '[{"topic", "partition", "consumed", "committed"}]',
-            body='{"offsets": [...]} or empty',
-            body_schema="commit",
-        ),
-        "get": _op("Committed offsets", body='{"partitions": [...]}', body_schema="partitions"),
-    },
-    INSTANCE + "/topics/{topic}": {
-        "parameters": [
-            *_INST,
-            {"name": "topic", "in": "path", "required": True, "schema": {"type": "string"}},
-        ],
-        "get": _op(
-            "v1 API: subscribe to the topic on the first read, then fetch its records",
-            params=("max_bytes",),
-            reads=_READ_STATUSES,
-        ),
-    },
-}

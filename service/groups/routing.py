@@ -46,6 +46,7 @@ from aiohttp import web
 from yarl import URL
 
 from tierlog.service.cluster.peers import FORWARDED_BY, PEERS, Budget, PeerAnswer, PeerClient, relayed_headers
+from tierlog.service.groups.coordinator import check_group_id
 from tierlog.service.groups.hashing import coordinator_partition
 from tierlog.service.groups.offsets import OFFSETS_TOPIC
 from tierlog.service.groups.state import LOADER, require_ready
@@ -136,10 +137,12 @@ def _coordinate(view: ClusterView, group_id: str, index: int) -> Coordinate:
 
 
 def group_route(handler: Handler) -> Handler:
-    """Wrap a route with a ``{group}`` path parameter: run it on the coordinator, forward it elsewhere."""
+    """Wrap a route with a ``{group}`` path parameter: refuse an invalid group id (42201), run it on the
+    coordinator, forward it elsewhere."""
 
     @functools.wraps(handler)
     async def routed(request: web.Request) -> web.StreamResponse:
+        check_group_id(request.match_info["group"])
         require_ready(request)
         target = await locate(request.app, request.match_info["group"])
         if target is None:

@@ -271,7 +271,13 @@ OPENAPI_PATHS: dict[str, Any] = {
             "parameters": [
                 _TOPIC,
                 _PART,
-                {"name": "acks", "in": "query", "schema": {"enum": ["0", "1", "-1", "all"]}},
+                {
+                    "name": "acks",
+                    "in": "query",
+                    "description": "0: answer 202 once validated, append in the background; 1 (default): "
+                    "after the leader's append; -1 or all: after every in-sync replica has the batches",
+                    "schema": {"type": "string", "enum": ["0", "1", "-1", "all"], "default": "1"},
+                },
                 _query(
                     "timeout_ms",
                     "acks=all: how long to wait for every in-sync replica (Kafka's request timeout)",
@@ -409,9 +415,6 @@ OPENAPI_PATHS: dict[str, Any] = {
             "tags": [_TAG],
             "operationId": "nativeInitProducerId",
             "summary": "A new producer id at epoch 0, or the epoch of an issued one bumped (KIP-360)",
-            "description": "No body (or {}): a new id. With both fields: producer_epoch + 1, or a new id at "
-            "epoch 0 when producer_epoch is 32767; the new epoch fences older instances of the producer. "
-            "Any broker answers. Not idempotent (design note 0011).",
             "requestBody": {
                 "required": False,
                 "content": {"application/json": {"schema": _PRODUCER_BODY}},
@@ -438,3 +441,55 @@ OPENAPI_PATHS: dict[str, Any] = {
     },
 }
 OPENAPI_PATHS.update(REPLICATION_PATHS)
+
+_DESCRIPTIONS = {
+    "nativeProduceBatches": "Appends the body's Kafka v2 record batches, stored byte for byte: each is "
+    "checked (CRC, sizes, codec, producer sequence) and refused whole when one is bad; only the base offsets "
+    "(and LogAppendTime when configured) are assigned.",
+    "nativeFetchBatches": "Whole record batches from the one holding `offset`, as stored (local segments or "
+    "the archive); the log's start, high watermark and end in headers. Waits up to `max_wait_ms` for "
+    "`min_bytes`.",
+    "nativeListOffset": "Kafka's ListOffsets: the earliest offset (-2), the high watermark (-1), or the "
+    "first offset whose timestamp is at or after a time, with that timestamp.",
+    "nativeTopicMetadata": "The topic's partition count and each partition's log start offset, high "
+    "watermark and log end offset, as this broker sees them.",
+    "nativeClusterMetadata": "The cluster's brokers with their URLs, the controller, and each partition's "
+    "leader, replicas and ISR: what a client routes requests by. Any broker answers.",
+    "nativeInitProducerId": "No body (or {}): a new id. With both fields: producer_epoch + 1, or a new id at "
+    "epoch 0 when producer_epoch is 32767; the new epoch fences older instances of the producer. Any broker "
+    "answers. Not idempotent (design note 0011).",
+    "replicaFetchBatches": "A follower's fetch from its leader: whole batches from `offset`, fenced by the "
+    "leader epoch; the leader's high watermark, log start and epoch in headers. Brokers call it.",
+    "replicaEpochEndOffset": "Kafka's OffsetsForLeaderEpoch: where a follower truncates to after a leader "
+    "change (KIP-101/279). Brokers call it.",
+    "replicaAlterPartition": "A leader asks the active controller to commit an ISR change (Kafka's "
+    "AlterPartition, KIP-497), conditioned on the partition epoch. Brokers call it.",
+}
+_BODIES: dict[str, tuple[str, str, Any]] = {
+    "nativeProduceBatches": ("One or more Kafka v2 record batches, concatenated", BATCHES_TYPE, None),
+    "nativeInitProducerId": (
+        "Nothing (a new id), or the id and epoch of an issued producer to bump",
+        "application/json",
+        {"producer_id": 1000, "producer_epoch": 0},
+    ),
+    "replicaAlterPartition": (
+        "The partition, the leader's id, leader epoch and partition epoch, and the ISR it asks for",
+        "application/json",
+        {
+            "topic": "orders",
+            "partition": 0,
+            "broker_id": 1,
+            "leader_epoch": 3,
+            "partition_epoch": 7,
+            "new_isr": [1, 2],
+        },
+    ),
+}
+for _item in OPENAPI_PATHS.values():
+    for _operation in _item.values():
+        _operation["description"] = _DESCRIPTIONS[_operation["operationId"]]
+        if _operation["operationId"] in _BODIES:
+            _text, _media, _example = _BODIES[_operation["operationId"]]
+            _operation["requestBody"]["description"] = _text
+            if _example is not None:
+                _operation["requestBody"]["content"][_media]["example"] = _example

@@ -56,6 +56,7 @@ from tierlog.service.web.requests import (
     int_param,
     offload,
     partition_index,
+    producible_topic_name,
     read_body,
     topic_name,
 )
@@ -215,7 +216,7 @@ async def produce_batches(request: web.Request) -> web.Response:
     timeout_ms = int_param(
         request, "timeout_ms", DEFAULT_PRODUCE_TIMEOUT_MS, low=0, high=MAX_PRODUCE_TIMEOUT_MS
     )
-    name = topic_name(request)
+    name = producible_topic_name(request)
     index = partition_index(request)
     declared = request.content_length
     encoded = request.headers.get("Content-Encoding", "identity").strip().lower() != "identity"

@@ -52,31 +52,48 @@ _PARTITION_OBJ = {
         },
     },
 }
-_PRODUCE_BODY = {
-    "type": "object",
-    "required": ["records"],
-    "additionalProperties": False,
-    "description": "Unknown fields, in the body or in a record, are refused (422 / 422)",
-    "properties": {
-        **{
-            name: {"description": "accepted and ignored with binary and json (schema formats answer 42206)"}
-            for name in ("key_schema", "key_schema_id", "value_schema", "value_schema_id")
-        },
-        "records": {
-            "type": "array",
-            "minItems": 1,
-            "items": {
-                "type": "object",
-                "additionalProperties": False,
-                "properties": {
-                    "key": {"description": "base64 string (binary) or any JSON value (json); may be null"},
-                    "value": {"description": "base64 string (binary) or any JSON value (json); may be null"},
-                    "partition": {"type": "integer", "minimum": 0, "nullable": True},
+_BASE64 = {
+    "type": "string",
+    "nullable": True,
+    "format": "byte",
+    "pattern": "^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$",
+    "description": "standard base64 with padding (RFC 4648), or null",
+}
+_ANY_JSON = {"description": "any JSON value, or null"}
+
+
+def _produce_body(embedded: dict[str, Any], description: str) -> dict[str, Any]:
+    return {
+        "type": "object",
+        "required": ["records"],
+        "additionalProperties": False,
+        "description": description + "; unknown fields, in the body or in a record, are refused (422)",
+        "properties": {
+            **{
+                name: {
+                    "description": "accepted and ignored with binary and json (schema formats answer 42206)"
+                }
+                for name in ("key_schema", "key_schema_id", "value_schema", "value_schema_id")
+            },
+            "records": {
+                "type": "array",
+                "minItems": 1,
+                "items": {
+                    "type": "object",
+                    "additionalProperties": False,
+                    "properties": {
+                        "key": {**embedded, "description": "the key: " + embedded["description"]},
+                        "value": {**embedded, "description": "the value: " + embedded["description"]},
+                        "partition": {"type": "integer", "minimum": 0, "nullable": True},
+                    },
                 },
             },
         },
-    },
-}
+    }
+
+
+_BINARY_BODY = _produce_body(_BASE64, "Records whose keys and values are base64")
+_JSON_BODY = _produce_body(_ANY_JSON, "Records whose keys and values are JSON")
 _PRODUCE_ANSWER = {
     "type": "object",
     "properties": {
@@ -130,15 +147,28 @@ def _ok(schema: dict[str, Any], *types: str) -> dict[str, Any]:
     return {"200": {"description": "OK", "content": {t: {"schema": schema} for t in types}}}
 
 
-def _produce(summary: str, operation_id: str, params: list[dict[str, Any]]) -> dict[str, Any]:
+_BINARY_EXAMPLE = {"records": [{"key": "a2V5", "value": "aGVsbG8="}, {"value": "d29ybGQ=", "partition": 0}]}
+_JSON_EXAMPLE = {"records": [{"key": "user-1", "value": {"event": "login"}}, {"value": [1, 2, 3]}]}
+
+
+def _produce(
+    summary: str, operation_id: str, params: list[dict[str, Any]], description: str
+) -> dict[str, Any]:
     return {
         "tags": [_TAG],
         "operationId": operation_id,
         "summary": summary,
+        "description": description + " Each record's outcome is in `offsets`, in request order: an offset, "
+        "or an error_code and error (a full disk, a leader change) while others succeed.",
         "parameters": params,
         "requestBody": {
             "required": True,
-            "content": {_BINARY: {"schema": _PRODUCE_BODY}, _JSON: {"schema": _PRODUCE_BODY}},
+            "description": "The records: keys and values base64 in the binary format, any JSON value in "
+            "the json format",
+            "content": {
+                _BINARY: {"schema": _BINARY_BODY, "example": _BINARY_EXAMPLE},
+                _JSON: {"schema": _JSON_BODY, "example": _JSON_EXAMPLE},
+            },
         },
         "responses": {
             **_ok(_PRODUCE_ANSWER, _V2),
@@ -153,6 +183,7 @@ OPENAPI_PATHS: dict[str, Any] = {
             "tags": [_TAG],
             "operationId": "v2ListBrokers",
             "summary": "List broker ids",
+            "description": 'The ids of the cluster\'s live brokers: `{"brokers": [0, 1, 2]}`.',
             "responses": _ok({"type": "object"}, _V2),
         },
     },
@@ -161,6 +192,7 @@ OPENAPI_PATHS: dict[str, Any] = {
             "tags": [_TAG],
             "operationId": "v2ListTopics",
             "summary": "List topic names",
+            "description": "The names of the topics the caller may describe, internal topics included.",
             "responses": {
                 **_ok({"type": "array", "items": {"type": "string"}}, _V2),
                 **error_responses("406"),
@@ -172,6 +204,8 @@ OPENAPI_PATHS: dict[str, Any] = {
             "tags": [_TAG],
             "operationId": "v2GetTopic",
             "summary": "Topic name, configs and partitions",
+            "description": "The topic's name, its configs (set and default) and its partitions with their "
+            "leaders and replicas.",
             "parameters": [_TOPIC],
             "responses": {**_ok({"type": "object"}, _V2), **error_responses("400", "404", "406")},
         },
@@ -179,6 +213,9 @@ OPENAPI_PATHS: dict[str, Any] = {
             "Produce records; partition from the record, murmur2(key), or sticky",
             "v2ProduceToTopic",
             [_TOPIC],
+            "Appends records to the topic: a record's `partition` when given, else murmur2 of its key as "
+            "Kafka's default partitioner, else one partition per request (sticky). An unknown topic is "
+            "created when `auto.create.topics.enable` is on.",
         ),
     },
     "/topics/{topic}/partitions": {
@@ -186,6 +223,7 @@ OPENAPI_PATHS: dict[str, Any] = {
             "tags": [_TAG],
             "operationId": "v2ListPartitions",
             "summary": "List partitions",
+            "description": "Every partition of the topic with its leader and replicas (in sync or not).",
             "parameters": [_TOPIC],
             "responses": {
                 **_ok({"type": "array", "items": _PARTITION_OBJ}, _V2),
@@ -198,16 +236,25 @@ OPENAPI_PATHS: dict[str, Any] = {
             "tags": [_TAG],
             "operationId": "v2GetPartition",
             "summary": "One partition",
+            "description": "One partition of the topic with its leader and replicas.",
             "parameters": [_TOPIC, _PARTITION],
             "responses": {**_ok(_PARTITION_OBJ, _V2), **error_responses("404", "406")},
         },
-        "post": _produce("Produce records to one partition", "v2ProduceToPartition", [_TOPIC, _PARTITION]),
+        "post": _produce(
+            "Produce records to one partition",
+            "v2ProduceToPartition",
+            [_TOPIC, _PARTITION],
+            "Appends every record to the partition of the path (a record's own `partition` field is "
+            "ignored).",
+        ),
     },
     "/topics/{topic}/partitions/{partition}/offsets": {
         "get": {
             "tags": [_TAG],
             "operationId": "v2GetPartitionOffsets",
             "summary": "Beginning offset and end offset (high watermark)",
+            "description": "`beginning_offset` (the log start, archived segments included) and `end_offset` "
+            "(the high watermark: the next offset consumers will see).",
             "parameters": [_TOPIC, _PARTITION],
             "responses": {**_ok({"type": "object"}, _V2), **error_responses("404", "406", "503")},
         },
@@ -217,6 +264,9 @@ OPENAPI_PATHS: dict[str, Any] = {
             "tags": [_TAG],
             "operationId": "v2FetchRecords",
             "summary": "Fetch records from an offset (long poll up to timeout ms)",
+            "description": "Records from `offset` on, without a consumer instance (Pandaproxy's route), in "
+            "the format the Accept header names: base64 keys and values (binary) or JSON (json). Waits up to "
+            "`timeout` ms when none is there yet; reads below the local log come from the archive.",
             "parameters": [
                 _TOPIC,
                 _PARTITION,
@@ -224,16 +274,19 @@ OPENAPI_PATHS: dict[str, Any] = {
                     "name": "offset",
                     "in": "query",
                     "required": True,
-                    "schema": {"type": "integer", "minimum": 0},
+                    "description": "The first offset to read",
+                    "schema": {"type": "integer", "minimum": 0, "maximum": 2**63 - 1},
                 },
                 {
                     "name": "timeout",
                     "in": "query",
+                    "description": "How long to wait, in ms, when no record is past offset yet",
                     "schema": {"type": "integer", "default": 1000, "minimum": 0, "maximum": 300000},
                 },
                 {
                     "name": "max_bytes",
                     "in": "query",
+                    "description": "Bound on the record bytes returned (at least one record is)",
                     "schema": {
                         "type": "integer",
                         "default": 1048576,
@@ -253,6 +306,8 @@ OPENAPI_PATHS: dict[str, Any] = {
             "tags": [_TAG],
             "operationId": "v1ReadMessages",
             "summary": "v1 API: up to count records from an offset, without waiting",
+            "description": "REST Proxy v1's simple consumer: at most `count` records from `offset`, answered "
+            "at once (possibly none), in the v1 binary or json format.",
             "parameters": [
                 _TOPIC,
                 _PARTITION,
@@ -260,11 +315,13 @@ OPENAPI_PATHS: dict[str, Any] = {
                     "name": "offset",
                     "in": "query",
                     "required": True,
-                    "schema": {"type": "integer", "minimum": 0},
+                    "description": "The first offset to read",
+                    "schema": {"type": "integer", "minimum": 0, "maximum": 2**63 - 1},
                 },
                 {
                     "name": "count",
                     "in": "query",
+                    "description": "Most records returned",
                     "schema": {"type": "integer", "default": 1, "minimum": 1, "maximum": 100_000},
                 },
             ],

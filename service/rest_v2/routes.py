@@ -62,6 +62,7 @@ from tierlog.service.web.requests import (
     int_param,
     offload,
     partition_index,
+    producible_topic_name,
     read_body,
     send_body,
     topic_name,
@@ -76,6 +77,7 @@ from tierlog.wire.errors import (
     NotAcceptableError,
     RecordTooLargeError,
     TierlogError,
+    UnavailableError,
     UnknownPartitionError,
     UnsupportedMediaTypeError,
 )
@@ -345,7 +347,7 @@ async def _produce(request: web.Request, *, fixed: int | None) -> web.Response:
     """
     fmt = _produce_type(request)
     content_type = _metadata_type(request)
-    name = topic_name(request)
+    name = producible_topic_name(request)
     max_records = request.app[SETTINGS].rest_produce_max_records
     with request.app[CONVERSION_BUDGET].hold(0) as held:
         body = await read_body(request, held)
@@ -400,6 +402,8 @@ def _converter(
     at a time as it goes."""
     name = topic.name
     partition_count = len(_partition_views(_broker(request), name))
+    if partition_count == 0:  # created, but this broker's view of the cluster does not show it yet
+        raise UnavailableError(f"Topic {name} is committed but this broker has not seen it yet; retry.")
     sticky = request.app[STICKY]
     config = topic.config
     max_bytes, compression = config.max_message_bytes, _compression(config)

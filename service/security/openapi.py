@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tierlog.service.security.model import Operation, PatternType, Permission, ResourceType
+from tierlog.service.security.model import CLUSTER_NAME, Operation, PatternType, Permission, ResourceType
 from tierlog.service.security.scram import DEFAULT_ITERATIONS, MAX_ITERATIONS, MECHANISMS, MIN_ITERATIONS
 
 __all__ = ["OPENAPI_COMPONENTS", "OPENAPI_PATHS"]
@@ -17,6 +17,9 @@ _LIST_META = {
     "type": "object",
     "properties": {"self": {"type": "string", "format": "uri"}, "next": {"type": "string", "nullable": True}},
 }
+
+
+_NOT_BLANK = r"\S"  # surrounding spaces are trimmed; something must remain
 
 
 def _enum(members: list[str], description: str) -> dict[str, Any]:
@@ -36,14 +39,24 @@ def _acl_fields(*, filters: bool) -> dict[str, Any]:
         "resource_name": {
             "type": "string",
             "minLength": 1,
+            "pattern": _NOT_BLANK,
             "description": "the name, a prefix (PREFIXED), or * (every name); kafka-cluster for CLUSTER",
         },
         "pattern_type": _enum(
             _names(PatternType, filters=filters),
             "LITERAL or PREFIXED" + ("; filters also ANY and MATCH" if filters else ""),
         ),
-        "principal": {"type": "string", "pattern": "^[^:]+:.+$", "description": "User:name, or User:*"},
-        "host": {"type": "string", "minLength": 1, "description": "a client address, or * (any host)"},
+        "principal": {
+            "type": "string",
+            "pattern": r"^\s*[^:\s][^:]*:[\s\S]*\S",
+            "description": "Type:name, e.g. User:alice, or User:* (every user)",
+        },
+        "host": {
+            "type": "string",
+            "minLength": 1,
+            "pattern": _NOT_BLANK,
+            "description": "a client address, or * (any host)",
+        },
         "operation": _enum(_names(Operation, filters=filters), "Kafka's operation, upper case"),
         "permission": _enum(_names(Permission, filters=filters), "ALLOW or DENY; Deny wins"),
     }
@@ -53,6 +66,15 @@ _ACL_REQUEST = {
     "type": "object",
     "required": list(_acl_fields(filters=False)),
     "properties": _acl_fields(filters=False),
+    # the cluster resource has one name
+    "anyOf": [
+        {"properties": {"resource_type": {"enum": ["CLUSTER"]}, "resource_name": {"enum": [CLUSTER_NAME]}}},
+        {
+            "properties": {
+                "resource_type": {"enum": [n for n in _names(ResourceType, filters=False) if n != "CLUSTER"]}
+            }
+        },
+    ],
 }
 
 OPENAPI_COMPONENTS: dict[str, Any] = {
@@ -142,6 +164,51 @@ OPENAPI_COMPONENTS: dict[str, Any] = {
     }
 }
 
+_SCHEMA_DESCRIPTIONS = {
+    "KafkaAcl": "One ACL binding: a principal allowed or denied an operation on resources from a host",
+    "KafkaAclList": "The ACLs a filter matched",
+    "DeleteAclsResponse": "The ACLs the filter matched, which are deleted",
+    "CreateAclRequest": "An ACL binding to create (Kafka's model; no ANY or MATCH values)",
+    "CreateAclBatchRequest": "Several ACL bindings to create together",
+    "KafkaUser": "A user and the SCRAM mechanisms it has a credential for (never the credential)",
+    "KafkaUserList": "The users of the cluster",
+    "PutUserRequest": "A user's password and how to store it",
+}
+for _name, _text in _SCHEMA_DESCRIPTIONS.items():
+    OPENAPI_COMPONENTS["schemas"][_name]["description"] = _text
+
+_ACL_EXAMPLE = {
+    "resource_type": "TOPIC",
+    "resource_name": "orders",
+    "pattern_type": "LITERAL",
+    "principal": "User:alice",
+    "host": "*",
+    "operation": "READ",
+    "permission": "ALLOW",
+}
+_BODIES = {
+    "CreateAclRequest": ("The ACL binding", _ACL_EXAMPLE),
+    "CreateAclBatchRequest": (
+        "The ACL bindings",
+        {"data": [_ACL_EXAMPLE, {**_ACL_EXAMPLE, "operation": "DESCRIBE"}]},
+    ),
+    "PutUserRequest": (
+        "The password (only its salted SCRAM credential is stored)",
+        {"password": "correct horse battery staple", "mechanism": "SCRAM-SHA-256"},
+    ),
+}
+_DESCRIPTIONS = {
+    "listAcls": "The ACL bindings matching a filter: a missing field matches anything, ANY matches any "
+    "value, and MATCH pattern type matches the bindings that would apply to the named resource.",
+    "createAcl": "Adds an ACL binding. Creating one that exists already changes nothing and answers 201.",
+    "deleteAcls": "Deletes every ACL binding the filter matches and answers them; resource_type, "
+    "pattern_type, operation and permission are required so a bare request cannot delete every ACL.",
+    "createAcls": "Adds several ACL bindings in one write: all of them, or none when one is invalid.",
+    "listUsers": "Every SCRAM user and its mechanisms and iteration counts; credentials are never shown.",
+    "putUser": "Creates a user or replaces its credential.",
+    "deleteUser": "Deletes the user and its credentials; its ACLs stay (as in Kafka).",
+}
+
 _ERRORS = {
     "400": "Malformed body or query, or a required field missing (40001)",
     "404": "Unknown cluster (404) or user (404)",
@@ -177,17 +244,32 @@ def _op(
             "description": _ERRORS[status],
             "content": {"application/json": {"schema": _REF_ERROR}},
         }
-    operation: dict[str, Any] = {"tags": ["Security (v3)"], "operationId": op_id, "summary": summary}
+    operation: dict[str, Any] = {
+        "tags": ["Security (v3)"],
+        "operationId": op_id,
+        "summary": summary,
+        "description": _DESCRIPTIONS[op_id],
+    }
     if query is not None:
         operation["parameters"] = [
-            {"name": name, "in": "query", "required": name in required, "schema": schema_}
+            {
+                "name": name,
+                "in": "query",
+                "required": name in required,
+                "description": schema_["description"],
+                "schema": {key: value for key, value in schema_.items() if key != "description"},
+            }
             for name, schema_ in query.items()
         ]
     operation["responses"] = responses
     if body is not None:
+        text, example = _BODIES[body]
         operation["requestBody"] = {
             "required": True,
-            "content": {"application/json": {"schema": {"$ref": f"#/components/schemas/{body}"}}},
+            "description": text,
+            "content": {
+                "application/json": {"schema": {"$ref": f"#/components/schemas/{body}"}, "example": example}
+            },
         }
     return operation
 
@@ -200,7 +282,14 @@ _USER_NAME = {
     "name": "name",
     "in": "path",
     "required": True,
-    "schema": {"type": "string", "minLength": 1, "maxLength": 255},
+    "description": "The user name (the principal `User:<name>`): 1-255 characters, no control characters, "
+    "no leading or trailing space",
+    "schema": {
+        "type": "string",
+        "minLength": 1,
+        "maxLength": 255,
+        "pattern": r"^[^\s\x00-\x1f\x7f]([^\x00-\x1f\x7f]*[^\s\x00-\x1f\x7f])?$",
+    },
 }
 
 OPENAPI_PATHS: dict[str, Any] = {
@@ -253,9 +342,9 @@ OPENAPI_PATHS: dict[str, Any] = {
                 errors=_WRITE,
                 extra={"201": "The user is new"},
             ),
-            "description": "HTTP Basic has one password: the user's credential becomes the one of `password` "
-            "and `mechanism`, and a credential of another mechanism is dropped, so the old password stops "
-            "working whatever mechanism held it.",
+            "description": "Creates a user or replaces its credential. HTTP Basic has one password: the "
+            "user's credential becomes the one of `password` and `mechanism`, and a credential of another "
+            "mechanism is dropped, so the old password stops working whatever mechanism held it.",
             "parameters": [_USER_NAME],
         },
         "delete": {

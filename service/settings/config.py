@@ -87,6 +87,9 @@ class Settings:
     connections_max_idle_ms: int
     request_read_timeout_ms: int
     max_connections: int
+    http_cors_allowed_origins: tuple[str, ...]
+    http_cors_allow_credentials: bool
+    http_cors_max_age_seconds: int
     accept_error_log_interval_ms: int
     log_io_threads: int
     rest_produce_max_records: int

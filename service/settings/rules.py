@@ -16,6 +16,7 @@ from collections.abc import Callable
 from tierlog.service.security import settings as sec
 from tierlog.service.security.throttle import ADDRESS_LIMIT_FACTOR
 from tierlog.service.settings import table as t
+from tierlog.service.settings.http import credentials_need_origins
 from tierlog.service.settings.spec import ParsedSettings, SettingsError, parse_url
 from tierlog.service.settings.uris import RemoteUri
 from tierlog.service.topics.configs import check_combination, effective_configs
@@ -159,4 +160,5 @@ RULES: tuple[Rule, ...] = (
     credentials_in_pairs,
     address_limit_from_user_limit,
     advertised_url_from_listener,
+    credentials_need_origins,
 )

@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from tierlog.service.security.settings import SECURITY_TABLE
+from tierlog.service.settings.http import CORS_TABLE
 from tierlog.service.settings.spec import (
     ENV_PREFIX,
     SettingSpec,
@@ -577,6 +578,7 @@ PROCESS_TABLE: tuple[SettingSpec[Any], ...] = (
     CONNECTIONS_MAX_IDLE_MS,
     REQUEST_READ_TIMEOUT_MS,
     MAX_CONNECTIONS,
+    *CORS_TABLE,
     ACCEPT_ERROR_LOG_INTERVAL_MS,
     LOG_IO_THREADS,
     REST_PRODUCE_MAX_RECORDS,

@@ -13,6 +13,7 @@ from tierlog.service.topics.configs import TOPIC_CONFIGS, validate_overrides
 from tierlog.wire.errors import InvalidConfigError
 
 __all__ = [
+    "NOT_INTERNAL_TOPIC_PATTERN",
     "MAX_PARTITIONS",
     "check_known_config",
     "check_new_topic",
@@ -20,6 +21,11 @@ __all__ = [
 ]
 
 MAX_PARTITIONS = 10_000
+
+
+#: Kafka's topic name rule without the names starting with ``__`` (internal: the broker's own topics), as a
+#: regular expression for the OpenAPI document: what a client may create, produce to, delete or grow.
+NOT_INTERNAL_TOPIC_PATTERN = "^(?!__)" + meta.TOPIC_NAME_PATTERN.removeprefix("^")
 
 
 def check_new_topic(

@@ -121,6 +121,8 @@ OPENAPI_PATHS: dict[str, Any] = {
         "get": {
             "tags": ["Operations"],
             "summary": "Liveness: the process answers HTTP",
+            "description": "200 while the process serves HTTP, before its logs are open too; no "
+            "credentials needed. For a liveness probe.",
             "operationId": "getHealth",
             "responses": {
                 "200": {"description": "Alive", "content": {"application/json": {"schema": _STATUS}}}
@@ -131,6 +133,9 @@ OPENAPI_PATHS: dict[str, Any] = {
         "get": {
             "tags": ["Operations"],
             "summary": "Readiness: every partition log is open",
+            "description": "200 once every partition log is open (a store that cannot be used is named, "
+            "but does not make the broker unready); 503 before that and while shutting down. No "
+            "credentials needed. For a readiness probe.",
             "operationId": "getReady",
             "responses": {
                 "200": {
@@ -145,6 +150,8 @@ OPENAPI_PATHS: dict[str, Any] = {
         "get": {
             "tags": ["Operations"],
             "summary": "Prometheus metrics (text format 0.0.4)",
+            "description": "Every metric of the broker in Prometheus' text format (docs/admin-api.md lists "
+            "them). With authentication on, needs Describe on the Cluster unless `metrics.public` is set.",
             "operationId": "getMetrics",
             "responses": {
                 "200": {"description": "Metrics", "content": {"text/plain": {"schema": {"type": "string"}}}}

@@ -16,11 +16,17 @@ from aiohttp import hdrs, web
 from tierlog.service.topics.data_dir import topic_name_problem
 from tierlog.service.web.budget import Hold
 from tierlog.service.web.keys import METRICS, SETTINGS
-from tierlog.wire.errors import BadRequestError, RecordTooLargeError, UnknownPartitionError
+from tierlog.wire.errors import (
+    BadRequestError,
+    InvalidConfigError,
+    RecordTooLargeError,
+    UnknownPartitionError,
+)
 
 __all__ = [
     "OFFLOAD_BYTES",
     "topic_name",
+    "producible_topic_name",
     "partition_index",
     "int_param",
     "read_body",
@@ -54,6 +60,21 @@ def topic_name(request: web.Request) -> str:
     problem = topic_name_problem(name)
     if problem is not None:
         raise BadRequestError(problem)
+    return name
+
+
+def producible_topic_name(request: web.Request) -> str:
+    """The ``{topic}`` path segment of a produce: a legal topic name (:func:`topic_name`) that is not
+    internal. Clients never write to ``__consumer_offsets`` (the broker does), as Kafka refuses them: a
+    Write ACL on it would let a client forge any group's commits.
+
+    Raises:
+        BadRequestError: (40001) not a legal topic name.
+        InvalidConfigError: (40002) a name starting with ``__``.
+    """
+    name = topic_name(request)
+    if name.startswith("__"):
+        raise InvalidConfigError(f"Topic {name} is internal: clients cannot produce to it")
     return name
 
 

@@ -12,6 +12,7 @@ from aiohttp import web
 
 from tierlog.service.openapi import build_document, render
 from tierlog.service.web.errors import error_middleware
+from tierlog.service.web.keys import SETTINGS
 from tierlog.wire.errors import ConsumerInstanceNotFoundError, NotFoundError, OffsetOutOfRangeError
 
 from .conftest import Node, StartNode, batch
@@ -151,7 +152,8 @@ async def test_served_document_matches_docs(node: Node) -> None:
     assert resp.status == 200
     served = await resp.json()
     assert served["openapi"].startswith("3.")
-    assert served == json.loads(render())
+    assert served == json.loads(render(node.app[SETTINGS].advertised_url))
+    assert served["servers"][0]["url"] == node.app[SETTINGS].advertised_url.rstrip("/")
     assert (REPO / "docs" / "openapi.json").read_text(encoding="utf-8") == render(), (
         "docs/openapi.json is stale: run python -m tierlog.service.openapi > docs/openapi.json"
     )
