@@ -25,7 +25,8 @@ from tierlog.service.security.model import (
     Principal,
     ResourceType,
 )
-from tierlog.wire.errors import AuthorizationError
+from tierlog.service.security.security_store import SECURITY_STORE, SecurityStore
+from tierlog.wire.errors import AuthorizationError, UnavailableError
 
 if TYPE_CHECKING:
     from tierlog.service.kafka.frames import RequestHeader
@@ -72,6 +73,16 @@ class KafkaRequest:
     @property
     def settings(self) -> Settings:
         return self.listener.settings
+
+    @property
+    def security_store(self) -> SecurityStore:
+        """The broker's users and ACLs (the ones the HTTP APIs manage). Raises UnavailableError until the
+        store has loaded."""
+        app = self.listener.app
+        store = None if app is None else app.get(SECURITY_STORE)
+        if store is None or not store.loaded:
+            raise UnavailableError("the security store is not loaded yet")
+        return store
 
     @property
     def principal(self) -> Principal:
