@@ -141,14 +141,7 @@ def make_credential(
         salt = secrets.token_bytes(SALT_BYTES)
     if not salt:
         raise InvalidRequestError("a SCRAM salt must not be empty")
-    salted = _salted(hash_name, password, salt, iterations)
-    return ScramCredential(
-        mechanism=mechanism,
-        salt=salt,
-        iterations=iterations,
-        stored_key=_stored_key(hash_name, salted),
-        server_key=hmac.digest(salted, b"Server Key", hash_name),
-    )
+    return credential_from_salted(mechanism, salt, iterations, _salted(hash_name, password, salt, iterations))
 
 
 def credential_from_salted(

@@ -144,6 +144,10 @@ def _refused(request: KafkaRequest, operation: Operation) -> bool:
 
 
 _CLUSTER_REFUSAL = "Not authorized to {} Cluster"
+_ALTER_REFUSAL = {
+    "error_code": ErrorCode.cluster_authorization_failed,
+    "error_message": "Not authorized to Alter Cluster",
+}
 
 
 @api(DESCRIBE_ACLS_KEY, "DescribeAcls", 1, 3)
@@ -177,9 +181,7 @@ async def describe_acls(request: KafkaRequest, body: Any) -> Mapping[str, Any]:
 @api(CREATE_ACLS_KEY, "CreateAcls", 1, 3)
 async def create_acls(request: KafkaRequest, body: Any) -> Mapping[str, Any]:
     if _refused(request, Operation.ALTER):
-        message = _CLUSTER_REFUSAL.format("Alter")
-        refusal = {"error_code": ErrorCode.cluster_authorization_failed, "error_message": message}
-        return {"throttle_time": 0, "results": [refusal for _ in body.creations]}
+        return {"throttle_time": 0, "results": [_ALTER_REFUSAL] * len(body.creations)}
     results: list[dict[str, Any]] = []
     valid: list[tuple[int, AclBinding]] = []
     for creation in body.creations:
@@ -200,9 +202,7 @@ async def create_acls(request: KafkaRequest, body: Any) -> Mapping[str, Any]:
 @api(DELETE_ACLS_KEY, "DeleteAcls", 1, 3)
 async def delete_acls(request: KafkaRequest, body: Any) -> Mapping[str, Any]:
     if _refused(request, Operation.ALTER):
-        message = _CLUSTER_REFUSAL.format("Alter")
-        refusal = {"error_code": ErrorCode.cluster_authorization_failed, "error_message": message}
-        return {"throttle_time": 0, "filter_results": [refusal for _ in body.filters]}
+        return {"throttle_time": 0, "filter_results": [_ALTER_REFUSAL] * len(body.filters)}
     return {"throttle_time": 0, "filter_results": [await _delete_one(request, f) for f in body.filters]}
 
 

@@ -36,9 +36,8 @@ from kio.schema.sasl_authenticate.v0.request import SaslAuthenticateRequest
 from kio.schema.sasl_handshake.v1.request import SaslHandshakeRequest
 from kio.serial import entity_reader, entity_writer
 
-from tests.integration.broker import BrokerThread, broker_settings
-from tierlog.service.security.scram import make_credential
-from tierlog.service.security.security_store import SecurityStore
+from tests.integration.broker import BrokerThread
+from tests.integration.kafka.sasl_support import sasl, start_with_users
 
 pytestmark = pytest.mark.integration
 
@@ -49,61 +48,44 @@ ALICE = ("alice", "alice-secret")
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerThread]:
-    data_dir = tmp_path_factory.mktemp("admin-keys") / "data"
-
-    async def users() -> None:
-        store = SecurityStore.offline(data_dir)
-        await store.start()
-        try:
-            await store.put_user(ADMIN[0], make_credential(ADMIN[1]))
-            await store.put_user(ALICE[0], make_credential(ALICE[1], "SCRAM-SHA-512"))
-        finally:
-            await store.close()
-
-    asyncio.run(users())
+    users = {ADMIN[0]: (ADMIN[1], "SCRAM-SHA-256"), ALICE[0]: (ALICE[1], "SCRAM-SHA-512")}
     settings = {"authentication.methods": "basic", "super.users": "User:admin", "num.partitions": "1"}
-    running = BrokerThread(broker_settings(data_dir, settings))
+    running = start_with_users(tmp_path_factory.mktemp("admin-keys") / "data", users, settings)
     yield running
     running.close()
 
 
-def sasl(broker: BrokerThread, user: tuple[str, str], mechanism: str = "SCRAM-SHA-256") -> dict[str, Any]:
-    return {
-        "bootstrap.servers": broker.kafka_bootstrap,
-        "security.protocol": "SASL_PLAINTEXT",
-        "sasl.mechanism": mechanism,
-        "sasl.username": user[0],
-        "sasl.password": user[1],
-    }
+def _kp_client(broker: BrokerThread, user: tuple[str, str], mechanism: str) -> KafkaAdminClient:
+    return KafkaAdminClient(
+        bootstrap_servers=broker.kafka_bootstrap,
+        security_protocol="SASL_PLAINTEXT",
+        sasl_mechanism=mechanism,
+        sasl_plain_username=user[0],
+        sasl_plain_password=user[1],
+        request_timeout_ms=10_000,
+    )
 
 
 @pytest.fixture(scope="module")
 def admin(broker: BrokerThread) -> AdminClient:
-    return AdminClient({**sasl(broker, ADMIN), "socket.timeout.ms": 10_000})
+    return AdminClient({**sasl(broker, "SCRAM-SHA-256", ADMIN), "socket.timeout.ms": 10_000})
 
 
 @pytest.fixture(scope="module")
 def alice(broker: BrokerThread) -> AdminClient:
-    return AdminClient({**sasl(broker, ALICE, "SCRAM-SHA-512"), "socket.timeout.ms": 10_000})
+    return AdminClient({**sasl(broker, "SCRAM-SHA-512", ALICE), "socket.timeout.ms": 10_000})
 
 
 @pytest.fixture
 def kp_admin(broker: BrokerThread) -> Iterator[KafkaAdminClient]:
-    client = KafkaAdminClient(
-        bootstrap_servers=broker.kafka_bootstrap,
-        security_protocol="SASL_PLAINTEXT",
-        sasl_mechanism="PLAIN",
-        sasl_plain_username=ADMIN[0],
-        sasl_plain_password=ADMIN[1],
-        request_timeout_ms=10_000,
-    )
+    client = _kp_client(broker, ADMIN, "PLAIN")
     yield client
     client.close()
 
 
 def _topic(broker: BrokerThread, admin: AdminClient, name: str, records: int) -> None:
     admin.create_topics([NewTopic(name, 1)])[name].result(timeout=WAIT_S)
-    producer = Producer({**sasl(broker, ADMIN), "linger.ms": 0})
+    producer = Producer({**sasl(broker, "SCRAM-SHA-256", ADMIN), "linger.ms": 0})
     for i in range(records):
         producer.produce(name, f"v{i}".encode())
         producer.flush(WAIT_S)  # one batch per record: DeleteRecords moves the start into segments' middle
@@ -126,7 +108,9 @@ def test_delete_records_moves_the_log_start_and_refuses_past_the_high_watermark(
     _topic(broker, admin, topic_name, 6)
     (deleted,) = admin.delete_records([TopicPartition(topic_name, 0, 4)]).values()
     assert deleted.result(timeout=WAIT_S).low_watermark == 4
-    consumer = Consumer({**sasl(broker, ADMIN), "group.id": "unused", "auto.offset.reset": "earliest"})
+    consumer = Consumer(
+        {**sasl(broker, "SCRAM-SHA-256", ADMIN), "group.id": "unused", "auto.offset.reset": "earliest"}
+    )
     try:
         low, high = consumer.get_watermark_offsets(TopicPartition(topic_name, 0), timeout=WAIT_S)
         assert (low, high) == (4, 6)
@@ -214,14 +198,7 @@ def test_acls_are_created_described_matched_and_deleted(admin: AdminClient, topi
 
 
 def test_acl_keys_need_the_cluster_acls(broker: BrokerThread, alice: AdminClient, topic_name: str) -> None:
-    client = KafkaAdminClient(
-        bootstrap_servers=broker.kafka_bootstrap,
-        security_protocol="SASL_PLAINTEXT",
-        sasl_mechanism="SCRAM-SHA-512",
-        sasl_plain_username=ALICE[0],
-        sasl_plain_password=ALICE[1],
-        request_timeout_ms=10_000,
-    )
+    client = _kp_client(broker, ALICE, "SCRAM-SHA-512")
     try:
         with pytest.raises(ClusterAuthorizationFailedError):
             client.describe_acls(_kp_filter(kp.ResourceType.ANY, None))
@@ -285,7 +262,7 @@ def test_scram_credentials_are_upserted_described_used_and_deleted(
     described = _described(admin, user).result(timeout=WAIT_S)
     (info,) = described.scram_credential_infos
     assert (info.mechanism, info.iterations) == (ScramMechanism.SCRAM_SHA_512, 8192)
-    new_user = AdminClient({**sasl(broker, (user, "s3cret"), "SCRAM-SHA-512"), "socket.timeout.ms": 10_000})
+    new_user = AdminClient({**sasl(broker, "SCRAM-SHA-512", (user, "s3cret")), "socket.timeout.ms": 10_000})
     # authenticated: a refused password would fail the call with an authentication error
     assert new_user.list_topics(timeout=WAIT_S).brokers
     deletion = UserScramCredentialDeletion(user, ScramMechanism.SCRAM_SHA_512)

@@ -5,7 +5,6 @@ by itself)."""
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import io
 import re
@@ -26,9 +25,8 @@ from kio.schema.sasl_handshake.v0.request import SaslHandshakeRequest as Handsha
 from kio.schema.sasl_handshake.v1.request import SaslHandshakeRequest
 from kio.serial import entity_reader, entity_writer
 
-from tests.integration.broker import BrokerThread, broker_settings
-from tierlog.service.security.scram import make_credential
-from tierlog.service.security.security_store import SecurityStore
+from tests.integration.broker import BrokerThread
+from tests.integration.kafka.sasl_support import sasl, start_with_users
 
 pytestmark = pytest.mark.integration
 
@@ -40,23 +38,13 @@ ADMIN = ("admin", "admin-secret")
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerThread]:
     """A SASL broker whose sessions last LIFETIME_MS."""
-    data_dir = tmp_path_factory.mktemp("sasl-sessions") / "data"
-
-    async def users() -> None:
-        store = SecurityStore.offline(data_dir)
-        await store.start()
-        try:
-            await store.put_user(ADMIN[0], make_credential(ADMIN[1]))
-        finally:
-            await store.close()
-
-    asyncio.run(users())
     settings = {
         "authentication.methods": "basic",
         "super.users": "User:admin",
         "connections.max.reauth.ms": str(LIFETIME_MS),
     }
-    running = BrokerThread(broker_settings(data_dir, settings))
+    data_dir = tmp_path_factory.mktemp("sasl-sessions") / "data"
+    running = start_with_users(data_dir, {ADMIN[0]: (ADMIN[1], "SCRAM-SHA-256")}, settings)
     yield running
     running.close()
 
@@ -169,15 +157,7 @@ def _handshakes(broker: BrokerThread) -> float:
 def test_confluent_kafka_re_authenticates_before_its_session_ends(
     broker: BrokerThread, topic_name: str
 ) -> None:
-    config = {
-        "bootstrap.servers": broker.kafka_bootstrap,
-        "security.protocol": "SASL_PLAINTEXT",
-        "sasl.mechanism": "PLAIN",
-        "sasl.username": ADMIN[0],
-        "sasl.password": ADMIN[1],
-        "message.timeout.ms": 10_000,
-    }
-    producer = Producer(config)
+    producer = Producer(sasl(broker, "PLAIN", ADMIN, **{"message.timeout.ms": 10_000}))
     errors: list[Any] = []
 
     def produce(value: bytes) -> None:

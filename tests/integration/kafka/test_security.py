@@ -27,6 +27,7 @@ from jwt.algorithms import RSAAlgorithm
 from kafka import KafkaProducer
 
 from tests.integration.broker import BrokerThread, StartThread
+from tests.integration.kafka.sasl_support import sasl
 from tierlog.service.security.scram import make_credential
 from tierlog.service.security.security_store import SecurityStore
 
@@ -196,17 +197,6 @@ def _bootstrap_users(data_dir: Path, mechanism: str = "SCRAM-SHA-256") -> None:
             await store.close()
 
     asyncio.run(put())
-
-
-def sasl(broker: BrokerThread, mechanism: str, user: tuple[str, str], **extra: Any) -> dict[str, Any]:
-    return {
-        "bootstrap.servers": broker.kafka_bootstrap,
-        "security.protocol": "SASL_PLAINTEXT",
-        "sasl.mechanism": mechanism,
-        "sasl.username": user[0],
-        "sasl.password": user[1],
-        **extra,
-    }
 
 
 def allow(
