@@ -5,10 +5,7 @@ Kafka's own admin clients (confluent-kafka, kafka-python, aiokafka) against one 
 from __future__ import annotations
 
 import asyncio
-import io
 import os
-import socket
-import struct
 from collections.abc import Iterator
 from typing import Any
 
@@ -30,14 +27,12 @@ from kafka import KafkaAdminClient
 from kafka import admin as kp
 from kafka.errors import ClusterAuthorizationFailedError, InvalidRequestError, UnknownTopicOrPartitionError
 from kafka.structs import TopicPartition as KpPartition
-from kio.index import load_response_schema
 from kio.schema.metadata.v0.request import MetadataRequest
 from kio.schema.sasl_authenticate.v0.request import SaslAuthenticateRequest
 from kio.schema.sasl_handshake.v1.request import SaslHandshakeRequest
-from kio.serial import entity_reader, entity_writer
 
 from tests.integration.broker import BrokerThread
-from tests.integration.kafka.sasl_support import sasl, start_with_users
+from tests.integration.kafka.sasl_support import connect, request, sasl, start_with_users
 
 pytestmark = pytest.mark.integration
 
@@ -312,40 +307,9 @@ def test_metadata_v0_with_no_topics_lists_every_topic(
     broker: BrokerThread, admin: AdminClient, topic_name: str
 ) -> None:
     admin.create_topics([NewTopic(topic_name, 1)])[topic_name].result(timeout=WAIT_S)
-    with socket.create_connection(_address(broker), timeout=WAIT_S) as sock:
-        _sasl_plain(sock)
-        answer = _request(sock, 3, 0, MetadataRequest(topics=()))
+    with connect(broker) as sock:
+        assert request(sock, 17, 1, SaslHandshakeRequest(mechanism="PLAIN")).error_code.value == 0
+        token = b"\0" + ADMIN[0].encode() + b"\0" + ADMIN[1].encode()
+        assert request(sock, 36, 0, SaslAuthenticateRequest(auth_bytes=token)).error_code.value == 0
+        answer = request(sock, 3, 0, MetadataRequest(topics=()))
     assert topic_name in {t.name for t in answer.topics}
-
-
-def _address(broker: BrokerThread) -> tuple[str, int]:
-    host, port = broker.kafka_bootstrap.rsplit(":", 1)
-    return host, int(port)
-
-
-def _request(sock: socket.socket, key: int, version: int, body: Any) -> Any:
-    buffer = io.BytesIO()
-    entity_writer(type(body))(buffer, body)
-    client = b"test"
-    header = struct.pack(">hhih", key, version, 7, len(client)) + client
-    frame = header + buffer.getvalue()
-    sock.sendall(struct.pack(">i", len(frame)) + frame)
-    data = _read(sock, struct.unpack(">i", _read(sock, 4))[0])
-    assert struct.unpack_from(">i", data)[0] == 7
-    entity, _ = entity_reader(load_response_schema(key, version))(data, 4)
-    return entity
-
-
-def _read(sock: socket.socket, size: int) -> bytes:
-    data = b""
-    while len(data) < size:
-        chunk = sock.recv(size - len(data))
-        assert chunk, "the broker closed the connection"
-        data += chunk
-    return data
-
-
-def _sasl_plain(sock: socket.socket) -> None:
-    assert _request(sock, 17, 1, SaslHandshakeRequest(mechanism="PLAIN")).error_code.value == 0
-    token = b"\0" + ADMIN[0].encode() + b"\0" + ADMIN[1].encode()
-    assert _request(sock, 36, 0, SaslAuthenticateRequest(auth_bytes=token)).error_code.value == 0

@@ -6,10 +6,8 @@ by itself)."""
 from __future__ import annotations
 
 import base64
-import io
 import re
 import socket
-import struct
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -18,15 +16,13 @@ from typing import Any
 
 import pytest
 from confluent_kafka import Producer
-from kio.index import load_response_schema
 from kio.schema.metadata.v1.request import MetadataRequest
 from kio.schema.sasl_authenticate.v1.request import SaslAuthenticateRequest
 from kio.schema.sasl_handshake.v0.request import SaslHandshakeRequest as HandshakeV0
 from kio.schema.sasl_handshake.v1.request import SaslHandshakeRequest
-from kio.serial import entity_reader, entity_writer
 
 from tests.integration.broker import BrokerThread
-from tests.integration.kafka.sasl_support import sasl, start_with_users
+from tests.integration.kafka.sasl_support import connect, frame, request, sasl, start_with_users
 
 pytestmark = pytest.mark.integration
 
@@ -49,67 +45,36 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerThread]:
     running.close()
 
 
-def _connect(broker: BrokerThread) -> socket.socket:
-    host, port = broker.kafka_bootstrap.rsplit(":", 1)
-    return socket.create_connection((host, int(port)), timeout=WAIT_S)
-
-
-def _frame(sock: socket.socket, payload: bytes) -> bytes:
-    """Send one size-prefixed frame; the size-prefixed frame answered."""
-    sock.sendall(struct.pack(">i", len(payload)) + payload)
-    return _read(sock, struct.unpack(">i", _read(sock, 4))[0])
-
-
-def _request(sock: socket.socket, key: int, version: int, body: Any, *, flexible: bool = False) -> Any:
-    buffer = io.BytesIO()
-    entity_writer(type(body))(buffer, body)
-    header = struct.pack(">hhih", key, version, 7, 4) + b"test" + (b"\0" if flexible else b"")
-    data = _frame(sock, header + buffer.getvalue())
-    assert struct.unpack_from(">i", data)[0] == 7
-    entity, _ = entity_reader(load_response_schema(key, version))(data, 5 if flexible else 4)
-    return entity
-
-
-def _read(sock: socket.socket, size: int) -> bytes:
-    data = b""
-    while len(data) < size:
-        chunk = sock.recv(size - len(data))
-        if not chunk:
-            raise ConnectionError("the broker closed the connection")
-        data += chunk
-    return data
-
-
 def _plain(user: str, password: str) -> bytes:
     return b"\0" + user.encode() + b"\0" + password.encode()
 
 
 def _authenticate(sock: socket.socket, password: str = ADMIN[1]) -> Any:
     """SaslHandshake v1 and SaslAuthenticate v1 with PLAIN; the SaslAuthenticate answer."""
-    assert _request(sock, 17, 1, SaslHandshakeRequest(mechanism="PLAIN")).error_code.value == 0
-    return _request(sock, 36, 1, SaslAuthenticateRequest(auth_bytes=_plain(ADMIN[0], password)))
+    assert request(sock, 17, 1, SaslHandshakeRequest(mechanism="PLAIN")).error_code.value == 0
+    return request(sock, 36, 1, SaslAuthenticateRequest(auth_bytes=_plain(ADMIN[0], password)))
 
 
 def _metadata(sock: socket.socket) -> Any:
-    return _request(sock, 3, 1, MetadataRequest(topics=None))
+    return request(sock, 3, 1, MetadataRequest(topics=None))
 
 
 # ---- SaslHandshake v0 -------------------------------------------------------------------------------------
 
 
 def test_a_v0_handshake_is_followed_by_bare_tokens(broker: BrokerThread) -> None:
-    with _connect(broker) as sock:
-        answer = _request(sock, 17, 0, HandshakeV0(mechanism="PLAIN"))
+    with connect(broker) as sock:
+        answer = request(sock, 17, 0, HandshakeV0(mechanism="PLAIN"))
         assert answer.error_code.value == 0 and "PLAIN" in answer.mechanisms
-        assert _frame(sock, _plain(*ADMIN)) == b""  # PLAIN's server token: empty, size-prefixed
+        assert frame(sock, _plain(*ADMIN)) == b""  # PLAIN's server token: empty, size-prefixed
         assert _metadata(sock).brokers  # authenticated: Kafka's framing from here on
 
 
 def test_a_failed_v0_exchange_closes_the_connection_without_an_answer(broker: BrokerThread) -> None:
-    with _connect(broker) as sock:
-        assert _request(sock, 17, 0, HandshakeV0(mechanism="PLAIN")).error_code.value == 0
+    with connect(broker) as sock:
+        assert request(sock, 17, 0, HandshakeV0(mechanism="PLAIN")).error_code.value == 0
         with pytest.raises(ConnectionError):
-            _frame(sock, _plain(ADMIN[0], "wrong"))
+            frame(sock, _plain(ADMIN[0], "wrong"))
 
 
 # ---- KIP-368 ----------------------------------------------------------------------------------------------
@@ -118,14 +83,14 @@ def test_a_failed_v0_exchange_closes_the_connection_without_an_answer(broker: Br
 def test_a_session_is_re_authenticated_on_its_connection_then_closed_once_expired(
     broker: BrokerThread,
 ) -> None:
-    with _connect(broker) as sock:
+    with connect(broker) as sock:
         answer = _authenticate(sock)
         assert answer.error_code.value == 0
         assert answer.session_lifetime == timedelta(milliseconds=LIFETIME_MS)
         again = _authenticate(sock)  # re-authentication, same connection, same principal
         assert (again.error_code.value, again.session_lifetime) == (0, timedelta(milliseconds=LIFETIME_MS))
         # a second re-authentication within a second is refused, as Kafka refuses it
-        assert _request(sock, 17, 1, SaslHandshakeRequest(mechanism="PLAIN")).error_code.value == 34
+        assert request(sock, 17, 1, SaslHandshakeRequest(mechanism="PLAIN")).error_code.value == 34
         assert _metadata(sock).brokers
         deadline = time.monotonic() + WAIT_S
         with pytest.raises(ConnectionError):  # served until the session ends, then closed
@@ -136,19 +101,19 @@ def test_a_session_is_re_authenticated_on_its_connection_then_closed_once_expire
 
 
 def test_re_authenticating_with_another_mechanism_fails(broker: BrokerThread) -> None:
-    with _connect(broker) as sock:
+    with connect(broker) as sock:
         assert _authenticate(sock).error_code.value == 0
-        assert _request(sock, 17, 1, SaslHandshakeRequest(mechanism="SCRAM-SHA-256")).error_code.value == 0
-        answer = _request(sock, 36, 1, SaslAuthenticateRequest(auth_bytes=b"n,,n=admin,r=abc"))
+        assert request(sock, 17, 1, SaslHandshakeRequest(mechanism="SCRAM-SHA-256")).error_code.value == 0
+        answer = request(sock, 36, 1, SaslAuthenticateRequest(auth_bytes=b"n,,n=admin,r=abc"))
         assert answer.error_code.value == 58 and "re-authentication" in answer.error_message
         with pytest.raises(ConnectionError):
             _metadata(sock)
 
 
 def _handshakes(broker: BrokerThread) -> float:
-    request = urllib.request.Request(f"{broker.url}/metrics")
-    request.add_header("Authorization", "Basic " + base64.b64encode(":".join(ADMIN).encode()).decode())
-    with urllib.request.urlopen(request, timeout=WAIT_S) as answer:
+    metrics = urllib.request.Request(f"{broker.url}/metrics")
+    metrics.add_header("Authorization", "Basic " + base64.b64encode(":".join(ADMIN).encode()).decode())
+    with urllib.request.urlopen(metrics, timeout=WAIT_S) as answer:
         text = answer.read().decode()
     found = re.search(r'tierlog_kafka_requests_total\{api="SaslHandshake"\} (\S+)', text)
     return float(found.group(1)) if found else 0.0
