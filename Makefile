@@ -7,7 +7,7 @@ STAMP  := $(VENV)/.installed
 BASE_STAMP := $(VENV)/.installed-base
 EXTRAS ?= dev,spark,bench
 
-.PHONY: venv localstack kcat run test test-fast lint format bench clean
+.PHONY: venv localstack kcat kafkajs run test test-fast lint format bench clean
 
 venv: $(STAMP)
 
@@ -46,6 +46,12 @@ kcat:
 	    || echo "kcat: apt-get install kcat failed; the kcat tests will skip" >&2; \
 	  else echo "kcat: not installed (installing it needs root and apt-get); the kcat tests will skip" >&2; fi; }
 
+# kafkajs (npm, pinned by infra/kafkajs/package-lock.json) runs the kafkajs example of
+# docs/kafka-protocol.md. Without node and npm (Debian's nodejs and npm, installed with apt-get as root) one
+# line says so and that test skips.
+kafkajs:
+	@infra/kafkajs/install.sh
+
 # Installs the base package only (`make test` and `make lint` install the extras they need on their own).
 # The broker prints where it listens and what to try first when it is ready.
 run: $(BASE_STAMP)
@@ -56,10 +62,10 @@ run: $(BASE_STAMP)
 TEST_WORKERS ?= 2
 XDIST := -n $(TEST_WORKERS) --dist loadfile
 
-test: venv localstack kcat
+test: venv localstack kcat kafkajs
 	$(BIN)/python -m pytest $(XDIST) $(PYTEST_ARGS)
 
-test-fast: venv localstack kcat
+test-fast: venv localstack kcat kafkajs
 	$(BIN)/python -m pytest $(XDIST) -m "not slow" $(PYTEST_ARGS)
 
 # The source folders as ruff sees them. mypy is strict (pyproject.toml) on the tierlog package (tierlog/ maps

@@ -25,7 +25,8 @@ from tierlog.service.security.model import (
     Principal,
     ResourceType,
 )
-from tierlog.wire.errors import AuthorizationError
+from tierlog.service.security.security_store import SECURITY_STORE, SecurityStore
+from tierlog.wire.errors import AuthorizationError, UnavailableError
 
 if TYPE_CHECKING:
     from tierlog.service.kafka.frames import RequestHeader
@@ -42,7 +43,14 @@ class Session:
     """One connection's security state. ``principal`` is None until the connection has authenticated
     (a SASL exchange); ``host`` is the client's address as ACLs name it. ``mechanism`` is the one the
     SaslHandshake chose, ``scram`` a SCRAM exchange between its two messages. ``close_after_answer``
-    ends the connection once the current answer is written (a failed authentication, as Kafka does)."""
+    ends the connection once the current answer is written (a failed authentication, as Kafka does).
+
+    KIP-368: ``expires_at`` is the event-loop time the authenticated session ends (None: never), after
+    which the connection is closed at its next request unless it re-authenticates (a SaslHandshake of
+    ``authenticated_with``'s mechanism, then SaslAuthenticate, keeping ``principal``); ``reauthenticating``
+    is set in between. ``raw_tokens``: a SaslHandshake v0 chose the mechanism, so SASL tokens come as bare
+    frames without a request header (Kafka's clients before SaslAuthenticate).
+    """
 
     host: str
     principal: Principal | None = ANONYMOUS
@@ -50,6 +58,12 @@ class Session:
     scram: ScramExchange | None = None
     mechanism_of_scram: str | None = None  # the mechanism of ``scram``, whose throttle place it holds
     close_after_answer: bool = False
+    raw_tokens: bool = False
+    authenticated_with: str | None = None
+    expires_at: float | None = None
+    reauthenticating: bool = False
+    reauthentication_began: float | None = None
+    reauthentication_refusal: str | None = None  # why the re-authentication under way fails
 
 
 @dataclass(slots=True)
@@ -72,6 +86,16 @@ class KafkaRequest:
     @property
     def settings(self) -> Settings:
         return self.listener.settings
+
+    @property
+    def security_store(self) -> SecurityStore:
+        """The broker's users and ACLs (the ones the HTTP APIs manage). Raises UnavailableError until the
+        store has loaded."""
+        app = self.listener.app
+        store = None if app is None else app.get(SECURITY_STORE)
+        if store is None or not store.loaded:
+            raise UnavailableError("the security store is not loaded yet")
+        return store
 
     @property
     def principal(self) -> Principal:

@@ -28,9 +28,15 @@ from typing import TYPE_CHECKING
 from tierlog.service.kafka import handlers  # noqa: F401  (registers every API)
 from tierlog.service.kafka.apis import API_VERSIONS_KEY, REGISTRY, CloseConnection
 from tierlog.service.kafka.context import KafkaRequest, Session
-from tierlog.service.kafka.frames import FrameError, parse_request_header, response_frame
+from tierlog.service.kafka.frames import FrameError, RequestHeader, parse_request_header, response_frame
 from tierlog.service.kafka.handlers.api_versions import unsupported_version_answer
-from tierlog.service.kafka.handlers.sasl import abandon_scram
+from tierlog.service.kafka.handlers.sasl import (
+    SASL_AUTHENTICATE_KEY,
+    SASL_HANDSHAKE_KEY,
+    abandon_scram,
+    raw_token,
+    session_expired,
+)
 from tierlog.service.kafka.messages import (
     DecodeError,
     decode_request,
@@ -65,7 +71,10 @@ PRE_AUTHENTICATION_MAX_BYTES = 512 * 1024  # Kafka's sasl.server.max.receive.siz
 _HTTP_STARTS = (b"GET ", b"POST", b"PUT ", b"HEAD", b"DELE", b"PATC", b"OPTI", b"HTTP", b"CONN")
 _TLS_HANDSHAKE = b"\x16\x03"
 #: Answered before a connection has authenticated: ApiVersions, SaslHandshake, SaslAuthenticate.
-_BEFORE_AUTHENTICATION = frozenset({API_VERSIONS_KEY, 17, 36})
+_BEFORE_AUTHENTICATION = frozenset({API_VERSIONS_KEY, SASL_HANDSHAKE_KEY, SASL_AUTHENTICATE_KEY})
+_SASL_KEYS = frozenset({SASL_HANDSHAKE_KEY, SASL_AUTHENTICATE_KEY})
+#: What a bare SASL token (after SaslHandshake v0) is handled as: a SaslHandshake v0's step.
+_RAW_TOKEN_HEADER = RequestHeader(SASL_HANDSHAKE_KEY, 0, 0, None, 0)
 #: The SASL mechanisms each ``authentication.methods`` entry offers on the Kafka listener.
 _MECHANISMS = {"basic": ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"), "bearer": ("OAUTHBEARER",)}
 
@@ -366,6 +375,17 @@ class KafkaListener:
 
     # ---- one request ----------------------------------------------------------------------------------
 
+    async def _raw_token(self, frame: bytes, peer: tuple[str, int], session: Session) -> bytes:
+        """The answer to a bare SASL token after a SaslHandshake v0. Raises _Close (after logging) when
+        authentication fails or cannot go on."""
+        request = KafkaRequest(_RAW_TOKEN_HEADER, self, peer, session)
+        try:
+            return await raw_token(request, frame)
+        except (CloseConnection, TierlogError) as err:
+            self._closed(err.reason if isinstance(err, CloseConnection) else "authentication")
+            log.warning("Kafka connection from %s:%d closed: %s", *peer, err)
+            raise _Close from None
+
     async def process(
         self, frame: bytes, peer: tuple[str, int], session: Session | None = None
     ) -> bytes | None:
@@ -378,6 +398,8 @@ class KafkaListener:
         """
         if session is None:
             session = Session(host=canonical_host(peer[0]), principal=ANONYMOUS)
+        if session.raw_tokens and session.mechanism is not None:
+            return await self._raw_token(frame, peer, session)
         try:
             fixed = parse_request_header(frame, flexible=None)
         except FrameError as err:
@@ -396,6 +418,16 @@ class KafkaListener:
                 *peer,
                 fixed.client_id,
                 what,
+            )
+            raise _Close
+        if fixed.api_key not in _SASL_KEYS and session_expired(session):
+            self._closed("session_expired")
+            log.info(
+                "Kafka connection from %s:%d (client %r) closed: its SASL session expired and it did not "
+                "re-authenticate (connections.max.reauth.ms=%d, or its token's expiry)",
+                *peer,
+                fixed.client_id,
+                self.settings.connections_max_reauth_ms,
             )
             raise _Close
         if session.principal is None and fixed.api_key not in _BEFORE_AUTHENTICATION:

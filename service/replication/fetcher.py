@@ -307,6 +307,7 @@ class ReplicaFetcher:
         if answer.data:
             await _uninterrupted(partition.append_as_follower(answer.data))
         partition.set_follower_high_watermark(answer.high_watermark)
+        await _uninterrupted(partition.follow_log_start_offset(answer.log_start_offset))
         if not answer.data and offset >= answer.log_end_offset:
             self.caught_up.set()
 

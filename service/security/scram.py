@@ -47,6 +47,7 @@ __all__ = [
     "MIN_ITERATIONS",
     "SALT_BYTES",
     "ScramCredential",
+    "credential_from_salted",
     "decode_user",
     "dummy_credential",
     "encode_user",
@@ -140,13 +141,27 @@ def make_credential(
         salt = secrets.token_bytes(SALT_BYTES)
     if not salt:
         raise InvalidRequestError("a SCRAM salt must not be empty")
-    salted = _salted(hash_name, password, salt, iterations)
+    return credential_from_salted(mechanism, salt, iterations, _salted(hash_name, password, salt, iterations))
+
+
+def credential_from_salted(
+    mechanism: str, salt: bytes, iterations: int, salted_password: bytes
+) -> ScramCredential:
+    """The credential of a ``SaltedPassword`` a client derived itself (Kafka's AlterUserScramCredentials
+    sends the salt and salted password, never the password). Pure.
+
+    Raises:
+        InvalidRequestError: an unknown mechanism, iterations out of range, an empty salt or salted password.
+    """
+    hash_name = _hash_name(mechanism)
+    if not salted_password:
+        raise InvalidRequestError("a SCRAM salted password must not be empty")
     return ScramCredential(
         mechanism=mechanism,
         salt=salt,
         iterations=iterations,
-        stored_key=_stored_key(hash_name, salted),
-        server_key=hmac.digest(salted, b"Server Key", hash_name),
+        stored_key=_stored_key(hash_name, salted_password),
+        server_key=hmac.digest(salted_password, b"Server Key", hash_name),
     )
 
 

@@ -243,6 +243,31 @@ class SecurityStore:
 
         return await self._update([key], change)
 
+    async def alter_user(
+        self, name: str, upserts: Sequence[ScramCredential], deletions: Sequence[str]
+    ) -> None:
+        """Kafka's AlterUserScramCredentials for one user: set the credential of each upserted mechanism
+        and remove each deleted mechanism's, keeping the others (a user left with none is removed), in one
+        commit. Safe to call concurrently.
+
+        Raises:
+            InvalidRequestError: an invalid user name.
+            NotFoundError: a deleted mechanism has no credential (nothing is changed).
+            ConflictError, MetadataStoreError, UnavailableError: as :meth:`put_user`.
+        """
+        key = user_key(name)
+
+        def change(current: Mapping[str, KeyValue | None]) -> tuple[list[Op], None]:
+            kv = current[key]
+            held = (_decode_user_or_none(key, kv.value) if kv is not None else None) or {}
+            for mechanism in deletions:
+                if held.pop(mechanism, None) is None:
+                    raise NotFoundError(f"Attempt to delete a user credential that does not exist: {name}")
+            held.update({c.mechanism: c for c in upserts})
+            return [Put(key, encode_user(held)) if held else Delete(key)], None
+
+        await self._update([key], change)
+
     async def remove_user(self, name: str) -> None:
         """Delete user ``name`` and every credential of it. Safe to call concurrently.
 

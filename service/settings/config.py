@@ -62,6 +62,7 @@ class Settings:
     kafka_listener: tuple[str, int] | None
     kafka_advertised_listener: tuple[str, int] | None
     socket_request_max_bytes: int
+    connections_max_reauth_ms: int
     remote_uri: RemoteUri
     s3_endpoint_url: str | None
     num_partitions: int

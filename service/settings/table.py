@@ -142,6 +142,14 @@ SOCKET_REQUEST_MAX_BYTES = SettingSpec(
     "(Kafka's setting of the same name).",
     _int(1024, 2**31 - 1),
 )
+CONNECTIONS_MAX_REAUTH_MS = SettingSpec(
+    "connections.max.reauth.ms",
+    "0",
+    "Longest a SASL session on the Kafka listener lasts before the client must re-authenticate on its "
+    "connection (KIP-368; an OAUTHBEARER session also ends when its token expires); a connection that sends "
+    "a request past it is closed. `0`: sessions do not expire (Kafka's setting of the same name).",
+    _int(0, 2**63 - 1),
+)
 REMOTE_URI = SettingSpec(
     "remote.uri",
     None,
@@ -546,6 +554,7 @@ PROCESS_TABLE: tuple[SettingSpec[Any], ...] = (
     KAFKA_LISTENER,
     KAFKA_ADVERTISED_LISTENER,
     SOCKET_REQUEST_MAX_BYTES,
+    CONNECTIONS_MAX_REAUTH_MS,
     REMOTE_URI,
     S3_ENDPOINT_URL,
     REMOTE_UPLOAD_CONCURRENCY,

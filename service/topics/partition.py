@@ -28,6 +28,7 @@ from tierlog.service.topics.page_cache import warm_pages
 from tierlog.tiering.log.waits import wait_signalled
 from tierlog.wire.errors import (
     DuplicateSequenceError,
+    InvalidRequestError,
     LeaderNotAvailableError,
     NotLeaderOrFollowerError,
     OffsetMovedToTieredStorageError,
@@ -599,6 +600,37 @@ class Partition:
             self._wake()
             self._wake_committed()
         return len(deleted)
+
+    async def delete_records_before(self, offset: int) -> int:
+        """Move the log start offset up to ``offset`` (-1: the high watermark), as Kafka's DeleteRecords
+        does on the leader; followers follow on their next fetch. Returns the new log start offset.
+        Idempotent.
+
+        Raises:
+            NotLeaderOrFollowerError: this broker does not lead the partition.
+            OffsetOutOfRangeError: ``offset`` is past the high watermark (or negative but not -1).
+            InvalidRequestError: the remote tier holds data of the partition (not supported yet).
+            UnavailableError: an I/O error, or the partition closed.
+        """
+        async with self._operation():
+            self._check_leader()
+            if self.remote is not None and self.remote.remote_log.remote_start_offset is not None:
+                raise InvalidRequestError(
+                    f"deleting records of {self.label} is not supported: its remote tier holds data"
+                )
+            wanted = self.high_watermark if offset == -1 else offset
+            start = await self._run(self._log.delete_records_before, wanted)
+        self._wake()
+        self._wake_committed()
+        return int(start)
+
+    async def follow_log_start_offset(self, leader_start: int) -> None:
+        """As a follower, move the log start offset up to the leader's ``leader_start`` (records deleted
+        on the leader), at most to this replica's high watermark. No-op for a tiered partition. Idempotent."""
+        start = min(leader_start, self.high_watermark)
+        if self.remote is None and start > self.local_log_start_offset:
+            async with self._operation():
+                await self._run(self._log.delete_records_before, start)
 
     def interrupt(self) -> None:
         """End pending long polls now, with whatever data they have, and stop waiting from now on.

@@ -33,6 +33,7 @@ from tierlog.tiering.log.types import AppendInfo, FileSlice, ReadResult, Segment
 from tierlog.wire.errors import (
     InsufficientStorageError,
     InvalidRequestError,
+    OffsetOutOfRangeError,
     UnavailableError,
     storage_error,
 )
@@ -407,23 +408,57 @@ class PartitionLog(LogCore):
                 )
                 if not count:
                     return []
-                doomed = [path for seg in self._segments[:count] for path in seg.rename_deleted()]
-                del self._segments[:count]
-                del self._bases[:count]
-                self._log_start_offset = max(self._log_start_offset, self._segments[0].base_offset)
-                self._publish_locked()
-                self._recovery_point = max(self._recovery_point, self._log_start_offset)
-                self._write_start_checkpoint()
-                self._producer_state.delete_snapshots_below(self._log_start_offset)
-                try:
-                    self.epochs.truncate_from_start(self._log_start_offset)
-                except OSError as err:  # harmless: an entry below the log start answers the same
-                    _log.warning(
-                        "could not rewrite the leader epochs of %s after retention: %s", self._dir, err
-                    )
+                doomed = self._advance_start_locked(count, self._segments[count].base_offset)
         for path in doomed:
             path.unlink(missing_ok=True)
         return sealed[:count]
+
+    def delete_records_before(self, offset: int) -> int:
+        """Make ``offset`` the log start offset when it is past it (Kafka's DeleteRecords,
+        ``maybeIncrementLogStartOffset``): offsets below it are no longer read, and every segment wholly
+        below it is deleted at once (never the active one). The start is persisted before this returns.
+        Thread-safe; idempotent (an offset at or below the log start changes nothing). Returns the log
+        start offset.
+
+        Raises:
+            OffsetOutOfRangeError: ``offset`` is negative or past the high watermark.
+            UnavailableError: an I/O error or a closed log.
+        """
+        with self._lock:
+            self._check_open()
+            start, hw = self._log_start_offset, self._offsets.high_watermark
+            if not 0 <= offset <= hw:
+                raise OffsetOutOfRangeError(
+                    f"cannot delete the records before offset {offset} of {self.topic}-{self.partition}: "
+                    f"the high watermark is {hw}",
+                    log_start_offset=start,
+                    log_end_offset=hw,
+                )
+            if offset <= self._log_start_offset:
+                return self._log_start_offset
+            with io_errors("deleting records of", self._dir):
+                count = sum(1 for seg in self._segments[1:] if seg.base_offset <= offset)
+                doomed = self._advance_start_locked(count, offset)
+        for path in doomed:
+            path.unlink(missing_ok=True)
+        return offset
+
+    def _advance_start_locked(self, count: int, start: int) -> list[Path]:
+        """Drop the first ``count`` segments (renamed ``.deleted``: the paths to unlink after the lock) and
+        move the log start offset up to ``start``, persisting it; call with the lock held."""
+        doomed = [path for seg in self._segments[:count] for path in seg.rename_deleted()]
+        del self._segments[:count]
+        del self._bases[:count]
+        self._log_start_offset = max(self._log_start_offset, start)
+        self._publish_locked()
+        self._recovery_point = max(self._recovery_point, self._log_start_offset)
+        self._write_start_checkpoint()
+        self._producer_state.delete_snapshots_below(self._log_start_offset)
+        try:
+            self.epochs.truncate_from_start(self._log_start_offset)
+        except OSError as err:  # harmless: an entry below the log start answers the same
+            _log.warning("could not rewrite the leader epochs of %s: %s", self._dir, err)
+        return doomed
 
     def truncate_to(self, offset: int) -> None:
         """Remove every batch holding an offset >= ``offset``; the log end offset becomes the base offset

@@ -91,6 +91,8 @@ async def handle(request: KafkaRequest, body: Any) -> Mapping[str, Any]:
     broker = request.broker
     broker.check_ready()
     requested = body.topics
+    if request.version == 0 and not requested:  # v0 has no null: an empty list asks for every topic
+        requested = None
     errors: dict[str, int] = {}
     unknown_ids = []
     if requested is not None:

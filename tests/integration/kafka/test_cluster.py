@@ -10,7 +10,8 @@ is refused by it and re-routes (the preferred replica taking its partition back)
 leader stops while records are being produced, the client finds the new leader and every acknowledged
 record is read back through Fetch exactly once, at contiguous offsets, by a consumer that was reading
 before the failover and goes on after it (OffsetForLeaderEpoch validation, ListOffsets on the new
-leader).
+leader). DeleteRecords is refused by a
+follower and moves the leader's log start offset, which the followers then follow.
 
 confluent-kafka's calls block, so they run in threads (``asyncio.to_thread``) while the brokers serve
 from the test's event loop. Every wait is bounded by :data:`DEADLINE_S`. The failover test prints the
@@ -30,6 +31,7 @@ from typing import Any
 
 import confluent_kafka
 import pytest
+from confluent_kafka.admin import AdminClient
 
 from tests.integration.cluster.inproc import DEADLINE_S, InprocCluster
 from tests.integration.kafka.test_fetch import Raw
@@ -44,6 +46,7 @@ PRODUCE_KEY = 0
 FETCH_KEY = 1
 LIST_OFFSETS_KEY = 2
 OFFSET_FOR_LEADER_EPOCH_KEY = 23
+DELETE_RECORDS_KEY = 21
 NOT_LEADER_OR_FOLLOWER = 6
 BEFORE_STOP = 150  # records acknowledged before the leader is stopped
 AFTER_STOP = 150  # ... and after it
@@ -389,3 +392,29 @@ class ListHandler(logging.Handler):
 
     def emit(self, record: logging.LogRecord) -> None:
         self.lines.append(record.getMessage())
+
+
+# ---- DeleteRecords --------------------------------------------------------------------------------------
+
+
+async def test_delete_records_moves_the_leaders_log_start_then_its_followers(cluster: InprocCluster) -> None:
+    leader = cluster.leaders(TOPIC)[2]
+    client = producer(cluster)
+    for i in range(5):
+        client.produce(TOPIC, f"v{i}".encode(), partition=2)
+    assert await asyncio.to_thread(client.flush, DEADLINE_S) == 0
+    follower = next(i for i in cluster.brokers if i != leader)
+    wanted = [{"name": TOPIC, "partitions": [{"partition_index": 2, "offset": 3}]}]
+    refused = await asyncio.to_thread(
+        _call, cluster.brokers[follower].kafka_bootstrap, DELETE_RECORDS_KEY, 2, topics=wanted, timeout=10_000
+    )
+    assert refused.topics[0].partitions[0].error_code == NOT_LEADER_OR_FOLLOWER
+    admin = AdminClient({"bootstrap.servers": bootstrap(cluster)})
+    (future,) = admin.delete_records([confluent_kafka.TopicPartition(TOPIC, 2, 3)]).values()
+    assert (await asyncio.to_thread(future.result, DEADLINE_S)).low_watermark == 3
+
+    def starts() -> list[int]:
+        replicas = [r.broker.local_topics[TOPIC].local(2) for r in cluster.brokers.values()]
+        return [-1 if p is None else p.log_start_offset for p in replicas]
+
+    await cluster.wait_for(lambda: starts() == [3, 3, 3], "every replica's log start at 3")

@@ -15,6 +15,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -25,8 +26,11 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, Topi
 from cryptography.hazmat.primitives.asymmetric import rsa
 from jwt.algorithms import RSAAlgorithm
 from kafka import KafkaProducer
+from kio.schema.sasl_authenticate.v2.request import SaslAuthenticateRequest
+from kio.schema.sasl_handshake.v1.request import SaslHandshakeRequest
 
 from tests.integration.broker import BrokerThread, StartThread
+from tests.integration.kafka.sasl_support import connect, request, sasl
 from tierlog.service.security.scram import make_credential
 from tierlog.service.security.security_store import SecurityStore
 
@@ -198,17 +202,6 @@ def _bootstrap_users(data_dir: Path, mechanism: str = "SCRAM-SHA-256") -> None:
     asyncio.run(put())
 
 
-def sasl(broker: BrokerThread, mechanism: str, user: tuple[str, str], **extra: Any) -> dict[str, Any]:
-    return {
-        "bootstrap.servers": broker.kafka_bootstrap,
-        "security.protocol": "SASL_PLAINTEXT",
-        "sasl.mechanism": mechanism,
-        "sasl.username": user[0],
-        "sasl.password": user[1],
-        **extra,
-    }
-
-
 def allow(
     broker: BrokerThread, principal: str, operation: str, topic: str, resource_type: str = "TOPIC"
 ) -> None:
@@ -353,6 +346,17 @@ def test_oauthbearer_with_a_jwt(
         }
 
     assert produce_one(bearer("alice", "tierlog"), topic_name, b"with a token") is None
+    # KIP-368: the session lasts until the token expires (connections.max.reauth.ms is unset)
+    token = jwt.encode(
+        {"sub": "alice", "aud": "tierlog", "exp": int(time.time()) + 60}, key, "RS256", {"kid": "k"}
+    )
+    with connect(broker) as sock:
+        assert request(sock, 17, 1, SaslHandshakeRequest(mechanism="OAUTHBEARER")).error_code.value == 0
+        message = b"n,,\x01auth=Bearer " + token.encode() + b"\x01\x01"
+        answer = request(sock, 36, 2, SaslAuthenticateRequest(auth_bytes=message), flexible=True)
+    assert answer.error_code.value == 0
+    assert timedelta(seconds=30) < answer.session_lifetime <= timedelta(seconds=60)
+    # (last: librdkafka retries a refused token, past authentication.failure.limit)
     assert "Authentication failed" in authentication_error(bearer("alice", "another-audience"))
 
 

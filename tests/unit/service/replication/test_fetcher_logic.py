@@ -285,6 +285,7 @@ class FakePartition:
         self.log = FakeLog(self)
         self.append_started = asyncio.Event()
         self.append_gate: asyncio.Event | None = None  # set: appends wait for it (a slow disk)
+        self.log_start = 0  # moved up to the leader's (DeleteRecords), at most to the high watermark
 
     @property
     def log_end_offset(self) -> int:
@@ -320,6 +321,9 @@ class FakePartition:
 
     def set_follower_high_watermark(self, leader_hw: int) -> None:
         self.model.high_watermark = min(leader_hw, self.model.leo)
+
+    async def follow_log_start_offset(self, leader_start: int) -> None:
+        self.log_start = max(self.log_start, min(leader_start, self.model.high_watermark))
 
 
 class FakeClient:

@@ -1,12 +1,16 @@
-"""Local retention by time and by size, whole sealed segments only, with the remote tier's veto."""
+"""Local retention by time and by size, whole sealed segments only, with the remote tier's veto; records
+deleted before an offset (DeleteRecords)."""
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
 
+import pytest
+
 from tests.unit.tiering.log.support import NOW, make_batch
 from tierlog.tiering.log import LogConfig, ManualClock, PartitionLog, SegmentInfo
+from tierlog.wire.errors import OffsetOutOfRangeError
 
 
 def three_segments(path: Path, clock: ManualClock, **config: object) -> PartitionLog:
@@ -86,3 +90,23 @@ def test_reads_below_the_new_start_are_out_of_range(tmp_path: Path) -> None:
         assert getattr(err, "log_start_offset", None) == 6
     else:
         raise AssertionError("read below the log start offset succeeded")
+
+
+def test_delete_records_moves_the_start_mid_segment_and_deletes_the_segments_below(tmp_path: Path) -> None:
+    clock = ManualClock(NOW)
+    log = three_segments(tmp_path / "p", clock, retention_ms=-1)
+    log.update_high_watermark(7)
+    assert log.delete_records_before(3) == 3
+    assert [s.base_offset for s in log.segments()] == [2, 4, 6]  # [2,4) still holds offset 3
+    assert log.log_start_offset == 3
+    with pytest.raises(OffsetOutOfRangeError):
+        log.read(2, 1024)
+    assert log.delete_records_before(1) == 3  # below the start: no change
+    with pytest.raises(OffsetOutOfRangeError):
+        log.delete_records_before(8)  # past the high watermark
+    assert log.delete_records_before(7) == 7
+    assert [s.base_offset for s in log.segments()] == [6]  # never the active segment
+    log.close()
+    reopened = PartitionLog.open(tmp_path / "p", LogConfig(retention_ms=-1), clock=clock)
+    assert (reopened.log_start_offset, reopened.log_end_offset) == (7, 7)
+    reopened.close()
