@@ -75,25 +75,29 @@ FETCH_TOPIC = "fetch-vs-sendfile"
 # ---- the tierlog broker (a child process) ---------------------------------------------------------------
 
 
-def run_broker(data_dir: Path) -> None:
-    """Child-process entry: a tierlog broker on free loopback ports; prints ``KAFKA <port>`` and then
-    ``PORT <http port>`` once it is ready, and runs until SIGTERM."""
-    from tierlog.service import allocator
+def run_broker(data_dir: Path, extra: list[str] | None = None) -> None:
+    """Child-process entry: a tierlog broker on free loopback ports (``extra``: more ``name=value``
+    settings); prints ``KAFKA <port>`` and then ``PORT <http port>`` once it is ready, and runs until
+    SIGTERM. The open-file limit is raised as ``tierlog serve`` raises it."""
+    from tierlog.service import allocator, open_files
     from tierlog.service.app import create_app
     from tierlog.service.kafka.setup import KAFKA_LISTENER
     from tierlog.service.settings.config import build_settings
     from tierlog.service.web.keys import BROKER
 
     allocator.tune()
-    settings = build_settings(
-        {
-            "data.dir": str(data_dir),
-            "port": "0",
-            "kafka.listener": "127.0.0.1:0",
-            "max.request.size": str(64 * 2**20),
-            "logging.level": "WARNING",
-        }
-    )
+    open_files.raise_limit()
+    values = {
+        "data.dir": str(data_dir),
+        "port": "0",
+        "kafka.listener": "127.0.0.1:0",
+        "max.request.size": str(64 * 2**20),
+        "logging.level": "WARNING",
+    }
+    for item in extra or ():
+        name, value = item.split("=", 1)
+        values[name] = value
+    settings = build_settings(values)
     app = create_app(settings)
 
     async def ready() -> None:
@@ -106,14 +110,22 @@ def run_broker(data_dir: Path) -> None:
 class Tierlog:
     """A tierlog broker child process; ``async with`` starts it (until ready) and terminates it."""
 
-    def __init__(self, data_dir: Path) -> None:
+    def __init__(self, data_dir: Path, settings: dict[str, str] | None = None) -> None:
         self.data_dir = data_dir
+        self.settings = settings or {}
         self.bootstrap = ""
+        self.http_url = ""
         self._proc: asyncio.subprocess.Process | None = None
 
+    @property
+    def pid(self) -> int:
+        assert self._proc is not None, "not started"
+        return self._proc.pid
+
     async def __aenter__(self) -> Tierlog:
+        extra = [arg for name, value in self.settings.items() for arg in ("--set", f"{name}={value}")]
         self._proc = await asyncio.create_subprocess_exec(
-            sys.executable, __file__, "--serve", str(self.data_dir), stdout=asyncio.subprocess.PIPE
+            sys.executable, __file__, "--serve", str(self.data_dir), *extra, stdout=asyncio.subprocess.PIPE
         )
         assert self._proc.stdout is not None
         line = (await self._proc.stdout.readline()).decode().split()
@@ -121,7 +133,8 @@ class Tierlog:
             await self.__aexit__()
             raise RuntimeError("the tierlog broker did not start")
         self.bootstrap = f"127.0.0.1:{line[1]}"
-        await self._proc.stdout.readline()  # PORT <http port>
+        port = (await self._proc.stdout.readline()).decode().split()  # PORT <http port>
+        self.http_url = f"http://127.0.0.1:{port[-1]}"
         return self
 
     async def __aexit__(self, *exc: object) -> None:
@@ -595,7 +608,7 @@ async def measure_all(args: argparse.Namespace) -> tuple[dict[str, Figures], Fet
 def main(argv: list[str]) -> str:
     args = parse_args(argv)
     if args.serve:
-        run_broker(Path(args.serve))
+        run_broker(Path(args.serve), args.set)
         return ""
     figures, fetch, head = asyncio.run(measure_all(args))
     text = "\n".join([head, "", *tables(figures, fetch), ""])
@@ -626,6 +639,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--plot", help=f"save the plot here (PNG), e.g. {DEFAULT_PLOT}")
     parser.add_argument("--data-root", default=None, help="where the tierlog broker keeps its data")
     parser.add_argument("--serve", help=argparse.SUPPRESS)
+    parser.add_argument("--set", action="append", default=[], help=argparse.SUPPRESS)
     return parser.parse_args(argv)
 
 
