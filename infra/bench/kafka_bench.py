@@ -511,6 +511,12 @@ def tables(figures: dict[str, Figures], fetch: FetchFigures | None) -> list[str]
             lines.append(
                 f"| {phase} {size} B | {_cell(ours)} | {_cell(theirs)} | {_m(ours) / _m(theirs):.2f} |"
             )
+    return lines + fetch_table(fetch)
+
+
+def fetch_table(fetch: FetchFigures | None) -> list[str]:
+    """The Fetch against sendfile table (none without figures)."""
+    lines: list[str] = []
     if fetch is not None:
         best_send = max(fetch.sendfile)
         lines += [
@@ -583,7 +589,9 @@ def plot(figures: dict[str, Figures], fetch: FetchFigures | None, path: Path, no
     fig.savefig(path, dpi=100)
 
 
-async def measure_all(args: argparse.Namespace) -> tuple[dict[str, Figures], FetchFigures | None, str]:
+async def measure_all(
+    args: argparse.Namespace,
+) -> tuple[dict[str, Figures] | None, FetchFigures | None, str]:
     seconds = 0.5 if args.quick else args.seconds
     rounds = 1 if args.quick else args.rounds
     records = 100 if args.quick else args.latency_records
@@ -592,7 +600,7 @@ async def measure_all(args: argparse.Namespace) -> tuple[dict[str, Figures], Fet
     with tempfile.TemporaryDirectory(dir=args.data_root) as data_dir:
         async with Tierlog(Path(data_dir)) as broker, peer_bench.Tansu() as tansu:
             bootstraps = {"tierlog": broker.bootstrap, "Tansu": tansu.bootstrap}
-            figures = await measure(bootstraps, args, seconds, rounds, records)
+            figures = None if args.fetch_only else await measure(bootstraps, args, seconds, rounds, records)
             fetch = await fetch_vs_sendfile(broker, args, mib) if mib else None
     stamp = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     head = (
@@ -611,6 +619,12 @@ def main(argv: list[str]) -> str:
         run_broker(Path(args.serve), args.set)
         return ""
     figures, fetch, head = asyncio.run(measure_all(args))
+    if figures is None:  # --fetch-only
+        text = "\n".join([head, "", *fetch_table(fetch), ""])
+        print(text)
+        if args.output:
+            Path(args.output).write_text(text, encoding="utf-8")
+        return text
     text = "\n".join([head, "", *tables(figures, fetch), ""])
     print(text)
     if args.plot:
@@ -635,6 +649,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         help="bytes per Fetch request (a consumer's max.partition.fetch.bytes), a comma list",
     )
     parser.add_argument("--fetch-repeats", type=int, default=5, help="alternating Fetch/sendfile reads")
+    parser.add_argument("--fetch-only", action="store_true", help="only Fetch against sendfile")
     parser.add_argument("--output", help="write the markdown tables to this file")
     parser.add_argument("--plot", help=f"save the plot here (PNG), e.g. {DEFAULT_PLOT}")
     parser.add_argument("--data-root", default=None, help="where the tierlog broker keeps its data")

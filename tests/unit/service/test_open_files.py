@@ -33,4 +33,4 @@ def test_too_low_a_limit_for_max_connections_is_named(lowered: int, caplog: pyte
     with caplog.at_level(logging.WARNING, logger="tierlog.open_files"):
         assert not open_files.warn_if_short(10_000)
     assert "max.connections" in caplog.text and "256" in caplog.text
-    assert open_files.warn_if_short(0) is (256 >= open_files.DESCRIPTORS_KEPT)
+    assert not open_files.warn_if_short(0)  # 256 descriptors do not even cover the logs' share
