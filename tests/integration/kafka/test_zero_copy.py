@@ -5,6 +5,10 @@ several topics and partitions mixed in one answer."""
 
 from __future__ import annotations
 
+import os
+import socket
+import struct
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -149,3 +153,46 @@ def test_confluent_kafka_consumes_large_batches(loaded: tuple[BrokerThread, list
     expected = {(p, n): r.value for p in (0, 2) for n, r in enumerate(large_records(p))}
     expected[1, 0] = small_records(1)[0].value
     assert values == expected
+
+
+def test_clients_leaving_mid_answer_leak_no_descriptor(loaded: tuple[BrokerThread, list[str]]) -> None:
+    """Clients that ask for large regions and close without reading: every region's descriptor is
+    closed once their connections end (the broker runs in this process, so its descriptors are ours)."""
+    broker, topics = loaded
+    settle_connections(broker)
+    before = len(os.listdir("/proc/self/fd"))
+    for _ in range(10):
+        connection = Raw(broker.kafka_bootstrap)
+        request = fetch_request(topics, correlation=1)
+        connection.sock.sendall(request)
+        connection.sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        connection.close()  # a reset: the broker's sendfile or write fails midway
+    settle_connections(broker)
+    assert len(os.listdir("/proc/self/fd")) <= before
+
+
+def settle_connections(broker: BrokerThread) -> None:
+    """Wait (up to TIMEOUT_S) until the broker's Kafka listener serves no connection."""
+    deadline = time.monotonic() + TIMEOUT_S
+    while open_connections(broker) > 0:
+        assert time.monotonic() < deadline, "connections still open"
+        time.sleep(0.05)  # polling a condition with a deadline
+
+
+def open_connections(broker: BrokerThread) -> float:
+    text = requests.get(f"{broker.url}/metrics", timeout=TIMEOUT_S).text
+    return sum(
+        float(line.rsplit(" ", 1)[1])
+        for line in text.splitlines()
+        if line.startswith("tierlog_kafka_connections_open")
+    )
+
+
+def fetch_request(topics: list[str], *, correlation: int) -> bytes:
+    """A Fetch v4 frame for every partition of ``topics`` from offset 0, 1 MiB each."""
+    body = struct.pack(">iiiibi", -1, 0, 1, 1 << 24, 0, len(topics))
+    for topic in topics:
+        body += struct.pack(">h", len(topic)) + topic.encode() + struct.pack(">i", 3)
+        body += b"".join(struct.pack(">iqi", p, 0, 1 << 20) for p in range(3))
+    head = struct.pack(">hhih", 1, 4, correlation, -1)
+    return struct.pack(">i", len(head) + len(body)) + head + body
