@@ -58,6 +58,8 @@ case $suite in
       --timeout 120 -q -rfEs --tb=line "$@" || status=$?
     ;;
   aiokafka)
+    # its conftest imports the docker SDK (unused here: no container is started)
+    "$python" -c "import docker" 2>/dev/null || "$python" -m pip install -q docker
     cat >>tests/conftest.py <<PYEOF
 
 
