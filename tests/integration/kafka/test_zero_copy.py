@@ -159,6 +159,11 @@ def test_clients_leaving_mid_answer_leak_no_descriptor(loaded: tuple[BrokerThrea
     """Clients that ask for large regions and close without reading: every region's descriptor is
     closed once their connections end (the broker runs in this process, so its descriptors are ours)."""
     broker, topics = loaded
+    warm_up = Raw(broker.kafka_bootstrap)  # a whole answer first: the logs open what they open lazily
+    try:
+        fetch_all(warm_up, topics, 4)
+    finally:
+        warm_up.close()
     settle_connections(broker)
     before = len(os.listdir("/proc/self/fd"))
     for _ in range(10):
