@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, NoReturn
 
 from aiohttp import web
 
-from tierlog.service import allocator
+from tierlog.service import allocator, open_files
 from tierlog.service.security.log_filter import install_redaction, known_secrets
 from tierlog.service.security.tls import ServerTls, TlsError, server_context
 from tierlog.service.settings.config import SETTINGS_TABLE, Settings, SettingsError, load_settings
@@ -95,6 +95,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     # requests at DEBUG), loses its credentials first
     install_redaction(known_secrets(settings, os.environ))
     allocator.tune()
+    open_files.raise_limit()
+    listeners = 1 if settings.kafka_listener is None else 2
+    open_files.warn_if_short(listeners * settings.max_connections)
     return asyncio.run(serve(settings, tls))
 
 

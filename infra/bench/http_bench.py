@@ -73,9 +73,13 @@ async def _serve(
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0, ssl_context=ssl_context)
     await site.start()
+    port = runner.addresses[0][1]
+    from tierlog.service.web.keys import BROKER
+
+    if BROKER in app:  # a broker on port 0 learns its URL once bound, and opens only then (as serve does)
+        app[BROKER].advertise(f"{'https' if ssl_context else 'http'}://127.0.0.1:{port}")
     if ready is not None:
         await ready()
-    port = runner.addresses[0][1]
     print(f"PORT {port}", flush=True)
     stop = asyncio.Event()
     asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)

@@ -75,25 +75,29 @@ FETCH_TOPIC = "fetch-vs-sendfile"
 # ---- the tierlog broker (a child process) ---------------------------------------------------------------
 
 
-def run_broker(data_dir: Path) -> None:
-    """Child-process entry: a tierlog broker on free loopback ports; prints ``KAFKA <port>`` and then
-    ``PORT <http port>`` once it is ready, and runs until SIGTERM."""
-    from tierlog.service import allocator
+def run_broker(data_dir: Path, extra: list[str] | None = None) -> None:
+    """Child-process entry: a tierlog broker on free loopback ports (``extra``: more ``name=value``
+    settings); prints ``KAFKA <port>`` and then ``PORT <http port>`` once it is ready, and runs until
+    SIGTERM. The open-file limit is raised as ``tierlog serve`` raises it."""
+    from tierlog.service import allocator, open_files
     from tierlog.service.app import create_app
     from tierlog.service.kafka.setup import KAFKA_LISTENER
     from tierlog.service.settings.config import build_settings
     from tierlog.service.web.keys import BROKER
 
     allocator.tune()
-    settings = build_settings(
-        {
-            "data.dir": str(data_dir),
-            "port": "0",
-            "kafka.listener": "127.0.0.1:0",
-            "max.request.size": str(64 * 2**20),
-            "logging.level": "WARNING",
-        }
-    )
+    open_files.raise_limit()
+    values = {
+        "data.dir": str(data_dir),
+        "port": "0",
+        "kafka.listener": "127.0.0.1:0",
+        "max.request.size": str(64 * 2**20),
+        "logging.level": "WARNING",
+    }
+    for item in extra or ():
+        name, value = item.split("=", 1)
+        values[name] = value
+    settings = build_settings(values)
     app = create_app(settings)
 
     async def ready() -> None:
@@ -106,14 +110,22 @@ def run_broker(data_dir: Path) -> None:
 class Tierlog:
     """A tierlog broker child process; ``async with`` starts it (until ready) and terminates it."""
 
-    def __init__(self, data_dir: Path) -> None:
+    def __init__(self, data_dir: Path, settings: dict[str, str] | None = None) -> None:
         self.data_dir = data_dir
+        self.settings = settings or {}
         self.bootstrap = ""
+        self.http_url = ""
         self._proc: asyncio.subprocess.Process | None = None
 
+    @property
+    def pid(self) -> int:
+        assert self._proc is not None, "not started"
+        return self._proc.pid
+
     async def __aenter__(self) -> Tierlog:
+        extra = [arg for name, value in self.settings.items() for arg in ("--set", f"{name}={value}")]
         self._proc = await asyncio.create_subprocess_exec(
-            sys.executable, __file__, "--serve", str(self.data_dir), stdout=asyncio.subprocess.PIPE
+            sys.executable, __file__, "--serve", str(self.data_dir), *extra, stdout=asyncio.subprocess.PIPE
         )
         assert self._proc.stdout is not None
         line = (await self._proc.stdout.readline()).decode().split()
@@ -121,7 +133,8 @@ class Tierlog:
             await self.__aexit__()
             raise RuntimeError("the tierlog broker did not start")
         self.bootstrap = f"127.0.0.1:{line[1]}"
-        await self._proc.stdout.readline()  # PORT <http port>
+        port = (await self._proc.stdout.readline()).decode().split()  # PORT <http port>
+        self.http_url = f"http://127.0.0.1:{port[-1]}"
         return self
 
     async def __aexit__(self, *exc: object) -> None:
@@ -498,6 +511,12 @@ def tables(figures: dict[str, Figures], fetch: FetchFigures | None) -> list[str]
             lines.append(
                 f"| {phase} {size} B | {_cell(ours)} | {_cell(theirs)} | {_m(ours) / _m(theirs):.2f} |"
             )
+    return lines + fetch_table(fetch)
+
+
+def fetch_table(fetch: FetchFigures | None) -> list[str]:
+    """The Fetch against sendfile table (none without figures)."""
+    lines: list[str] = []
     if fetch is not None:
         best_send = max(fetch.sendfile)
         lines += [
@@ -570,7 +589,9 @@ def plot(figures: dict[str, Figures], fetch: FetchFigures | None, path: Path, no
     fig.savefig(path, dpi=100)
 
 
-async def measure_all(args: argparse.Namespace) -> tuple[dict[str, Figures], FetchFigures | None, str]:
+async def measure_all(
+    args: argparse.Namespace,
+) -> tuple[dict[str, Figures] | None, FetchFigures | None, str]:
     seconds = 0.5 if args.quick else args.seconds
     rounds = 1 if args.quick else args.rounds
     records = 100 if args.quick else args.latency_records
@@ -579,7 +600,7 @@ async def measure_all(args: argparse.Namespace) -> tuple[dict[str, Figures], Fet
     with tempfile.TemporaryDirectory(dir=args.data_root) as data_dir:
         async with Tierlog(Path(data_dir)) as broker, peer_bench.Tansu() as tansu:
             bootstraps = {"tierlog": broker.bootstrap, "Tansu": tansu.bootstrap}
-            figures = await measure(bootstraps, args, seconds, rounds, records)
+            figures = None if args.fetch_only else await measure(bootstraps, args, seconds, rounds, records)
             fetch = await fetch_vs_sendfile(broker, args, mib) if mib else None
     stamp = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     head = (
@@ -595,9 +616,15 @@ async def measure_all(args: argparse.Namespace) -> tuple[dict[str, Figures], Fet
 def main(argv: list[str]) -> str:
     args = parse_args(argv)
     if args.serve:
-        run_broker(Path(args.serve))
+        run_broker(Path(args.serve), args.set)
         return ""
     figures, fetch, head = asyncio.run(measure_all(args))
+    if figures is None:  # --fetch-only
+        text = "\n".join([head, "", *fetch_table(fetch), ""])
+        print(text)
+        if args.output:
+            Path(args.output).write_text(text, encoding="utf-8")
+        return text
     text = "\n".join([head, "", *tables(figures, fetch), ""])
     print(text)
     if args.plot:
@@ -622,10 +649,12 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         help="bytes per Fetch request (a consumer's max.partition.fetch.bytes), a comma list",
     )
     parser.add_argument("--fetch-repeats", type=int, default=5, help="alternating Fetch/sendfile reads")
+    parser.add_argument("--fetch-only", action="store_true", help="only Fetch against sendfile")
     parser.add_argument("--output", help="write the markdown tables to this file")
     parser.add_argument("--plot", help=f"save the plot here (PNG), e.g. {DEFAULT_PLOT}")
     parser.add_argument("--data-root", default=None, help="where the tierlog broker keeps its data")
     parser.add_argument("--serve", help=argparse.SUPPRESS)
+    parser.add_argument("--set", action="append", default=[], help=argparse.SUPPRESS)
     return parser.parse_args(argv)
 
 

@@ -2,10 +2,11 @@
 
 A handler is ``async def handle(request: KafkaRequest, body) -> Mapping | None``: ``body`` is the kio
 request entity of the version the client sent; the answer is a mapping :func:`~.messages.shape` turns into
-that version's response entity (None: send no answer, as for an ``acks=0`` produce). Handlers live in
-:mod:`tierlog.service.kafka.handlers` and register with :func:`api`. They answer per-partition errors in
-their answer; an exception that escapes one is logged and closes the connection (Kafka's clients then
-reconnect and retry), never answered with bytes that could be misread.
+that version's response entity (None: send no answer, as for an ``acks=0`` produce; a
+:class:`~.spliced.SplicedAnswer`: a mapping whose record bytes the listener sends from files). Handlers
+live in :mod:`tierlog.service.kafka.handlers` and register with :func:`api`. They answer per-partition
+errors in their answer; an exception that escapes one is logged and closes the connection (Kafka's
+clients then reconnect and retry), never answered with bytes that could be misread.
 """
 
 from __future__ import annotations
@@ -16,12 +17,13 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from tierlog.service.kafka.context import KafkaRequest
+    from tierlog.service.kafka.spliced import SplicedAnswer
 
 __all__ = ["API_VERSIONS_KEY", "REGISTRY", "Api", "CloseConnection", "Handler", "api"]
 
 API_VERSIONS_KEY = 18
 
-Handler = Callable[["KafkaRequest", Any], Awaitable[Mapping[str, Any] | None]]
+Handler = Callable[["KafkaRequest", Any], Awaitable["Mapping[str, Any] | SplicedAnswer | None"]]
 
 
 @dataclass(frozen=True, slots=True)

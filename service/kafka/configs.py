@@ -128,10 +128,16 @@ def topic_config_entries(
 
 
 def broker_config_entries(
-    settings: Settings, broker_id: int, keys: Sequence[str] | None = None
+    settings: Settings,
+    broker_id: int,
+    keys: Sequence[str] | None = None,
+    *,
+    listener: str | None = None,
 ) -> list[dict[str, Any]]:
-    """The DescribeConfigs entries of this broker: ``broker.id``, ``log.dirs``, the topic-creation settings
-    and every setting that supplies a topic config's default; all read-only, none sensitive. Pure."""
+    """The DescribeConfigs entries of this broker: ``broker.id``, ``log.dirs``, the topic-creation settings,
+    every setting that supplies a topic config's default and, given ``listener`` (the Kafka listener as
+    ``PROTOCOL://host:port``, as clients are told to reach it), ``listeners`` and ``advertised.listeners``;
+    all read-only, none sensitive. Pure."""
     known: dict[str, tuple[str, ConfigType, str]] = {
         "broker.id": (str(broker_id), ConfigType.INT, "this broker's id"),
         "log.dirs": (str(settings.data_dir), ConfigType.STRING, "the data directory (tierlog's data.dir)"),
@@ -150,13 +156,21 @@ def broker_config_entries(
     for name, spec in TOPIC_CONFIGS.items():
         if spec.broker_name is not None:
             known[spec.broker_name] = (settings.topic_defaults[name], TOPIC_CONFIG_TYPES[name], spec.doc)
+    static = set(settings.sources)
+    if listener is not None:
+        known["listeners"] = (listener, ConfigType.LIST, "the Kafka listener (tierlog's kafka.listener)")
+        known["advertised.listeners"] = (
+            listener,
+            ConfigType.LIST,
+            "the Kafka listener clients are told (tierlog's kafka.advertised.listener)",
+        )
+        if {"kafka.listener", "kafka.advertised.listener"} & static:
+            static |= {"listeners", "advertised.listeners"}
     wanted = sorted(known) if keys is None else [k for k in dict.fromkeys(keys) if k in known]
     out = []
     for name in wanted:
         value, config_type, doc = known[name]
-        source = (
-            ConfigSource.STATIC_BROKER_CONFIG if name in settings.sources else ConfigSource.DEFAULT_CONFIG
-        )
+        source = ConfigSource.STATIC_BROKER_CONFIG if name in static else ConfigSource.DEFAULT_CONFIG
         synonyms = [{"name": name, "value": value, "source": source}]
         out.append(_entry(name, value, source, config_type, doc, synonyms, read_only=True))
     return out

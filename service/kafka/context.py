@@ -68,12 +68,14 @@ class Session:
 
 @dataclass(slots=True)
 class KafkaRequest:
-    """One request on one connection. ``peer`` is the client's ``(host, port)``."""
+    """One request on one connection. ``peer`` is the client's ``(host, port)``. ``zero_copy``: the
+    answer may leave record bytes in files for the listener to ``sendfile`` (a plaintext connection)."""
 
     header: RequestHeader
     listener: KafkaListener
     peer: tuple[str, int]
     session: Session = field(default_factory=lambda: Session(host=""))
+    zero_copy: bool = False
 
     @property
     def version(self) -> int:

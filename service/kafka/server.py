@@ -23,7 +23,8 @@ import asyncio
 import contextlib
 import logging
 import time
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 from tierlog.service.kafka import handlers  # noqa: F401  (registers every API)
 from tierlog.service.kafka.apis import API_VERSIONS_KEY, REGISTRY, CloseConnection
@@ -45,11 +46,13 @@ from tierlog.service.kafka.messages import (
     response_class,
     shape,
 )
+from tierlog.service.kafka.spliced import Outgoing, SplicedAnswer, splice
 from tierlog.service.metrics import Sample
 from tierlog.service.security.acl import canonical_host
 from tierlog.service.security.model import ANONYMOUS, Principal
 from tierlog.service.security.principal_rules import PrincipalMapper, subject_name
-from tierlog.wire.errors import TierlogError
+from tierlog.service.topics.send_region import sendfile_region
+from tierlog.wire.errors import CorruptRecordError, TierlogError
 
 if TYPE_CHECKING:
     from aiohttp import web
@@ -129,6 +132,11 @@ class KafkaListener:
             "tierlog_kafka_connections_closed_total", "counter", "Kafka connections closed, by reason"
         )
         metrics.describe("tierlog_kafka_connections_open", "gauge", "Kafka connections open now")
+        metrics.describe(
+            "tierlog_kafka_zero_copy_bytes_total",
+            "counter",
+            "Record bytes of Fetch answers sent with sendfile, not copied through the broker",
+        )
         metrics.add_collector(
             lambda: [Sample("tierlog_kafka_connections_open", float(len(self._connections)))]
         )
@@ -304,25 +312,44 @@ class KafkaListener:
                     self.settings.request_read_timeout_ms,
                 )
                 raise _Close from None
-            answer = await self.process(frame, peer, session)
+            answer = await self.process(frame, peer, session, zero_copy=self.tls is None)
             if answer is not None:
-                writer.write(answer)
-                try:
-                    async with asyncio.timeout(idle_s):
-                        await writer.drain()
-                except TimeoutError:
-                    writer.transport.abort()  # close() would wait for the unread bytes forever
-                    self._closed("write_timeout")
-                    log.warning(
-                        "Kafka connection from %s:%d closed: it read no answer for "
-                        "connections.max.idle.ms=%d",
-                        *peer,
-                        self.settings.connections_max_idle_ms,
-                    )
-                    raise _Close from None
+                await self._send(writer, answer, peer, idle_s)
             if session.close_after_answer:
                 self._closed("authentication")
                 raise _Close
+
+    async def _send(
+        self, writer: asyncio.StreamWriter, answer: bytes | Outgoing, peer: tuple[str, int], idle_s: float
+    ) -> None:
+        """Write ``answer`` (its regions with ``sendfile``) and wait until the transport took it all.
+        Closes the answer's regions. Raises _Close (after logging) when the client reads none of it for
+        ``connections.max.idle.ms``, or a region's file ended early (the frame can only be cut short)."""
+        try:
+            async with asyncio.timeout(idle_s):
+                if isinstance(answer, bytes):
+                    writer.write(answer)
+                else:
+                    zero_copied = await _write_parts(writer, answer)
+                    self.metrics.inc("tierlog_kafka_zero_copy_bytes_total", float(zero_copied))
+                await writer.drain()
+        except TimeoutError:
+            writer.transport.abort()  # close() would wait for the unread bytes forever
+            self._closed("write_timeout")
+            log.warning(
+                "Kafka connection from %s:%d closed: it read no answer for connections.max.idle.ms=%d",
+                *peer,
+                self.settings.connections_max_idle_ms,
+            )
+            raise _Close from None
+        except CorruptRecordError as err:
+            writer.transport.abort()
+            self._closed("short_region")
+            log.warning("Kafka connection from %s:%d closed midway through an answer: %s", *peer, err)
+            raise _Close from None
+        finally:
+            if not isinstance(answer, bytes):
+                answer.close()
 
     def _frame_size(self, prefix: bytes, peer: tuple[str, int], *, authenticated: bool) -> int:
         """The size a frame's prefix declares. Raises _Close (after logging) when it is negative or past
@@ -387,10 +414,12 @@ class KafkaListener:
             raise _Close from None
 
     async def process(
-        self, frame: bytes, peer: tuple[str, int], session: Session | None = None
-    ) -> bytes | None:
+        self, frame: bytes, peer: tuple[str, int], session: Session | None = None, *, zero_copy: bool = False
+    ) -> bytes | Outgoing | None:
         """The answer frame to one request frame, or None when the request has no answer. ``session``
-        is the connection's (None: an anonymous one).
+        is the connection's (None: an anonymous one). With ``zero_copy`` (a plaintext connection), an
+        answer may come as an :class:`~.spliced.Outgoing` whose record bytes stay in files: the caller
+        sends its parts in order and closes it.
 
         Raises _Close (after logging) when the connection must end: an unreadable header or body, an API
         key or version not served (other than ApiVersions), a request other than ApiVersions and SASL's
@@ -456,13 +485,13 @@ class KafkaListener:
             )
             raise _Close from None
         self.metrics.inc("tierlog_kafka_requests_total", 1.0, api=served.name)
-        request = KafkaRequest(header, self, peer, session)
+        request = KafkaRequest(header, self, peer, session, zero_copy)
         started = time.perf_counter()
         try:
             answer = await served.handler(request, body)
             if answer is None:
                 return None
-            encoded = encode_response(shape(response_class(fixed.api_key, fixed.api_version), answer))
+            return _encode(fixed.api_key, fixed.api_version, header.correlation_id, answer)
         except asyncio.CancelledError:
             raise
         except CloseConnection as err:
@@ -490,9 +519,48 @@ class KafkaListener:
                     *peer,
                 )
             raise _Close from None
-        elapsed = time.perf_counter() - started
-        if elapsed > 5:
-            log.info("Kafka %s took %.1f s", served.name, elapsed)
-        return response_frame(
-            header.correlation_id, encoded, flexible_header=flexible and fixed.api_key != API_VERSIONS_KEY
+        finally:
+            elapsed = time.perf_counter() - started
+            if elapsed > 5:
+                log.info("Kafka %s took %.1f s", served.name, elapsed)
+
+
+def _encode(
+    api_key: int, version: int, correlation_id: int, answer: Mapping[str, Any] | SplicedAnswer
+) -> bytes | Outgoing:
+    """The answer frame of a handler's ``answer``: bytes, or the parts of a spliced one (whose regions it
+    then owns; they are closed here when encoding fails). Raises what encoding raises (a handler's bug)."""
+    spliced = answer if isinstance(answer, SplicedAnswer) else None
+    try:
+        data = answer.answer if isinstance(answer, SplicedAnswer) else answer
+        entity = shape(response_class(api_key, version), data)
+        encoded = encode_response(entity)
+        flexible = is_flexible(api_key, version)
+        flexible_header = flexible and api_key != API_VERSIONS_KEY
+        if spliced is None:
+            return response_frame(correlation_id, encoded, flexible_header=flexible_header)
+        return splice(
+            correlation_id, encoded, spliced.regions, flexible=flexible, flexible_header=flexible_header
         )
+    except BaseException:
+        if spliced is not None:
+            spliced.close()
+        raise
+
+
+async def _write_parts(writer: asyncio.StreamWriter, answer: Outgoing) -> int:
+    """Write ``answer``'s bytes and ``sendfile`` its regions, in order (a region is copied in a worker
+    thread when the transport cannot sendfile); the bytes sent with sendfile. Raises ConnectionError,
+    CorruptRecordError (a region's file ended early), OSError."""
+    zero_copied = 0
+    for part in answer.parts:
+        if isinstance(part, bytes):
+            writer.write(part)
+        elif await sendfile_region(writer.transport, part):
+            zero_copied += part.size
+        else:
+            data = await asyncio.to_thread(part.read)
+            if len(data) < part.size:
+                raise CorruptRecordError(f"a segment file ended {part.size - len(data)} bytes early")
+            writer.write(data)
+    return zero_copied

@@ -35,7 +35,7 @@ import asyncio
 import logging
 import os
 from collections.abc import Callable
-from typing import IO, TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
@@ -43,6 +43,7 @@ from tierlog.service.native_api.producers import setup_routes as setup_producer_
 from tierlog.service.security import authz
 from tierlog.service.security.model import Operation, ResourceType
 from tierlog.service.topics.data_dir import topic_name_problem
+from tierlog.service.topics.send_region import sendfile_region
 from tierlog.service.web.body_buffers import BODY_BUFFERS, BodyBuffers
 from tierlog.service.web.budget import ACKS0_BUDGET, ByteBudget
 from tierlog.service.web.errors import json_error
@@ -367,44 +368,9 @@ async def send_slice(
     return response
 
 
-class _RegionFile:
-    """A private read-only descriptor for ``loop.sendfile``, which seeks its file: the slice's own ``fd``
-    shares its file position with the log's descriptor, so sendfile gets a fresh open of the same file."""
-
-    def __init__(self, fd: int) -> None:
-        self._fd = fd
-        self.mode = "rb"
-
-    @classmethod
-    def reopen(cls, fd: int) -> _RegionFile | None:
-        """Open ``fd``'s file again through procfs (an inode already open: no device I/O), or None."""
-        try:
-            return cls(os.open(f"/proc/self/fd/{fd}", os.O_RDONLY | os.O_CLOEXEC))
-        except OSError:
-            return None
-
-    def fileno(self) -> int:
-        return self._fd
-
-    def close(self) -> None:
-        os.close(self._fd)
-
-
 async def _send_region(request: web.Request, response: web.StreamResponse, region: FileSlice) -> None:
-    transport = request.transport
-    if transport is not None and transport.get_extra_info("sslcontext") is None:
-        private = _RegionFile.reopen(region.fd)
-        if private is not None:
-            try:
-                loop = asyncio.get_running_loop()
-                file = cast("IO[bytes]", private)
-                await loop.sendfile(transport, file, region.position, region.size, fallback=False)
-                return
-            except (NotImplementedError, RuntimeError):
-                pass
-            finally:
-                private.close()
-    await _send_with_pread(response, region)
+    if not await sendfile_region(request.transport, region):
+        await _send_with_pread(response, region)
 
 
 async def _send_with_pread(response: web.StreamResponse, region: FileSlice) -> None:

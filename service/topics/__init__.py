@@ -9,7 +9,8 @@
 * :mod:`.producer_ids`: producer ids for idempotent producers;
 * :mod:`.data_dir`: partition directories, markers and durable renames in the data directory;
 * :mod:`.tasks`: background work the app owns (tracked tasks, periodic log maintenance);
-* :mod:`.page_cache`: warming a file region before ``sendfile``.
+* :mod:`.page_cache`: warming a file region before ``sendfile``;
+* :mod:`.send_region`: sending a file region on a plaintext transport with ``sendfile``.
 
 Nothing here imports an API package or the app.
 """

@@ -280,7 +280,9 @@ async def describe_configs(request: KafkaRequest, body: Any) -> Mapping[str, Any
                 if refused is not None:
                     results.append(_resource_answer(resource, ErrorCode.invalid_request, refused))
                     continue
-                entries = broker_config_entries(broker.settings, broker.broker_id, keys)
+                host, port = request.listener.advertised
+                listener = f"{request.listener.security_protocol}://{host}:{port}"
+                entries = broker_config_entries(broker.settings, broker.broker_id, keys, listener=listener)
             else:
                 message = f"Unsupported resource type {resource.resource_type}"
                 results.append(_resource_answer(resource, ErrorCode.invalid_request, message))

@@ -12,6 +12,12 @@ The long poll: when the partitions hold fewer than ``min_bytes`` together, the r
 ``max_wait_ms`` on every requested partition's commit signal at once and reads again when any of them
 advances (no polling); an error in any partition answers at once, as Kafka does.
 
+Zero-copy: on a plaintext connection, a partition's region of at least :data:`ZERO_COPY_FROM` bytes is
+not read here; the answer is a :class:`~tierlog.service.kafka.spliced.SplicedAnswer` and the listener sends
+the region with ``sendfile`` straight from the segment file (or the anonymous memory file a remote-tier
+read fills), after the headers before it. Smaller regions, and every region on a TLS connection, are read
+in a worker thread and copied into the answer as before. The bytes are the same either way.
+
 Differences from Kafka (docs/kafka-protocol.md): fetch sessions (KIP-227) are answered sessionless
 (``session_id`` 0, which the KIP allows; a request naming a session gets FETCH_SESSION_ID_NOT_FOUND), so
 every request lists its partitions in full; ``isolation_level`` read_committed reads what read_uncommitted
@@ -41,6 +47,7 @@ from tierlog.service.kafka.handlers.fetching.replicas import (
     serving_partition,
 )
 from tierlog.service.kafka.messages import ErrorCode
+from tierlog.service.kafka.spliced import SplicedAnswer, marker
 from tierlog.service.security.model import Operation, ResourceType
 from tierlog.wire.errors import NotLeaderOrFollowerError, TierlogError, UnavailableError
 
@@ -49,11 +56,14 @@ if TYPE_CHECKING:
     from tierlog.service.topics.partition import Partition
     from tierlog.tiering.log.types import FileSlice
 
-__all__ = ["FETCH_KEY", "Wanted", "fetch", "wait_any"]
+__all__ = ["FETCH_KEY", "ZERO_COPY_FROM", "Wanted", "fetch", "wait_any"]
 
 FETCH_KEY = 1
 MAX_WAIT_MS = 300_000  # a longer wait is cut to this (clients ask 500 ms by default)
 READ_COMMITTED = 1
+#: Regions from this size on are sent with sendfile on plaintext connections; a smaller one costs less to
+#: copy than the reopen, the pause of the transport and the system calls of a sendfile.
+ZERO_COPY_FROM = 64 * 1024
 
 
 @dataclass(slots=True)
@@ -73,6 +83,7 @@ class Wanted:
     preferred: int = -1  # the replica the consumer should read instead (KIP-392); -1: this one
     from_follower: bool = False  # the partition is a follower here (KIP-392)
     records: bytes = b""
+    kept: FileSlice | None = None  # the region left to the listener to sendfile (zero-copy), if any
 
     @property
     def size(self) -> int:
@@ -89,7 +100,7 @@ class Wanted:
 
 
 @api(FETCH_KEY, "Fetch", 4, 12)
-async def handle(request: KafkaRequest, body: Any) -> Mapping[str, Any]:
+async def handle(request: KafkaRequest, body: Any) -> Mapping[str, Any] | SplicedAnswer:
     if getattr(body, "session_id", 0) != 0:
         return {
             "throttle_time": 0,
@@ -132,14 +143,22 @@ async def handle(request: KafkaRequest, body: Any) -> Mapping[str, Any]:
             min_bytes=body.min_bytes,
             max_bytes=max(getattr(body, "max_bytes", 2**31 - 1), 0),
             client_rack=rack,
+            zero_copy_from=ZERO_COPY_FROM if request.zero_copy else None,
         )
     committed = getattr(body, "isolation_level", 0) == READ_COMMITTED
-    return {
-        "throttle_time": 0,
-        "error_code": ErrorCode.none,
-        "session_id": 0,
-        "responses": _by_topic(wanted, committed),
-    }
+    regions = [w.kept for w in _encoding_order(wanted) if w.kept is not None]
+    try:
+        answer = {
+            "throttle_time": 0,
+            "error_code": ErrorCode.none,
+            "session_id": 0,
+            "responses": _by_topic(wanted, committed),
+        }
+    except BaseException:
+        for region in regions:
+            region.close()
+        raise
+    return SplicedAnswer(answer, regions) if regions else answer
 
 
 async def fetch(
@@ -150,11 +169,14 @@ async def fetch(
     min_bytes: int,
     max_bytes: int,
     client_rack: str | None = None,
+    zero_copy_from: int | None = None,
 ) -> None:
     """Fill each of ``wanted`` with its records (``records``, the stored batches) or its error, within
     ``max_bytes`` (``limit`` each), waiting up to ``max_wait_ms`` for ``min_bytes`` across them all.
     ``client_rack``: None for a consumer that may read leaders only, else its rack (empty: none, or
-    no replica selector), so that it may read followers too and be pointed to one (KIP-392).
+    no replica selector), so that it may read followers too and be pointed to one (KIP-392). A region of
+    ``zero_copy_from`` bytes or more is not read but handed over in ``kept`` (its records field then holds
+    a marker of :mod:`.spliced`, numbered in encoding order): the caller owns and closes it.
 
     Never raises a TierlogError (each lands in its partition's ``error``). Safe to call concurrently."""
     for w in wanted:
@@ -185,7 +207,15 @@ async def fetch(
             if not await wait_any(signals, remaining):
                 await _read_all(wanted, max_bytes)
                 break
+        if zero_copy_from is not None:
+            _keep_large(wanted, zero_copy_from)
         await _load_records(wanted)
+    except BaseException:
+        for w in wanted:
+            if w.kept is not None:
+                w.kept.close()
+                w.kept = None
+        raise
     finally:
         for w in wanted:
             w.drop_region()
@@ -272,6 +302,25 @@ async def _divergence(partition: Partition, epoch: int, offset: int) -> tuple[in
     if found_epoch < epoch or end_offset < offset:
         return found_epoch, end_offset
     return None
+
+
+def _keep_large(wanted: Sequence[Wanted], threshold: int) -> None:
+    """Hand the regions of ``threshold`` bytes or more over to ``kept``, their records fields marked in the
+    order the answer encodes them."""
+    kept = 0
+    for w in _encoding_order(wanted):
+        if w.region is not None and w.region.size >= threshold and w.error is None:
+            w.records = marker(kept)
+            w.kept, w.region = w.region, None
+            kept += 1
+
+
+def _encoding_order(wanted: Sequence[Wanted]) -> list[Wanted]:
+    """``wanted`` in the order :func:`_by_topic` encodes them: grouped by topic, topics in request order."""
+    topics: dict[str, list[Wanted]] = {}
+    for w in wanted:
+        topics.setdefault(w.topic, []).append(w)
+    return [w for group in topics.values() for w in group]
 
 
 async def _load_records(wanted: Sequence[Wanted]) -> None:

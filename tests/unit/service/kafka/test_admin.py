@@ -154,3 +154,17 @@ def test_broker_entries_are_read_only_settings() -> None:
     assert entries["num.partitions"]["config_source"] == ConfigSource.STATIC_BROKER_CONFIG
     assert entries["log.retention.ms"]["config_source"] == ConfigSource.DEFAULT_CONFIG
     assert all(e["read_only"] and not e["is_sensitive"] for e in entries.values())
+
+
+def test_broker_entries_name_the_listener_clients_are_told() -> None:
+    flagged = build_settings({"kafka.listener": "127.0.0.1:9093"}, {"kafka.listener": "--kafka-listener"})
+    entries = {e["name"]: e for e in broker_config_entries(flagged, 0, listener="PLAINTEXT://127.0.0.1:9093")}
+    advertised = entries["advertised.listeners"]
+    assert (advertised["value"], advertised["read_only"]) == ("PLAINTEXT://127.0.0.1:9093", True)
+    assert advertised["config_source"] == ConfigSource.STATIC_BROKER_CONFIG
+    assert entries["listeners"]["value"] == "PLAINTEXT://127.0.0.1:9093"
+    defaults = broker_config_entries(build_settings({}), 0, ["advertised.listeners"], listener="SSL://h:1")
+    assert [(e["value"], e["config_source"]) for e in defaults] == [
+        ("SSL://h:1", ConfigSource.DEFAULT_CONFIG)
+    ]
+    assert "listeners" not in {e["name"] for e in broker_config_entries(build_settings({}), 0)}
