@@ -79,10 +79,10 @@ def until(proc: subprocess.Popen[bytes], log: Path, done: Callable[[], bool]) ->
     while not done():
         if proc.poll() is not None and not done():
             raise RuntimeError(
-                f"{proc.args} exited with {proc.returncode}:\n{log.read_text(errors='replace')}"
+                f"{proc.args!r} exited with {proc.returncode}:\n{log.read_text(errors='replace')}"
             )
         if time.monotonic() - started > DEADLINE_S:
-            raise RuntimeError(f"{proc.args} not done in {DEADLINE_S:.0f} s")
+            raise RuntimeError(f"{proc.args!r} not done in {DEADLINE_S:.0f} s")
         time.sleep(0.1)  # polling another process
     return time.monotonic() - started
 
