@@ -281,9 +281,9 @@ def run(spark: Any | None = None, *, count: int = 2000, keep: bool = False, say:
             cli(broker, say, "topics", "create", TOPIC, "--partitions", str(PARTITIONS), *configs)
 
             say(f"3. {count} records, keyed by user:")
-            lines = "".join(f"{k}\t{v}\n" for k, v in sent)
+            lines = "".join(f"{k}:{v}\n" for k, v in sent)  # the key is the text before the first ':'
             cli(
-                broker, say, "produce", TOPIC, "--key-separator", "\t", "--batch-size", "4096",
+                broker, say, "produce", TOPIC, "--key-separator", ":", "--batch-size", "4096",
                 stdin=lines, shown_stdin="... | ",
             )  # fmt: skip
             result.produced = count
