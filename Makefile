@@ -7,7 +7,7 @@ STAMP  := $(VENV)/.installed
 BASE_STAMP := $(VENV)/.installed-base
 EXTRAS ?= dev,spark,bench
 
-.PHONY: venv localstack kcat kafkajs run test test-fast lint format bench clean
+.PHONY: venv localstack kcat kafkajs run demo test test-fast lint format bench clean
 
 venv: $(STAMP)
 
@@ -27,6 +27,16 @@ $(BASE_STAMP): pyproject.toml
 	  $(BIN)/python -m pip install --disable-pip-version-check --upgrade pip \
 	  && $(BIN)/python -m pip install --disable-pip-version-check -e . \
 	  && touch $(BASE_STAMP); fi
+
+# `make demo` needs the broker and the Spark extra (pyspark, pyarrow: ~800 MB with the broker), not the test and bench ones.
+SPARK_STAMP := $(VENV)/.installed-spark
+$(SPARK_STAMP): pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	@if [ -f $(STAMP) ] && [ $(STAMP) -nt pyproject.toml ]; then touch $(SPARK_STAMP); else \
+	  echo "make demo: installing the broker and the Spark extra into $(VENV) (first time only, ~800 MB)"; \
+	  $(BIN)/python -m pip install --disable-pip-version-check --upgrade pip \
+	  && $(BIN)/python -m pip install --disable-pip-version-check -e ".[spark]" \
+	  && touch $(SPARK_STAMP) $(BASE_STAMP); fi
 
 # LocalStack needs Python >= 3.12 and gets a venv of its own (~/.cache/tierlog/localstack-venv) for the
 # object-store contract suite. Idempotent: after the first install a stamp makes this instant. Without a
@@ -56,6 +66,14 @@ kafkajs:
 # The broker prints where it listens and what to try first when it is ready.
 run: $(BASE_STAMP)
 	$(BIN)/tierlog serve $(ARGS)
+
+# The tiered-storage demo (infra/demo.py): a broker, a tiered topic, records produced, uploaded, read back by
+# Spark from the archive and by the CLI through the broker, then everything removed. DEMO_ARGS=--keep keeps
+# the data. Spark needs Java 17 or later: without `java` on the PATH this says so before installing anything.
+demo:
+	@command -v java >/dev/null 2>&1 || { echo "make demo: Spark needs Java 17 or later and no java is on the PATH (Debian: apt-get install openjdk-17-jre-headless)" >&2; exit 1; }
+	@$(MAKE) --no-print-directory $(SPARK_STAMP)
+	$(BIN)/python infra/demo.py $(DEMO_ARGS)
 
 # The suite runs in TEST_WORKERS pytest-xdist worker processes, a test file per worker at a time (its
 # module fixtures stay in one process); TEST_WORKERS=0 runs it in this process.

@@ -159,6 +159,14 @@ class AsyncAdmin:
         partitions = [found.get(p, PartitionInfo(p, -1, -1, -1)) for p in range(count)]
         return TopicMetadata(name, partitions, count)
 
+    async def partition_tiering(self, name: str, partition: int) -> dict[str, Any] | None:
+        """The partition's ``tiered_storage`` object of the v3 API (remote and local offsets, segments,
+        upload lag and failures; docs/tiering.md "Describe output"), or None when the broker reports none.
+        Idempotent. Raises UnknownTopicError, UnknownPartitionError."""
+        answer = await self._broker.json("GET", await self._topics_path(name) + f"/partitions/{partition}")
+        tiering = answer.get("tiered_storage")
+        return dict(tiering) if isinstance(tiering, dict) else None
+
     async def topic_configs(self, name: str) -> list[TopicConfig]:
         """Every config of ``name`` with its value and source. Raises UnknownTopicError."""
         answer = await self._broker.json("GET", await self._topics_path(name) + "/configs")

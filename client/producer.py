@@ -178,6 +178,9 @@ class AsyncProducer:
         self._lane: _sendlane.SendLane | None = None
         self._closed = False
         self._life = _Lifecycle()
+        # topics this producer created because they did not exist (``allow_auto_create_topics``), so a
+        # caller can say so (the CLI does: a typo'd topic name would otherwise be created silently)
+        self.auto_created_topics: set[str] = set()
 
     async def __aenter__(self) -> AsyncProducer:
         await self.start()
@@ -479,8 +482,12 @@ class AsyncProducer:
                         raise LeaderNotAvailableError(
                             f"topic {topic} was created but the metadata does not show it yet"
                         ) from None
-                with contextlib.suppress(InvalidConfigError):
+                try:
                     await self._admin.create_topic(topic)
+                except InvalidConfigError:
+                    pass  # created meanwhile by another client (or an illegal name: the lookup says which)
+                else:
+                    self.auto_created_topics.add(topic)
                 created = True
                 continue
             except TierlogError as err:

@@ -2,8 +2,8 @@
 
 Bad settings end the process with one line on stderr and exit code 2. ``serve`` logs to stderr (with
 credentials redacted at every level: :mod:`~tierlog.service.security.log_filter`), stops cleanly on SIGTERM
-or SIGINT (logs flushed and closed, exit code 0) and exits 1 if the logs cannot be opened or the port cannot
-be bound.
+or SIGINT (logs flushed and closed, exit code 0) and exits 1 if another broker uses the data directory
+(:mod:`~tierlog.service.topics.dir_lock`), the logs cannot be opened or the port cannot be bound.
 
 With ``ssl.certfile`` set the main listener (``host``:``port``) speaks HTTPS only; a plaintext listener
 exists only on ``plaintext.port`` when that is set. SIGHUP loads the certificate and key again (new
@@ -31,6 +31,7 @@ from tierlog.service import allocator, open_files
 from tierlog.service.security.log_filter import install_redaction, known_secrets
 from tierlog.service.security.tls import ServerTls, TlsError, server_context
 from tierlog.service.settings.config import SETTINGS_TABLE, Settings, SettingsError, load_settings
+from tierlog.service.topics.dir_lock import DataDirInUseError, lock_data_dir, unlock_data_dir
 from tierlog.service.web.connections import GuardedSite
 
 if TYPE_CHECKING:
@@ -86,6 +87,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (SettingsError, TlsError) as err:
         sys.stderr.write(f"tierlog serve: error: {err}\n")
         return 2
+    try:
+        lock = lock_data_dir(settings.data_dir)
+    except (DataDirInUseError, OSError) as err:
+        sys.stderr.write(f"tierlog serve: error: {err}\n")
+        return 1
     logging.basicConfig(
         level=settings.logging_level,
         stream=sys.stderr,
@@ -98,7 +104,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     open_files.raise_limit()
     listeners = 1 if settings.kafka_listener is None else 2
     open_files.warn_if_short(listeners * settings.max_connections)
-    return asyncio.run(serve(settings, tls))
+    try:
+        return asyncio.run(serve(settings, tls))
+    finally:
+        unlock_data_dir(lock)
 
 
 async def serve(settings: Settings, tls: ssl.SSLContext | None = None) -> int:

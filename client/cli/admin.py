@@ -7,6 +7,7 @@ typed exceptions for :func:`tierlog.client.cli.main.main` to report.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import sys
 from typing import Any
@@ -14,7 +15,7 @@ from typing import Any
 from tierlog.client.admin import AsyncAdmin
 from tierlog.client.cli.cluster import NO_LEADER, PartitionLeadership, fetch_metadata, leader_offsets, table
 from tierlog.client.transport import BrokerClient, PartitionInfo
-from tierlog.wire.errors import InvalidRequestError
+from tierlog.wire.errors import InvalidRequestError, TierlogError
 
 __all__ = ["run_topics", "run_groups", "parse_configs"]
 
@@ -40,6 +41,15 @@ def _emit_json(value: Any) -> None:
 
 _LEADERSHIP_COLUMNS = ("PARTITION", "LEADER", "LEADER-EPOCH", "REPLICAS", "ISR")
 _OFFSET_COLUMNS = ("LOG-START-OFFSET", "HIGH-WATERMARK", "LOG-END-OFFSET")
+# a tiered topic's partitions (remote.storage.enable=true): v3's tiered_storage fields, in this order
+_TIERING_COLUMNS = {
+    "LOCAL-LOG-START": "local_log_start_offset",
+    "REMOTE-LOG-START": "remote_log_start_offset",
+    "REMOTE-END-OFFSET": "remote_next_offset",
+    "REMOTE-SEGMENTS": "remote_segments",
+    "UPLOAD-LAG-BYTES": "upload_lag_bytes",
+    "UPLOAD-FAILURES": "upload_failures",
+}
 
 
 async def run_topics(args: argparse.Namespace, admin: AsyncAdmin, broker: BrokerClient) -> int:
@@ -83,13 +93,21 @@ async def _describe_topic(args: argparse.Namespace, admin: AsyncAdmin, broker: B
     offsets = await leader_offsets(broker, meta, args.topic)
     overrides = {c.name: c.value for c in configs if not c.is_default}
     replication = max((len(p.replicas) for p in partitions), default=0)
+    tiered = any(c.name == "remote.storage.enable" and c.value == "true" for c in configs)
+    tiering = await _tiering(admin, args.topic, [p.partition for p in partitions]) if tiered else {}
     if args.json:
+        described = []
+        for p in partitions:
+            entry = _partition_json(p, offsets.get(p.partition))
+            if tiered:
+                entry["tiered_storage"] = tiering.get(p.partition)
+            described.append(entry)
         _emit_json(
             {
                 "topic": args.topic,
                 "partition_count": len(partitions),
                 "replication_factor": replication,
-                "partitions": [_partition_json(p, offsets.get(p.partition)) for p in partitions],
+                "partitions": described,
                 "configs": {c.name: c.value for c in configs},
             }
         )
@@ -97,7 +115,7 @@ async def _describe_topic(args: argparse.Namespace, admin: AsyncAdmin, broker: B
     _print(f"Topic: {args.topic}  PartitionCount: {len(partitions)}  ReplicationFactor: {replication}")
     if overrides:
         _print("Configs: " + ",".join(f"{k}={v}" for k, v in sorted(overrides.items())))
-    rows = [[*_LEADERSHIP_COLUMNS, *_OFFSET_COLUMNS]]
+    rows = [[*_LEADERSHIP_COLUMNS, *_OFFSET_COLUMNS, *(_TIERING_COLUMNS if tiered else ())]]
     for p in partitions:
         info = offsets.get(p.partition)
         numbers = (
@@ -105,10 +123,26 @@ async def _describe_topic(args: argparse.Namespace, admin: AsyncAdmin, broker: B
             if info is not None
             else ["-", "-", "-"]
         )
+        if tiered:
+            state = tiering.get(p.partition) or {}
+            numbers += ["-" if state.get(k) is None else str(state[k]) for k in _TIERING_COLUMNS.values()]
         leader = str(p.leader) if p.leader != NO_LEADER else "none"
         rows.append([str(p.partition), leader, str(p.leader_epoch), _ids(p.replicas), _ids(p.isr), *numbers])
     _print(table(rows))
     return 0
+
+
+async def _tiering(admin: AsyncAdmin, topic: str, partitions: list[int]) -> dict[int, dict[str, Any] | None]:
+    """Each partition's ``tiered_storage`` state; None for one the broker does not answer for."""
+
+    async def one(partition: int) -> dict[str, Any] | None:
+        try:
+            return await admin.partition_tiering(topic, partition)
+        except TierlogError:
+            return None
+
+    states = await asyncio.gather(*(one(p) for p in partitions))
+    return dict(zip(partitions, states, strict=True))
 
 
 def _ids(values: tuple[int, ...]) -> str:

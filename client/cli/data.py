@@ -89,6 +89,8 @@ async def _produce(args: argparse.Namespace, stream: IO[bytes], progress: Progre
         options["compression_type"] = args.compression
     if args.no_idempotence:
         options["enable_idempotence"] = False
+    if args.no_create_topic:
+        options["allow_auto_create_topics"] = False
     sent = 0
     options.update(args.security.options())
     async with AsyncProducer(args.bootstrap_server, **options) as producer:
@@ -116,6 +118,11 @@ async def _produce(args: argparse.Namespace, stream: IO[bytes], progress: Progre
     if failures:
         raise failures[0]
     if not args.quiet:
+        if args.topic in producer.auto_created_topics:
+            sys.stderr.write(
+                f"topic {args.topic} did not exist: created it with the broker's default partition count "
+                "(--no-create-topic refuses instead)\n"
+            )
         sys.stderr.write(f"produced {sent} record(s) to {args.topic}\n")
     return 0
 

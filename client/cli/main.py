@@ -113,6 +113,10 @@ def _produce_parser(commands: argparse._SubParsersAction[_Parser], common: _Pars
         "--no-idempotence", action="store_true",
         help="send without a producer id (retries after a lost answer may store records twice)",
     )  # fmt: skip
+    produce.add_argument(
+        "--no-create-topic", action="store_true",
+        help="fail on a topic that does not exist instead of creating it (Kafka's allow.auto.create.topics)",
+    )  # fmt: skip
     produce.add_argument("--linger-ms", type=int, default=5)
     produce.add_argument("--batch-size", type=int, default=256 * 1024)
     produce.add_argument(

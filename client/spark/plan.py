@@ -24,7 +24,7 @@ from pyspark.sql.datasource import InputPartition
 from tierlog.client.spark.archive_reader import ArchiveReader, list_partitions, load_manifest
 from tierlog.client.spark.options import EARLIEST, LATEST, Bound, ScanOptions
 from tierlog.tiering.remote import manifest as mf
-from tierlog.wire.errors import OffsetOutOfRangeError
+from tierlog.wire.errors import OffsetOutOfRangeError, UnknownPartitionError, UnknownTopicError
 
 __all__ = [
     "SegmentTask",
@@ -85,23 +85,59 @@ class PartitionRange:
     end_ts: tuple[int, int] | None = None
 
 
-def load_manifests(archive: ArchiveReader, options: ScanOptions) -> dict[tuple[str, int], mf.Manifest]:
+def load_manifests(
+    archive: ArchiveReader, options: ScanOptions, *, require: bool = True
+) -> dict[tuple[str, int], mf.Manifest]:
     """The newest manifest of every selected partition (LIST + GET each, a few in parallel).
 
-    Raises whatever :func:`load_manifest` raises (``CorruptRecordError`` naming the object, ...).
+    With ``require`` (batch reads), a topic or partition the query names and the archive lacks is an
+    error naming what the archive has, as Spark's Kafka source fails on an unknown topic or partition,
+    instead of an empty table; streams (``require=False``) wait for topics and partitions to appear.
+
+    Raises:
+        UnknownTopicError: a topic has no partition in the archive (the message lists the topics found).
+        UnknownPartitionError: an ``assign``-ed partition is not archived, or none of the ``partitions``
+            option's numbers is (the message lists the partitions found).
+        CorruptRecordError, UnavailableError, ...: whatever :func:`load_manifest` raises.
     """
     wanted: list[tuple[str, int]] = []
     for topic in options.topics:
+        found = list_partitions(archive, topic)
+        if require:
+            _check_archived(archive, options, topic, found)
         if options.assign is not None:
             numbers: Iterable[int] = options.assign.get(topic, ())
         else:
-            numbers = list_partitions(archive, topic)
+            numbers = found
         wanted.extend((topic, p) for p in numbers if options.selects(topic, p))
     if not wanted:
         return {}
     with ThreadPoolExecutor(min(_MANIFEST_THREADS, len(wanted))) as pool:
         loaded = pool.map(lambda tp: load_manifest(archive, tp[0], tp[1]), wanted)
         return dict(zip(wanted, loaded, strict=True))
+
+
+def _check_archived(archive: ArchiveReader, options: ScanOptions, topic: str, found: list[int]) -> None:
+    """Raise when ``topic``, or the partitions of it the options name, are not in the archive."""
+    where = archive.location.display("")
+    if not found:
+        topics = [name for name in archive.list_children("") if not name.startswith(".")]
+        raise UnknownTopicError(
+            f"topic {topic!r} is not in the archive at {where}: "
+            + (f"topics found: {', '.join(topics)}" if topics else "the archive holds no topics")
+            + " (only topics with remote.storage.enable=true are archived, and only their uploaded segments)"
+        )
+    if options.assign is not None:
+        missing = [p for p in options.assign.get(topic, ()) if p not in found]
+    elif options.partitions is not None and not options.partitions.intersection(found):
+        missing = sorted(options.partitions)
+    else:
+        return
+    if missing:
+        raise UnknownPartitionError(
+            f"topic {topic!r} has no partition {', '.join(map(str, missing))} in the archive at {where}: "
+            f"partitions found: {', '.join(map(str, found))}"
+        )
 
 
 def archive_range(manifest: mf.Manifest) -> tuple[int, int]:

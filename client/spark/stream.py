@@ -88,7 +88,7 @@ class TierlogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     # -- driver side -------------------------------------------------------------------------------
 
     def _load(self) -> dict[tuple[str, int], mf.Manifest]:
-        self._manifests = load_manifests(open_archive(self.options.store), self.options)
+        self._manifests = load_manifests(open_archive(self.options.store), self.options, require=False)
         return self._manifests
 
     def _earliest(self, tp: tuple[str, int]) -> int:

@@ -26,7 +26,7 @@ from hypothesis import strategies as st
 from tests.integration.spark.archive import INDEX_LAYOUTS, ArchivedPartition, IndexLayout, open_partition
 from tierlog.client.spark.archive_reader import LocalArchive, load_manifest
 from tierlog.client.spark.options import Bound, parse_options
-from tierlog.client.spark.plan import SegmentTask, plan_segments, resolve_range
+from tierlog.client.spark.plan import SegmentTask, load_manifests, plan_segments, resolve_range
 from tierlog.client.spark.scan import (
     _OFFSET_ENTRY,
     _TIME_ENTRY,
@@ -44,7 +44,12 @@ from tierlog.tiering.remote import manifest as mf
 from tierlog.tiering.remote.local import LocalObjectStore
 from tierlog.tiering.remote.manifest_store import ManifestStore
 from tierlog.tiering.remote.packed_indexes import IndexRef, index_refs, segment_index_refs
-from tierlog.wire.errors import CorruptRecordError, InvalidRequestError
+from tierlog.wire.errors import (
+    CorruptRecordError,
+    InvalidRequestError,
+    UnknownPartitionError,
+    UnknownTopicError,
+)
 
 TOPIC = "model"
 COUNT = 400
@@ -335,6 +340,35 @@ def test_a_corrupt_manifest_fails_planning_naming_the_object(
     archive = LocalArchive(parse_options({"uri": str(copy), "topic": TOPIC}).store)
     with pytest.raises(CorruptRecordError, match=f"corrupt manifest {newest}"):
         load_manifest(archive, TOPIC, 0)
+
+
+def test_a_topic_or_partition_not_in_the_archive_is_an_error_naming_what_is_there(
+    archived: tuple[Path, ArchivedPartition], tmp_path: Path
+) -> None:
+    """A batch read of a topic the archive lacks (a topic that is not tiered, a typo) fails naming the
+    topics found, and one of a partition it lacks names the partitions found: never an empty table.
+    A stream waits for them to appear instead."""
+    root, _ = archived
+
+    def load(uri: Path, require: bool = True, **extra: str) -> dict[tuple[str, int], mf.Manifest]:
+        options = parse_options({"uri": str(uri), **extra})
+        return load_manifests(LocalArchive(options.store), options, require=require)
+
+    assert set(load(root, topic=TOPIC)) == {(TOPIC, 0)}
+    with pytest.raises(
+        UnknownTopicError, match=f"topic 'modle' is not in the archive at {root}: topics found: model"
+    ):
+        load(root, topic="modle")
+    with pytest.raises(UnknownTopicError, match="the archive holds no topics"):
+        load(tmp_path / "nothing-here", topic=TOPIC)
+    with pytest.raises(
+        UnknownPartitionError, match=r"has no partition 1, 3 in the archive .*: partitions found: 0"
+    ):
+        load(root, assign=json.dumps({TOPIC: [0, 1, 3]}))
+    with pytest.raises(UnknownPartitionError, match="partitions found: 0"):
+        load(root, topic=TOPIC, partitions="2")
+    assert set(load(root, topic=TOPIC, partitions="0,2")) == {(TOPIC, 0)}
+    assert load(root, require=False, topic="later") == {}
 
 
 def test_the_s3_endpoint_follows_the_aws_chain_and_the_option_overrides_it(

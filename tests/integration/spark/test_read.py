@@ -295,3 +295,10 @@ def test_a_bad_option_fails_the_query_naming_it(spark: Any, archive: Archive) ->
         read(spark, archive.bucket, topic="c-none", startingOffsets="{not json").collect()
     with pytest.raises(Exception, match="uri"):
         spark.read.format("tierlog").option("topic", "c-none").load().collect()
+
+
+def test_a_topic_not_in_the_archive_fails_the_query_naming_the_topics_found(
+    spark: Any, archive: Archive
+) -> None:
+    with pytest.raises(Exception, match=r"topic 'c-nope' is not in the archive at .*topics found: .*c-none"):
+        read(spark, archive.bucket, topic="c-nope").collect()
