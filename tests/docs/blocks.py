@@ -12,6 +12,7 @@ readers never see it (docs/design/0015-docs-test-runner.md is the reference)::
     <!-- docs-test: setup=own-broker -->    the page gets a broker of its own instead of the shared one
     <!-- docs-test: expect-output -->       the block is the output of the command block before it
     <!-- docs-test: background -->          the block runs until the page is done, then is stopped
+    <!-- docs-test: needs=kcat -->          the block (and its output) is left out where kcat is missing
     <!-- docs-test: page skip — <reason> -->  (anywhere on a page) the default for its unannotated blocks;
                                               ``page setup=<name>`` likewise
 
@@ -65,6 +66,7 @@ class Annotation:
     setup: str | None = None  # one of SETUPS
     expect_output: bool = False
     background: bool = False
+    needs: str | None = None  # a command the block needs that the suite may not have (kcat)
 
     @classmethod
     def parse(cls, body: str) -> Annotation:
@@ -76,7 +78,7 @@ class Annotation:
             if not reason:
                 raise DocsAnnotationError(f"'docs-test: {body}': a skip must say why (skip — <reason>)")
             return cls(skip=reason)
-        setup, expect_output, background = None, False, False
+        setup, expect_output, background, needs = None, False, False, None
         for word in body.split():
             if word.startswith("setup="):
                 setup = word.removeprefix("setup=")
@@ -86,14 +88,16 @@ class Annotation:
                 expect_output = True
             elif word == "background":
                 background = True
+            elif word.startswith("needs=") and len(word) > len("needs="):
+                needs = word.removeprefix("needs=")
             else:
                 raise DocsAnnotationError(
                     f"unknown docs-test word {word!r} "
-                    "(skip — <reason>, setup=<name>, expect-output, background)"
+                    "(skip — <reason>, setup=<name>, expect-output, background, needs=<command>)"
                 )
-        if setup is None and not expect_output and not background:
+        if setup is None and not expect_output and not background and needs is None:
             raise DocsAnnotationError("an empty docs-test annotation")
-        return cls(setup=setup, expect_output=expect_output, background=background)
+        return cls(setup=setup, expect_output=expect_output, background=background, needs=needs)
 
 
 @dataclass(frozen=True)

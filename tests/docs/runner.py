@@ -13,7 +13,9 @@ start one (``tierlog serve``), its ports read from the "how to reach this broker
   address, 8082, is the test broker's);
 - an ``expect-output`` block is compared with the output of the command block before it (whitespace, ports,
   UUIDs and millisecond timestamps normalised; ``...`` in the expected text matches anything);
-- ``background`` blocks are started in a process group of their own and stopped when the page is done.
+- ``background`` blocks are started in a process group of their own and stopped when the page is done;
+- a ``needs=<command>`` block (and its expected output) is left out where the command is not installed,
+  and :attr:`PageRun.left_out` says so.
 
 A block that exits non-zero, times out or prints something else than the page expects raises
 :class:`DocCommandFailed` naming the page, the line and what it printed.
@@ -24,6 +26,7 @@ from __future__ import annotations
 import os
 import queue
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -157,6 +160,7 @@ class PageRun:
     broker: ServedBroker | None
     background: list[subprocess.Popen[str]] = field(default_factory=list)
     last_output: str = ""
+    left_out: list[str] = field(default_factory=list)  # blocks not run: a command they need is missing
 
     @property
     def state_file(self) -> Path:
@@ -278,7 +282,14 @@ def page_run(workdir: Path, broker: ServedBroker | None) -> Iterator[PageRun]:
 def run_page(blocks: list[Block], run: PageRun) -> list[str]:
     """Run a page's blocks in order; returns the ``where`` of every block that ran or was compared."""
     done = []
+    missing = False
     for block in blocks:
+        needs = block.annotation.needs if block.annotation is not None else None
+        if block.kind in ("run", "background"):
+            missing = needs is not None and shutil.which(needs, path=run.environment()["PATH"]) is None
+        if missing and block.kind in ("run", "background", "output"):
+            run.left_out.append(f"{block.where} (needs {needs})" if needs else block.where)
+            continue
         if block.kind == "run":
             run.run(block)
         elif block.kind == "background":
