@@ -110,3 +110,30 @@ def test_a_wrong_output_fails(tmp_path: Path) -> None:
     blocks = blocks_of(tmp_path, "```sh\necho 41\n```\n<!-- docs-test: expect-output -->\n```text\n42\n```\n")
     with page_run(tmp_path / "work", None) as run, pytest.raises(DocCommandFailed, match="something else"):
         run_page(blocks, run)
+
+
+def test_console_blocks_run_their_prompt_lines(tmp_path: Path) -> None:
+    blocks = blocks_of(tmp_path, "```console\n$ echo one\none\n$ echo two\ntwo\n```\n")
+    with page_run(tmp_path / "work", None) as run:
+        run_page(blocks, run)
+        assert run.last_output == "one\ntwo\n"
+
+
+def test_a_block_needing_a_missing_command_is_left_out_with_its_output(tmp_path: Path) -> None:
+    blocks = blocks_of(
+        tmp_path,
+        "<!-- docs-test: needs=no-such-tool-here -->\n```sh\nno-such-tool-here -L\n```\n\n"
+        "<!-- docs-test: expect-output -->\n```text\nlisting\n```\n\n```sh\necho after\n```\n",
+    )
+    with page_run(tmp_path / "work", None) as run:
+        assert run_page(blocks, run) == ["page.md:11"]
+        assert run.left_out == ["page.md:2 (needs no-such-tool-here)", "page.md:7"]
+
+
+def test_background_blocks_are_stopped_when_the_page_is_done(tmp_path: Path) -> None:
+    blocks = blocks_of(tmp_path, "<!-- docs-test: background -->\n```sh\nexec sleep 300\n```\n")
+    with page_run(tmp_path / "work", None) as run:
+        run_page(blocks, run)
+        (process,) = run.background
+        assert process.poll() is None
+    assert process.returncode is not None and run.background == []
