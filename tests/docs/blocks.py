@@ -13,6 +13,7 @@ readers never see it (docs/design/0015-docs-test-runner.md is the reference)::
     <!-- docs-test: expect-output -->       the block is the output of the command block before it
     <!-- docs-test: background -->          the block runs until the page is done, then is stopped
     <!-- docs-test: needs=kcat -->          the block (and its output) is left out where kcat is missing
+    <!-- docs-test: output-in-comments -->  the ``# ...`` lines right after a command are what it prints
     <!-- docs-test: page skip — <reason> -->  (anywhere on a page) the default for its unannotated blocks;
                                               ``page setup=<name>`` likewise
 
@@ -34,6 +35,7 @@ __all__ = [
     "Block",
     "DocsAnnotationError",
     "ROOT",
+    "comment_outputs",
     "doc_pages",
     "page_annotation",
     "page_blocks",
@@ -67,6 +69,7 @@ class Annotation:
     expect_output: bool = False
     background: bool = False
     needs: str | None = None  # a command the block needs that the suite may not have (kcat)
+    output_in_comments: bool = False  # `# ...` lines right after a command are what it prints
 
     @classmethod
     def parse(cls, body: str) -> Annotation:
@@ -78,7 +81,7 @@ class Annotation:
             if not reason:
                 raise DocsAnnotationError(f"'docs-test: {body}': a skip must say why (skip — <reason>)")
             return cls(skip=reason)
-        setup, expect_output, background, needs = None, False, False, None
+        setup, expect_output, background, needs, in_comments = None, False, False, None, False
         for word in body.split():
             if word.startswith("setup="):
                 setup = word.removeprefix("setup=")
@@ -88,16 +91,25 @@ class Annotation:
                 expect_output = True
             elif word == "background":
                 background = True
+            elif word == "output-in-comments":
+                in_comments = True
             elif word.startswith("needs=") and len(word) > len("needs="):
                 needs = word.removeprefix("needs=")
             else:
                 raise DocsAnnotationError(
                     f"unknown docs-test word {word!r} "
-                    "(skip — <reason>, setup=<name>, expect-output, background, needs=<command>)"
+                    "(skip — <reason>, setup=<name>, expect-output, output-in-comments, background, "
+                    "needs=<command>)"
                 )
-        if setup is None and not expect_output and not background and needs is None:
+        if setup is None and not (expect_output or background or in_comments) and needs is None:
             raise DocsAnnotationError("an empty docs-test annotation")
-        return cls(setup=setup, expect_output=expect_output, background=background, needs=needs)
+        return cls(
+            setup=setup,
+            expect_output=expect_output,
+            background=background,
+            needs=needs,
+            output_in_comments=in_comments,
+        )
 
 
 @dataclass(frozen=True)
@@ -216,3 +228,29 @@ def problems(blocks: list[Block]) -> list[str]:
         if block.kind == "output" and (index == 0 or blocks[index - 1].kind != "run"):
             found.append(f"{block.where}: expect-output, but the block before it is not a command that runs")
     return found
+
+
+def comment_outputs(script: str) -> list[tuple[str, str | None]]:
+    """``script`` cut after each command that ``# ...`` lines follow at once: (commands, what the comments
+    say they print, without the ``#``). Comments after a blank line, or first in the script, stay comments;
+    so do the ``#`` lines after a command none follows directly (the last piece has None)."""
+    pieces: list[tuple[str, str | None]] = []
+    commands: list[str] = []
+    output: list[str] = []
+    after_command = False
+    for line in script.splitlines():
+        stripped = line.strip()
+        if stripped.startswith("#") and (after_command or output):
+            output.append(stripped[1:])
+            after_command = False
+            continue
+        if output:
+            pieces.append(("\n".join(commands) + "\n", "\n".join(output) + "\n"))
+            commands, output = [], []
+        commands.append(line)
+        after_command = bool(stripped) and not stripped.startswith("#")
+    if output:
+        pieces.append(("\n".join(commands) + "\n", "\n".join(output) + "\n"))
+    elif any(line.strip() for line in commands):
+        pieces.append(("\n".join(commands) + "\n", None))
+    return pieces

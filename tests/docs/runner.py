@@ -11,8 +11,10 @@ start one (``tierlog serve``), its ports read from the "how to reach this broker
   ports, ``.venv/bin/`` to this venv's bin directory, and the venv's bin directory leads ``PATH`` (so
   ``tierlog`` is the venv's command) and ``TIERLOG_BOOTSTRAP_SERVER`` names the broker (the CLI's default
   address, 8082, is the test broker's);
-- an ``expect-output`` block is compared with the output of the command block before it (whitespace, ports,
-  UUIDs and millisecond timestamps normalised; ``...`` in the expected text matches anything);
+- an ``expect-output`` block is compared with what the command block before it printed, and with
+  ``output-in-comments`` the ``# ...`` lines right after a command with what that command printed
+  (whitespace, ports, UUIDs and millisecond timestamps normalised; ``...`` in the expected text matches
+  anything);
 - ``background`` blocks are started in a process group of their own and stopped when the page is done;
 - a ``needs=<command>`` block (and its expected output) is left out where the command is not installed,
   and :attr:`PageRun.left_out` says so.
@@ -33,10 +35,10 @@ import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from tests.docs.blocks import SHELL_LANGUAGES, Block
+from tests.docs.blocks import SHELL_LANGUAGES, Block, comment_outputs
 
 __all__ = ["BIN", "DocCommandFailed", "PageRun", "ServedBroker", "matches", "normalised"]
 
@@ -206,7 +208,19 @@ class PageRun:
         return ["bash", "-c", script]
 
     def run(self, block: Block) -> str:
-        """Run ``block``; returns what it printed. Raises DocCommandFailed when it fails or times out."""
+        """Run ``block``; returns what it printed. Raises DocCommandFailed when it fails, times out, or (with
+        ``output-in-comments``) prints something else than a comment after one of its commands says."""
+        if block.annotation is None or not block.annotation.output_in_comments:
+            return self.run_once(block)
+        printed = []
+        for commands, expected in comment_outputs(block.text):
+            printed.append(self.run_once(replace(block, text=commands)))
+            if expected is not None:
+                self.expect(replace(block, text=expected))
+        self.last_output = "".join(printed)
+        return self.last_output
+
+    def run_once(self, block: Block) -> str:
         try:
             done = subprocess.run(
                 self.argv(block),

@@ -12,6 +12,7 @@ from tests.docs.blocks import (
     Annotation,
     Block,
     DocsAnnotationError,
+    comment_outputs,
     doc_pages,
     page_blocks,
     problems,
@@ -137,3 +138,21 @@ def test_background_blocks_are_stopped_when_the_page_is_done(tmp_path: Path) -> 
         (process,) = run.background
         assert process.poll() is None
     assert process.returncode is not None and run.background == []
+
+
+def test_comments_right_after_a_command_are_its_output() -> None:
+    script = "# list\necho a \\\n  b\n# a b\n#  c\n\n# a note\necho d\necho e\n# e\ntrue\n"
+    assert comment_outputs(script) == [
+        ("# list\necho a \\\n  b\n", " a b\n  c\n"),
+        ("\n# a note\necho d\necho e\n", " e\n"),
+        ("true\n", None),
+    ]
+
+
+def test_output_in_comments_is_compared_command_by_command(tmp_path: Path) -> None:
+    good = "<!-- docs-test: output-in-comments -->\n```sh\nX=1\necho $X\n# 1\necho 2\n# 2\n```\n"
+    with page_run(tmp_path / "good", None) as run:
+        run_page(blocks_of(tmp_path, good), run)
+    bad = good.replace("# 2", "# 3")
+    with page_run(tmp_path / "bad", None) as run, pytest.raises(DocCommandFailed, match="something else"):
+        run_page(blocks_of(tmp_path, bad), run)
