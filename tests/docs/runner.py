@@ -34,7 +34,7 @@ import subprocess
 import sys
 import threading
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -138,6 +138,13 @@ def stop_process(process: subprocess.Popen[str]) -> None:
     process.wait()
 
 
+def kill_group(process: subprocess.Popen[str]) -> None:
+    """SIGKILL what is left of ``process``'s group (it leads its own session), then reap ``process``."""
+    with suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGKILL)
+    process.communicate()
+
+
 _UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 _MILLIS = re.compile(r"\b1\d{12}\b")  # epoch milliseconds (2001..2286)
 
@@ -221,20 +228,26 @@ class PageRun:
         return self.last_output
 
     def run_once(self, block: Block) -> str:
+        """Run ``block`` in a process group of its own; whatever it left running is killed after it."""
+        process = subprocess.Popen(
+            self.argv(block),
+            cwd=self.workdir,
+            env=self.environment(),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+        )
         try:
-            done = subprocess.run(
-                self.argv(block),
-                cwd=self.workdir,
-                env=self.environment(),
-                capture_output=True,
-                text=True,
-                timeout=BLOCK_TIMEOUT_S,
-                check=False,
-            )
+            stdout, stderr = process.communicate(timeout=BLOCK_TIMEOUT_S)
         except subprocess.TimeoutExpired as err:
             raise DocCommandFailed(
-                f"{block.where}: still running after {BLOCK_TIMEOUT_S} s:\n{block.text}"
+                f"{block.where}: still running after {BLOCK_TIMEOUT_S} s (a command that does not end, or "
+                f"one left in the background holding its output: annotate it background):\n{block.text}"
             ) from err
+        finally:
+            kill_group(process)
+        done = subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr)
         if done.returncode != 0:
             raise DocCommandFailed(
                 f"{block.where}: exit status {done.returncode}\n--- block\n{self.localised(block.text)}"

@@ -3,6 +3,8 @@ annotations, comparing output, and running shell blocks (state carried, failures
 
 from __future__ import annotations
 
+import os
+import select
 from pathlib import Path
 
 import pytest
@@ -156,3 +158,19 @@ def test_output_in_comments_is_compared_command_by_command(tmp_path: Path) -> No
     bad = good.replace("# 2", "# 3")
     with page_run(tmp_path / "bad", None) as run, pytest.raises(DocCommandFailed, match="something else"):
         run_page(blocks_of(tmp_path, bad), run)
+
+
+def test_what_a_block_leaves_running_is_stopped(tmp_path: Path) -> None:
+    blocks = blocks_of(tmp_path, "```sh\nsleep 300 >/dev/null 2>&1 &\necho $! > pid\n```\n")
+    with page_run(tmp_path / "work", None) as run:
+        run_page(blocks, run)
+        pid = int((tmp_path / "work" / "pid").read_text())
+    try:
+        exited = os.pidfd_open(pid)  # readable once the process has ended
+    except ProcessLookupError:
+        return  # gone and reaped already
+    try:
+        readable, _, _ = select.select([exited], [], [], 30)  # a deadline, not a timing assertion
+        assert readable == [exited], f"the block's background sleep {pid} is still running"
+    finally:
+        os.close(exited)
