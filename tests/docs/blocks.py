@@ -1,7 +1,7 @@
 """The fenced code blocks of README.md and docs/, with the ``docs-test`` annotations that say how each runs.
 
 Pure parsing, no I/O beyond reading a page: the runner (``tests/docs/runner.py``) executes what this module
-classifies, and ``tests/unit/test_docs_blocks.py`` checks every page's annotations without a broker.
+classifies, and ``tests/docs/test_blocks.py`` checks every page's annotations without a broker.
 
 An annotation is an HTML comment on lines of its own just before a fence (blank lines may sit between), so
 readers never see it (docs/design/0015-docs-test-runner.md is the reference)::
