@@ -31,6 +31,7 @@ from tierlog.service.topics import data_dir as meta
 from tierlog.service.topics.rules import NOT_INTERNAL_TOPIC_PATTERN
 from tierlog.service.web import health
 from tierlog.service.web.keys import SETTINGS
+from tierlog.wire import native
 
 __all__ = ["DOCUMENT", "OPENAPI_PATHS", "build_document", "render", "setup_routes"]
 
@@ -126,7 +127,7 @@ _GROUP_SCHEMA = {"type": "string", "minLength": 1, "maxLength": 255, "pattern": 
 _NOT_INTERNAL = {
     ("post", "/topics/{topic}"),
     ("post", "/topics/{topic}/partitions/{partition}"),
-    ("post", "/native/v1/topics/{topic}/partitions/{partition}/batches"),
+    ("post", native.PARTITION_ROUTE + "/batches"),
     ("delete", "/v3/clusters/{cluster_id}/topics/{topic_name}"),
     ("patch", "/v3/clusters/{cluster_id}/topics/{topic_name}"),
 }
