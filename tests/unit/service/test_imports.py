@@ -36,6 +36,16 @@ def test_the_broker_imports_no_test_only_package() -> None:
     assert found == []
 
 
+def test_the_broker_imports_no_client_but_its_security_settings() -> None:
+    """The broker's peers use :class:`tierlog.client.security.ClientSecurity`; the client package loads its
+    producers, consumers and admin client only when a program asks for them."""
+    loaded = loaded_after(f"import {BROKER_MODULES}")
+    assert "tierlog.client.security" in loaded
+    for client_only in ("tierlog.client.admin", "tierlog.client.producer", "tierlog.client.consumer"):
+        assert client_only not in loaded
+    assert "tierlog.client.producer" in loaded_after("from tierlog.client import AsyncProducer")
+
+
 def test_kio_keeps_its_hypothesis_hooks_when_hypothesis_came_first() -> None:
     """A test process that imported Hypothesis before kio still gets kio's strategies (property tests)."""
     pytest.importorskip("hypothesis")
