@@ -12,7 +12,9 @@ import sys
 import pytest
 
 # what a broker imports until it is ready: the entry point, the app with every API and the Kafka listener
-BROKER_MODULES = "tierlog.service.serve, tierlog.service.app, tierlog.service.kafka.setup"
+AT_START = "tierlog.service.serve, tierlog.service.app, tierlog.service.kafka.setup"
+# and then on the first Kafka request: every API's handler, kio's schemas
+SERVING = AT_START + ", tierlog.service.kafka.handlers"
 TEST_ONLY = ("hypothesis", "pytest", "_pytest", "moto", "pyspark", "testcontainers")
 
 
@@ -29,17 +31,21 @@ def loaded_after(statement: str) -> set[str]:
 
 def test_the_broker_imports_no_test_only_package() -> None:
     pytest.importorskip("hypothesis")  # else the check below proves nothing
-    loaded = loaded_after(f"import {BROKER_MODULES}")
-    assert "kio.static._phantom" in loaded  # the Kafka listener's schemas are there
-    assert "tierlog.service.kafka.server" in loaded
+    loaded = loaded_after(f"import {SERVING}")
+    assert "kio.index" in loaded  # the Kafka listener's schemas are there
+    assert "tierlog.service.kafka.handlers.produce" in loaded
     found = sorted(name for name in loaded if name.split(".")[0] in TEST_ONLY)
     assert found == []
 
 
-def test_the_broker_imports_no_client_but_its_security_settings() -> None:
-    """The broker's peers use :class:`tierlog.client.security.ClientSecurity`; the client package loads its
-    producers, consumers and admin client only when a program asks for them."""
-    loaded = loaded_after(f"import {BROKER_MODULES}")
+def test_the_broker_starts_without_the_kafka_handlers_and_the_client() -> None:
+    """The Kafka listener imports its handlers on its first request. The broker's peers use
+    :class:`tierlog.client.security.ClientSecurity`; the client package loads its producers, consumers and
+    admin client only when a program asks for them."""
+    loaded = loaded_after(f"import {AT_START}")
+    assert "tierlog.service.kafka.server" in loaded
+    assert "tierlog.service.kafka.handlers" not in loaded
+    assert "kio.index" not in loaded
     assert "tierlog.client.security" in loaded
     for client_only in ("tierlog.client.admin", "tierlog.client.producer", "tierlog.client.consumer"):
         assert client_only not in loaded
