@@ -6,7 +6,9 @@ v3 admin API's ``OPENAPI_COMPONENTS``).
 
 from __future__ import annotations
 
+import asyncio
 import copy
+import functools
 import json
 import re
 import sys
@@ -33,7 +35,7 @@ from tierlog.service.web import health
 from tierlog.service.web.keys import SETTINGS
 from tierlog.wire import native
 
-__all__ = ["DOCUMENT", "OPENAPI_PATHS", "build_document", "render", "setup_routes"]
+__all__ = ["OPENAPI_PATHS", "build_document", "render", "rendered", "setup_routes"]
 
 VERSION = "0.1.0"
 
@@ -189,18 +191,22 @@ def render(advertised_url: str | None = None) -> str:
     return json.dumps(build_document(advertised_url), indent=2, sort_keys=True) + "\n"
 
 
-DOCUMENT: web.AppKey[bytes] = web.AppKey("tierlog.openapi", bytes)
+@functools.cache
+def rendered(advertised_url: str | None) -> bytes:
+    """:func:`render` as bytes, built once per process and advertised URL, when ``/openapi.json`` is first
+    asked for (building it takes a tenth of a second or more: not part of a broker's start-up)."""
+    return render(advertised_url).encode()
 
 
 async def openapi_json(request: web.Request) -> web.Response:
-    """``GET /openapi.json``: the document rendered when the app was built. Read-only."""
-    return web.Response(body=request.app[DOCUMENT], content_type="application/json")
+    """``GET /openapi.json``: the document, rendered in a worker thread the first time. Read-only."""
+    body = await asyncio.to_thread(rendered, request.app[SETTINGS].advertised_url)
+    return web.Response(body=body, content_type="application/json")
 
 
 def setup_routes(app: web.Application) -> None:
-    """Render the document once (its first server this broker's ``advertised.url``) and register
-    ``/openapi.json``."""
-    app[DOCUMENT] = render(app[SETTINGS].advertised_url).encode()
+    """Register ``/openapi.json`` (the document, its first server this broker's ``advertised.url``, is
+    rendered on its first request)."""
     app.router.add_get("/openapi.json", openapi_json, name="openapi", allow_head=False)
 
 

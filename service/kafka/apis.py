@@ -19,9 +19,22 @@ if TYPE_CHECKING:
     from tierlog.service.kafka.context import KafkaRequest
     from tierlog.service.kafka.spliced import SplicedAnswer
 
-__all__ = ["API_VERSIONS_KEY", "REGISTRY", "Api", "CloseConnection", "Handler", "api"]
+__all__ = [
+    "API_VERSIONS_KEY",
+    "REGISTRY",
+    "SASL_AUTHENTICATE_KEY",
+    "SASL_HANDSHAKE_KEY",
+    "Api",
+    "CloseConnection",
+    "Handler",
+    "api",
+]
 
 API_VERSIONS_KEY = 18
+# The keys served before a connection authenticates (with ApiVersions); the listener knows them before it
+# loads the handlers.
+SASL_HANDSHAKE_KEY = 17
+SASL_AUTHENTICATE_KEY = 36
 
 Handler = Callable[["KafkaRequest", Any], Awaitable["Mapping[str, Any] | SplicedAnswer | None"]]
 

@@ -15,37 +15,30 @@ Idle connections are closed after ``connections.max.idle.ms``; at most ``max.con
 frame not wholly received ``request.read.timeout.ms`` after its first byte, or an answer the client does
 not read within ``connections.max.idle.ms``, closes the connection (logged as a warning): a stalled client
 holds at most one request and one answer in memory.
+
+The API handlers (and kio's schemas under them) are imported in a worker thread when the first request
+arrives, not at start: a broker's start-up does not pay for them, the first request waits for them once.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import importlib
 import logging
 import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from tierlog.service.kafka import handlers  # noqa: F401  (registers every API)
-from tierlog.service.kafka.apis import API_VERSIONS_KEY, REGISTRY, CloseConnection
-from tierlog.service.kafka.context import KafkaRequest, Session
-from tierlog.service.kafka.frames import FrameError, RequestHeader, parse_request_header, response_frame
-from tierlog.service.kafka.handlers.api_versions import unsupported_version_answer
-from tierlog.service.kafka.handlers.sasl import (
+from tierlog.service.kafka.apis import (
+    API_VERSIONS_KEY,
+    REGISTRY,
     SASL_AUTHENTICATE_KEY,
     SASL_HANDSHAKE_KEY,
-    abandon_scram,
-    raw_token,
-    session_expired,
+    CloseConnection,
 )
-from tierlog.service.kafka.messages import (
-    DecodeError,
-    decode_request,
-    encode_response,
-    is_flexible,
-    response_class,
-    shape,
-)
+from tierlog.service.kafka.context import KafkaRequest, Session
+from tierlog.service.kafka.frames import FrameError, RequestHeader, parse_request_header, response_frame
 from tierlog.service.kafka.spliced import Outgoing, SplicedAnswer, splice
 from tierlog.service.metrics import Sample
 from tierlog.service.security.acl import canonical_host
@@ -69,6 +62,8 @@ __all__ = ["KafkaListener"]
 log = logging.getLogger("tierlog.kafka")
 
 _SIZE_BYTES = 4
+# imported on the first request (registers every API with :mod:`.apis`)
+_HANDLERS = "tierlog.service.kafka.handlers"
 PRE_AUTHENTICATION_MAX_BYTES = 512 * 1024  # Kafka's sasl.server.max.receive.size default
 # What other protocols' first bytes look like, to name a mix-up in the log.
 _HTTP_STARTS = (b"GET ", b"POST", b"PUT ", b"HEAD", b"DELE", b"PATC", b"OPTI", b"HTTP", b"CONN")
@@ -124,6 +119,7 @@ class KafkaListener:
         self._server: asyncio.Server | None = None
         self._connections: set[asyncio.Task[None]] = set()
         self._closing = False  # set by close(): cancelled connections then end quietly
+        self._handlers_loaded = False
         self.bound: tuple[str, int] | None = None
         # The app this listener serves in (set by :mod:`.setup`): the group machinery lives in it.
         self.app: web.Application | None = None
@@ -231,7 +227,9 @@ class KafkaListener:
             self._closed("error")
             log.exception("Kafka connection from %s:%d failed", *peer)
         finally:
-            if session is not None:
+            if session is not None and self._handlers_loaded:  # else no SASL exchange ever started
+                from tierlog.service.kafka.handlers.sasl import abandon_scram
+
                 abandon_scram(self.authenticator, session)
             self._connections.discard(task)
             writer.close()
@@ -405,6 +403,8 @@ class KafkaListener:
     async def _raw_token(self, frame: bytes, peer: tuple[str, int], session: Session) -> bytes:
         """The answer to a bare SASL token after a SaslHandshake v0. Raises _Close (after logging) when
         authentication fails or cannot go on."""
+        from tierlog.service.kafka.handlers.sasl import raw_token
+
         request = KafkaRequest(_RAW_TOKEN_HEADER, self, peer, session)
         try:
             return await raw_token(request, frame)
@@ -412,6 +412,12 @@ class KafkaListener:
             self._closed(err.reason if isinstance(err, CloseConnection) else "authentication")
             log.warning("Kafka connection from %s:%d closed: %s", *peer, err)
             raise _Close from None
+
+    async def _load_handlers(self) -> None:
+        """Import every API's handler (which registers it) in a worker thread; the import system's module
+        locks make concurrent first requests wait for the one import."""
+        await asyncio.to_thread(importlib.import_module, _HANDLERS)
+        self._handlers_loaded = True
 
     async def process(
         self, frame: bytes, peer: tuple[str, int], session: Session | None = None, *, zero_copy: bool = False
@@ -425,6 +431,16 @@ class KafkaListener:
         key or version not served (other than ApiVersions), a request other than ApiVersions and SASL's
         before the connection authenticated (as Kafka does), a handler failure.
         """
+        if not self._handlers_loaded:
+            await self._load_handlers()
+        from tierlog.service.kafka.handlers.api_versions import unsupported_version_answer
+        from tierlog.service.kafka.handlers.sasl import session_expired
+        from tierlog.service.kafka.messages import (
+            DecodeError,
+            decode_request,
+            is_flexible,
+        )
+
         if session is None:
             session = Session(host=canonical_host(peer[0]), principal=ANONYMOUS)
         if session.raw_tokens and session.mechanism is not None:
@@ -530,6 +546,8 @@ def _encode(
 ) -> bytes | Outgoing:
     """The answer frame of a handler's ``answer``: bytes, or the parts of a spliced one (whose regions it
     then owns; they are closed here when encoding fails). Raises what encoding raises (a handler's bug)."""
+    from tierlog.service.kafka.messages import encode_response, is_flexible, response_class, shape
+
     spliced = answer if isinstance(answer, SplicedAnswer) else None
     try:
         data = answer.answer if isinstance(answer, SplicedAnswer) else answer

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 import jwt
 
-from tierlog.service.kafka.apis import CloseConnection, api
+from tierlog.service.kafka.apis import SASL_AUTHENTICATE_KEY, SASL_HANDSHAKE_KEY, CloseConnection, api
 from tierlog.service.kafka.context import KafkaRequest, Session
 from tierlog.service.kafka.messages import ErrorCode
 from tierlog.service.kafka.sasl import (
@@ -52,8 +52,6 @@ __all__ = ["SASL_AUTHENTICATE_KEY", "SASL_HANDSHAKE_KEY", "abandon_scram", "raw_
 
 log = logging.getLogger("tierlog.kafka")
 
-SASL_HANDSHAKE_KEY = 17
-SASL_AUTHENTICATE_KEY = 36
 _REAUTHENTICATION_INTERVAL_S = 1.0  # Kafka's floor between two re-authentications of one connection
 
 

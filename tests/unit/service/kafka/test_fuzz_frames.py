@@ -20,7 +20,7 @@ from kio.index import load_request_schema, load_response_schema
 from kio.serial import entity_writer
 from kio.static.primitive import Records
 
-from tierlog.service.kafka import server  # noqa: F401  (registers every API)
+from tierlog.service.kafka import handlers  # noqa: F401  (registers every API)
 from tierlog.service.kafka.apis import REGISTRY
 from tierlog.service.kafka.frames import FrameError, parse_request_header
 from tierlog.service.kafka.messages import DecodeError, check_lengths, decode_request
