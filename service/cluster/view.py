@@ -49,9 +49,10 @@ class ClusterView:
         except (KeyError, ValueError):
             return uuid.UUID(int=0)
 
-    def topic_by_id(self, topic_id: uuid.UUID) -> str | None:
-        """The name of the topic with id ``topic_id``; None when there is none (or it is the zero UUID)."""
-        if topic_id.int == 0:
+    def topic_by_id(self, topic_id: uuid.UUID | None) -> str | None:
+        """The name of the topic with id ``topic_id``; None when there is none (or it is the zero UUID, which
+        Kafka's message codec reads as None)."""
+        if topic_id is None or topic_id.int == 0:
             return None
         return next((name for name in self.partitions if self.topic_uuid(name) == topic_id), None)
 

@@ -86,6 +86,9 @@ async def _auto_create(request: KafkaRequest, name: str, errors: dict[str, int])
         errors[name] = err.kafka_error().code
 
 
+_TOPIC_ID_VERSION = 12  # the first Metadata version that looks topics up by id
+
+
 @api(METADATA_KEY, "Metadata", 0, 12)
 async def handle(request: KafkaRequest, body: Any) -> Mapping[str, Any]:
     broker = request.broker
@@ -95,11 +98,14 @@ async def handle(request: KafkaRequest, body: Any) -> Mapping[str, Any]:
         requested = None
     errors: dict[str, int] = {}
     unknown_ids = []
+    nameless = 0  # topics asked for by id before v12 (Kafka refuses them: names are not nullable there)
     if requested is not None:
         names = [t.name for t in requested if t.name is not None]
         for t in requested:
             topic_id = getattr(t, "topic_id", None)
-            if t.name is None and topic_id is not None:
+            if t.name is None and request.version < _TOPIC_ID_VERSION:
+                nameless += 1
+            elif t.name is None and topic_id is not None:
                 found = broker.cluster_view().topic_by_id(topic_id)
                 if found is None or not request.granted(Operation.DESCRIBE, ResourceType.TOPIC, found):
                     unknown_ids.append(topic_id)  # Kafka answers an unauthorized id as unknown too
@@ -128,6 +134,8 @@ async def handle(request: KafkaRequest, body: Any) -> Mapping[str, Any]:
         {"error_code": ErrorCode.unknown_topic_id, "name": None, "topic_id": topic_id, "partitions": []}
         for topic_id in unknown_ids
     )
+    invalid = {"error_code": ErrorCode.invalid_request, "name": "", "partitions": []}
+    topics.extend(dict(invalid) for _ in range(nameless))
     return {
         "throttle_time": 0,
         "brokers": brokers_of(request, view),
